@@ -1,0 +1,1 @@
+//! Raft layer (work in progress).

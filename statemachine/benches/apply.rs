@@ -1,0 +1,146 @@
+//! Speed and memory of the state machine. Run: `cargo bench -p sluice-statemachine`.
+//!
+//! Prints: commands/s for joins (1,000,000 visitors into one room, 1,024 commands per entry),
+//! bytes per waiter (resident-memory growth and the structures' own accounting), snapshot encode
+//! and decode time at 1,000,000 waiters, and status reads/s.
+
+use sluice_statemachine::*;
+use std::time::Instant;
+
+const WAITERS: u64 = 1_000_000;
+const PER_ENTRY: u64 = 1_024;
+
+fn rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+fn room_config() -> RoomConfig {
+    // Nobody is admitted: every join becomes a waiter.
+    RoomConfig {
+        capacity: 1,
+        admit_per_minute: 1,
+        waiter_ttl_secs: 3_600,
+        max_waiting: WAITERS + 1,
+        paused: true,
+        ..RoomConfig::default()
+    }
+}
+
+fn proposals(from: u64, to: u64, now: u64) -> Vec<Proposal> {
+    (from..to)
+        .step_by(PER_ENTRY as usize)
+        .map(|start| Proposal {
+            time_ms: now,
+            commands: (start..(start + PER_ENTRY).min(to))
+                .map(|v| Command::Join {
+                    room: "bench".into(),
+                    visitor: VisitorId::from_u128(v as u128 * 0x9e37_79b9_7f4a_7c15 + 1),
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+fn new_machine(now: u64) -> StateMachine {
+    let mut sm = StateMachine::new();
+    sm.apply(
+        1,
+        1,
+        &Proposal {
+            time_ms: now,
+            commands: vec![Command::CreateRoom {
+                room: "bench".into(),
+                config: room_config(),
+            }],
+        },
+    );
+    sm
+}
+
+fn main() {
+    let now = 1_750_000_000_000;
+
+    // Memory: grow the line in small batches so the only lasting allocation is the state.
+    let rss0 = rss_bytes();
+    let mut sm = new_machine(now);
+    let mut index = 1;
+    for start in (0..WAITERS).step_by(PER_ENTRY as usize * 16) {
+        for p in proposals(start, (start + PER_ENTRY * 16).min(WAITERS), now) {
+            index += 1;
+            sm.apply(1, index, &p);
+        }
+    }
+    let rss1 = rss_bytes();
+    assert_eq!(sm.room("bench").unwrap().waiting, WAITERS);
+    println!(
+        "memory: {WAITERS} waiters, resident growth {:.1} bytes/waiter, structures {:.1} bytes/waiter",
+        (rss1 - rss0) as f64 / WAITERS as f64,
+        sm.waiter_heap_bytes() as f64 / WAITERS as f64
+    );
+
+    // Snapshot encode + decode.
+    let t = Instant::now();
+    let bytes = sm.snapshot();
+    let enc = t.elapsed();
+    let t = Instant::now();
+    let restored = StateMachine::restore(&bytes).expect("restore");
+    let dec = t.elapsed();
+    assert_eq!(restored.room("bench").unwrap().waiting, WAITERS);
+    println!(
+        "snapshot: {WAITERS} waiters, {:.1} MB, encode {:.0} ms, decode {:.0} ms, total {:.0} ms",
+        bytes.len() as f64 / 1e6,
+        enc.as_secs_f64() * 1e3,
+        dec.as_secs_f64() * 1e3,
+        (enc + dec).as_secs_f64() * 1e3
+    );
+    drop(restored);
+
+    // Status reads spread over the line (exact positions).
+    let reads = 200_000u64;
+    let t = Instant::now();
+    let mut positions = 0u64;
+    for i in 0..reads {
+        let v = (i * 7_919) % WAITERS;
+        let view = sm
+            .visitor(
+                "bench",
+                VisitorId::from_u128(v as u128 * 0x9e37_79b9_7f4a_7c15 + 1),
+            )
+            .unwrap();
+        if let VisitorState::Waiting {
+            position: Some(p), ..
+        } = view.state
+        {
+            positions += p;
+        }
+    }
+    let el = t.elapsed();
+    assert!(positions > 0);
+    println!(
+        "status: {:.0} reads/s at {WAITERS} waiters",
+        reads as f64 / el.as_secs_f64()
+    );
+    drop(sm);
+
+    // Throughput: apply 1,000,000 joins, pre-encoded commands decoded first as Raft would.
+    for round in 0..3 {
+        let mut sm = new_machine(now);
+        let batch = proposals(0, WAITERS, now);
+        let t = Instant::now();
+        for (i, p) in batch.iter().enumerate() {
+            sm.apply(1, i as u64 + 2, p);
+        }
+        let el = t.elapsed();
+        println!(
+            "apply: round {round}: {WAITERS} joins in {:.0} ms = {:.2} M commands/s",
+            el.as_secs_f64() * 1e3,
+            WAITERS as f64 / el.as_secs_f64() / 1e6
+        );
+    }
+}

@@ -1,0 +1,318 @@
+//! Commands and their encoding. The encoding is the log format: it is forever.
+//!
+//! A log entry's payload is a [`Proposal`]: the leader's wall time and a batch of commands.
+//! Encoded, it is one version byte ([`PROPOSAL_VERSION`]) followed by the postcard encoding of the
+//! proposal. New commands are only ever appended to [`Command`]; variants are never reordered,
+//! removed or changed (a changed command is a new variant).
+
+use crate::limits::*;
+use crate::types::{Health, Mode, RoomConfig, VisitorId};
+use serde::{Deserialize, Serialize};
+
+/// The current proposal encoding version.
+pub const PROPOSAL_VERSION: u8 = 1;
+
+/// A change of replicated state. Every field that comes from outside is validated when applied.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Command {
+    /// Create a room; rejected if it exists.
+    CreateRoom {
+        /// Room name.
+        room: String,
+        /// Its configuration.
+        config: RoomConfig,
+    },
+    /// Replace a room's configuration; rejected if it does not exist.
+    UpdateRoom {
+        /// Room name.
+        room: String,
+        /// The new configuration.
+        config: RoomConfig,
+    },
+    /// Create or replace a room.
+    PutRoom {
+        /// Room name.
+        room: String,
+        /// The configuration.
+        config: RoomConfig,
+    },
+    /// Delete a room with everyone in it.
+    DeleteRoom {
+        /// Room name.
+        room: String,
+    },
+    /// Join a room, or resume the place already held.
+    Join {
+        /// Room name.
+        room: String,
+        /// The visitor.
+        visitor: VisitorId,
+    },
+    /// Record a visitor's activity: renew a session or check a waiter in.
+    Heartbeat {
+        /// Room name.
+        room: String,
+        /// The visitor.
+        visitor: VisitorId,
+    },
+    /// Leave the room (waiting or admitted).
+    Leave {
+        /// Room name.
+        room: String,
+        /// The visitor.
+        visitor: VisitorId,
+    },
+    /// Record activity of many visitors at once (session renewals, waiter check-ins).
+    Touch {
+        /// Room name.
+        room: String,
+        /// At most [`TOUCH_BATCH_MAX`] visitors.
+        visitors: Vec<VisitorId>,
+    },
+    /// Silently stop admitting.
+    Pause {
+        /// Room name.
+        room: String,
+    },
+    /// Admit again after a pause.
+    Resume {
+        /// Room name.
+        room: String,
+    },
+    /// Switch the admission mode live.
+    SetMode {
+        /// Room name.
+        room: String,
+        /// The new mode.
+        mode: Mode,
+    },
+    /// Set the origin health throttle.
+    SetHealth {
+        /// Room name.
+        room: String,
+        /// The health.
+        health: Health,
+        /// A new slow factor, in thousandths (1..=999), or keep the current one.
+        slow_factor_permille: Option<u64>,
+    },
+    /// Admit up to `count` waiters now, ignoring the bucket, pause and schedule (not capacity).
+    ForceAdmit {
+        /// Room name.
+        room: String,
+        /// At most [`FORCE_ADMIT_MAX`].
+        count: u64,
+    },
+    /// End one visitor's session or place.
+    Revoke {
+        /// Room name.
+        room: String,
+        /// The visitor.
+        visitor: VisitorId,
+    },
+    /// End every session of a room.
+    RevokeAll {
+        /// Room name.
+        room: String,
+    },
+    /// Create or reconfigure a pool.
+    PutPool {
+        /// Pool name.
+        pool: String,
+        /// Capacity of each room.
+        room_capacity: u64,
+        /// Most rooms.
+        rooms_max: u64,
+    },
+    /// Delete a pool.
+    DeletePool {
+        /// Pool name.
+        pool: String,
+    },
+    /// Take a place in the first room under capacity.
+    PoolAssign {
+        /// Pool name.
+        pool: String,
+    },
+    /// Give a place back.
+    PoolRelease {
+        /// Pool name.
+        pool: String,
+        /// Room index.
+        room_index: u64,
+    },
+    /// Reconcile a room's count with reality.
+    PoolReport {
+        /// Pool name.
+        pool: String,
+        /// Room index.
+        room_index: u64,
+        /// The real count.
+        count: u64,
+    },
+    /// Run time-driven work: expiry, refill, schedules, admissions.
+    Tick,
+}
+
+impl Command {
+    /// The room or pool a command addresses, if any.
+    pub fn target(&self) -> Option<&str> {
+        use Command::*;
+        match self {
+            CreateRoom { room, .. }
+            | UpdateRoom { room, .. }
+            | PutRoom { room, .. }
+            | DeleteRoom { room }
+            | Join { room, .. }
+            | Heartbeat { room, .. }
+            | Leave { room, .. }
+            | Touch { room, .. }
+            | Pause { room }
+            | Resume { room }
+            | SetMode { room, .. }
+            | SetHealth { room, .. }
+            | ForceAdmit { room, .. }
+            | Revoke { room, .. }
+            | RevokeAll { room } => Some(room),
+            PutPool { pool, .. }
+            | DeletePool { pool }
+            | PoolAssign { pool }
+            | PoolRelease { pool, .. }
+            | PoolReport { pool, .. } => Some(pool),
+            Tick => None,
+        }
+    }
+}
+
+/// One log entry's worth of commands, stamped by the leader.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Proposal {
+    /// The leader's wall time when proposing, ms since the epoch. The state machine keeps its
+    /// clock monotonic: `clock = max(clock, time_ms)`.
+    pub time_ms: u64,
+    /// At most [`COMMANDS_PER_PROPOSAL_MAX`] commands, applied in order.
+    pub commands: Vec<Command>,
+}
+
+/// Why bytes could not be decoded.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DecodeError {
+    /// Nothing to decode.
+    #[error("empty input")]
+    Empty,
+    /// A version this build does not know.
+    #[error("unknown encoding version {0}")]
+    Version(u8),
+    /// The bytes are not a valid encoding.
+    #[error("malformed encoding: {0}")]
+    Malformed(String),
+    /// A bound was exceeded.
+    #[error("too large: {0}")]
+    TooLarge(String),
+}
+
+impl Proposal {
+    /// Encodes with the version byte.
+    pub fn encode(&self) -> Vec<u8> {
+        let out = vec![PROPOSAL_VERSION];
+        postcard::to_extend(self, out).expect("encoding into a Vec cannot fail")
+    }
+
+    /// Decodes and checks the command count.
+    pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        let (&version, rest) = bytes.split_first().ok_or(DecodeError::Empty)?;
+        if version != PROPOSAL_VERSION {
+            return Err(DecodeError::Version(version));
+        }
+        let (p, tail): (Proposal, &[u8]) =
+            postcard::take_from_bytes(rest).map_err(|e| DecodeError::Malformed(e.to_string()))?;
+        if !tail.is_empty() {
+            return Err(DecodeError::Malformed(format!(
+                "{} trailing bytes",
+                tail.len()
+            )));
+        }
+        if p.commands.len() > COMMANDS_PER_PROPOSAL_MAX {
+            return Err(DecodeError::TooLarge(format!(
+                "{} commands, at most {COMMANDS_PER_PROPOSAL_MAX}",
+                p.commands.len()
+            )));
+        }
+        Ok(p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proposal_round_trip_and_golden_bytes() {
+        let p = Proposal {
+            time_ms: 1_000,
+            commands: vec![
+                Command::Join {
+                    room: "a".into(),
+                    visitor: VisitorId::from_u128(1),
+                },
+                Command::Tick,
+            ],
+        };
+        let bytes = p.encode();
+        // Version 1, time 1000 (varint e8 07), two commands, Join = variant 4, "a", 16 id bytes,
+        // Tick = variant 20. If this changes, old logs no longer decode.
+        let mut expected = vec![1, 0xe8, 0x07, 2, 4, 1, b'a'];
+        expected.extend_from_slice(&[0; 15]);
+        expected.extend_from_slice(&[1, 20]);
+        assert_eq!(bytes, expected);
+        assert_eq!(Proposal::decode(&bytes).unwrap(), p);
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        assert_eq!(Proposal::decode(&[]), Err(DecodeError::Empty));
+        assert_eq!(Proposal::decode(&[9, 0, 0]), Err(DecodeError::Version(9)));
+        assert!(matches!(
+            Proposal::decode(&[1, 0xff]),
+            Err(DecodeError::Malformed(_))
+        ));
+        assert!(matches!(
+            Proposal::decode(&[1, 0, 1, 200]),
+            Err(DecodeError::Malformed(_))
+        ));
+        let mut ok = Proposal {
+            time_ms: 5,
+            commands: vec![Command::Tick],
+        }
+        .encode();
+        ok.push(0);
+        assert!(matches!(
+            Proposal::decode(&ok),
+            Err(DecodeError::Malformed(_))
+        ));
+        let big = Proposal {
+            time_ms: 0,
+            commands: vec![Command::Tick; COMMANDS_PER_PROPOSAL_MAX + 1],
+        };
+        assert!(matches!(
+            Proposal::decode(&big.encode()),
+            Err(DecodeError::TooLarge(_))
+        ));
+        // A length prefix far larger than the input must not allocate or panic.
+        assert!(Proposal::decode(&[1, 0, 0xff, 0xff, 0xff, 0xff, 0x0f]).is_err());
+        // Every truncation of a valid proposal is rejected.
+        let full = Proposal {
+            time_ms: 77,
+            commands: vec![Command::Touch {
+                room: "r".into(),
+                visitors: vec![VisitorId::from_u128(5); 3],
+            }],
+        }
+        .encode();
+        for n in 0..full.len() {
+            assert!(
+                Proposal::decode(&full[..n]).is_err(),
+                "prefix of {n} bytes decoded"
+            );
+        }
+    }
+}

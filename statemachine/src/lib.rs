@@ -1,0 +1,40 @@
+//! Sluice's deterministic room state machine.
+//!
+//! Log entries go in, room state comes out. Every replica applies the same entries in the same
+//! order and reaches the same state, byte for byte: the crate reads no clock (time arrives with
+//! each entry), no OS randomness (draws are seeded from the log position), does no I/O, and never
+//! lets the iteration order of a hash map decide anything.
+//!
+//! Map of the crate:
+//! - [`command`]: [`Command`] and [`Proposal`], the log entry format, versioned.
+//! - [`machine`]: [`StateMachine`]: `apply`, read-only queries, `next_due_ms` for the tick proposer.
+//! - `room`: the rules of one room: join, leave, touch, expiry, token bucket, admission, schedule.
+//! - `queue`: the waiting line with exact positions (ranks) in O(n / 256).
+//! - [`draw`]: seeded lottery draws and shuffles (`sluice-draw-v1`).
+//! - `pool`: capacity-bounded room sets, handed out first-fit.
+//! - [`snapshot`]: canonical encoding, restore, and the state digest.
+//! - [`outcome`]: what each command returns; rejections are outcomes, not errors.
+//! - [`types`]: ids, names and room configuration with validation.
+//! - [`limits`]: every bound, in one place.
+
+pub mod command;
+pub mod draw;
+pub mod limits;
+pub mod machine;
+pub mod outcome;
+mod pool;
+mod queue;
+mod room;
+pub mod snapshot;
+pub mod types;
+
+pub use command::{Command, DecodeError, Proposal};
+pub use machine::{LogPosition, QueueEntry, StateMachine};
+pub use outcome::{
+    EndReason, Outcome, PoolView, Rejection, RoomView, Totals, VisitorState, VisitorView,
+};
+pub use snapshot::{digest_hex, Digest};
+pub use types::{Branding, Health, Mode, RoomConfig, VisitorId};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,60 @@
+//! Every bound on what can grow, in one place.
+//!
+//! Hitting a limit is an ordinary replicated rejection (or, for the per-apply work bounds, a
+//! continuation on the next tick), never a panic. The raft and API layers import these so that
+//! requests are refused at the edge with the same numbers the state machine enforces.
+
+/// Most rooms in one cluster.
+pub const ROOMS_MAX: usize = 10_000;
+/// Most pools in one cluster.
+pub const POOLS_MAX: usize = 1_000;
+/// Longest room or pool name (names match `[a-z0-9][a-z0-9-]{0,63}`).
+pub const NAME_LEN_MAX: usize = 64;
+
+/// Largest `capacity` a room may have.
+pub const CAPACITY_MAX: u64 = 10_000_000;
+/// Largest `max_waiting` a room may have: the hard bound on waiters per room.
+pub const WAITERS_PER_ROOM_MAX: u64 = 10_000_000;
+/// Largest `admit_per_minute` (one million admissions per second).
+pub const ADMIT_PER_MINUTE_MAX: u64 = 60_000_000;
+/// Largest token-bucket burst.
+pub const ADMIT_BURST_MAX: u64 = 1_000_000;
+/// Longest `session_ttl_secs` and `waiter_ttl_secs` (30 days).
+pub const TTL_SECS_MAX: u64 = 30 * 86_400;
+/// Latest accepted schedule instant (`opens_at`, `closes_at`), ms since the Unix epoch (year 2400).
+pub const INSTANT_MS_MAX: u64 = 13_569_465_600_000;
+
+/// Most visitors in one batched `touch`.
+pub const TOUCH_BATCH_MAX: usize = 10_000;
+/// Most commands in one proposal (one log entry).
+pub const COMMANDS_PER_PROPOSAL_MAX: usize = 4_096;
+/// Most waiters one `force_admit` may admit.
+pub const FORCE_ADMIT_MAX: u64 = 100_000;
+/// Most admissions one command performs in one room; the rest follow on the next tick.
+pub const ADMITS_PER_APPLY_MAX: u64 = 100_000;
+/// Most expiries one command performs in one room; the rest follow on the next tick.
+pub const EXPIRIES_PER_APPLY_MAX: usize = 100_000;
+/// How many ended visitors (left, expired, revoked) a room remembers for status queries.
+pub const ENDED_PER_ROOM_MAX: usize = 65_536;
+/// Most entries one queue listing returns.
+pub const QUEUE_PAGE_MAX: usize = 10_000;
+
+/// Most rooms (shards) in one pool.
+pub const POOL_ROOMS_MAX: u64 = 10_000;
+/// Largest per-room capacity of a pool, and largest reported count.
+pub const POOL_ROOM_CAPACITY_MAX: u64 = 10_000_000;
+
+/// Longest branding title.
+pub const BRANDING_TITLE_LEN_MAX: usize = 120;
+/// Longest branding message.
+pub const BRANDING_MESSAGE_LEN_MAX: usize = 1_000;
+/// Longest branding logo URL.
+pub const BRANDING_URL_LEN_MAX: usize = 2_048;
+
+// The bounds must agree with each other.
+const _: () = assert!(FORCE_ADMIT_MAX <= ADMITS_PER_APPLY_MAX);
+const _: () = assert!(ADMIT_BURST_MAX <= ADMITS_PER_APPLY_MAX * 10);
+const _: () = assert!(CAPACITY_MAX <= WAITERS_PER_ROOM_MAX);
+const _: () = assert!(TOUCH_BATCH_MAX <= ENDED_PER_ROOM_MAX);
+const _: () = assert!(QUEUE_PAGE_MAX <= ENDED_PER_ROOM_MAX);
+const _: () = assert!(NAME_LEN_MAX + 8 < 255);

@@ -1,0 +1,357 @@
+//! The whole replicated state: rooms, pools, the log clock and the last applied position.
+
+use crate::command::{Command, Proposal};
+use crate::draw::{DrawPosition, LazyDraw};
+use crate::limits::*;
+use crate::outcome::{EndReason, Outcome, PoolView, Rejection, RoomView, VisitorView};
+use crate::pool::{self, Pool};
+use crate::room::Room;
+use crate::types::{validate_name, VisitorId};
+use std::collections::BTreeMap;
+
+/// A position in the Raft log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct LogPosition {
+    /// Term.
+    pub term: u64,
+    /// Index.
+    pub index: u64,
+}
+
+/// One waiter in a queue listing.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct QueueEntry {
+    /// 1-based place in admission order.
+    pub position: u64,
+    /// The visitor.
+    pub visitor: VisitorId,
+    /// Its sequence number.
+    pub seq: u64,
+    /// Last check-in, log time ms.
+    pub last_seen_ms: u64,
+}
+
+/// The deterministic room engine. Apply the same entries in the same order on any replica and
+/// the state (and its [`digest`](StateMachine::digest)) is the same.
+#[derive(Debug, Default)]
+pub struct StateMachine {
+    pub(crate) rooms: BTreeMap<String, Room>,
+    pub(crate) pools: BTreeMap<String, Pool>,
+    /// The log clock: the largest leader time seen, ms since the epoch.
+    pub(crate) clock_ms: u64,
+    pub(crate) last_applied: Option<LogPosition>,
+}
+
+impl StateMachine {
+    /// An empty machine.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The log clock (ms since the epoch): never goes backwards.
+    pub fn clock_ms(&self) -> u64 {
+        self.clock_ms
+    }
+
+    /// The last entry applied.
+    pub fn last_applied(&self) -> Option<LogPosition> {
+        self.last_applied
+    }
+
+    fn step(&mut self, term: u64, index: u64, time_ms: u64) {
+        if let Some(last) = self.last_applied {
+            assert!(
+                index > last.index && term >= last.term,
+                "entries applied out of order: {term}/{index} after {}/{}",
+                last.term,
+                last.index
+            );
+        }
+        self.last_applied = Some(LogPosition { term, index });
+        self.clock_ms = self.clock_ms.max(time_ms);
+    }
+
+    /// Records an entry with no commands (a Raft blank or membership entry).
+    pub fn apply_empty(&mut self, term: u64, index: u64) {
+        let clock = self.clock_ms;
+        self.step(term, index, clock);
+    }
+
+    /// Applies one log entry and returns one outcome per command.
+    pub fn apply(&mut self, term: u64, index: u64, proposal: &Proposal) -> Vec<Outcome> {
+        assert!(
+            proposal.commands.len() <= COMMANDS_PER_PROPOSAL_MAX,
+            "oversized proposal"
+        );
+        self.step(term, index, proposal.time_ms);
+        proposal
+            .commands
+            .iter()
+            .enumerate()
+            .map(|(sub, cmd)| {
+                self.apply_command(
+                    DrawPosition {
+                        term,
+                        index,
+                        sub: sub as u64,
+                    },
+                    cmd,
+                )
+            })
+            .collect()
+    }
+
+    fn apply_command(&mut self, pos: DrawPosition, cmd: &Command) -> Outcome {
+        match self.try_apply(pos, cmd) {
+            Ok(o) => o,
+            Err(r) => Outcome::Rejected(r),
+        }
+    }
+
+    fn room_mut<'a>(&'a mut self, name: &str) -> Result<&'a mut Room, Rejection> {
+        validate_name("room", name)?;
+        self.rooms.get_mut(name).ok_or(Rejection::RoomNotFound)
+    }
+
+    fn pool_mut<'a>(&'a mut self, name: &str) -> Result<&'a mut Pool, Rejection> {
+        validate_name("pool", name)?;
+        self.pools.get_mut(name).ok_or(Rejection::PoolNotFound)
+    }
+
+    fn try_apply(&mut self, pos: DrawPosition, cmd: &Command) -> Result<Outcome, Rejection> {
+        use Command::*;
+        let now = self.clock_ms;
+        // Commands that address one existing room: validate, then advance → act → pump.
+        let room_op =
+            |sm: &mut Self,
+             name: &str,
+             act: &mut dyn FnMut(&mut Room, &mut LazyDraw) -> Outcome| {
+                let room = sm.room_mut(name)?;
+                let mut draw = LazyDraw::new(pos, name);
+                room.advance(now, &mut draw);
+                Ok(act(room, &mut draw))
+            };
+        match cmd {
+            CreateRoom { room, config }
+            | PutRoom { room, config }
+            | UpdateRoom { room, config } => {
+                validate_name("room", room)?;
+                config.validate()?;
+                let exists = self.rooms.contains_key(room.as_str());
+                match (cmd, exists) {
+                    (CreateRoom { .. }, true) => return Err(Rejection::RoomExists),
+                    (UpdateRoom { .. }, false) => return Err(Rejection::RoomNotFound),
+                    (_, false) if self.rooms.len() >= ROOMS_MAX => {
+                        return Err(Rejection::LimitReached {
+                            what: "rooms".into(),
+                            max: ROOMS_MAX as u64,
+                        })
+                    }
+                    _ => {}
+                }
+                let mut draw = LazyDraw::new(pos, room);
+                let r = self
+                    .rooms
+                    .entry(room.clone())
+                    .or_insert_with(|| Room::new(room.clone(), config.clone(), now));
+                r.advance(now, &mut draw);
+                r.reconfigure(config.clone(), now, &mut draw);
+                Ok(Outcome::Room(r.room_view(now)))
+            }
+            DeleteRoom { room } => {
+                self.room_mut(room)?;
+                let r = self.rooms.remove(room.as_str()).expect("checked above");
+                Ok(Outcome::RoomDeleted {
+                    waiting: r.queue.len(),
+                    active: r.sessions.len() as u64,
+                })
+            }
+            Join { room, visitor } => room_op(self, room, &mut |r, d| r.join(*visitor, now, d)),
+            Heartbeat { room, visitor } => {
+                room_op(self, room, &mut |r, d| r.heartbeat(*visitor, now, d))
+            }
+            Leave { room, visitor } => room_op(self, room, &mut |r, d| {
+                r.end(*visitor, EndReason::Left, now, d)
+            }),
+            Revoke { room, visitor } => room_op(self, room, &mut |r, d| {
+                r.end(*visitor, EndReason::Revoked, now, d)
+            }),
+            Touch { room, visitors } => {
+                if visitors.len() > TOUCH_BATCH_MAX {
+                    return Err(Rejection::invalid(
+                        "visitors",
+                        format!("{} visitors, at most {TOUCH_BATCH_MAX}", visitors.len()),
+                    ));
+                }
+                room_op(self, room, &mut |r, d| r.touch(visitors, now, d))
+            }
+            RevokeAll { room } => room_op(self, room, &mut |r, d| r.revoke_all(now, d)),
+            ForceAdmit { room, count } => {
+                if *count == 0 || *count > FORCE_ADMIT_MAX {
+                    return Err(Rejection::invalid(
+                        "count",
+                        format!("must be between 1 and {FORCE_ADMIT_MAX}"),
+                    ));
+                }
+                room_op(self, room, &mut |r, d| r.force_admit(*count, now, d))
+            }
+            Pause { room } | Resume { room } => {
+                let paused = matches!(cmd, Pause { .. });
+                room_op(self, room, &mut |r, d| {
+                    r.config.paused = paused;
+                    r.pump(now, d);
+                    Outcome::Room(r.room_view(now))
+                })
+            }
+            SetMode { room, mode } => room_op(self, room, &mut |r, d| {
+                r.config.mode = *mode;
+                r.pump(now, d);
+                Outcome::Room(r.room_view(now))
+            }),
+            SetHealth {
+                room,
+                health,
+                slow_factor_permille,
+            } => {
+                if let Some(f) = slow_factor_permille {
+                    if !(1..=999).contains(f) {
+                        return Err(Rejection::invalid(
+                            "slow_factor_permille",
+                            "must be between 1 and 999".into(),
+                        ));
+                    }
+                }
+                room_op(self, room, &mut |r, d| {
+                    r.set_health(*health, *slow_factor_permille);
+                    r.pump(now, d);
+                    Outcome::Room(r.room_view(now))
+                })
+            }
+            PutPool {
+                pool,
+                room_capacity,
+                rooms_max,
+            } => {
+                validate_name("pool", pool)?;
+                pool::validate(*room_capacity, *rooms_max)?;
+                if !self.pools.contains_key(pool.as_str()) && self.pools.len() >= POOLS_MAX {
+                    return Err(Rejection::LimitReached {
+                        what: "pools".into(),
+                        max: POOLS_MAX as u64,
+                    });
+                }
+                let p = self.pools.entry(pool.clone()).or_insert_with(|| Pool {
+                    room_capacity: *room_capacity,
+                    rooms_max: *rooms_max,
+                    counts: Vec::new(),
+                });
+                p.room_capacity = *room_capacity;
+                p.rooms_max = *rooms_max;
+                Ok(Outcome::Pool(p.view(pool)))
+            }
+            DeletePool { pool } => {
+                self.pool_mut(pool)?;
+                self.pools.remove(pool.as_str());
+                Ok(Outcome::PoolDeleted)
+            }
+            PoolAssign { pool } => Ok(self.pool_mut(pool)?.assign(pool)),
+            PoolRelease { pool, room_index } => Ok(self.pool_mut(pool)?.release(pool, *room_index)),
+            PoolReport {
+                pool,
+                room_index,
+                count,
+            } => Ok(self.pool_mut(pool)?.report(pool, *room_index, *count)),
+            Tick => {
+                let (mut admitted, mut expired) = (0, 0);
+                for (name, room) in self.rooms.iter_mut() {
+                    let mut draw = LazyDraw::new(pos, name);
+                    expired += room.advance(now, &mut draw);
+                    admitted += room.pump(now, &mut draw);
+                }
+                Ok(Outcome::Ticked { admitted, expired })
+            }
+        }
+    }
+
+    // ---- queries: read-only, answered from applied state ------------------------------------
+
+    /// A room's view at the log clock.
+    pub fn room(&self, name: &str) -> Option<RoomView> {
+        self.rooms.get(name).map(|r| r.room_view(self.clock_ms))
+    }
+
+    /// All rooms, by name.
+    pub fn rooms(&self) -> Vec<RoomView> {
+        self.rooms
+            .values()
+            .map(|r| r.room_view(self.clock_ms))
+            .collect()
+    }
+
+    /// Room names, by name.
+    pub fn room_names(&self) -> impl Iterator<Item = &str> {
+        self.rooms.keys().map(String::as_str)
+    }
+
+    /// A visitor's status.
+    pub fn visitor(&self, room: &str, visitor: VisitorId) -> Result<VisitorView, Rejection> {
+        let r = self.rooms.get(room).ok_or(Rejection::RoomNotFound)?;
+        r.view(visitor, self.clock_ms)
+            .ok_or(Rejection::UnknownVisitor)
+    }
+
+    /// Waiters in admission order, from 0-based rank `offset`, at most `limit` (≤ [`QUEUE_PAGE_MAX`]).
+    pub fn queue(
+        &self,
+        room: &str,
+        offset: u64,
+        limit: usize,
+    ) -> Result<Vec<QueueEntry>, Rejection> {
+        let r = self.rooms.get(room).ok_or(Rejection::RoomNotFound)?;
+        Ok(r.queue
+            .iter_from(offset)
+            .take(limit.min(QUEUE_PAGE_MAX))
+            .enumerate()
+            .map(|(i, (_, s))| QueueEntry {
+                position: offset + i as u64 + 1,
+                visitor: s.id,
+                seq: s.seq,
+                last_seen_ms: s.last_seen_ms,
+            })
+            .collect())
+    }
+
+    /// A pool's view.
+    pub fn pool(&self, name: &str) -> Option<PoolView> {
+        self.pools.get(name).map(|p| p.view(name))
+    }
+
+    /// All pools, by name.
+    pub fn pools(&self) -> Vec<PoolView> {
+        self.pools.iter().map(|(n, p)| p.view(n)).collect()
+    }
+
+    /// The earliest log time at which a `Tick` would change something, if any. A value at or
+    /// before the clock means "now".
+    pub fn next_due_ms(&self) -> Option<u64> {
+        self.rooms
+            .values()
+            .filter_map(|r| r.next_due(self.clock_ms))
+            .min()
+    }
+
+    /// Is the visitor's session active at wall time `now_ms` (not ended, not past its TTL)?
+    /// For the gate: answered from applied state with the caller's clock, no log entry needed.
+    pub fn session_active(&self, room: &str, visitor: VisitorId, now_ms: u64) -> bool {
+        self.rooms.get(room).is_some_and(|r| {
+            r.sessions
+                .get(&visitor)
+                .is_some_and(|s| s.last_active_ms + r.config.session_ttl_secs * 1000 > now_ms)
+        })
+    }
+
+    /// Approximate heap bytes used by the waiting lines of all rooms.
+    pub fn waiter_heap_bytes(&self) -> usize {
+        self.rooms.values().map(Room::waiter_heap_bytes).sum()
+    }
+}

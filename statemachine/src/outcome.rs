@@ -1,0 +1,271 @@
+//! What applying a command returns. Rejections are replicated outcomes, not errors: every replica
+//! rejects the same command in the same way, and the state is untouched by a rejected command.
+
+use crate::types::{RoomConfig, VisitorId};
+use serde::{Deserialize, Serialize};
+
+/// Why a command was refused. `code()` is the stable machine-readable name used by the API.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum Rejection {
+    /// A field is malformed or out of range.
+    #[error("invalid {field}: {reason}")]
+    InvalidField {
+        /// The field's name, dotted for nested fields (`branding.title`).
+        field: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A room with this name already exists.
+    #[error("room already exists")]
+    RoomExists,
+    /// No room has this name.
+    #[error("no such room")]
+    RoomNotFound,
+    /// A pool with this name already exists.
+    #[error("pool already exists")]
+    PoolExists,
+    /// No pool has this name.
+    #[error("no such pool")]
+    PoolNotFound,
+    /// The visitor holds no place in the room and has not recently ended.
+    #[error("unknown visitor")]
+    UnknownVisitor,
+    /// The room holds `max_waiting` waiters already.
+    #[error("the queue is full")]
+    QueueFull,
+    /// The room's `closes_at` has passed; it takes no new visitors.
+    #[error("the room is closed")]
+    RoomClosed,
+    /// The room is in `reject` mode; it takes no new visitors.
+    #[error("the room is not taking new visitors")]
+    RoomRejecting,
+    /// Every room of the pool is at capacity and the pool has its most rooms.
+    #[error("every room of the pool is full")]
+    PoolFull,
+    /// A cluster-wide count limit (rooms, pools) is reached.
+    #[error("limit reached: at most {max} {what}")]
+    LimitReached {
+        /// What is counted.
+        what: String,
+        /// The limit.
+        max: u64,
+    },
+}
+
+impl Rejection {
+    pub(crate) fn invalid(field: &str, reason: String) -> Self {
+        Rejection::InvalidField {
+            field: field.to_string(),
+            reason,
+        }
+    }
+
+    /// The stable machine-readable code of this rejection.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Rejection::InvalidField { .. } => "invalid_field",
+            Rejection::RoomExists => "room_exists",
+            Rejection::RoomNotFound => "room_not_found",
+            Rejection::PoolExists => "pool_exists",
+            Rejection::PoolNotFound => "pool_not_found",
+            Rejection::UnknownVisitor => "unknown_visitor",
+            Rejection::QueueFull => "queue_full",
+            Rejection::RoomClosed => "room_closed",
+            Rejection::RoomRejecting => "room_rejecting",
+            Rejection::PoolFull => "pool_full",
+            Rejection::LimitReached { .. } => "limit_reached",
+        }
+    }
+
+    /// The offending field, for `InvalidField`.
+    pub fn field(&self) -> Option<&str> {
+        match self {
+            Rejection::InvalidField { field, .. } => Some(field),
+            _ => None,
+        }
+    }
+}
+
+/// Why a visitor's place or session ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EndReason {
+    /// The visitor left.
+    Left,
+    /// A waiter did not check in within `waiter_ttl_secs`.
+    Abandoned,
+    /// A session saw no activity within `session_ttl_secs`.
+    Expired,
+    /// An operator revoked it.
+    Revoked,
+    /// The room was deleted or the visitor removed by an operator action on the room.
+    Removed,
+}
+
+impl EndReason {
+    /// The lowercase name used on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EndReason::Left => "left",
+            EndReason::Abandoned => "abandoned",
+            EndReason::Expired => "expired",
+            EndReason::Revoked => "revoked",
+            EndReason::Removed => "removed",
+        }
+    }
+}
+
+/// Where a visitor stands.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum VisitorState {
+    /// In line.
+    Waiting {
+        /// 1-based place in admission order (FIFO-ordered modes only; `None` in lottery).
+        position: Option<u64>,
+        /// Waiters in the room.
+        waiting: u64,
+        /// Estimated seconds until admission; `None` when nobody is being admitted (paused, down).
+        eta_secs: Option<u64>,
+        /// Last check-in (log time, ms).
+        last_seen_ms: u64,
+    },
+    /// Admitted: an active session.
+    Admitted {
+        /// When the session began (log time, ms).
+        admitted_at_ms: u64,
+        /// Last recorded activity (log time, ms).
+        last_active_ms: u64,
+        /// The session ends at this instant unless renewed.
+        expires_at_ms: u64,
+    },
+    /// No longer in the room.
+    Ended {
+        /// Why.
+        reason: EndReason,
+        /// When (log time, ms).
+        at_ms: u64,
+    },
+}
+
+/// One visitor's status in one room.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VisitorView {
+    /// The visitor.
+    pub visitor: VisitorId,
+    /// Sequence number of the visitor's place (unique and increasing per room).
+    pub seq: u64,
+    /// Where the visitor stands.
+    pub state: VisitorState,
+}
+
+/// Counters that only grow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Totals {
+    /// Places handed out (new joins).
+    pub joined: u64,
+    /// Admissions.
+    pub admitted: u64,
+    /// Visitors who left (waiting or admitted).
+    pub left: u64,
+    /// Waiters who lost their place by not checking in.
+    pub abandoned: u64,
+    /// Sessions that ended by TTL.
+    pub expired: u64,
+    /// Visitors removed by an operator.
+    pub revoked: u64,
+}
+
+/// A room as seen from outside.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoomView {
+    /// Name.
+    pub name: String,
+    /// Current configuration.
+    pub config: RoomConfig,
+    /// Log time of creation (ms).
+    pub created_at_ms: u64,
+    /// Has the room opened (its `opens_at` has passed)?
+    pub open: bool,
+    /// Is `closes_at` passed (at the last applied log time)?
+    pub closed: bool,
+    /// Waiters.
+    pub waiting: u64,
+    /// Active sessions.
+    pub active: u64,
+    /// Growing counters.
+    pub totals: Totals,
+    /// Admissions in the last minute (six 10-second windows).
+    pub admitted_last_minute: u64,
+    /// Admissions per minute used for ETAs: the setpoint blended with observed admissions,
+    /// never faster than the setpoint.
+    pub eta_rate_per_minute: u64,
+    /// Whole tokens in the admission bucket.
+    pub bucket_tokens: u64,
+    /// The next sequence number to be issued.
+    pub next_seq: u64,
+}
+
+/// A pool as seen from outside.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolView {
+    /// Name.
+    pub name: String,
+    /// Capacity of each of its rooms.
+    pub room_capacity: u64,
+    /// Most rooms.
+    pub rooms_max: u64,
+    /// Count per room, by index; room `i` is named `{pool}-{i}`.
+    pub counts: Vec<u64>,
+    /// Sum of the counts.
+    pub total: u64,
+}
+
+/// The result of one command.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Outcome {
+    /// The command was refused; nothing changed.
+    Rejected(Rejection),
+    /// A room after create, update, pause, resume, mode or health.
+    Room(RoomView),
+    /// A room was deleted; it had this many waiters and sessions.
+    RoomDeleted {
+        /// Waiters dropped.
+        waiting: u64,
+        /// Sessions dropped.
+        active: u64,
+    },
+    /// A visitor after join, heartbeat, leave or revoke.
+    Visitor(VisitorView),
+    /// A batched touch.
+    Touched {
+        /// Sessions renewed.
+        renewed: u64,
+        /// Waiters checked in.
+        checked_in: u64,
+        /// Visitors not found (ended or unknown).
+        missed: u64,
+    },
+    /// Force-admit or revoke-all: how many visitors it affected.
+    Count(u64),
+    /// A pool after create or update, release or report.
+    Pool(PoolView),
+    /// `assign`: the pool room given out.
+    Assigned {
+        /// Index of the room in the pool.
+        room_index: u64,
+        /// `{pool}-{index}`.
+        room: String,
+        /// The room's count after the increment.
+        count: u64,
+        /// The pool's total after the increment.
+        total: u64,
+    },
+    /// A pool was deleted.
+    PoolDeleted,
+    /// A tick ran.
+    Ticked {
+        /// Admissions it made.
+        admitted: u64,
+        /// Waiters and sessions it expired.
+        expired: u64,
+    },
+}

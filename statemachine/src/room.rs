@@ -1,0 +1,668 @@
+//! One room: its line, its sessions, its token bucket and its rules.
+//!
+//! Every command on a room runs in three steps at the entry's log time `now`:
+//! 1. `advance`: expire sessions and waiters that are due, refill the bucket, open the room when
+//!    `opens_at` has passed (shuffling the pre-queue if asked);
+//! 2. the command itself;
+//! 3. `pump`: admit waiters while capacity, bucket, schedule, pause and health allow.
+//!
+//! The ordering of every effect comes from ordered data (the line, sequence numbers), never from
+//! the iteration order of a hash map, and is the same after a snapshot restore.
+
+use crate::draw::LazyDraw;
+use crate::limits::*;
+use crate::outcome::{EndReason, Outcome, Rejection, RoomView, Totals, VisitorState, VisitorView};
+use crate::queue::{Slot, WaitQueue};
+use crate::types::{Health, Mode, RoomConfig, VisitorId};
+use rustc_hash::FxHashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+/// Bucket units per token: ms per minute × permille, so refill is exact integer arithmetic.
+pub(crate) const UNITS_PER_TOKEN: u64 = 60_000 * 1_000;
+/// Width of one admission-count window.
+pub(crate) const WINDOW_MS: u64 = 10_000;
+/// Windows kept: one minute.
+pub(crate) const WINDOWS: usize = 6;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Session {
+    pub seq: u64,
+    pub admitted_at_ms: u64,
+    pub last_active_ms: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Ended {
+    pub seq: u64,
+    pub reason: EndReason,
+    pub at_ms: u64,
+}
+
+#[derive(Debug)]
+pub(crate) struct Room {
+    pub name: String,
+    pub config: RoomConfig,
+    pub created_at_ms: u64,
+    pub opened: bool,
+    pub opened_at_ms: u64,
+    pub next_seq: u64,
+    pub queue: WaitQueue,
+    /// Waiter → qidx.
+    pub waiting: FxHashMap<VisitorId, u64>,
+    /// (last_seen_ms when pushed, qidx); an entry whose slot is gone is stale and skipped.
+    waiter_due: BinaryHeap<Reverse<(u64, u64)>>,
+    pub sessions: FxHashMap<VisitorId, Session>,
+    /// (last_active_ms when pushed, seq, visitor); stale unless the visitor's session has this seq.
+    session_due: BinaryHeap<Reverse<(u64, u64, VisitorId)>>,
+    /// Recently ended visitors, oldest first, and an index of the latest end per visitor.
+    pub ended: VecDeque<(VisitorId, Ended)>,
+    ended_index: FxHashMap<VisitorId, Ended>,
+    pub bucket_units: u64,
+    pub bucket_at_ms: u64,
+    pub windows: [u64; WINDOWS],
+    pub window_latest: u64,
+    pub totals: Totals,
+}
+
+/// Restored parts of a room, as a snapshot holds them.
+#[derive(Debug)]
+pub(crate) struct RoomParts {
+    pub name: String,
+    pub config: RoomConfig,
+    pub created_at_ms: u64,
+    pub opened: bool,
+    pub opened_at_ms: u64,
+    pub next_seq: u64,
+    pub waiters: Vec<Slot>,
+    pub sessions: Vec<(VisitorId, Session)>,
+    pub ended: Vec<(VisitorId, Ended)>,
+    pub bucket_units: u64,
+    pub bucket_at_ms: u64,
+    pub windows: [u64; WINDOWS],
+    pub window_latest: u64,
+    pub totals: Totals,
+}
+
+impl Room {
+    pub fn new(name: String, config: RoomConfig, now: u64) -> Self {
+        let bucket_units = config.burst() * UNITS_PER_TOKEN;
+        Room {
+            name,
+            config,
+            created_at_ms: now,
+            opened: false,
+            opened_at_ms: 0,
+            next_seq: 1,
+            queue: WaitQueue::default(),
+            waiting: FxHashMap::default(),
+            waiter_due: BinaryHeap::new(),
+            sessions: FxHashMap::default(),
+            session_due: BinaryHeap::new(),
+            ended: VecDeque::new(),
+            ended_index: FxHashMap::default(),
+            bucket_units,
+            bucket_at_ms: now,
+            windows: [0; WINDOWS],
+            window_latest: now / WINDOW_MS,
+            totals: Totals::default(),
+        }
+    }
+
+    /// Rebuilds a room from snapshot parts, checking that they are consistent.
+    pub fn from_parts(p: RoomParts) -> Result<Self, String> {
+        let mut room = Room::new(p.name, p.config, p.created_at_ms);
+        room.opened = p.opened;
+        room.opened_at_ms = p.opened_at_ms;
+        room.next_seq = p.next_seq;
+        room.bucket_units = p.bucket_units;
+        room.bucket_at_ms = p.bucket_at_ms;
+        room.windows = p.windows;
+        room.window_latest = p.window_latest;
+        room.totals = p.totals;
+        let mut last_seq = 0;
+        room.queue = WaitQueue::default();
+        room.waiting.reserve(p.waiters.len());
+        let mut due = Vec::with_capacity(p.waiters.len());
+        for s in p.waiters {
+            if s.seq == 0 || s.seq >= room.next_seq {
+                return Err(format!(
+                    "room {}: waiter seq {} out of range",
+                    room.name, s.seq
+                ));
+            }
+            if room.config.mode != Mode::Lottery
+                && !room.config.shuffle_at_open
+                && s.seq <= last_seq
+            {
+                return Err(format!("room {}: waiters out of order", room.name));
+            }
+            last_seq = s.seq;
+            let qidx = room.queue.push(s);
+            if room.waiting.insert(s.id, qidx).is_some() {
+                return Err(format!("room {}: visitor {} waits twice", room.name, s.id));
+            }
+            due.push(Reverse((s.last_seen_ms, qidx)));
+        }
+        room.waiter_due = BinaryHeap::from(due);
+        let mut due = Vec::with_capacity(p.sessions.len());
+        for (id, s) in p.sessions {
+            if s.seq == 0 || s.seq >= room.next_seq || room.waiting.contains_key(&id) {
+                return Err(format!("room {}: bad session for {id}", room.name));
+            }
+            if room.sessions.insert(id, s).is_some() {
+                return Err(format!("room {}: visitor {id} has two sessions", room.name));
+            }
+            due.push(Reverse((s.last_active_ms, s.seq, id)));
+        }
+        room.session_due = BinaryHeap::from(due);
+        if p.ended.len() > ENDED_PER_ROOM_MAX {
+            return Err(format!("room {}: too many ended records", room.name));
+        }
+        for (id, e) in p.ended {
+            room.ended_index.insert(id, e);
+            room.ended.push_back((id, e));
+        }
+        Ok(room)
+    }
+
+    // ---- time-driven housekeeping -------------------------------------------------------------
+
+    /// Expiry, refill and opening at `now`. Returns how many visitors expired.
+    pub fn advance(&mut self, now: u64, draw: &mut LazyDraw) -> u64 {
+        let expired = self.expire(now);
+        self.refill(now);
+        if !self.opened && self.config.opens_at_ms.is_none_or(|t| t <= now) {
+            self.open(now, draw);
+        }
+        expired
+    }
+
+    fn expire(&mut self, now: u64) -> u64 {
+        let ttl = self.config.session_ttl_secs * 1000;
+        let mut gone: Vec<(u64, VisitorId, EndReason)> = Vec::new();
+        while gone.len() < EXPIRIES_PER_APPLY_MAX {
+            let Some(&Reverse((t, seq, id))) = self.session_due.peek() else {
+                break;
+            };
+            if t + ttl > now {
+                break;
+            }
+            self.session_due.pop();
+            let Some(s) = self.sessions.get(&id).copied() else {
+                continue;
+            };
+            if s.seq != seq {
+                continue; // an entry of an earlier session of the same visitor
+            }
+            if s.last_active_ms + ttl <= now {
+                self.sessions.remove(&id);
+                gone.push((seq, id, EndReason::Expired));
+            } else {
+                self.session_due.push(Reverse((s.last_active_ms, seq, id)));
+            }
+        }
+        let ttl = self.config.waiter_ttl_secs * 1000;
+        while gone.len() < EXPIRIES_PER_APPLY_MAX {
+            let Some(&Reverse((t, qidx))) = self.waiter_due.peek() else {
+                break;
+            };
+            if t + ttl > now {
+                break;
+            }
+            self.waiter_due.pop();
+            let Some(slot) = self.queue.get(qidx).copied() else {
+                continue;
+            };
+            if slot.last_seen_ms + ttl <= now {
+                self.queue.remove(qidx);
+                self.waiting.remove(&slot.id);
+                gone.push((slot.seq, slot.id, EndReason::Abandoned));
+            } else {
+                self.waiter_due.push(Reverse((slot.last_seen_ms, qidx)));
+            }
+        }
+        gone.sort_unstable_by_key(|&(seq, _, _)| seq);
+        for &(seq, id, reason) in &gone {
+            self.record_end(id, seq, reason, now);
+        }
+        self.maybe_compact();
+        gone.len() as u64
+    }
+
+    fn refill(&mut self, now: u64) {
+        let cap = self.config.burst() * UNITS_PER_TOKEN;
+        let elapsed = now.saturating_sub(self.bucket_at_ms) as u128;
+        let add =
+            elapsed * self.config.admit_per_minute as u128 * self.config.rate_permille() as u128;
+        self.bucket_units = (self.bucket_units as u128 + add).min(cap as u128) as u64;
+        self.bucket_at_ms = self.bucket_at_ms.max(now);
+    }
+
+    fn open(&mut self, now: u64, draw: &mut LazyDraw) {
+        self.opened = true;
+        self.opened_at_ms = now;
+        if self.config.shuffle_at_open && self.queue.len() > 1 {
+            let mut order = self.queue.live_slots();
+            draw.get().shuffle(&mut order);
+            self.renumber(order);
+        }
+    }
+
+    /// Replaces the line by `order` and rebuilds the indexes that hold qidx.
+    fn renumber(&mut self, order: Vec<Slot>) {
+        let first = self.queue.rebuild(order);
+        let mut due = Vec::with_capacity(self.queue.len() as usize);
+        for (qidx, s) in self.queue.iter() {
+            *self.waiting.get_mut(&s.id).expect("waiter without index") = qidx;
+            due.push(Reverse((s.last_seen_ms, qidx)));
+        }
+        debug_assert!(self.queue.front().is_none_or(|(q, _)| q == first));
+        self.waiter_due = BinaryHeap::from(due);
+    }
+
+    fn maybe_compact(&mut self) {
+        if self.queue.wants_compaction() {
+            let order = self.queue.live_slots();
+            self.renumber(order);
+        }
+    }
+
+    // ---- admission ----------------------------------------------------------------------------
+
+    /// Admits waiters while the rules allow. Returns how many.
+    pub fn pump(&mut self, now: u64, draw: &mut LazyDraw) -> u64 {
+        let n = if !self.opened || self.config.paused {
+            0
+        } else {
+            self.admit_some(now, draw, ADMITS_PER_APPLY_MAX, false)
+        };
+        self.drop_stale_due();
+        n
+    }
+
+    /// Pops expiry entries of visitors who are gone, so `next_due` does not ask for useless ticks.
+    fn drop_stale_due(&mut self) {
+        while let Some(&Reverse((_, qidx))) = self.waiter_due.peek() {
+            if self.queue.get(qidx).is_some() {
+                break;
+            }
+            self.waiter_due.pop();
+        }
+        while let Some(&Reverse((_, seq, id))) = self.session_due.peek() {
+            if self.sessions.get(&id).is_some_and(|s| s.seq == seq) {
+                break;
+            }
+            self.session_due.pop();
+        }
+    }
+
+    fn admit_some(&mut self, now: u64, draw: &mut LazyDraw, max: u64, forced: bool) -> u64 {
+        let pass = self.config.mode == Mode::Passthrough;
+        let mut n = 0;
+        while n < max && self.queue.len() > 0 {
+            if !pass && self.sessions.len() as u64 >= self.config.capacity {
+                break;
+            }
+            let metered = !pass && !forced;
+            if metered && (self.config.rate_permille() == 0 || self.bucket_units < UNITS_PER_TOKEN)
+            {
+                break;
+            }
+            let qidx = if self.config.mode == Mode::Lottery {
+                let k = draw.get().below(self.queue.len());
+                self.queue.select(k)
+            } else {
+                self.queue.front().expect("non-empty line").0
+            };
+            self.admit(qidx, now);
+            if metered {
+                self.bucket_units -= UNITS_PER_TOKEN;
+            }
+            n += 1;
+        }
+        if n > 0 {
+            self.maybe_compact();
+        }
+        assert!(
+            n == 0 || pass || self.sessions.len() as u64 <= self.config.capacity,
+            "admission overshot capacity"
+        );
+        n
+    }
+
+    fn admit(&mut self, qidx: u64, now: u64) {
+        let slot = self.queue.remove(qidx).expect("admitting a hole");
+        self.waiting.remove(&slot.id).expect("waiter without index");
+        let s = Session {
+            seq: slot.seq,
+            admitted_at_ms: now,
+            last_active_ms: now,
+        };
+        let prev = self.sessions.insert(slot.id, s);
+        assert!(prev.is_none(), "visitor admitted twice");
+        self.session_due.push(Reverse((now, slot.seq, slot.id)));
+        self.totals.admitted += 1;
+        self.roll_windows(now);
+        self.windows[((now / WINDOW_MS) % WINDOWS as u64) as usize] += 1;
+    }
+
+    fn roll_windows(&mut self, now: u64) {
+        let w = now / WINDOW_MS;
+        if w > self.window_latest {
+            let gap = (w - self.window_latest).min(WINDOWS as u64);
+            for k in 1..=gap {
+                self.windows[((self.window_latest + k) % WINDOWS as u64) as usize] = 0;
+            }
+            self.window_latest = w;
+        }
+    }
+
+    /// Admissions in the minute up to `now` (six 10-second windows).
+    pub fn admitted_last_minute(&self, now: u64) -> u64 {
+        let w = now / WINDOW_MS;
+        let lo = w.saturating_sub(WINDOWS as u64 - 1);
+        let first = self.window_latest.saturating_sub(WINDOWS as u64 - 1);
+        (first.max(lo)..=self.window_latest)
+            .map(|n| self.windows[(n % WINDOWS as u64) as usize])
+            .sum()
+    }
+
+    /// Admissions per minute × 1000 used for ETAs: the setpoint (after health), blended half and
+    /// half with observed admissions once the room has been open a minute, never above the setpoint.
+    fn eta_rate_milli(&self, now: u64) -> u64 {
+        let setpoint = self.config.admit_per_minute * self.config.rate_permille();
+        if self.opened && now >= self.opened_at_ms + 60_000 {
+            let observed = self.admitted_last_minute(now) * 1000;
+            setpoint.min((setpoint + observed) / 2)
+        } else {
+            setpoint
+        }
+    }
+
+    fn eta_secs(&self, ahead: u64, now: u64) -> Option<u64> {
+        if self.config.paused {
+            return None;
+        }
+        let until_open = match (self.opened, self.config.opens_at_ms) {
+            (false, Some(t)) => t.saturating_sub(now).div_ceil(1000),
+            _ => 0,
+        };
+        if self.config.mode == Mode::Passthrough {
+            return Some(until_open);
+        }
+        let rate = self.eta_rate_milli(now);
+        if rate == 0 {
+            return None;
+        }
+        Some(until_open + (ahead as u128 * 60_000).div_ceil(rate as u128) as u64)
+    }
+
+    fn record_end(&mut self, id: VisitorId, seq: u64, reason: EndReason, now: u64) {
+        match reason {
+            EndReason::Left => self.totals.left += 1,
+            EndReason::Abandoned => self.totals.abandoned += 1,
+            EndReason::Expired => self.totals.expired += 1,
+            EndReason::Revoked | EndReason::Removed => self.totals.revoked += 1,
+        }
+        let e = Ended {
+            seq,
+            reason,
+            at_ms: now,
+        };
+        self.ended.push_back((id, e));
+        self.ended_index.insert(id, e);
+        if self.ended.len() > ENDED_PER_ROOM_MAX {
+            let (old_id, old) = self.ended.pop_front().expect("non-empty");
+            if self
+                .ended_index
+                .get(&old_id)
+                .is_some_and(|e| e.seq == old.seq)
+            {
+                self.ended_index.remove(&old_id);
+            }
+        }
+    }
+
+    // ---- commands -----------------------------------------------------------------------------
+
+    pub fn join(&mut self, id: VisitorId, now: u64, draw: &mut LazyDraw) -> Outcome {
+        if let Some(s) = self.sessions.get_mut(&id) {
+            s.last_active_ms = now;
+        } else if let Some(&qidx) = self.waiting.get(&id) {
+            self.queue
+                .get_mut(qidx)
+                .expect("indexed waiter")
+                .last_seen_ms = now;
+        } else {
+            if self.config.closes_at_ms.is_some_and(|t| t <= now) {
+                return Outcome::Rejected(Rejection::RoomClosed);
+            }
+            if self.config.mode == Mode::Reject {
+                return Outcome::Rejected(Rejection::RoomRejecting);
+            }
+            // Let the line move before judging whether it is full.
+            self.pump(now, draw);
+            if self.queue.len() >= self.config.max_waiting {
+                return Outcome::Rejected(Rejection::QueueFull);
+            }
+            let seq = self.next_seq;
+            self.next_seq += 1;
+            let qidx = self.queue.push(Slot {
+                id,
+                seq,
+                last_seen_ms: now,
+            });
+            self.waiting.insert(id, qidx);
+            self.waiter_due.push(Reverse((now, qidx)));
+            self.totals.joined += 1;
+        }
+        self.pump(now, draw);
+        Outcome::Visitor(self.view(id, now).expect("joined visitor has a view"))
+    }
+
+    /// Records activity: renews a session or checks a waiter in. Returns false for unknown visitors.
+    fn touch_one(&mut self, id: VisitorId, now: u64) -> Option<bool> {
+        if let Some(s) = self.sessions.get_mut(&id) {
+            s.last_active_ms = now;
+            Some(true)
+        } else if let Some(&qidx) = self.waiting.get(&id) {
+            self.queue
+                .get_mut(qidx)
+                .expect("indexed waiter")
+                .last_seen_ms = now;
+            Some(false)
+        } else {
+            None
+        }
+    }
+
+    pub fn heartbeat(&mut self, id: VisitorId, now: u64, draw: &mut LazyDraw) -> Outcome {
+        self.touch_one(id, now);
+        self.pump(now, draw);
+        match self.view(id, now) {
+            Some(v) => Outcome::Visitor(v),
+            None => Outcome::Rejected(Rejection::UnknownVisitor),
+        }
+    }
+
+    pub fn touch(&mut self, ids: &[VisitorId], now: u64, draw: &mut LazyDraw) -> Outcome {
+        let (mut renewed, mut checked_in, mut missed) = (0, 0, 0);
+        for &id in ids {
+            match self.touch_one(id, now) {
+                Some(true) => renewed += 1,
+                Some(false) => checked_in += 1,
+                None => missed += 1,
+            }
+        }
+        self.pump(now, draw);
+        Outcome::Touched {
+            renewed,
+            checked_in,
+            missed,
+        }
+    }
+
+    /// Ends a visitor's place or session with `reason`. Ended visitors get their view back;
+    /// unknown ones a rejection.
+    pub fn end(
+        &mut self,
+        id: VisitorId,
+        reason: EndReason,
+        now: u64,
+        draw: &mut LazyDraw,
+    ) -> Outcome {
+        if let Some(s) = self.sessions.remove(&id) {
+            self.record_end(id, s.seq, reason, now);
+        } else if let Some(qidx) = self.waiting.remove(&id) {
+            let slot = self.queue.remove(qidx).expect("indexed waiter");
+            self.record_end(id, slot.seq, reason, now);
+            self.maybe_compact();
+        } else if !self.ended_index.contains_key(&id) {
+            self.pump(now, draw);
+            return Outcome::Rejected(Rejection::UnknownVisitor);
+        }
+        self.pump(now, draw);
+        Outcome::Visitor(self.view(id, now).expect("ended visitor has a view"))
+    }
+
+    pub fn revoke_all(&mut self, now: u64, draw: &mut LazyDraw) -> Outcome {
+        let mut all: Vec<(u64, VisitorId)> =
+            self.sessions.iter().map(|(id, s)| (s.seq, *id)).collect();
+        all.sort_unstable();
+        self.sessions.clear();
+        for &(seq, id) in &all {
+            self.record_end(id, seq, EndReason::Revoked, now);
+        }
+        self.session_due.clear();
+        self.pump(now, draw);
+        Outcome::Count(all.len() as u64)
+    }
+
+    pub fn force_admit(&mut self, count: u64, now: u64, draw: &mut LazyDraw) -> Outcome {
+        let n = self.admit_some(now, draw, count, true);
+        self.pump(now, draw);
+        Outcome::Count(n)
+    }
+
+    /// Replaces the config (already validated). The bucket keeps its tokens up to the new burst.
+    pub fn reconfigure(&mut self, config: RoomConfig, now: u64, draw: &mut LazyDraw) {
+        self.config = config;
+        self.bucket_units = self.bucket_units.min(self.config.burst() * UNITS_PER_TOKEN);
+        if self.config.opens_at_ms.is_some_and(|t| t > now) {
+            self.opened = false;
+        } else if !self.opened {
+            self.open(now, draw);
+        }
+        self.pump(now, draw);
+    }
+
+    pub fn set_health(&mut self, health: Health, slow_factor_permille: Option<u64>) {
+        self.config.health = health;
+        if let Some(f) = slow_factor_permille {
+            self.config.slow_factor_permille = f;
+        }
+    }
+
+    // ---- queries ------------------------------------------------------------------------------
+
+    pub fn view(&self, id: VisitorId, now: u64) -> Option<VisitorView> {
+        if let Some(s) = self.sessions.get(&id) {
+            return Some(VisitorView {
+                visitor: id,
+                seq: s.seq,
+                state: VisitorState::Admitted {
+                    admitted_at_ms: s.admitted_at_ms,
+                    last_active_ms: s.last_active_ms,
+                    expires_at_ms: s.last_active_ms + self.config.session_ttl_secs * 1000,
+                },
+            });
+        }
+        if let Some(&qidx) = self.waiting.get(&id) {
+            let slot = self.queue.get(qidx).expect("indexed waiter");
+            let rank = self.queue.rank(qidx);
+            let lottery = self.config.mode == Mode::Lottery;
+            let ahead = if lottery { self.queue.len() } else { rank + 1 };
+            return Some(VisitorView {
+                visitor: id,
+                seq: slot.seq,
+                state: VisitorState::Waiting {
+                    position: (!lottery).then_some(rank + 1),
+                    waiting: self.queue.len(),
+                    eta_secs: self.eta_secs(ahead, now),
+                    last_seen_ms: slot.last_seen_ms,
+                },
+            });
+        }
+        self.ended_index.get(&id).map(|e| VisitorView {
+            visitor: id,
+            seq: e.seq,
+            state: VisitorState::Ended {
+                reason: e.reason,
+                at_ms: e.at_ms,
+            },
+        })
+    }
+
+    pub fn room_view(&self, now: u64) -> RoomView {
+        RoomView {
+            name: self.name.clone(),
+            config: self.config.clone(),
+            created_at_ms: self.created_at_ms,
+            open: self.opened,
+            closed: self.config.closes_at_ms.is_some_and(|t| t <= now),
+            waiting: self.queue.len(),
+            active: self.sessions.len() as u64,
+            totals: self.totals,
+            admitted_last_minute: self.admitted_last_minute(now),
+            eta_rate_per_minute: self.eta_rate_milli(now) / 1000,
+            bucket_tokens: self.bucket_units / UNITS_PER_TOKEN,
+            next_seq: self.next_seq,
+        }
+    }
+
+    /// The earliest log time at which something in this room changes without a client command.
+    pub fn next_due(&self, now: u64) -> Option<u64> {
+        let mut due: Option<u64> = None;
+        let mut consider = |t: u64| due = Some(due.map_or(t, |d| d.min(t)));
+        if !self.opened {
+            consider(self.config.opens_at_ms.unwrap_or(now));
+        }
+        if let Some(Reverse((t, _, _))) = self.session_due.peek() {
+            consider(t + self.config.session_ttl_secs * 1000);
+        }
+        if let Some(Reverse((t, _))) = self.waiter_due.peek() {
+            consider(t + self.config.waiter_ttl_secs * 1000);
+        }
+        if self.opened && !self.config.paused && self.queue.len() > 0 {
+            if self.config.mode == Mode::Passthrough {
+                consider(now);
+            } else if (self.sessions.len() as u64) < self.config.capacity {
+                let per_ms = self.config.admit_per_minute * self.config.rate_permille();
+                if self.bucket_units >= UNITS_PER_TOKEN {
+                    consider(now);
+                } else if per_ms > 0 {
+                    let need = UNITS_PER_TOKEN - self.bucket_units;
+                    consider(self.bucket_at_ms + need.div_ceil(per_ms));
+                }
+            }
+        }
+        due
+    }
+
+    /// Sessions sorted by sequence number (for snapshots).
+    pub fn sessions_sorted(&self) -> Vec<(VisitorId, Session)> {
+        let mut v: Vec<(VisitorId, Session)> =
+            self.sessions.iter().map(|(k, s)| (*k, *s)).collect();
+        v.sort_unstable_by_key(|(_, s)| s.seq);
+        v
+    }
+
+    /// Approximate heap bytes held by the waiting line and its indexes.
+    pub fn waiter_heap_bytes(&self) -> usize {
+        // hashbrown: one control byte plus key and value per bucket; buckets ≥ capacity.
+        let map = self.waiting.capacity() * (1 + std::mem::size_of::<(VisitorId, u64)>());
+        let heap = self.waiter_due.capacity() * std::mem::size_of::<Reverse<(u64, u64)>>();
+        map + heap + self.queue.heap_bytes()
+    }
+}

@@ -1,0 +1,1179 @@
+//! Rule-by-rule tests of the state machine through its public API.
+
+use crate::draw::{Draw, DrawPosition};
+use crate::limits::*;
+use crate::*;
+
+const T0: u64 = 1_700_000_000_000;
+
+fn vid(n: u128) -> VisitorId {
+    VisitorId::from_u128(n)
+}
+
+/// Drives a machine one command per entry, with a controllable leader clock.
+struct H {
+    sm: StateMachine,
+    term: u64,
+    index: u64,
+    now: u64,
+}
+
+impl H {
+    fn new() -> Self {
+        H {
+            sm: StateMachine::new(),
+            term: 1,
+            index: 0,
+            now: T0,
+        }
+    }
+
+    fn run(&mut self, cmd: Command) -> Outcome {
+        self.index += 1;
+        let mut out = self.sm.apply(
+            self.term,
+            self.index,
+            &Proposal {
+                time_ms: self.now,
+                commands: vec![cmd],
+            },
+        );
+        assert_eq!(out.len(), 1);
+        out.pop().unwrap()
+    }
+
+    fn at(&mut self, ms_after_t0: u64) -> &mut Self {
+        self.now = T0 + ms_after_t0;
+        self
+    }
+
+    fn create(&mut self, room: &str, config: RoomConfig) -> RoomView {
+        match self.run(Command::CreateRoom {
+            room: room.into(),
+            config,
+        }) {
+            Outcome::Room(v) => v,
+            o => panic!("create failed: {o:?}"),
+        }
+    }
+
+    fn join(&mut self, room: &str, v: u128) -> Outcome {
+        self.run(Command::Join {
+            room: room.into(),
+            visitor: vid(v),
+        })
+    }
+
+    fn tick(&mut self) -> Outcome {
+        self.run(Command::Tick)
+    }
+
+    fn state(&self, room: &str, v: u128) -> VisitorState {
+        self.sm.visitor(room, vid(v)).expect("visitor known").state
+    }
+
+    fn is_admitted(&self, room: &str, v: u128) -> bool {
+        matches!(self.state(room, v), VisitorState::Admitted { .. })
+    }
+
+    fn position(&self, room: &str, v: u128) -> Option<u64> {
+        match self.state(room, v) {
+            VisitorState::Waiting { position, .. } => position,
+            s => panic!("not waiting: {s:?}"),
+        }
+    }
+
+    fn room(&self, room: &str) -> RoomView {
+        self.sm.room(room).expect("room exists")
+    }
+
+    fn queue(&self, room: &str) -> Vec<u128> {
+        self.sm
+            .queue(room, 0, QUEUE_PAGE_MAX)
+            .unwrap()
+            .iter()
+            .map(|e| e.visitor.as_u128())
+            .collect()
+    }
+}
+
+fn cfg(capacity: u64, admit_per_minute: u64) -> RoomConfig {
+    RoomConfig {
+        capacity,
+        admit_per_minute,
+        session_ttl_secs: 600,
+        waiter_ttl_secs: 600,
+        ..RoomConfig::default()
+    }
+}
+
+fn rejected(o: &Outcome) -> &Rejection {
+    match o {
+        Outcome::Rejected(r) => r,
+        o => panic!("expected a rejection, got {o:?}"),
+    }
+}
+
+// ---- rooms -------------------------------------------------------------------------------------
+
+#[test]
+fn room_create_update_delete_list() {
+    let mut h = H::new();
+    h.create("b", cfg(5, 60));
+    h.create("a", cfg(5, 60));
+    assert_eq!(
+        rejected(&h.run(Command::CreateRoom {
+            room: "a".into(),
+            config: cfg(1, 1)
+        })),
+        &Rejection::RoomExists
+    );
+    let names: Vec<String> = h.sm.rooms().into_iter().map(|r| r.name).collect();
+    assert_eq!(names, ["a", "b"]);
+    let o = h.run(Command::UpdateRoom {
+        room: "a".into(),
+        config: cfg(9, 60),
+    });
+    assert!(matches!(o, Outcome::Room(ref v) if v.config.capacity == 9));
+    assert_eq!(
+        rejected(&h.run(Command::UpdateRoom {
+            room: "zz".into(),
+            config: cfg(9, 60)
+        })),
+        &Rejection::RoomNotFound
+    );
+    let o = h.run(Command::PutRoom {
+        room: "c".into(),
+        config: cfg(3, 60),
+    });
+    assert!(matches!(o, Outcome::Room(ref v) if v.name == "c"));
+    h.join("a", 1);
+    assert_eq!(
+        h.run(Command::DeleteRoom { room: "a".into() }),
+        Outcome::RoomDeleted {
+            waiting: 0,
+            active: 1
+        }
+    );
+    assert!(h.sm.room("a").is_none());
+    assert_eq!(
+        rejected(&h.run(Command::DeleteRoom { room: "a".into() })),
+        &Rejection::RoomNotFound
+    );
+    assert_eq!(rejected(&h.join("a", 1)), &Rejection::RoomNotFound);
+}
+
+#[test]
+fn bad_input_names_the_field_and_changes_nothing() {
+    let mut h = H::new();
+    h.create("r", cfg(1, 60));
+    h.join("r", 1);
+    h.join("r", 2);
+    let before = (h.sm.rooms(), h.queue("r"), h.sm.pools());
+    let cases = vec![
+        (
+            Command::CreateRoom {
+                room: "Bad Name".into(),
+                config: cfg(1, 1),
+            },
+            "room",
+        ),
+        (
+            Command::CreateRoom {
+                room: "ok".into(),
+                config: cfg(0, 1),
+            },
+            "capacity",
+        ),
+        (
+            Command::UpdateRoom {
+                room: "r".into(),
+                config: cfg(CAPACITY_MAX + 1, 1),
+            },
+            "capacity",
+        ),
+        (
+            Command::Join {
+                room: "-x".into(),
+                visitor: vid(3),
+            },
+            "room",
+        ),
+        (
+            Command::Touch {
+                room: "r".into(),
+                visitors: vec![vid(1); TOUCH_BATCH_MAX + 1],
+            },
+            "visitors",
+        ),
+        (
+            Command::ForceAdmit {
+                room: "r".into(),
+                count: 0,
+            },
+            "count",
+        ),
+        (
+            Command::ForceAdmit {
+                room: "r".into(),
+                count: FORCE_ADMIT_MAX + 1,
+            },
+            "count",
+        ),
+        (
+            Command::SetHealth {
+                room: "r".into(),
+                health: Health::Slow,
+                slow_factor_permille: Some(0),
+            },
+            "slow_factor_permille",
+        ),
+        (
+            Command::PutPool {
+                pool: "p".into(),
+                room_capacity: 0,
+                rooms_max: 1,
+            },
+            "room_capacity",
+        ),
+        (
+            Command::PutPool {
+                pool: "p".into(),
+                room_capacity: 1,
+                rooms_max: POOL_ROOMS_MAX + 1,
+            },
+            "rooms_max",
+        ),
+        (
+            Command::PoolAssign {
+                pool: "UPPER".into(),
+            },
+            "pool",
+        ),
+    ];
+    for (cmd, field) in cases {
+        let o = h.run(cmd.clone());
+        assert_eq!(rejected(&o).field(), Some(field), "{cmd:?}");
+    }
+    assert_eq!(
+        rejected(&h.run(Command::Heartbeat {
+            room: "r".into(),
+            visitor: vid(99)
+        })),
+        &Rejection::UnknownVisitor
+    );
+    assert_eq!(
+        rejected(&h.run(Command::Leave {
+            room: "r".into(),
+            visitor: vid(99)
+        })),
+        &Rejection::UnknownVisitor
+    );
+    assert_eq!(before, (h.sm.rooms(), h.queue("r"), h.sm.pools()));
+}
+
+#[test]
+fn rooms_limit_is_a_rejection() {
+    let mut h = H::new();
+    let entries: Vec<Command> = (0..ROOMS_MAX)
+        .map(|i| Command::CreateRoom {
+            room: format!("r{i}"),
+            config: cfg(1, 1),
+        })
+        .collect();
+    for chunk in entries.chunks(COMMANDS_PER_PROPOSAL_MAX) {
+        h.index += 1;
+        let out = h.sm.apply(
+            1,
+            h.index,
+            &Proposal {
+                time_ms: h.now,
+                commands: chunk.to_vec(),
+            },
+        );
+        assert!(out.iter().all(|o| matches!(o, Outcome::Room(_))));
+    }
+    let o = h.run(Command::CreateRoom {
+        room: "one-more".into(),
+        config: cfg(1, 1),
+    });
+    assert_eq!(rejected(&o).code(), "limit_reached");
+    // Replacing an existing room is still allowed at the limit.
+    assert!(matches!(
+        h.run(Command::PutRoom {
+            room: "r0".into(),
+            config: cfg(2, 1)
+        }),
+        Outcome::Room(_)
+    ));
+}
+
+// ---- joining, capacity, leaving ------------------------------------------------------------
+
+#[test]
+fn capacity_one_queues_and_leave_promotes_at_once() {
+    let mut h = H::new();
+    h.create("r", cfg(1, 6000));
+    let a = h.join("r", 1);
+    assert!(matches!(
+        a,
+        Outcome::Visitor(VisitorView {
+            seq: 1,
+            state: VisitorState::Admitted { .. },
+            ..
+        })
+    ));
+    h.join("r", 2);
+    h.join("r", 3);
+    assert_eq!(h.position("r", 2), Some(1));
+    assert_eq!(h.position("r", 3), Some(2));
+    assert_eq!(h.room("r").active, 1);
+    h.at(10);
+    let o = h.run(Command::Leave {
+        room: "r".into(),
+        visitor: vid(1),
+    });
+    assert!(matches!(
+        o,
+        Outcome::Visitor(VisitorView {
+            state: VisitorState::Ended {
+                reason: EndReason::Left,
+                ..
+            },
+            ..
+        })
+    ));
+    assert!(
+        h.is_admitted("r", 2),
+        "the next waiter is admitted by the leave itself"
+    );
+    assert_eq!(h.position("r", 3), Some(1));
+    assert_eq!(h.room("r").active, 1);
+}
+
+#[test]
+fn joining_twice_resumes_the_same_place() {
+    let mut h = H::new();
+    h.create("r", cfg(1, 60));
+    h.join("r", 1);
+    h.join("r", 2);
+    h.join("r", 3);
+    let again = h.join("r", 2);
+    assert!(matches!(
+        again,
+        Outcome::Visitor(VisitorView {
+            seq: 2,
+            state: VisitorState::Waiting {
+                position: Some(1),
+                ..
+            },
+            ..
+        })
+    ));
+    let again = h.join("r", 1);
+    assert!(matches!(
+        again,
+        Outcome::Visitor(VisitorView {
+            seq: 1,
+            state: VisitorState::Admitted { .. },
+            ..
+        })
+    ));
+    assert_eq!(h.room("r").totals.joined, 3);
+    assert_eq!(h.queue("r"), [2, 3]);
+}
+
+#[test]
+fn rejoining_after_leaving_takes_a_new_place_at_the_back() {
+    let mut h = H::new();
+    h.create("r", cfg(1, 60));
+    h.join("r", 1);
+    h.join("r", 2);
+    h.join("r", 3);
+    h.run(Command::Leave {
+        room: "r".into(),
+        visitor: vid(2),
+    });
+    let o = h.join("r", 2);
+    assert!(matches!(o, Outcome::Visitor(VisitorView { seq: 4, .. })));
+    assert_eq!(h.queue("r"), [3, 2]);
+}
+
+#[test]
+fn max_waiting_refuses_with_queue_full() {
+    let mut h = H::new();
+    h.create(
+        "r",
+        RoomConfig {
+            max_waiting: 2,
+            ..cfg(1, 60)
+        },
+    );
+    h.join("r", 1);
+    h.join("r", 2);
+    h.join("r", 3);
+    assert_eq!(rejected(&h.join("r", 4)), &Rejection::QueueFull);
+    assert_eq!(h.room("r").waiting, 2);
+    // A waiter already in line can still resume.
+    assert!(matches!(h.join("r", 3), Outcome::Visitor(_)));
+}
+
+// ---- the token bucket --------------------------------------------------------------------------
+
+#[test]
+fn empty_bucket_holds_waiters_until_refilled() {
+    let mut h = H::new();
+    // One admission per second, burst 1.
+    h.create("r", cfg(100, 60));
+    h.join("r", 1);
+    assert!(h.is_admitted("r", 1));
+    h.join("r", 2);
+    assert_eq!(h.position("r", 2), Some(1));
+    assert_eq!(h.sm.next_due_ms(), Some(T0 + 1000));
+    h.at(999).tick();
+    assert_eq!(h.position("r", 2), Some(1), "999 ms give 0.999 tokens");
+    h.at(1000).tick();
+    assert!(h.is_admitted("r", 2));
+}
+
+#[test]
+fn bucket_burst_caps_accumulation() {
+    let mut h = H::new();
+    h.create(
+        "r",
+        RoomConfig {
+            admit_burst: 3,
+            ..cfg(100, 60)
+        },
+    );
+    // A long idle time fills the bucket only up to the burst.
+    h.at(3_600_000);
+    for v in 1..=10 {
+        h.join("r", v);
+    }
+    assert_eq!(h.room("r").active, 3);
+    assert_eq!(h.room("r").bucket_tokens, 0);
+}
+
+#[test]
+fn health_scales_the_rate() {
+    let mut h = H::new();
+    h.create(
+        "r",
+        RoomConfig {
+            admit_burst: 1,
+            ..cfg(100, 60)
+        },
+    );
+    h.join("r", 1); // uses the one token
+    h.run(Command::SetHealth {
+        room: "r".into(),
+        health: Health::Slow,
+        slow_factor_permille: Some(500),
+    });
+    h.join("r", 2);
+    h.at(1000).tick();
+    assert!(
+        !h.is_admitted("r", 2),
+        "at half rate a token takes two seconds"
+    );
+    h.at(2000).tick();
+    assert!(h.is_admitted("r", 2));
+    h.run(Command::SetHealth {
+        room: "r".into(),
+        health: Health::Down,
+        slow_factor_permille: None,
+    });
+    h.join("r", 3);
+    h.at(100_000).tick();
+    assert!(!h.is_admitted("r", 3), "down admits nobody");
+    assert_eq!(
+        h.state("r", 3),
+        VisitorState::Waiting {
+            position: Some(1),
+            waiting: 1,
+            eta_secs: None,
+            last_seen_ms: T0 + 2000
+        }
+    );
+    h.run(Command::SetHealth {
+        room: "r".into(),
+        health: Health::Ok,
+        slow_factor_permille: None,
+    });
+    h.at(101_000).tick();
+    assert!(h.is_admitted("r", 3));
+}
+
+// ---- pause, modes, force admit, revoke ----------------------------------------------------------
+
+#[test]
+fn pause_during_tick_admits_nobody_and_resume_does() {
+    let mut h = H::new();
+    h.create("r", cfg(10, 6000));
+    h.run(Command::Pause { room: "r".into() });
+    h.join("r", 1);
+    h.join("r", 2);
+    h.at(5000).tick();
+    assert_eq!(h.room("r").active, 0);
+    assert!(
+        matches!(
+            h.state("r", 1),
+            VisitorState::Waiting { eta_secs: None, .. }
+        ),
+        "paused is silent: no ETA"
+    );
+    h.run(Command::Resume { room: "r".into() });
+    assert!(h.is_admitted("r", 1) && h.is_admitted("r", 2));
+}
+
+#[test]
+fn mode_switch_with_waiters() {
+    let mut h = H::new();
+    h.create("r", cfg(2, 60_000));
+    for v in 1..=6 {
+        h.join("r", v);
+    }
+    assert_eq!(h.queue("r"), [3, 4, 5, 6]);
+    // Lottery: positions are not meaningful; a freed slot goes to a seeded draw.
+    h.run(Command::SetMode {
+        room: "r".into(),
+        mode: Mode::Lottery,
+    });
+    assert!(matches!(
+        h.state("r", 3),
+        VisitorState::Waiting {
+            position: None,
+            waiting: 4,
+            ..
+        }
+    ));
+    h.run(Command::Leave {
+        room: "r".into(),
+        visitor: vid(1),
+    });
+    assert_eq!(h.room("r").active, 2);
+    assert_eq!(h.room("r").waiting, 3);
+    // Passthrough admits everyone, beyond capacity, and still counts them.
+    h.run(Command::SetMode {
+        room: "r".into(),
+        mode: Mode::Passthrough,
+    });
+    assert_eq!(h.room("r").waiting, 0);
+    assert_eq!(h.room("r").active, 5);
+    assert!(matches!(
+        h.join("r", 7),
+        Outcome::Visitor(VisitorView {
+            state: VisitorState::Admitted { .. },
+            ..
+        })
+    ));
+    // Reject: newcomers are refused, sessions go on; back to fifo, the line is served in order.
+    h.run(Command::SetMode {
+        room: "r".into(),
+        mode: Mode::Reject,
+    });
+    assert_eq!(rejected(&h.join("r", 8)), &Rejection::RoomRejecting);
+    assert!(h.is_admitted("r", 7));
+    h.run(Command::SetMode {
+        room: "r".into(),
+        mode: Mode::Fifo,
+    });
+    h.join("r", 9);
+    assert_eq!(
+        h.position("r", 9),
+        Some(1),
+        "active 6 > capacity 2: nobody is admitted"
+    );
+}
+
+#[test]
+fn reject_mode_keeps_existing_waiters_in_line() {
+    let mut h = H::new();
+    h.create("r", cfg(1, 60_000));
+    h.join("r", 1);
+    h.join("r", 2);
+    h.run(Command::SetMode {
+        room: "r".into(),
+        mode: Mode::Reject,
+    });
+    assert!(
+        matches!(h.join("r", 2), Outcome::Visitor(_)),
+        "resuming is not joining"
+    );
+    h.run(Command::Leave {
+        room: "r".into(),
+        visitor: vid(1),
+    });
+    assert!(h.is_admitted("r", 2));
+}
+
+#[test]
+fn force_admit_ignores_bucket_and_pause_but_not_capacity() {
+    let mut h = H::new();
+    h.create(
+        "r",
+        RoomConfig {
+            admit_burst: 1,
+            ..cfg(3, 1)
+        },
+    );
+    h.run(Command::Pause { room: "r".into() });
+    for v in 1..=5 {
+        h.join("r", v);
+    }
+    assert_eq!(
+        h.run(Command::ForceAdmit {
+            room: "r".into(),
+            count: 2
+        }),
+        Outcome::Count(2)
+    );
+    assert!(h.is_admitted("r", 1) && h.is_admitted("r", 2));
+    assert_eq!(
+        h.run(Command::ForceAdmit {
+            room: "r".into(),
+            count: 10
+        }),
+        Outcome::Count(1)
+    );
+    assert_eq!(h.room("r").active, 3);
+    assert_eq!(h.queue("r"), [4, 5]);
+}
+
+#[test]
+fn revoke_one_and_revoke_all() {
+    let mut h = H::new();
+    h.create("r", cfg(3, 60_000));
+    for v in 1..=5 {
+        h.join("r", v);
+    }
+    h.run(Command::Pause { room: "r".into() });
+    let o = h.run(Command::Revoke {
+        room: "r".into(),
+        visitor: vid(2),
+    });
+    assert!(matches!(
+        o,
+        Outcome::Visitor(VisitorView {
+            state: VisitorState::Ended {
+                reason: EndReason::Revoked,
+                ..
+            },
+            ..
+        })
+    ));
+    assert_eq!(h.room("r").active, 2);
+    assert_eq!(
+        h.run(Command::RevokeAll { room: "r".into() }),
+        Outcome::Count(2)
+    );
+    assert_eq!(h.room("r").active, 0);
+    assert_eq!(h.room("r").totals.revoked, 3);
+    assert!(matches!(
+        h.state("r", 3),
+        VisitorState::Ended {
+            reason: EndReason::Revoked,
+            ..
+        }
+    ));
+    // A revoked visitor who joins again queues behind the others.
+    h.join("r", 1);
+    assert_eq!(h.queue("r"), [4, 5, 1]);
+    h.run(Command::Resume { room: "r".into() });
+    assert_eq!(h.room("r").active, 3);
+}
+
+// ---- TTLs ----------------------------------------------------------------------------------------
+
+#[test]
+fn session_ttl_boundary_and_renewal() {
+    let mut h = H::new();
+    h.create(
+        "r",
+        RoomConfig {
+            session_ttl_secs: 10,
+            ..cfg(5, 60_000)
+        },
+    );
+    h.join("r", 1);
+    h.join("r", 2);
+    h.at(9_999).tick();
+    assert!(h.is_admitted("r", 1));
+    assert_eq!(h.sm.next_due_ms(), Some(T0 + 10_000));
+    h.at(5_000).run(Command::Heartbeat {
+        room: "r".into(),
+        visitor: vid(2),
+    });
+    h.at(10_000).tick();
+    assert!(
+        matches!(h.state("r", 1), VisitorState::Ended { reason: EndReason::Expired, at_ms } if at_ms == T0 + 10_000)
+    );
+    assert!(
+        h.is_admitted("r", 2),
+        "renewed at +9.999 s (the clock never goes back)"
+    );
+    assert!(h.sm.session_active("r", vid(2), T0 + 19_998));
+    assert!(!h.sm.session_active("r", vid(2), T0 + 19_999));
+    h.at(19_999).tick();
+    assert!(matches!(
+        h.state("r", 2),
+        VisitorState::Ended {
+            reason: EndReason::Expired,
+            ..
+        }
+    ));
+    assert_eq!(h.room("r").totals.expired, 2);
+    assert_eq!(h.sm.next_due_ms(), None, "an idle room needs no ticks");
+}
+
+#[test]
+fn waiter_ttl_boundary_and_touch_batch() {
+    let mut h = H::new();
+    h.create(
+        "r",
+        RoomConfig {
+            waiter_ttl_secs: 30,
+            ..cfg(1, 60)
+        },
+    );
+    for v in 1..=4 {
+        h.join("r", v);
+    }
+    h.at(20_000);
+    let o = h.run(Command::Touch {
+        room: "r".into(),
+        visitors: vec![vid(1), vid(3), vid(77)],
+    });
+    assert_eq!(
+        o,
+        Outcome::Touched {
+            renewed: 1,
+            checked_in: 1,
+            missed: 1
+        }
+    );
+    h.at(29_999).tick();
+    assert_eq!(h.queue("r"), [2, 3, 4]);
+    h.at(30_000).tick();
+    assert_eq!(h.queue("r"), [3]);
+    assert!(matches!(
+        h.state("r", 2),
+        VisitorState::Ended {
+            reason: EndReason::Abandoned,
+            ..
+        }
+    ));
+    assert_eq!(h.position("r", 3), Some(1));
+    h.at(50_000).tick();
+    assert_eq!(h.queue("r"), Vec::<u128>::new());
+    assert_eq!(h.room("r").totals.abandoned, 3);
+}
+
+#[test]
+fn clock_never_goes_backwards() {
+    let mut h = H::new();
+    h.create(
+        "r",
+        RoomConfig {
+            session_ttl_secs: 10,
+            ..cfg(5, 60_000)
+        },
+    );
+    h.at(5_000).join("r", 1);
+    h.at(1_000).tick();
+    assert_eq!(h.sm.clock_ms(), T0 + 5_000);
+    match h.state("r", 1) {
+        VisitorState::Admitted { admitted_at_ms, .. } => assert_eq!(admitted_at_ms, T0 + 5_000),
+        s => panic!("{s:?}"),
+    }
+}
+
+// ---- schedule --------------------------------------------------------------------------------
+
+#[test]
+fn pre_queue_before_opening_then_admission() {
+    let mut h = H::new();
+    h.create(
+        "r",
+        RoomConfig {
+            opens_at_ms: Some(T0 + 60_000),
+            closes_at_ms: Some(T0 + 120_000),
+            ..cfg(2, 60_000)
+        },
+    );
+    assert!(!h.room("r").open);
+    h.join("r", 1);
+    h.join("r", 2);
+    h.join("r", 3);
+    assert!(
+        matches!(
+            h.state("r", 1),
+            VisitorState::Waiting {
+                position: Some(1),
+                eta_secs: Some(61),
+                ..
+            }
+        ),
+        "a minute until opening, then a thousand admissions a second"
+    );
+    assert_eq!(h.sm.next_due_ms(), Some(T0 + 60_000));
+    h.at(59_999).tick();
+    assert_eq!(h.room("r").active, 0);
+    h.at(60_000).tick();
+    assert!(h.room("r").open);
+    assert!(h.is_admitted("r", 1) && h.is_admitted("r", 2));
+    assert_eq!(h.position("r", 3), Some(1));
+    h.at(120_000);
+    assert_eq!(rejected(&h.join("r", 4)), &Rejection::RoomClosed);
+    assert!(h.room("r").closed);
+    h.run(Command::Leave {
+        room: "r".into(),
+        visitor: vid(1),
+    });
+    assert!(
+        h.is_admitted("r", 3),
+        "those in line when the room closed are still served"
+    );
+}
+
+#[test]
+fn shuffle_at_open_is_a_seeded_draw_from_the_log_position() {
+    let mut h = H::new();
+    let open = T0 + 10_000;
+    h.create(
+        "drop",
+        RoomConfig {
+            opens_at_ms: Some(open),
+            shuffle_at_open: true,
+            ..cfg(1, 1)
+        },
+    );
+    for v in 1..=20 {
+        h.join("drop", v);
+    }
+    assert_eq!(h.queue("drop"), (1..=20).collect::<Vec<_>>());
+    h.at(10_000).tick();
+    // The tick is entry (term 1, index h.index), command 0: the shuffle draws from that position.
+    let mut expected: Vec<u128> = (1..=20).collect();
+    Draw::new(
+        DrawPosition {
+            term: 1,
+            index: h.index,
+            sub: 0,
+        },
+        "drop",
+    )
+    .shuffle(&mut expected);
+    let admitted = expected.remove(0);
+    assert!(h.is_admitted("drop", admitted));
+    assert_eq!(h.queue("drop"), expected);
+    assert_ne!(
+        h.queue("drop"),
+        (1..=20).filter(|&v| v != admitted).collect::<Vec<_>>()
+    );
+    // Shuffled once: later ticks keep the order.
+    h.at(500_000).tick();
+    assert_eq!(h.queue("drop")[1..], expected[1..]);
+}
+
+#[test]
+fn lottery_admission_is_golden() {
+    // Fixed log positions → a fixed admission order. Pins the lottery end to end.
+    let mut h = H::new();
+    h.create(
+        "lot",
+        RoomConfig {
+            mode: Mode::Lottery,
+            admit_burst: 1,
+            ..cfg(100, 60)
+        },
+    );
+    h.join("lot", 100); // takes the first token
+    for v in 1..=10 {
+        h.join("lot", v);
+    }
+    let mut order = Vec::new();
+    for s in 1..=10 {
+        h.at(s * 1000).tick();
+        let admitted: Vec<u128> = (1..=10)
+            .filter(|&v| h.is_admitted("lot", v) && !order.contains(&v))
+            .collect();
+        assert_eq!(admitted.len(), 1);
+        order.push(admitted[0]);
+    }
+    assert_eq!(order, GOLDEN_LOTTERY_ORDER);
+}
+
+const GOLDEN_LOTTERY_ORDER: [u128; 10] = [1, 3, 8, 5, 7, 6, 10, 2, 4, 9];
+
+// ---- ETA ---------------------------------------------------------------------------------------------
+
+#[test]
+fn eta_from_position_and_rate() {
+    let mut h = H::new();
+    h.create(
+        "r",
+        RoomConfig {
+            admit_burst: 1,
+            ..cfg(1000, 2)
+        },
+    );
+    h.join("r", 1);
+    for v in 2..=5 {
+        h.join("r", v);
+    }
+    // 2 admissions per minute: position 4 → 120 s.
+    assert!(matches!(
+        h.state("r", 5),
+        VisitorState::Waiting {
+            position: Some(4),
+            eta_secs: Some(120),
+            ..
+        }
+    ));
+    h.run(Command::SetMode {
+        room: "r".into(),
+        mode: Mode::Lottery,
+    });
+    // Lottery: waiting count ÷ rate = 4 / 2 per minute.
+    assert!(matches!(
+        h.state("r", 2),
+        VisitorState::Waiting {
+            position: None,
+            eta_secs: Some(120),
+            ..
+        }
+    ));
+}
+
+#[test]
+fn eta_blends_observed_admissions_and_is_never_faster_than_the_setpoint() {
+    let mut h = H::new();
+    // Setpoint 60/min, but capacity 1 with long sessions: observed admissions are few.
+    h.create(
+        "r",
+        RoomConfig {
+            session_ttl_secs: 3600,
+            ..cfg(1, 60)
+        },
+    );
+    h.join("r", 1);
+    h.join("r", 2);
+    assert_eq!(
+        h.room("r").eta_rate_per_minute,
+        60,
+        "no history yet: the setpoint"
+    );
+    h.at(61_000).tick();
+    // One admission in the last minute? No: the first was at T0, outside the window.
+    assert_eq!(h.room("r").admitted_last_minute, 0);
+    assert_eq!(
+        h.room("r").eta_rate_per_minute,
+        30,
+        "half setpoint, half observed"
+    );
+    assert!(matches!(
+        h.state("r", 2),
+        VisitorState::Waiting {
+            eta_secs: Some(2),
+            ..
+        }
+    ));
+    let mut h = H::new();
+    h.create("fast", cfg(100_000, 60));
+    h.at(60_000);
+    for v in 1..=60 {
+        h.join("fast", v);
+    }
+    assert!(h.room("fast").admitted_last_minute >= 1);
+    assert!(h.room("fast").eta_rate_per_minute <= 60);
+}
+
+// ---- pools -----------------------------------------------------------------------------------
+
+#[test]
+fn pools_assign_first_fit_release_report() {
+    let mut h = H::new();
+    h.run(Command::PutPool {
+        pool: "chat".into(),
+        room_capacity: 2,
+        rooms_max: 2,
+    });
+    let mut rooms = Vec::new();
+    for _ in 0..4 {
+        match h.run(Command::PoolAssign {
+            pool: "chat".into(),
+        }) {
+            Outcome::Assigned { room, .. } => rooms.push(room),
+            o => panic!("{o:?}"),
+        }
+    }
+    assert_eq!(rooms, ["chat-0", "chat-0", "chat-1", "chat-1"]);
+    assert_eq!(
+        rejected(&h.run(Command::PoolAssign {
+            pool: "chat".into()
+        })),
+        &Rejection::PoolFull
+    );
+    h.run(Command::PoolRelease {
+        pool: "chat".into(),
+        room_index: 0,
+    });
+    assert!(matches!(
+        h.run(Command::PoolAssign {
+            pool: "chat".into()
+        }),
+        Outcome::Assigned {
+            room_index: 0,
+            count: 2,
+            total: 4,
+            ..
+        }
+    ));
+    // Real counts reconcile the optimistic ones.
+    h.run(Command::PoolReport {
+        pool: "chat".into(),
+        room_index: 1,
+        count: 0,
+    });
+    assert_eq!(h.sm.pool("chat").unwrap().counts, [2, 0]);
+    assert_eq!(h.sm.pool("chat").unwrap().total, 2);
+    assert_eq!(
+        rejected(&h.run(Command::PoolRelease {
+            pool: "chat".into(),
+            room_index: 5
+        }))
+        .field(),
+        Some("room_index")
+    );
+    assert_eq!(
+        rejected(&h.run(Command::PoolAssign {
+            pool: "nope".into()
+        })),
+        &Rejection::PoolNotFound
+    );
+    // Growing rooms_max opens a third room when both are full.
+    h.run(Command::PoolReport {
+        pool: "chat".into(),
+        room_index: 1,
+        count: 2,
+    });
+    h.run(Command::PutPool {
+        pool: "chat".into(),
+        room_capacity: 2,
+        rooms_max: 3,
+    });
+    assert!(matches!(
+        h.run(Command::PoolAssign {
+            pool: "chat".into()
+        }),
+        Outcome::Assigned { room_index: 2, .. }
+    ));
+    assert_eq!(
+        h.run(Command::DeletePool {
+            pool: "chat".into()
+        }),
+        Outcome::PoolDeleted
+    );
+    assert!(h.sm.pools().is_empty());
+}
+
+// ---- ticks, determinism, snapshots ---------------------------------------------------------
+
+#[test]
+fn next_due_covers_tokens_expiry_and_opening() {
+    let mut h = H::new();
+    assert_eq!(h.sm.next_due_ms(), None);
+    h.create(
+        "r",
+        RoomConfig {
+            session_ttl_secs: 100,
+            waiter_ttl_secs: 50,
+            ..cfg(1, 60)
+        },
+    );
+    assert_eq!(h.sm.next_due_ms(), None);
+    h.join("r", 1);
+    assert_eq!(h.sm.next_due_ms(), Some(T0 + 100_000));
+    h.join("r", 2);
+    assert_eq!(
+        h.sm.next_due_ms(),
+        Some(T0 + 50_000),
+        "the waiter's TTL comes first; capacity blocks tokens"
+    );
+}
+
+#[test]
+fn identical_logs_give_identical_digests_and_snapshots_restore_exactly() {
+    let mut a = H::new();
+    a.create(
+        "r",
+        RoomConfig {
+            mode: Mode::Lottery,
+            waiter_ttl_secs: 20,
+            session_ttl_secs: 5,
+            ..cfg(3, 120)
+        },
+    );
+    for v in 1..=50 {
+        a.at(v as u64 * 300).join("r", v);
+    }
+    let snap = a.sm.snapshot();
+    let mut b = H {
+        sm: StateMachine::restore(&snap).unwrap(),
+        ..H::new()
+    };
+    b.index = a.index;
+    assert_eq!(a.sm.digest(), b.sm.digest());
+    assert_eq!(b.sm.snapshot(), snap);
+    for s in 1..40 {
+        for h in [&mut a, &mut b] {
+            h.at(15_000 + s * 700).tick();
+            h.run(Command::Heartbeat {
+                room: "r".into(),
+                visitor: vid(s as u128),
+            });
+        }
+        assert_eq!(a.sm.digest(), b.sm.digest(), "step {s}");
+    }
+    assert!(a.room("r").totals.admitted > 3);
+    assert!(a.room("r").totals.abandoned > 0);
+}
+
+#[test]
+fn restore_rejects_garbage() {
+    let mut h = H::new();
+    h.create("r", cfg(1, 60));
+    h.join("r", 1);
+    h.join("r", 2);
+    let good = h.sm.snapshot();
+    assert!(StateMachine::restore(&good).is_ok());
+    assert!(StateMachine::restore(b"").is_err());
+    assert!(StateMachine::restore(b"XXXX\x01").is_err());
+    assert!(matches!(
+        StateMachine::restore(b"SLSM\x09abc"),
+        Err(DecodeError::Version(9))
+    ));
+    for n in 0..good.len() {
+        assert!(StateMachine::restore(&good[..n]).is_err(), "prefix {n}");
+    }
+    // Flip every byte in turn: never a panic; either an error or a consistent state.
+    for i in 5..good.len() {
+        let mut bad = good.clone();
+        bad[i] ^= 0x5a;
+        if let Ok(sm) = StateMachine::restore(&bad) {
+            let _ = sm.digest();
+        }
+    }
+}
+
+#[test]
+fn entries_out_of_order_crash_rather_than_diverge() {
+    let r = std::panic::catch_unwind(|| {
+        let mut sm = StateMachine::new();
+        sm.apply_empty(1, 5);
+        sm.apply_empty(1, 5);
+    });
+    assert!(r.is_err());
+}

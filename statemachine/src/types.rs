@@ -1,0 +1,529 @@
+//! Identifiers and room configuration, with validation.
+
+use crate::limits::*;
+use crate::outcome::Rejection;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A visitor's 128-bit identifier. Sluice issues it from OS randomness at the edge; inside the
+/// state machine it is only data.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Default)]
+pub struct VisitorId(pub [u8; 16]);
+
+impl VisitorId {
+    /// The id whose big-endian value is `v`.
+    pub const fn from_u128(v: u128) -> Self {
+        Self(v.to_be_bytes())
+    }
+
+    /// The id as a big-endian number.
+    pub const fn as_u128(&self) -> u128 {
+        u128::from_be_bytes(self.0)
+    }
+
+    /// Parses 32 lowercase or uppercase hex digits.
+    pub fn parse_hex(s: &str) -> Option<Self> {
+        if s.len() != 32 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        u128::from_str_radix(s, 16).ok().map(Self::from_u128)
+    }
+}
+
+impl std::hash::Hash for VisitorId {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u128(self.as_u128());
+    }
+}
+
+impl fmt::Display for VisitorId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:032x}", self.as_u128())
+    }
+}
+
+impl fmt::Debug for VisitorId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "VisitorId({self})")
+    }
+}
+
+/// Checks a room or pool name against `[a-z0-9][a-z0-9-]{0,63}`.
+pub fn validate_name(field: &'static str, name: &str) -> Result<(), Rejection> {
+    let bytes = name.as_bytes();
+    let ok = !bytes.is_empty()
+        && bytes.len() <= NAME_LEN_MAX
+        && (bytes[0].is_ascii_lowercase() || bytes[0].is_ascii_digit())
+        && bytes
+            .iter()
+            .all(|&b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(Rejection::invalid(
+            field,
+            format!("must match [a-z0-9][a-z0-9-]{{0,{}}}", NAME_LEN_MAX - 1),
+        ))
+    }
+}
+
+/// How a room chooses whom to admit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum Mode {
+    /// In order of arrival (sequence number).
+    #[default]
+    Fifo,
+    /// A uniform seeded draw among all waiters.
+    Lottery,
+    /// Everyone is admitted at once, ignoring capacity and rate; sessions are still counted.
+    Passthrough,
+    /// Closed to newcomers; visitors already in line keep their place.
+    Reject,
+}
+
+impl Mode {
+    /// The mode's lowercase name as used on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Fifo => "fifo",
+            Mode::Lottery => "lottery",
+            Mode::Passthrough => "passthrough",
+            Mode::Reject => "reject",
+        }
+    }
+
+    /// Parses a lowercase mode name.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "fifo" => Mode::Fifo,
+            "lottery" => Mode::Lottery,
+            "passthrough" => Mode::Passthrough,
+            "reject" => Mode::Reject,
+            _ => return None,
+        })
+    }
+}
+
+/// The origin's health, which throttles the admission rate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum Health {
+    /// Rate × 1.
+    #[default]
+    Ok,
+    /// Rate × `slow_factor_permille` / 1000.
+    Slow,
+    /// Rate × 0: nobody is admitted.
+    Down,
+}
+
+impl Health {
+    /// The health's lowercase name as used on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Health::Ok => "ok",
+            Health::Slow => "slow",
+            Health::Down => "down",
+        }
+    }
+
+    /// Parses a lowercase health name.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "ok" => Health::Ok,
+            "slow" => Health::Slow,
+            "down" => Health::Down,
+            _ => return None,
+        })
+    }
+}
+
+/// How a room's waiting page looks. Replicated with the config so every node serves the same page.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Branding {
+    /// Page title.
+    pub title: Option<String>,
+    /// A message shown above the position.
+    pub message: Option<String>,
+    /// Accent colour, `#rrggbb`.
+    pub accent_color: Option<String>,
+    /// Background colour, `#rrggbb`.
+    pub background_color: Option<String>,
+    /// Logo image, an `https://` or `http://` URL or an absolute path.
+    pub logo_url: Option<String>,
+}
+
+/// A room's configuration: the brief's room table, plus the token-bucket burst and branding.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoomConfig {
+    /// Most admitted sessions active at once (ignored in passthrough mode).
+    pub capacity: u64,
+    /// Most new admissions per minute: the token bucket's refill rate.
+    pub admit_per_minute: u64,
+    /// Token-bucket size; 0 means one second's worth of `admit_per_minute`, at least 1.
+    pub admit_burst: u64,
+    /// A session ends this long after its last recorded activity.
+    pub session_ttl_secs: u64,
+    /// A waiter who has not checked in for this long loses its place.
+    pub waiter_ttl_secs: u64,
+    /// How waiters are chosen.
+    pub mode: Mode,
+    /// Before this instant (ms since the epoch) visitors join a pre-queue; nobody is admitted.
+    pub opens_at_ms: Option<u64>,
+    /// From this instant (ms since the epoch) new joins are refused.
+    pub closes_at_ms: Option<u64>,
+    /// Shuffle the pre-queue once, by a seeded draw, at `opens_at_ms`.
+    pub shuffle_at_open: bool,
+    /// Most waiters; beyond it joins are refused with `queue_full`.
+    pub max_waiting: u64,
+    /// Silent operator pause: joins still queue, nobody is admitted.
+    pub paused: bool,
+    /// Origin health throttle.
+    pub health: Health,
+    /// Rate multiplier in thousandths while `health` is `slow` (1..=999).
+    pub slow_factor_permille: u64,
+    /// Look of the waiting page.
+    pub branding: Branding,
+}
+
+impl Default for RoomConfig {
+    fn default() -> Self {
+        Self {
+            capacity: 100,
+            admit_per_minute: 600,
+            admit_burst: 0,
+            session_ttl_secs: 600,
+            waiter_ttl_secs: 120,
+            mode: Mode::Fifo,
+            opens_at_ms: None,
+            closes_at_ms: None,
+            shuffle_at_open: false,
+            max_waiting: 1_000_000,
+            paused: false,
+            health: Health::Ok,
+            slow_factor_permille: 500,
+            branding: Branding::default(),
+        }
+    }
+}
+
+fn range(field: &'static str, v: u64, lo: u64, hi: u64) -> Result<(), Rejection> {
+    if v < lo || v > hi {
+        Err(Rejection::invalid(
+            field,
+            format!("must be between {lo} and {hi}"),
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+fn text(field: &'static str, v: &Option<String>, max: usize) -> Result<(), Rejection> {
+    match v {
+        Some(s) if s.len() > max => Err(Rejection::invalid(
+            field,
+            format!("must be at most {max} bytes"),
+        )),
+        Some(s) if s.chars().any(|c| c.is_control() && c != '\n') => Err(Rejection::invalid(
+            field,
+            "must not contain control characters".to_string(),
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn color(field: &'static str, v: &Option<String>) -> Result<(), Rejection> {
+    match v {
+        Some(s)
+            if !(s.len() == 7
+                && s.starts_with('#')
+                && s[1..].bytes().all(|b| b.is_ascii_hexdigit())) =>
+        {
+            Err(Rejection::invalid(field, "must be #rrggbb".to_string()))
+        }
+        _ => Ok(()),
+    }
+}
+
+impl Branding {
+    /// Checks lengths, colours and the logo URL.
+    pub fn validate(&self) -> Result<(), Rejection> {
+        text("branding.title", &self.title, BRANDING_TITLE_LEN_MAX)?;
+        text("branding.message", &self.message, BRANDING_MESSAGE_LEN_MAX)?;
+        color("branding.accent_color", &self.accent_color)?;
+        color("branding.background_color", &self.background_color)?;
+        text("branding.logo_url", &self.logo_url, BRANDING_URL_LEN_MAX)?;
+        if let Some(url) = &self.logo_url {
+            let ok =
+                (url.starts_with("https://") || url.starts_with("http://") || url.starts_with('/'))
+                    && !url
+                        .bytes()
+                        .any(|b| b.is_ascii_whitespace() || b == b'"' || b == b'<' || b == b'>');
+            if !ok {
+                return Err(Rejection::invalid(
+                    "branding.logo_url",
+                    "must be an http(s) URL or an absolute path without spaces, quotes or angle brackets".to_string(),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl RoomConfig {
+    /// Checks every field; the rejection names the first field that is wrong.
+    pub fn validate(&self) -> Result<(), Rejection> {
+        range("capacity", self.capacity, 1, CAPACITY_MAX)?;
+        range(
+            "admit_per_minute",
+            self.admit_per_minute,
+            1,
+            ADMIT_PER_MINUTE_MAX,
+        )?;
+        range("admit_burst", self.admit_burst, 0, ADMIT_BURST_MAX)?;
+        range("session_ttl_secs", self.session_ttl_secs, 1, TTL_SECS_MAX)?;
+        range("waiter_ttl_secs", self.waiter_ttl_secs, 1, TTL_SECS_MAX)?;
+        range("max_waiting", self.max_waiting, 1, WAITERS_PER_ROOM_MAX)?;
+        range("slow_factor_permille", self.slow_factor_permille, 1, 999)?;
+        if let Some(t) = self.opens_at_ms {
+            range("opens_at", t, 0, INSTANT_MS_MAX)?;
+        }
+        if let Some(t) = self.closes_at_ms {
+            range("closes_at", t, 0, INSTANT_MS_MAX)?;
+        }
+        if let (Some(open), Some(close)) = (self.opens_at_ms, self.closes_at_ms) {
+            if close <= open {
+                return Err(Rejection::invalid(
+                    "closes_at",
+                    "must be later than opens_at".to_string(),
+                ));
+            }
+        }
+        if self.shuffle_at_open && self.opens_at_ms.is_none() {
+            return Err(Rejection::invalid(
+                "shuffle_at_open",
+                "needs opens_at".to_string(),
+            ));
+        }
+        self.branding.validate()
+    }
+
+    /// The token bucket's size in whole admissions.
+    pub fn burst(&self) -> u64 {
+        if self.admit_burst > 0 {
+            self.admit_burst
+        } else {
+            self.admit_per_minute.div_ceil(60).max(1)
+        }
+    }
+
+    /// The health multiplier in thousandths.
+    pub fn rate_permille(&self) -> u64 {
+        match self.health {
+            Health::Ok => 1000,
+            Health::Slow => self.slow_factor_permille,
+            Health::Down => 0,
+        }
+    }
+
+    /// The admission setpoint per minute after the health multiplier (rounded down).
+    pub fn effective_setpoint_per_minute(&self) -> u64 {
+        self.admit_per_minute * self.rate_permille() / 1000
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        for ok in ["a", "0", "sale-2026", &"a".repeat(64)] {
+            assert!(validate_name("room", ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "-a", "A", "a_b", "a b", "é", &"a".repeat(65)] {
+            let err = validate_name("room", bad).unwrap_err();
+            assert_eq!(err.field(), Some("room"), "{bad}");
+        }
+    }
+
+    #[test]
+    fn visitor_id_hex_round_trip() {
+        let id = VisitorId::from_u128(0x0123_4567_89ab_cdef_0011_2233_4455_6677);
+        let s = id.to_string();
+        assert_eq!(s, "0123456789abcdef0011223344556677");
+        assert_eq!(VisitorId::parse_hex(&s), Some(id));
+        assert_eq!(VisitorId::parse_hex("xyz"), None);
+        assert_eq!(VisitorId::parse_hex(&"g".repeat(32)), None);
+        assert_eq!(
+            VisitorId::parse_hex("+123456789abcdef0011223344556677"),
+            None
+        );
+    }
+
+    #[test]
+    fn config_validation_names_the_field() {
+        let good = RoomConfig::default();
+        assert!(good.validate().is_ok());
+        let cases: Vec<(&str, RoomConfig)> = vec![
+            (
+                "capacity",
+                RoomConfig {
+                    capacity: 0,
+                    ..good.clone()
+                },
+            ),
+            (
+                "capacity",
+                RoomConfig {
+                    capacity: CAPACITY_MAX + 1,
+                    ..good.clone()
+                },
+            ),
+            (
+                "admit_per_minute",
+                RoomConfig {
+                    admit_per_minute: 0,
+                    ..good.clone()
+                },
+            ),
+            (
+                "admit_burst",
+                RoomConfig {
+                    admit_burst: ADMIT_BURST_MAX + 1,
+                    ..good.clone()
+                },
+            ),
+            (
+                "session_ttl_secs",
+                RoomConfig {
+                    session_ttl_secs: 0,
+                    ..good.clone()
+                },
+            ),
+            (
+                "waiter_ttl_secs",
+                RoomConfig {
+                    waiter_ttl_secs: TTL_SECS_MAX + 1,
+                    ..good.clone()
+                },
+            ),
+            (
+                "max_waiting",
+                RoomConfig {
+                    max_waiting: 0,
+                    ..good.clone()
+                },
+            ),
+            (
+                "slow_factor_permille",
+                RoomConfig {
+                    slow_factor_permille: 1000,
+                    ..good.clone()
+                },
+            ),
+            (
+                "opens_at",
+                RoomConfig {
+                    opens_at_ms: Some(INSTANT_MS_MAX + 1),
+                    ..good.clone()
+                },
+            ),
+            (
+                "closes_at",
+                RoomConfig {
+                    opens_at_ms: Some(10),
+                    closes_at_ms: Some(10),
+                    ..good.clone()
+                },
+            ),
+            (
+                "shuffle_at_open",
+                RoomConfig {
+                    shuffle_at_open: true,
+                    ..good.clone()
+                },
+            ),
+            (
+                "branding.title",
+                RoomConfig {
+                    branding: Branding {
+                        title: Some("x".repeat(121)),
+                        ..Default::default()
+                    },
+                    ..good.clone()
+                },
+            ),
+            (
+                "branding.accent_color",
+                RoomConfig {
+                    branding: Branding {
+                        accent_color: Some("red".into()),
+                        ..Default::default()
+                    },
+                    ..good.clone()
+                },
+            ),
+            (
+                "branding.logo_url",
+                RoomConfig {
+                    branding: Branding {
+                        logo_url: Some("javascript:alert(1)".into()),
+                        ..Default::default()
+                    },
+                    ..good.clone()
+                },
+            ),
+            (
+                "branding.message",
+                RoomConfig {
+                    branding: Branding {
+                        message: Some("a\u{0}b".into()),
+                        ..Default::default()
+                    },
+                    ..good.clone()
+                },
+            ),
+        ];
+        for (field, cfg) in cases {
+            let err = cfg.validate().unwrap_err();
+            assert_eq!(err.field(), Some(field), "{cfg:?}");
+        }
+    }
+
+    #[test]
+    fn burst_and_rate() {
+        let c = RoomConfig {
+            admit_per_minute: 600,
+            ..Default::default()
+        };
+        assert_eq!(c.burst(), 10);
+        let c = RoomConfig {
+            admit_per_minute: 1,
+            ..Default::default()
+        };
+        assert_eq!(c.burst(), 1);
+        let c = RoomConfig {
+            admit_per_minute: 61,
+            admit_burst: 0,
+            ..Default::default()
+        };
+        assert_eq!(c.burst(), 2);
+        let c = RoomConfig {
+            admit_burst: 7,
+            ..Default::default()
+        };
+        assert_eq!(c.burst(), 7);
+        let c = RoomConfig {
+            health: Health::Slow,
+            slow_factor_permille: 250,
+            admit_per_minute: 600,
+            ..Default::default()
+        };
+        assert_eq!(c.effective_setpoint_per_minute(), 150);
+        let c = RoomConfig {
+            health: Health::Down,
+            ..Default::default()
+        };
+        assert_eq!(c.effective_setpoint_per_minute(), 0);
+    }
+}
