@@ -1,1 +1,36 @@
-//! Raft layer (work in progress).
+//! Sluice's Raft layer: the only crate that knows Raft, RocksDB and durability.
+//!
+//! Map of the crate:
+//! - [`node`]: [`RaftNode`]: the start function (config → storage → network → Raft → server),
+//!   the write batcher, the tick proposer, reads and membership.
+//! - [`log_store`]: the Raft log and vote in RocksDB with group commit.
+//! - [`sm_store`]: `sluice-statemachine` behind a lock, with durable snapshot files.
+//! - [`network`] and [`service`]: the tonic node-to-node transport, client and server.
+//! - [`types`]: openraft's type configuration; [`codec`]: the versioned encoding of everything
+//!   stored or sent; [`error`]: [`ClusterError`]; [`metrics`]: a latency histogram.
+
+pub mod codec;
+pub mod error;
+pub mod log_store;
+pub mod metrics;
+pub mod network;
+pub mod node;
+pub mod service;
+pub mod sm_store;
+pub mod types;
+
+/// Generated protobuf types and gRPC stubs of the node-to-node service.
+#[allow(missing_docs, clippy::all, missing_debug_implementations)]
+pub mod pb {
+    tonic::include_proto!("sluice.raft.v1");
+}
+
+pub use error::ClusterError;
+pub use network::TlsMaterial;
+pub use node::{wall_ms, ClusterStatus, MembershipOp, NodeConfig, RaftNode, Replication};
+pub use sm_store::SmState;
+pub use types::{NodeAddr, TypeConfig};
+
+pub(crate) fn snapshot_policy(every: u64) -> openraft::SnapshotPolicy {
+    openraft::SnapshotPolicy::LogsSinceLast(every.max(1))
+}

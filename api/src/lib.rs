@@ -1,0 +1,1 @@
+//! Sluice API (work in progress).

@@ -1,0 +1,1 @@
+//! Sluice fault-injection harness (work in progress).

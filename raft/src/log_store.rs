@@ -1,0 +1,250 @@
+//! The Raft log and vote in RocksDB.
+//!
+//! Column family `logs` maps the big-endian entry index to the encoded entry; `meta` holds the
+//! vote, the committed log id and the last purged log id. Durability:
+//! - `save_vote` writes with `sync`, so the vote is on disk before it returns;
+//! - `append` writes entries to the WAL without syncing and hands the completion callback to one
+//!   flusher thread, which syncs the WAL once for every append that queued meanwhile (group
+//!   commit) and only then reports the entries durable.
+
+use crate::codec;
+use crate::types::{Entry, LogId, TypeConfig, Vote};
+use openraft::storage::{IOFlushed, LogState, RaftLogReader, RaftLogStorage};
+use openraft::OptionalSend;
+use rocksdb::{
+    ColumnFamilyDescriptor, Direction, IteratorMode, Options, WriteBatch, WriteOptions, DB,
+};
+use std::fmt::Debug;
+use std::io;
+use std::ops::{Bound, RangeBounds};
+use std::path::Path;
+use std::sync::mpsc;
+use std::sync::Arc;
+
+const CF_LOGS: &str = "logs";
+const CF_META: &str = "meta";
+const KEY_VOTE: &[u8] = b"vote";
+const KEY_COMMITTED: &[u8] = b"committed";
+const KEY_PURGED: &[u8] = b"last_purged";
+
+fn io_err(e: rocksdb::Error) -> io::Error {
+    io::Error::other(e.to_string())
+}
+
+/// Opens (or creates) the node's RocksDB database with the column families the log needs.
+pub fn open_db(dir: &Path) -> io::Result<Arc<DB>> {
+    let mut opts = Options::default();
+    opts.create_if_missing(true);
+    opts.create_missing_column_families(true);
+    opts.set_max_total_wal_size(256 << 20);
+    let mut logs = Options::default();
+    logs.set_compression_type(rocksdb::DBCompressionType::Lz4);
+    let cfs = vec![
+        ColumnFamilyDescriptor::new(CF_LOGS, logs),
+        ColumnFamilyDescriptor::new(CF_META, Options::default()),
+    ];
+    DB::open_cf_descriptors(&opts, dir, cfs)
+        .map(Arc::new)
+        .map_err(io_err)
+}
+
+/// The log store. Cheap to clone: clones share the database and the flusher.
+#[derive(Clone)]
+pub struct LogStore {
+    db: Arc<DB>,
+    flusher: mpsc::Sender<IOFlushed<TypeConfig>>,
+}
+
+impl Debug for LogStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LogStore")
+    }
+}
+
+impl LogStore {
+    /// A log store over `db`, starting its flusher thread (which ends when every clone is dropped).
+    pub fn new(db: Arc<DB>) -> io::Result<Self> {
+        let (tx, rx) = mpsc::channel::<IOFlushed<TypeConfig>>();
+        let flush_db = db.clone();
+        std::thread::Builder::new()
+            .name("sluice-wal-flush".into())
+            .spawn(move || flusher(flush_db, rx))?;
+        Ok(Self { db, flusher: tx })
+    }
+
+    fn cf(&self, name: &str) -> &rocksdb::ColumnFamily {
+        self.db
+            .cf_handle(name)
+            .expect("column family created at open")
+    }
+
+    fn get_meta<T: serde::de::DeserializeOwned>(&self, key: &[u8]) -> io::Result<Option<T>> {
+        match self.db.get_cf(self.cf(CF_META), key).map_err(io_err)? {
+            Some(bytes) => codec::decode(&bytes).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn put_meta<T: serde::Serialize>(&self, key: &[u8], v: &T, sync: bool) -> io::Result<()> {
+        let mut wo = WriteOptions::default();
+        wo.set_sync(sync);
+        self.db
+            .put_cf_opt(self.cf(CF_META), key, codec::encode(v), &wo)
+            .map_err(io_err)
+    }
+
+    fn last_entry_id(&self) -> io::Result<Option<LogId>> {
+        let mut it = self.db.iterator_cf(self.cf(CF_LOGS), IteratorMode::End);
+        match it.next() {
+            Some(item) => {
+                let (_, v) = item.map_err(io_err)?;
+                let e: Entry = codec::decode(&v)?;
+                Ok(Some(e.log_id))
+            }
+            None => Ok(None),
+        }
+    }
+}
+
+/// Group commit: wait for one callback, take every other one queued, sync the WAL once, then
+/// report them all.
+fn flusher(db: Arc<DB>, rx: mpsc::Receiver<IOFlushed<TypeConfig>>) {
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        batch.extend(rx.try_iter());
+        let result = db.flush_wal(true);
+        for cb in batch {
+            cb.io_completed(result.clone().map_err(io_err));
+        }
+    }
+}
+
+fn start_of<R: RangeBounds<u64>>(r: &R) -> u64 {
+    match r.start_bound() {
+        Bound::Included(&s) => s,
+        Bound::Excluded(&s) => s + 1,
+        Bound::Unbounded => 0,
+    }
+}
+
+impl RaftLogReader<TypeConfig> for LogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<Entry>, io::Error> {
+        let start = start_of(&range);
+        let mut out = Vec::new();
+        let key = start.to_be_bytes();
+        for item in self.db.iterator_cf(
+            self.cf(CF_LOGS),
+            IteratorMode::From(&key, Direction::Forward),
+        ) {
+            let (k, v) = item.map_err(io_err)?;
+            let idx = u64::from_be_bytes(
+                k.as_ref()
+                    .try_into()
+                    .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad log key"))?,
+            );
+            if !range.contains(&idx) {
+                break;
+            }
+            let e: Entry = codec::decode(&v)?;
+            if e.log_id.index != idx {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("entry at key {idx} has index {}", e.log_id.index),
+                ));
+            }
+            if let Some(prev) = out.last().map(|p: &Entry| p.log_id.index) {
+                if idx != prev + 1 {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("hole in the log after {prev}"),
+                    ));
+                }
+            }
+            out.push(e);
+        }
+        Ok(out)
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<Vote>, io::Error> {
+        self.get_meta(KEY_VOTE)
+    }
+}
+
+impl RaftLogStorage<TypeConfig> for LogStore {
+    type LogReader = Self;
+
+    async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, io::Error> {
+        let last_purged: Option<LogId> = self.get_meta(KEY_PURGED)?;
+        let last = self.last_entry_id()?.or_else(|| last_purged.clone());
+        Ok(LogState {
+            last_purged_log_id: last_purged,
+            last_log_id: last,
+        })
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &Vote) -> Result<(), io::Error> {
+        self.put_meta(KEY_VOTE, vote, true)
+    }
+
+    async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), io::Error> {
+        self.put_meta(KEY_COMMITTED, &committed, false)
+    }
+
+    async fn read_committed(&mut self) -> Result<Option<LogId>, io::Error> {
+        Ok(self.get_meta::<Option<LogId>>(KEY_COMMITTED)?.flatten())
+    }
+
+    async fn append<I>(
+        &mut self,
+        entries: I,
+        callback: IOFlushed<TypeConfig>,
+    ) -> Result<(), io::Error>
+    where
+        I: IntoIterator<Item = Entry> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let mut batch = WriteBatch::default();
+        let cf = self.cf(CF_LOGS);
+        for e in entries {
+            batch.put_cf(cf, e.log_id.index.to_be_bytes(), codec::encode(&e));
+        }
+        let mut wo = WriteOptions::default();
+        wo.set_sync(false);
+        self.db.write_opt(batch, &wo).map_err(io_err)?;
+        // Readable now; durable when the flusher has synced the WAL.
+        self.flusher
+            .send(callback)
+            .map_err(|_| io::Error::other("WAL flusher stopped"))?;
+        Ok(())
+    }
+
+    async fn truncate_after(&mut self, last: Option<LogId>) -> Result<(), io::Error> {
+        let from = last.map_or(0, |l| l.index + 1);
+        let mut batch = WriteBatch::default();
+        batch.delete_range_cf(self.cf(CF_LOGS), from.to_be_bytes(), u64::MAX.to_be_bytes());
+        batch.delete_cf(self.cf(CF_LOGS), u64::MAX.to_be_bytes());
+        let mut wo = WriteOptions::default();
+        wo.set_sync(true);
+        self.db.write_opt(batch, &wo).map_err(io_err)
+    }
+
+    async fn purge(&mut self, log_id: LogId) -> Result<(), io::Error> {
+        let mut batch = WriteBatch::default();
+        batch.put_cf(self.cf(CF_META), KEY_PURGED, codec::encode(&log_id));
+        batch.delete_range_cf(
+            self.cf(CF_LOGS),
+            0u64.to_be_bytes(),
+            (log_id.index + 1).to_be_bytes(),
+        );
+        let mut wo = WriteOptions::default();
+        wo.set_sync(false);
+        self.db.write_opt(batch, &wo).map_err(io_err)
+    }
+}

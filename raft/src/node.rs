@@ -1,0 +1,866 @@
+//! One Sluice node: config → storage → network → Raft → server, plus the leader's duties.
+//!
+//! - Writes: commands queue on a bounded channel; one batcher drains it into proposals (many
+//!   commands per log entry), stamps each with the leader's wall time, and submits them to Raft
+//!   in order while several proposals are in flight. On a follower the batch is forwarded to the
+//!   leader over the node-to-node service. A write that found no leader is retried until its
+//!   deadline; a write whose fate is unknown reports `Indeterminate`.
+//! - Ticks: while leader, proposes `Tick` whenever the state machine says something is due.
+//! - Reads: local reads of applied state (with the applied index), and linearizable reads via the
+//!   leader's read index, on any node.
+//! - Membership: initialize, add learner, promote, remove; node ids are never reused.
+
+use crate::error::ClusterError;
+use crate::log_store::{open_db, LogStore};
+use crate::metrics::LatencyHistogram;
+use crate::network::{NetworkFactory, Peers, TlsMaterial};
+use crate::pb;
+use crate::pb::raft_service_server::RaftServiceServer;
+use crate::service::{RaftRpc, MESSAGE_BYTES_MAX};
+use crate::sm_store::{SmState, SmStore};
+use crate::types::{NodeAddr, Raft, Request, TypeConfig};
+use crate::{codec, snapshot_policy};
+use openraft::async_runtime::WatchReceiver;
+use openraft::errors::{ClientWriteError, RaftError};
+use openraft::impls::ProgressResponder;
+use openraft::raft::ClientWriteResult;
+use openraft::{ChangeMembers, ReadPolicy, ServerState};
+use serde::{Deserialize, Serialize};
+use sluice_statemachine::{digest_hex, Command, Outcome, Proposal};
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+/// Commands per proposal (log entry).
+pub const PROPOSAL_COMMANDS_MAX: usize = 1_024;
+
+/// How a node runs.
+#[derive(Clone, Debug)]
+pub struct NodeConfig {
+    /// This node's id; never reused for another node.
+    pub id: u64,
+    /// Where RocksDB and snapshots live.
+    pub data_dir: PathBuf,
+    /// Address the node-to-node service listens on (port 0 picks one).
+    pub listen_raft: SocketAddr,
+    /// Addresses other nodes and clients use; an empty `raft` is filled with the bound address.
+    pub advertise: NodeAddr,
+    /// Mutual TLS between nodes.
+    pub tls: Option<TlsMaterial>,
+    /// Leader heartbeat interval.
+    pub heartbeat_ms: u64,
+    /// Election timeout range.
+    pub election_timeout_ms: (u64, u64),
+    /// Entries between snapshots.
+    pub snapshot_every: u64,
+    /// Log entries kept behind a snapshot for lagging followers.
+    pub logs_kept_after_snapshot: u64,
+    /// How often the leader checks whether a tick is due.
+    pub tick_interval_ms: u64,
+    /// Commands that may wait for a proposal before writes are refused as `Busy`.
+    pub write_queue_max: usize,
+    /// Proposals submitted and not yet applied, at most.
+    pub proposals_in_flight: usize,
+    /// Deadline for one write or linearizable read.
+    pub request_timeout: Duration,
+}
+
+impl NodeConfig {
+    /// Defaults for node `id` keeping data in `data_dir` and listening on `listen_raft`.
+    pub fn new(id: u64, data_dir: impl Into<PathBuf>, listen_raft: SocketAddr) -> Self {
+        Self {
+            id,
+            data_dir: data_dir.into(),
+            listen_raft,
+            advertise: NodeAddr::default(),
+            tls: None,
+            heartbeat_ms: 100,
+            election_timeout_ms: (500, 1_000),
+            snapshot_every: 20_000,
+            logs_kept_after_snapshot: 5_000,
+            tick_interval_ms: 20,
+            write_queue_max: 200_000,
+            proposals_in_flight: 32,
+            request_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// A change of cluster membership.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MembershipOp {
+    /// Add a node as a learner (it replicates but does not vote).
+    AddLearner {
+        /// A node id never used in this cluster before.
+        id: u64,
+        /// Its addresses.
+        addr: NodeAddr,
+    },
+    /// Make a learner a voter.
+    Promote {
+        /// The learner.
+        id: u64,
+    },
+    /// Remove a voter or learner from the cluster for good.
+    Remove {
+        /// The node.
+        id: u64,
+    },
+}
+
+/// How far one follower is behind the leader.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Replication {
+    /// The follower's last log index known to match the leader's.
+    pub matched_index: u64,
+    /// Entries the follower is behind the leader's last log index.
+    pub lag: u64,
+}
+
+/// A node's view of the cluster.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterStatus {
+    /// This node.
+    pub id: u64,
+    /// `Leader`, `Follower`, `Candidate`, `Learner` or `Shutdown`.
+    pub state: String,
+    /// The leader this node knows of.
+    pub leader: Option<u64>,
+    /// Current term.
+    pub term: u64,
+    /// Last log index on this node.
+    pub last_log_index: u64,
+    /// Highest index known committed.
+    pub committed_index: u64,
+    /// Highest index applied to the state machine here.
+    pub applied_index: u64,
+    /// Index of the last snapshot.
+    pub snapshot_index: u64,
+    /// Voters.
+    pub voters: Vec<u64>,
+    /// Learners.
+    pub learners: Vec<u64>,
+    /// Every member's addresses.
+    pub nodes: BTreeMap<u64, NodeAddr>,
+    /// Per follower replication (on the leader only).
+    pub replication: BTreeMap<u64, Replication>,
+    /// Has this node recovered its state and may serve reads?
+    pub ready: bool,
+    /// The state machine's log clock, ms since the epoch.
+    pub clock_ms: u64,
+}
+
+struct Pending {
+    cmd: Command,
+    tx: oneshot::Sender<Result<Outcome, ClusterError>>,
+}
+
+/// Shared internals of a node.
+pub struct NodeInner {
+    pub(crate) id: u64,
+    pub(crate) raft: Raft,
+    sm: Arc<RwLock<SmState>>,
+    peers: Peers,
+    queue: mpsc::Sender<Pending>,
+    ready: AtomicBool,
+    stamp: AtomicU64,
+    tick_in_flight: AtomicBool,
+    /// Time from proposal submission to applied outcome on the leader.
+    pub commit_latency: Arc<LatencyHistogram>,
+    cancel: CancellationToken,
+    cfg: NodeConfig,
+    db: Arc<rocksdb::DB>,
+}
+
+impl std::fmt::Debug for NodeInner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "NodeInner({})", self.id)
+    }
+}
+
+/// A running node. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct RaftNode {
+    inner: Arc<NodeInner>,
+    raft_addr: SocketAddr,
+    server: Arc<tokio::sync::Mutex<Option<tokio::task::JoinHandle<()>>>>,
+}
+
+/// The wall clock, ms since the epoch. Only the leader's stamp uses it.
+pub fn wall_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+fn raft_err<E: std::error::Error>(e: RaftError<TypeConfig, E>) -> ClusterError
+where
+    E: openraft::TryAsRef<openraft::errors::ForwardToLeader<TypeConfig>>,
+{
+    if e.forward_to_leader().is_some() {
+        ClusterError::NoLeader
+    } else if let RaftError::Fatal(f) = &e {
+        ClusterError::Fatal(f.to_string())
+    } else {
+        ClusterError::Invalid(e.to_string())
+    }
+}
+
+impl RaftNode {
+    /// Opens storage, starts Raft and the node-to-node server. The node serves reads once it
+    /// has recovered (see [`ClusterStatus::ready`]).
+    pub async fn start(mut cfg: NodeConfig) -> Result<Self, ClusterError> {
+        let fatal = |e: std::io::Error| ClusterError::Fatal(e.to_string());
+        std::fs::create_dir_all(&cfg.data_dir).map_err(fatal)?;
+        let db = open_db_retrying(&cfg.data_dir.join("db"))
+            .await
+            .map_err(fatal)?;
+        let log_store = LogStore::new(db.clone()).map_err(fatal)?;
+        let sm_store = SmStore::new(&cfg.data_dir.join("snapshots")).map_err(fatal)?;
+        let sm = sm_store.handle();
+
+        let listener = tokio::net::TcpListener::bind(cfg.listen_raft)
+            .await
+            .map_err(fatal)?;
+        let raft_addr = listener.local_addr().map_err(fatal)?;
+        if cfg.advertise.raft.is_empty() {
+            cfg.advertise.raft = raft_addr.to_string();
+        }
+
+        let raft_config = openraft::Config {
+            cluster_name: "sluice".into(),
+            heartbeat_interval: cfg.heartbeat_ms,
+            election_timeout_min: cfg.election_timeout_ms.0,
+            election_timeout_max: cfg.election_timeout_ms.1,
+            install_snapshot_timeout: 120_000,
+            max_payload_entries: 256,
+            snapshot_policy: snapshot_policy(cfg.snapshot_every),
+            max_in_snapshot_log_to_keep: cfg.logs_kept_after_snapshot,
+            purge_batch_size: 256,
+            replication_lag_threshold: cfg.logs_kept_after_snapshot.max(1),
+            ..Default::default()
+        }
+        .validate()
+        .map_err(|e| ClusterError::Invalid(e.to_string()))?;
+        let peers = Peers::new(cfg.tls.clone());
+        let network = NetworkFactory {
+            peers: peers.clone(),
+        };
+        let raft = Raft::new(cfg.id, Arc::new(raft_config), network, log_store, sm_store)
+            .await
+            .map_err(|e| ClusterError::Fatal(e.to_string()))?;
+
+        let (tx, rx) = mpsc::channel(cfg.write_queue_max);
+        let inner = Arc::new(NodeInner {
+            id: cfg.id,
+            raft,
+            sm,
+            peers,
+            queue: tx,
+            ready: AtomicBool::new(false),
+            stamp: AtomicU64::new(0),
+            tick_in_flight: AtomicBool::new(false),
+            commit_latency: Arc::default(),
+            cancel: CancellationToken::new(),
+            cfg: cfg.clone(),
+            db,
+        });
+
+        let mut builder = tonic::transport::Server::builder().tcp_nodelay(true);
+        if let Some(tls) = &cfg.tls {
+            let server_tls = tonic::transport::ServerTlsConfig::new()
+                .identity(tonic::transport::Identity::from_pem(
+                    &tls.cert_pem,
+                    &tls.key_pem,
+                ))
+                .client_ca_root(tonic::transport::Certificate::from_pem(&tls.ca_pem));
+            builder = builder
+                .tls_config(server_tls)
+                .map_err(|e| ClusterError::Invalid(format!("TLS: {e}")))?;
+        }
+        let svc = RaftServiceServer::new(RaftRpc {
+            node: inner.clone(),
+        })
+        .max_decoding_message_size(MESSAGE_BYTES_MAX)
+        .max_encoding_message_size(MESSAGE_BYTES_MAX);
+        let cancel = inner.cancel.clone();
+        let server = tokio::spawn(async move {
+            let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+            if let Err(e) = builder
+                .add_service(svc)
+                .serve_with_incoming_shutdown(incoming, cancel.cancelled_owned())
+                .await
+            {
+                tracing::error!(error = %e, "node-to-node server stopped");
+            }
+        });
+
+        tokio::spawn(batcher(inner.clone(), rx));
+        tokio::spawn(ticker(inner.clone()));
+        let rec = inner.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = rec.cancel.cancelled() => {}
+                r = rec.raft.wait_for_recovery(None) => if r.is_ok() {
+                    rec.ready.store(true, Ordering::SeqCst);
+                    tracing::info!(id = rec.id, "recovered; serving reads");
+                }
+            }
+        });
+        Ok(Self {
+            inner,
+            raft_addr,
+            server: Arc::new(tokio::sync::Mutex::new(Some(server))),
+        })
+    }
+
+    /// This node's id.
+    pub fn id(&self) -> u64 {
+        self.inner.id
+    }
+
+    /// The bound node-to-node address.
+    pub fn raft_addr(&self) -> SocketAddr {
+        self.raft_addr
+    }
+
+    /// The addresses this node advertises.
+    pub fn addr(&self) -> NodeAddr {
+        self.inner.cfg.advertise.clone()
+    }
+
+    /// The openraft handle (for metrics and tests).
+    pub fn raft(&self) -> &Raft {
+        &self.inner.raft
+    }
+
+    /// Shared internals (latency histogram).
+    pub fn inner(&self) -> &NodeInner {
+        &self.inner
+    }
+
+    /// Creates a new cluster with these members (call on one node, once).
+    pub async fn initialize(&self, members: BTreeMap<u64, NodeAddr>) -> Result<(), ClusterError> {
+        self.inner
+            .raft
+            .initialize(members)
+            .await
+            .map_err(|e| ClusterError::Invalid(e.to_string()))
+    }
+
+    /// Applies one command through the log (forwarded to the leader if needed).
+    pub async fn write(&self, cmd: Command) -> Result<Outcome, ClusterError> {
+        self.inner.write(cmd).await
+    }
+
+    /// Applies several commands (each independently, in order of submission).
+    pub async fn write_many(&self, cmds: Vec<Command>) -> Vec<Result<Outcome, ClusterError>> {
+        futures::future::join_all(cmds.into_iter().map(|c| self.inner.write(c))).await
+    }
+
+    /// Reads applied state on this node; returns the value and the applied log index.
+    pub fn read<T>(&self, f: impl FnOnce(&SmState) -> T) -> Result<(T, u64), ClusterError> {
+        self.inner.local_read(f)
+    }
+
+    /// A linearizable read: waits until this node has applied the leader's read index.
+    pub async fn read_linearizable<T>(
+        &self,
+        f: impl FnOnce(&SmState) -> T,
+    ) -> Result<(T, u64), ClusterError> {
+        let index = self.inner.read_index().await?;
+        self.inner
+            .raft
+            .wait(Some(self.inner.cfg.request_timeout))
+            .applied_index_at_least(Some(index), "linearizable read")
+            .await
+            .map_err(|_| ClusterError::Timeout)?;
+        self.inner.local_read(f)
+    }
+
+    /// The applied index and state digest, read together.
+    pub fn digest(&self) -> Result<(u64, String), ClusterError> {
+        self.read(|st| digest_hex(&st.sm.digest()))
+            .map(|(d, i)| (i, d))
+    }
+
+    /// Changes membership (forwarded to the leader if needed).
+    pub async fn membership(&self, op: MembershipOp) -> Result<ClusterStatus, ClusterError> {
+        if self.inner.raft.is_leader() {
+            return self.inner.membership_local(op).await;
+        }
+        let (_, addr) = self.inner.leader_addr()?;
+        let mut client = self
+            .inner
+            .peers
+            .client(&addr)
+            .map_err(|e| ClusterError::Invalid(e.to_string()))?;
+        let mut req = tonic::Request::new(pb::Payload {
+            data: codec::encode(&op),
+        });
+        req.set_timeout(Duration::from_secs(30));
+        let reply = client
+            .membership(req)
+            .await
+            .map_err(|s| ClusterError::Indeterminate(s.to_string()))?;
+        codec::decode::<Result<ClusterStatus, ClusterError>>(&reply.into_inner().data)
+            .map_err(|e| ClusterError::Indeterminate(e.to_string()))?
+    }
+
+    /// This node's view of the cluster.
+    pub fn status(&self) -> ClusterStatus {
+        self.inner.status()
+    }
+
+    /// Is this node the leader?
+    pub fn is_leader(&self) -> bool {
+        self.inner.raft.is_leader()
+    }
+
+    /// Has this node recovered and may serve reads?
+    pub fn is_ready(&self) -> bool {
+        self.inner.ready.load(Ordering::SeqCst)
+    }
+
+    /// Stops accepting work, stops Raft and the server, and syncs the WAL.
+    pub async fn shutdown(&self) {
+        self.inner.cancel.cancel();
+        if let Err(e) = self.inner.raft.shutdown().await {
+            tracing::warn!(error = %e, "raft shutdown");
+        }
+        if let Some(h) = self.server.lock().await.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(5), h).await;
+        }
+        if let Err(e) = self.inner.db.flush_wal(true) {
+            tracing::warn!(error = %e, "final WAL sync");
+        }
+    }
+}
+
+/// Opens RocksDB, waiting briefly for a previous instance in this process to release its lock.
+async fn open_db_retrying(dir: &std::path::Path) -> std::io::Result<Arc<rocksdb::DB>> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match open_db(dir) {
+            Ok(db) => return Ok(db),
+            Err(e) if e.to_string().contains("lock") && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(50)).await
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn fail_all(txs: Vec<oneshot::Sender<Result<Outcome, ClusterError>>>, e: ClusterError) {
+    for tx in txs {
+        let _ = tx.send(Err(e.clone()));
+    }
+}
+
+fn deliver(
+    txs: Vec<oneshot::Sender<Result<Outcome, ClusterError>>>,
+    results: Vec<Result<Outcome, ClusterError>>,
+) {
+    assert_eq!(txs.len(), results.len(), "one result per command");
+    for (tx, r) in txs.into_iter().zip(results) {
+        let _ = tx.send(r);
+    }
+}
+
+/// Drains the write queue into proposals.
+async fn batcher(inner: Arc<NodeInner>, mut rx: mpsc::Receiver<Pending>) {
+    let slots = Arc::new(Semaphore::new(inner.cfg.proposals_in_flight.max(1)));
+    loop {
+        let first = tokio::select! {
+            _ = inner.cancel.cancelled() => break,
+            p = rx.recv() => match p { Some(p) => p, None => break },
+        };
+        let permit = tokio::select! {
+            _ = inner.cancel.cancelled() => break,
+            p = slots.clone().acquire_owned() => p.expect("semaphore never closed"),
+        };
+        // Everything that queued while we waited for a slot joins this proposal.
+        let mut batch = vec![first];
+        while batch.len() < PROPOSAL_COMMANDS_MAX {
+            match rx.try_recv() {
+                Ok(p) => batch.push(p),
+                Err(_) => break,
+            }
+        }
+        let (cmds, txs): (Vec<Command>, Vec<_>) = batch.into_iter().map(|p| (p.cmd, p.tx)).unzip();
+        if inner.raft.is_leader() {
+            match inner.propose(cmds).await {
+                Ok(done) => {
+                    tokio::spawn(async move {
+                        deliver(txs, done.await);
+                        drop(permit);
+                    });
+                }
+                Err(e) => fail_all(txs, e),
+            }
+        } else {
+            let inner = inner.clone();
+            tokio::spawn(async move {
+                deliver(txs, inner.forward(cmds).await);
+                drop(permit);
+            });
+        }
+    }
+    rx.close();
+    while let Ok(p) = rx.try_recv() {
+        let _ = p.tx.send(Err(ClusterError::ShuttingDown));
+    }
+}
+
+/// Proposes `Tick` while leader whenever the state machine has something due.
+async fn ticker(inner: Arc<NodeInner>) {
+    let every = Duration::from_millis(inner.cfg.tick_interval_ms.max(1));
+    loop {
+        tokio::select! {
+            _ = inner.cancel.cancelled() => break,
+            _ = tokio::time::sleep(every) => {}
+        }
+        if !inner.ready.load(Ordering::SeqCst)
+            || !inner.raft.is_leader()
+            || inner.tick_in_flight.load(Ordering::SeqCst)
+        {
+            continue;
+        }
+        let (due, clock) = {
+            let st = inner.sm.read().expect("state lock");
+            (st.sm.next_due_ms(), st.sm.clock_ms())
+        };
+        if due.is_some_and(|d| d <= wall_ms().max(clock)) {
+            inner.tick_in_flight.store(true, Ordering::SeqCst);
+            let inner = inner.clone();
+            tokio::spawn(async move {
+                if let Err(e) = inner.write(Command::Tick).await {
+                    tracing::debug!(error = %e, "tick not applied");
+                }
+                inner.tick_in_flight.store(false, Ordering::SeqCst);
+            });
+        }
+    }
+}
+
+impl NodeInner {
+    async fn write(&self, cmd: Command) -> Result<Outcome, ClusterError> {
+        let deadline = tokio::time::Instant::now() + self.cfg.request_timeout;
+        loop {
+            let (tx, rx) = oneshot::channel();
+            self.queue
+                .try_send(Pending {
+                    cmd: cmd.clone(),
+                    tx,
+                })
+                .map_err(|e| match e {
+                    mpsc::error::TrySendError::Full(_) => ClusterError::Busy,
+                    mpsc::error::TrySendError::Closed(_) => ClusterError::ShuttingDown,
+                })?;
+            let result = match tokio::time::timeout_at(deadline, rx).await {
+                Err(_) => Err(ClusterError::Timeout),
+                Ok(Err(_)) => Err(ClusterError::ShuttingDown),
+                Ok(Ok(r)) => r,
+            };
+            match result {
+                // Not appended anywhere: safe to try again once a leader is known.
+                Err(ClusterError::NoLeader)
+                    if tokio::time::Instant::now() + Duration::from_millis(50) < deadline =>
+                {
+                    let mut m = self.raft.metrics();
+                    let _ = tokio::time::timeout(Duration::from_millis(50), m.changed()).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn stamp(&self) -> u64 {
+        let clock = self.sm.read().expect("state lock").sm.clock_ms();
+        let t = wall_ms().max(clock);
+        self.stamp.fetch_max(t, Ordering::SeqCst).max(t)
+    }
+
+    /// Submits one proposal in order; the returned future resolves when it is applied.
+    async fn propose(
+        &self,
+        cmds: Vec<Command>,
+    ) -> Result<
+        impl std::future::Future<Output = Vec<Result<Outcome, ClusterError>>> + Send + 'static,
+        ClusterError,
+    > {
+        let n = cmds.len();
+        let proposal = Proposal {
+            time_ms: self.stamp(),
+            commands: cmds,
+        };
+        let (responder, done) =
+            ProgressResponder::<TypeConfig, ClientWriteResult<TypeConfig>>::complete_only();
+        let started = Instant::now();
+        self.raft
+            .client_write_ff(Request(proposal), Some(responder))
+            .await
+            .map_err(|e| ClusterError::Fatal(e.to_string()))?;
+        let hist = self.commit_latency.clone();
+        Ok(async move {
+            let err = |e: ClusterError| vec![Err(e); n];
+            match done.await {
+                Ok(Ok(resp)) => {
+                    let outcomes = resp.data.0;
+                    if outcomes.len() != n {
+                        return err(ClusterError::Fatal(format!(
+                            "{} outcomes for {n} commands",
+                            outcomes.len()
+                        )));
+                    }
+                    hist.observe(started.elapsed());
+                    outcomes.into_iter().map(Ok).collect()
+                }
+                Ok(Err(ClientWriteError::ForwardToLeader(_))) => err(ClusterError::NoLeader),
+                Ok(Err(ClientWriteError::LogEntryDiscarded(_))) => {
+                    err(ClusterError::Indeterminate(
+                        "leadership changed before the entry was known to commit".into(),
+                    ))
+                }
+                Ok(Err(e)) => err(ClusterError::Invalid(e.to_string())),
+                Err(_) => err(ClusterError::Indeterminate(
+                    "the node stopped before the entry was applied".into(),
+                )),
+            }
+        })
+    }
+
+    /// For commands forwarded by a follower: propose them here if this node leads.
+    pub(crate) async fn submit_as_leader(
+        &self,
+        cmds: Vec<Command>,
+    ) -> Vec<Result<Outcome, ClusterError>> {
+        let n = cmds.len();
+        if !self.raft.is_leader() {
+            return vec![Err(ClusterError::NoLeader); n];
+        }
+        match self.propose(cmds).await {
+            Ok(done) => done.await,
+            Err(e) => vec![Err(e); n],
+        }
+    }
+
+    fn leader_addr(&self) -> Result<(u64, String), ClusterError> {
+        let m = self.raft.metrics().borrow_watched().clone();
+        let leader = m.current_leader.ok_or(ClusterError::NoLeader)?;
+        let addr = m
+            .membership_config
+            .membership()
+            .get_node(&leader)
+            .map(|n| n.raft.clone())
+            .ok_or(ClusterError::NoLeader)?;
+        Ok((leader, addr))
+    }
+
+    async fn forward(&self, cmds: Vec<Command>) -> Vec<Result<Outcome, ClusterError>> {
+        let n = cmds.len();
+        let (leader, addr) = match self.leader_addr() {
+            Ok(l) => l,
+            Err(e) => return vec![Err(e); n],
+        };
+        if leader == self.id {
+            return vec![Err(ClusterError::NoLeader); n];
+        }
+        let mut client = match self.peers.client(&addr) {
+            Ok(c) => c,
+            Err(_) => return vec![Err(ClusterError::NoLeader); n],
+        };
+        let mut req = tonic::Request::new(pb::Payload {
+            data: codec::encode(&cmds),
+        });
+        req.set_timeout(self.cfg.request_timeout);
+        let reply = match tokio::time::timeout(self.cfg.request_timeout, client.forward(req)).await
+        {
+            Err(_) => return vec![Err(ClusterError::Timeout); n],
+            Ok(Err(s)) => {
+                return vec![
+                    Err(ClusterError::Indeterminate(format!(
+                        "forwarding to node {leader}: {s}"
+                    )));
+                    n
+                ]
+            }
+            Ok(Ok(r)) => r,
+        };
+        match codec::decode::<Vec<Result<Outcome, ClusterError>>>(&reply.into_inner().data) {
+            Ok(v) if v.len() == n => v,
+            _ => vec![
+                Err(ClusterError::Indeterminate(format!(
+                    "bad reply from node {leader}"
+                )));
+                n
+            ],
+        }
+    }
+
+    fn local_read<T>(&self, f: impl FnOnce(&SmState) -> T) -> Result<(T, u64), ClusterError> {
+        if !self.ready.load(Ordering::SeqCst) {
+            return Err(ClusterError::NotReady);
+        }
+        let st = self.sm.read().expect("state lock");
+        Ok((f(&st), st.applied_index()))
+    }
+
+    pub(crate) async fn read_index_local(&self) -> Result<u64, ClusterError> {
+        let lin = self
+            .raft
+            .get_read_linearizer(ReadPolicy::ReadIndex)
+            .await
+            .map_err(|e| {
+                if let RaftError::Fatal(f) = &e {
+                    ClusterError::Fatal(f.to_string())
+                } else {
+                    ClusterError::NoLeader
+                }
+            })?;
+        Ok(lin.read_log_id().index())
+    }
+
+    async fn read_index(&self) -> Result<u64, ClusterError> {
+        if self.raft.is_leader() {
+            return self.read_index_local().await;
+        }
+        let (_, addr) = self.leader_addr()?;
+        let mut client = self
+            .peers
+            .client(&addr)
+            .map_err(|_| ClusterError::NoLeader)?;
+        let mut req = tonic::Request::new(pb::Empty {});
+        req.set_timeout(self.cfg.request_timeout);
+        let reply = tokio::time::timeout(self.cfg.request_timeout, client.read_index(req))
+            .await
+            .map_err(|_| ClusterError::Timeout)?
+            .map_err(|_| ClusterError::NoLeader)?;
+        codec::decode::<Result<u64, ClusterError>>(&reply.into_inner().data)
+            .map_err(|_| ClusterError::NoLeader)?
+    }
+
+    pub(crate) async fn membership_local(
+        &self,
+        op: MembershipOp,
+    ) -> Result<ClusterStatus, ClusterError> {
+        if !self.raft.is_leader() {
+            return Err(ClusterError::NoLeader);
+        }
+        let (voters, learners, ever) = {
+            let st = self.sm.read().expect("state lock");
+            let m = st.membership.membership();
+            (
+                m.voter_ids().collect::<BTreeSet<u64>>(),
+                m.learner_ids().collect::<BTreeSet<u64>>(),
+                st.members_ever.clone(),
+            )
+        };
+        match op {
+            MembershipOp::AddLearner { id, addr } => {
+                if voters.contains(&id) || learners.contains(&id) {
+                    return Err(ClusterError::Invalid(format!(
+                        "node {id} is already a member"
+                    )));
+                }
+                if ever.contains(&id) {
+                    return Err(ClusterError::Invalid(format!(
+                        "node id {id} was used before; ids are never reused"
+                    )));
+                }
+                if addr.raft.is_empty() {
+                    return Err(ClusterError::Invalid(
+                        "the learner needs a raft address".into(),
+                    ));
+                }
+                self.raft
+                    .add_learner(id, addr, false)
+                    .await
+                    .map_err(raft_err)?;
+            }
+            MembershipOp::Promote { id } => {
+                if !learners.contains(&id) {
+                    return Err(ClusterError::Invalid(format!("node {id} is not a learner")));
+                }
+                self.raft
+                    .change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([id])), false)
+                    .await
+                    .map_err(raft_err)?;
+            }
+            MembershipOp::Remove { id } => {
+                let change = if voters.contains(&id) {
+                    if voters.len() == 1 {
+                        return Err(ClusterError::Invalid("cannot remove the last voter".into()));
+                    }
+                    ChangeMembers::RemoveVoters(BTreeSet::from([id]))
+                } else if learners.contains(&id) {
+                    ChangeMembers::RemoveNodes(BTreeSet::from([id]))
+                } else {
+                    return Err(ClusterError::Invalid(format!("node {id} is not a member")));
+                };
+                self.raft
+                    .change_membership(change, false)
+                    .await
+                    .map_err(raft_err)?;
+            }
+        }
+        Ok(self.status())
+    }
+
+    pub(crate) fn status(&self) -> ClusterStatus {
+        let m = self.raft.metrics().borrow_watched().clone();
+        let last = m.last_log_index.unwrap_or(0);
+        let membership = m.membership_config.membership();
+        let clock_ms = self.sm.read().expect("state lock").sm.clock_ms();
+        ClusterStatus {
+            id: self.id,
+            state: match m.state {
+                ServerState::Leader => "Leader",
+                ServerState::Follower => "Follower",
+                ServerState::Candidate => "Candidate",
+                ServerState::Learner => "Learner",
+                ServerState::Shutdown => "Shutdown",
+            }
+            .to_string(),
+            leader: m.current_leader,
+            term: m.current_term,
+            last_log_index: last,
+            committed_index: m
+                .cluster_committed
+                .as_ref()
+                .or(m.local_committed.as_ref())
+                .map_or(0, |l| l.index),
+            applied_index: m.last_applied.as_ref().map_or(0, |l| l.index),
+            snapshot_index: m.snapshot.as_ref().map_or(0, |l| l.index),
+            voters: membership.voter_ids().collect(),
+            learners: membership.learner_ids().collect(),
+            nodes: membership.nodes().map(|(id, n)| (*id, n.clone())).collect(),
+            replication: m
+                .replication
+                .as_ref()
+                .map(|r| {
+                    r.iter()
+                        .filter(|(id, _)| **id != self.id)
+                        .map(|(id, matched)| {
+                            let mi = matched.as_ref().map_or(0, |l| l.index);
+                            (
+                                *id,
+                                Replication {
+                                    matched_index: mi,
+                                    lag: last.saturating_sub(mi),
+                                },
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            ready: self.ready.load(Ordering::SeqCst),
+            clock_ms,
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! The server side of the node-to-node transport. Every payload is decoded with bounds; garbage
+//! is answered with `InvalidArgument`, never a panic, and never reaches Raft or the state machine.
+
+use crate::codec;
+use crate::error::ClusterError;
+use crate::node::{MembershipOp, NodeInner};
+use crate::pb;
+use crate::pb::raft_service_server::RaftService;
+use crate::types::{SnapshotMeta, TypeConfig, Vote};
+use openraft::errors::RaftError;
+use openraft::raft::{AppendEntriesRequest, VoteRequest};
+use openraft::storage::Snapshot;
+use sluice_statemachine::limits::COMMANDS_PER_PROPOSAL_MAX;
+use sluice_statemachine::Command;
+use std::io::Cursor;
+use std::sync::Arc;
+use tokio_stream::StreamExt;
+use tonic::{Request, Response, Status, Streaming};
+
+/// Largest single gRPC message between nodes.
+pub const MESSAGE_BYTES_MAX: usize = 64 << 20;
+/// Largest snapshot a node accepts.
+pub const SNAPSHOT_BYTES_MAX: usize = 4 << 30;
+
+/// The node-to-node gRPC service.
+#[derive(Clone, Debug)]
+pub struct RaftRpc {
+    pub(crate) node: Arc<NodeInner>,
+}
+
+fn decode<T: serde::de::DeserializeOwned>(p: &pb::Payload) -> Result<T, Status> {
+    codec::decode(&p.data).map_err(|e| Status::invalid_argument(e.to_string()))
+}
+
+fn reply<T: serde::Serialize>(v: &T) -> Result<Response<pb::Payload>, Status> {
+    Ok(Response::new(pb::Payload {
+        data: codec::encode(v),
+    }))
+}
+
+#[tonic::async_trait]
+impl RaftService for RaftRpc {
+    async fn append_entries(
+        &self,
+        req: Request<pb::Payload>,
+    ) -> Result<Response<pb::Payload>, Status> {
+        let rpc: AppendEntriesRequest<TypeConfig> = decode(req.get_ref())?;
+        reply(&self.node.raft.append_entries(rpc).await)
+    }
+
+    async fn vote(&self, req: Request<pb::Payload>) -> Result<Response<pb::Payload>, Status> {
+        let rpc: VoteRequest<TypeConfig> = decode(req.get_ref())?;
+        reply(&self.node.raft.vote(rpc).await)
+    }
+
+    async fn install_snapshot(
+        &self,
+        req: Request<Streaming<pb::SnapshotChunk>>,
+    ) -> Result<Response<pb::Payload>, Status> {
+        let mut stream = req.into_inner();
+        let first = stream
+            .next()
+            .await
+            .ok_or_else(|| Status::invalid_argument("empty snapshot stream"))??;
+        let (vote, meta): (Vote, SnapshotMeta) =
+            codec::decode(&first.header).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let mut data = first.data;
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk?;
+            if data.len() + chunk.data.len() > SNAPSHOT_BYTES_MAX {
+                return Err(Status::resource_exhausted("snapshot too large"));
+            }
+            data.extend_from_slice(&chunk.data);
+        }
+        let snapshot = Snapshot {
+            meta,
+            snapshot: Cursor::new(data),
+        };
+        let result = self
+            .node
+            .raft
+            .install_full_snapshot(vote, snapshot)
+            .await
+            .map_err(RaftError::<TypeConfig>::Fatal);
+        reply(&result)
+    }
+
+    async fn read_index(&self, _req: Request<pb::Empty>) -> Result<Response<pb::Payload>, Status> {
+        reply(&self.node.read_index_local().await)
+    }
+
+    async fn forward(&self, req: Request<pb::Payload>) -> Result<Response<pb::Payload>, Status> {
+        let cmds: Vec<Command> = decode(req.get_ref())?;
+        if cmds.len() > COMMANDS_PER_PROPOSAL_MAX {
+            return Err(Status::invalid_argument("too many commands"));
+        }
+        let results: Vec<Result<sluice_statemachine::Outcome, ClusterError>> =
+            self.node.submit_as_leader(cmds).await;
+        reply(&results)
+    }
+
+    async fn membership(&self, req: Request<pb::Payload>) -> Result<Response<pb::Payload>, Status> {
+        let op: MembershipOp = decode(req.get_ref())?;
+        reply(&self.node.membership_local(op).await)
+    }
+
+    async fn status(&self, _req: Request<pb::Empty>) -> Result<Response<pb::Payload>, Status> {
+        reply(&self.node.status())
+    }
+}

@@ -1,0 +1,301 @@
+//! The state machine store: `sluice-statemachine` behind a lock, with durable snapshots.
+//!
+//! Applying an entry updates the room state, the last applied log id and the membership, then
+//! answers the waiting client with the entry's outcomes. Snapshots are files
+//! `snapshots/snap-{index}-{term}.bin` written to a temporary name, fsynced and renamed (then the
+//! directory is fsynced); older ones are removed. A restarted node installs its latest snapshot
+//! and openraft replays the committed log after it.
+//!
+//! Snapshot file: `SLRS`, a version byte, a 4-byte big-endian header length, the header
+//! (snapshot metadata and every node id ever in the membership), then the state machine's own
+//! canonical snapshot.
+
+use crate::codec;
+use crate::types::{LogId, Response, SnapshotMeta, StoredMembership, TypeConfig};
+use futures::TryStreamExt;
+use openraft::alias::SnapshotOf;
+use openraft::storage::{EntryResponder, RaftSnapshotBuilder, RaftStateMachine, Snapshot};
+use openraft::{EntryPayload, OptionalSend};
+use serde::{Deserialize, Serialize};
+use sluice_statemachine::StateMachine;
+use std::collections::BTreeSet;
+use std::fmt::Debug;
+use std::io::{self, Cursor, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock, RwLockReadGuard};
+
+const SNAP_MAGIC: &[u8; 4] = b"SLRS";
+const SNAP_VERSION: u8 = 1;
+
+/// Everything the state machine store holds, behind one lock so a reader sees data and the
+/// applied log id that produced it together.
+#[derive(Debug, Default)]
+pub struct SmState {
+    /// The room engine.
+    pub sm: StateMachine,
+    /// The last applied log id (blank and membership entries included).
+    pub last_applied: Option<LogId>,
+    /// The last applied membership.
+    pub membership: StoredMembership,
+    /// Every node id that was ever part of the membership: ids are never reused.
+    pub members_ever: BTreeSet<u64>,
+}
+
+impl SmState {
+    /// The applied log index (0 before anything is applied).
+    pub fn applied_index(&self) -> u64 {
+        self.last_applied.as_ref().map_or(0, |l| l.index)
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct SnapHeader {
+    meta: SnapshotMeta,
+    members_ever: BTreeSet<u64>,
+}
+
+/// The state machine store handed to openraft. Clones share the state.
+#[derive(Clone, Debug)]
+pub struct SmStore {
+    state: Arc<RwLock<SmState>>,
+    dir: PathBuf,
+}
+
+impl SmStore {
+    /// A store keeping snapshots under `dir` (created if missing).
+    pub fn new(dir: &Path) -> io::Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        Ok(Self {
+            state: Arc::default(),
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    /// Read access to the applied state.
+    pub fn read(&self) -> RwLockReadGuard<'_, SmState> {
+        self.state
+            .read()
+            .expect("state machine lock poisoned: a replica crashed mid-apply")
+    }
+
+    /// A shared handle to the state for readers outside openraft.
+    pub fn handle(&self) -> Arc<RwLock<SmState>> {
+        self.state.clone()
+    }
+}
+
+fn encode_snapshot(header: &SnapHeader, sm_bytes: &[u8]) -> Vec<u8> {
+    let h = codec::encode(header);
+    let mut out = Vec::with_capacity(9 + h.len() + sm_bytes.len());
+    out.extend_from_slice(SNAP_MAGIC);
+    out.push(SNAP_VERSION);
+    out.extend_from_slice(&(h.len() as u32).to_be_bytes());
+    out.extend_from_slice(&h);
+    out.extend_from_slice(sm_bytes);
+    out
+}
+
+fn bad(msg: impl Into<String>) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, msg.into())
+}
+
+fn decode_snapshot(bytes: &[u8]) -> io::Result<(SnapHeader, &[u8])> {
+    if bytes.len() < 9 || &bytes[..4] != SNAP_MAGIC {
+        return Err(bad("not a Sluice snapshot"));
+    }
+    if bytes[4] != SNAP_VERSION {
+        return Err(bad(format!("unknown snapshot version {}", bytes[4])));
+    }
+    let len = u32::from_be_bytes(bytes[5..9].try_into().expect("4 bytes")) as usize;
+    let header = bytes
+        .get(9..9 + len)
+        .ok_or_else(|| bad("truncated snapshot header"))?;
+    Ok((codec::decode(header)?, &bytes[9 + len..]))
+}
+
+fn file_name(meta: &SnapshotMeta) -> String {
+    let (index, term) = meta
+        .last_log_id
+        .as_ref()
+        .map_or((0, 0), |l| (l.index, l.leader_id.term));
+    format!("snap-{index:020}-{term:020}.bin")
+}
+
+/// Writes `bytes` as the current snapshot: temp file, fsync, rename, fsync the directory; then
+/// removes older snapshots.
+fn store_snapshot(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
+    let tmp = dir.join(format!("{name}.tmp"));
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    drop(f);
+    std::fs::rename(&tmp, dir.join(name))?;
+    std::fs::File::open(dir)?.sync_all()?;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let n = entry.file_name().to_string_lossy().to_string();
+        if n != name && n.starts_with("snap-") {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+    Ok(())
+}
+
+fn latest_snapshot_file(dir: &Path) -> io::Result<Option<PathBuf>> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter(|n| n.starts_with("snap-") && n.ends_with(".bin"))
+        .collect();
+    names.sort();
+    Ok(names.pop().map(|n| dir.join(n)))
+}
+
+/// Builds a snapshot from state encoded when the builder was made.
+#[derive(Debug)]
+pub struct SnapshotBuilder {
+    dir: PathBuf,
+    meta: SnapshotMeta,
+    bytes: Vec<u8>,
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
+    type SnapshotData = Cursor<Vec<u8>>;
+
+    async fn build_snapshot(
+        &mut self,
+    ) -> Result<SnapshotOf<TypeConfig, Self::SnapshotData>, io::Error> {
+        let (dir, name, bytes) = (
+            self.dir.clone(),
+            file_name(&self.meta),
+            std::mem::take(&mut self.bytes),
+        );
+        let bytes =
+            tokio::task::spawn_blocking(move || store_snapshot(&dir, &name, &bytes).map(|_| bytes))
+                .await
+                .map_err(io::Error::other)??;
+        tracing::info!(last = ?self.meta.last_log_id, size = bytes.len(), "snapshot built");
+        Ok(Snapshot {
+            meta: self.meta.clone(),
+            snapshot: Cursor::new(bytes),
+        })
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for SmStore {
+    type SnapshotData = Cursor<Vec<u8>>;
+    type SnapshotBuilder = SnapshotBuilder;
+
+    async fn applied_state(&mut self) -> Result<(Option<LogId>, StoredMembership), io::Error> {
+        let st = self.read();
+        Ok((st.last_applied.clone(), st.membership.clone()))
+    }
+
+    async fn apply<Strm>(&mut self, mut entries: Strm) -> Result<(), io::Error>
+    where
+        Strm: futures::Stream<Item = Result<EntryResponder<TypeConfig>, io::Error>>
+            + Unpin
+            + OptionalSend,
+    {
+        while let Some((entry, responder)) = entries.try_next().await? {
+            let response = {
+                let mut st = self.state.write().expect("state machine lock poisoned");
+                let (term, index) = (entry.log_id.leader_id.term, entry.log_id.index);
+                let response = match &entry.payload {
+                    EntryPayload::Blank => {
+                        st.sm.apply_empty(term, index);
+                        Response::default()
+                    }
+                    EntryPayload::Normal(req) => Response(st.sm.apply(term, index, &req.0)),
+                    EntryPayload::Membership(m) => {
+                        st.membership =
+                            StoredMembership::new(Some(entry.log_id.clone()), m.clone());
+                        let ids: Vec<u64> = m.nodes().map(|(id, _)| *id).collect();
+                        st.members_ever.extend(ids);
+                        st.sm.apply_empty(term, index);
+                        Response::default()
+                    }
+                };
+                st.last_applied = Some(entry.log_id.clone());
+                response
+            };
+            if let Some(r) = responder {
+                r.send(response);
+            }
+        }
+        Ok(())
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        let st = self.read();
+        let meta = SnapshotMeta {
+            last_log_id: st.last_applied.clone(),
+            last_membership: st.membership.clone(),
+        };
+        let header = SnapHeader {
+            meta: meta.clone(),
+            members_ever: st.members_ever.clone(),
+        };
+        let bytes = encode_snapshot(&header, &st.sm.snapshot());
+        SnapshotBuilder {
+            dir: self.dir.clone(),
+            meta,
+            bytes,
+        }
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta,
+        snapshot: Self::SnapshotData,
+    ) -> Result<(), io::Error> {
+        let bytes = snapshot.into_inner();
+        let (header, sm_bytes) = decode_snapshot(&bytes)?;
+        if header.meta.last_log_id != meta.last_log_id {
+            return Err(bad("snapshot data does not match its metadata"));
+        }
+        let sm =
+            StateMachine::restore(sm_bytes).map_err(|e| bad(format!("snapshot state: {e}")))?;
+        let (dir, name) = (self.dir.clone(), file_name(meta));
+        let bytes =
+            tokio::task::spawn_blocking(move || store_snapshot(&dir, &name, &bytes).map(|_| bytes))
+                .await
+                .map_err(io::Error::other)??;
+        drop(bytes);
+        let mut st = self.state.write().expect("state machine lock poisoned");
+        let mut members_ever = header.members_ever;
+        members_ever.extend(meta.last_membership.nodes().map(|(id, _)| *id));
+        *st = SmState {
+            sm,
+            last_applied: meta.last_log_id.clone(),
+            membership: meta.last_membership.clone(),
+            members_ever,
+        };
+        tracing::info!(last = ?meta.last_log_id, "snapshot installed");
+        Ok(())
+    }
+
+    async fn get_current_snapshot(
+        &mut self,
+    ) -> Result<Option<SnapshotOf<TypeConfig, Self::SnapshotData>>, io::Error> {
+        let dir = self.dir.clone();
+        let read = tokio::task::spawn_blocking(move || -> io::Result<Option<Vec<u8>>> {
+            match latest_snapshot_file(&dir)? {
+                Some(path) => std::fs::read(path).map(Some),
+                None => Ok(None),
+            }
+        })
+        .await
+        .map_err(io::Error::other)??;
+        match read {
+            Some(bytes) => {
+                let (header, _) = decode_snapshot(&bytes)?;
+                Ok(Some(Snapshot {
+                    meta: header.meta,
+                    snapshot: Cursor::new(bytes),
+                }))
+            }
+            None => Ok(None),
+        }
+    }
+}

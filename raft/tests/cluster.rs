@@ -1,0 +1,402 @@
+//! Three-node clusters of real nodes (RocksDB directories, loopback gRPC), waiting on conditions
+//! with deadlines.
+
+mod common;
+
+use common::*;
+use sluice_raft::{ClusterError, MembershipOp, NodeConfig};
+use sluice_statemachine::{Command, Outcome, VisitorState};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+fn snapshots_often(cfg: &mut NodeConfig) {
+    quick(cfg);
+    cfg.snapshot_every = 40;
+    cfg.logs_kept_after_snapshot = 5;
+}
+
+fn present(node: &sluice_raft::RaftNode, room: &str, n: u64) -> bool {
+    node.read(|st| st.sm.visitor(room, visitor(n)).is_ok())
+        .map(|(b, _)| b)
+        .unwrap_or(false)
+}
+
+/// Keeps writing joins through the given nodes until stopped; returns the acknowledged ones.
+fn writer(
+    c: Arc<tokio::sync::RwLock<TestCluster>>,
+    stop: Arc<AtomicBool>,
+    next: Arc<AtomicU64>,
+) -> tokio::task::JoinHandle<Vec<u64>> {
+    tokio::spawn(async move {
+        let mut acked = Vec::new();
+        while !stop.load(Ordering::SeqCst) {
+            let n = next.fetch_add(1, Ordering::SeqCst);
+            let node = {
+                let c = c.read().await;
+                let nodes: Vec<_> = c.nodes.values().cloned().collect();
+                nodes[(n as usize) % nodes.len()].clone()
+            };
+            if let Ok(Outcome::Visitor(_)) = node.write(join("stream", n)).await {
+                acked.push(n);
+            }
+        }
+        acked
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn election_replication_and_identical_digests() {
+    let c = TestCluster::start(3, quick).await;
+    c.create_room("r").await;
+    // Writes through every node, followers included (forwarded to the leader).
+    let nodes: Vec<_> = c.nodes.values().cloned().collect();
+    for i in 0..60u64 {
+        let node = &nodes[(i % 3) as usize];
+        let o = c.write_via(node, join("r", i)).await;
+        assert!(matches!(o, Outcome::Visitor(_)), "{o:?}");
+    }
+    // A mixed workload: leaves, heartbeats, a pause, a pool.
+    for i in 0..20u64 {
+        c.write_via(
+            &nodes[0],
+            Command::Leave {
+                room: "r".into(),
+                visitor: visitor(i),
+            },
+        )
+        .await;
+        c.write_via(
+            &nodes[1],
+            Command::Heartbeat {
+                room: "r".into(),
+                visitor: visitor(i + 20),
+            },
+        )
+        .await;
+    }
+    c.write_via(
+        &nodes[2],
+        Command::PutPool {
+            pool: "p".into(),
+            room_capacity: 5,
+            rooms_max: 3,
+        },
+    )
+    .await;
+    c.write_via(&nodes[2], Command::PoolAssign { pool: "p".into() })
+        .await;
+    let (index, digest) = c.wait_converged().await;
+    assert!(index > 80);
+    assert_eq!(digest.len(), 64);
+    for n in c.nodes.values() {
+        let (room, _) = n.read(|st| st.sm.room("r").unwrap()).unwrap();
+        assert_eq!(room.totals.joined, 60);
+        assert_eq!(room.totals.left, 20);
+    }
+    // Exactly one leader, and every node agrees on it.
+    let leaders: Vec<_> = c.nodes.values().filter(|n| n.is_leader()).collect();
+    assert_eq!(leaders.len(), 1);
+    let leader = leaders[0].id();
+    assert!(c.nodes.values().all(|n| n.status().leader == Some(leader)));
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_killed_new_leader_and_nothing_committed_is_lost() {
+    let mut c = TestCluster::start(3, quick).await;
+    c.create_room("r").await;
+    let old = c.wait_leader().await;
+    for i in 0..30u64 {
+        let node = c.nodes[&old].clone();
+        c.write_via(&node, join("r", i)).await;
+    }
+    let killed_at = std::time::Instant::now();
+    c.stop_node(old).await;
+    let new = c.wait_leader().await;
+    assert_ne!(new, old);
+    // Election timeout is 300–600 ms; allow for scheduling on a loaded machine.
+    assert!(
+        killed_at.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        killed_at.elapsed()
+    );
+    let survivor = c.nodes[&new].clone();
+    c.write_via(&survivor, join("r", 1000)).await;
+    for n in c.nodes.values() {
+        let ((), _) = n.read_linearizable(|_| ()).await.unwrap();
+        for i in (0..30).chain([1000]) {
+            assert!(present(n, "r", i), "node {} lost visitor {i}", n.id());
+        }
+    }
+    // The old leader comes back as a follower and catches up.
+    c.start_node(old).await;
+    c.wait_converged().await;
+    assert!(present(&c.nodes[&old], "r", 1000));
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follower_restart_recovers_from_snapshot_and_log() {
+    let mut c = TestCluster::start(3, snapshots_often).await;
+    c.create_room("r").await;
+    let leader = c.wait_leader().await;
+    let follower = *c.nodes.keys().find(|&&id| id != leader).unwrap();
+    let leader_node = c.nodes[&leader].clone();
+    for i in 0..100u64 {
+        c.write_via(&leader_node, join("r", i)).await;
+    }
+    c.wait_converged().await;
+    assert!(
+        c.nodes[&follower].status().snapshot_index > 0,
+        "a snapshot was taken"
+    );
+    c.stop_node(follower).await;
+    for i in 100..150u64 {
+        c.write_via(&leader_node, join("r", i)).await;
+    }
+    let node = c.start_node(follower).await;
+    assert!(!node.is_ready() || node.status().applied_index > 0);
+    c.wait_converged().await;
+    for i in [0, 99, 100, 149] {
+        assert!(present(&node, "r", i), "visitor {i}");
+    }
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lagging_learner_catches_up_by_snapshot_then_membership_changes_under_writes() {
+    let c = TestCluster::start(3, snapshots_often).await;
+    c.create_room("stream").await;
+    let c = Arc::new(tokio::sync::RwLock::new(c));
+    let stop = Arc::new(AtomicBool::new(false));
+    let next = Arc::new(AtomicU64::new(0));
+    let w = writer(c.clone(), stop.clone(), next.clone());
+    // Let the log run well past a snapshot so a new node cannot be fed from the log alone.
+    wait_for("writes and a snapshot", Duration::from_secs(30), || {
+        let c = c.clone();
+        async move {
+            let c = c.read().await;
+            let s = c.leader().map(|l| l.status());
+            s.is_some_and(|s| s.applied_index > 120 && s.snapshot_index > 40)
+        }
+    })
+    .await;
+    // Add node 4 as a learner, then promote it; remove node 1 — all while writes continue.
+    let n4 = {
+        let mut cw = c.write().await;
+        cw.start_node(4).await
+    };
+    let st = c
+        .read()
+        .await
+        .membership(MembershipOp::AddLearner {
+            id: 4,
+            addr: n4.addr(),
+        })
+        .await
+        .unwrap();
+    assert!(st.learners.contains(&4));
+    wait_for(
+        "learner 4 installs a snapshot and catches up",
+        Duration::from_secs(30),
+        || {
+            let n4 = n4.clone();
+            async move {
+                let s = n4.status();
+                s.snapshot_index > 0 && s.applied_index > 120
+            }
+        },
+    )
+    .await;
+    let st = c
+        .read()
+        .await
+        .membership(MembershipOp::Promote { id: 4 })
+        .await
+        .unwrap();
+    assert!(st.voters.contains(&4));
+    let st = c
+        .read()
+        .await
+        .membership(MembershipOp::Remove { id: 1 })
+        .await
+        .unwrap();
+    assert!(!st.voters.contains(&1) && !st.learners.contains(&1));
+    // A removed id is never handed out again.
+    let again = c
+        .read()
+        .await
+        .membership(MembershipOp::AddLearner {
+            id: 1,
+            addr: n4.addr(),
+        })
+        .await;
+    assert!(matches!(again, Err(ClusterError::Invalid(_))), "{again:?}");
+    {
+        let mut cw = c.write().await;
+        cw.stop_node(1).await;
+    }
+    let more = next.load(Ordering::SeqCst) + 20;
+    wait_for(
+        "writes continue after the changes",
+        Duration::from_secs(30),
+        || {
+            let next = next.clone();
+            async move { next.load(Ordering::SeqCst) > more }
+        },
+    )
+    .await;
+    stop.store(true, Ordering::SeqCst);
+    let acked = w.await.unwrap();
+    assert!(acked.len() > 100);
+    let c = Arc::try_unwrap(c).unwrap().into_inner();
+    c.wait_converged().await;
+    for n in c.nodes.values() {
+        for &v in &acked {
+            assert!(
+                present(n, "stream", v),
+                "node {} lost acknowledged visitor {v}",
+                n.id()
+            );
+        }
+    }
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follower_reads_local_and_linearizable() {
+    let c = TestCluster::start(3, quick).await;
+    c.create_room("r").await;
+    let follower = c.any_follower().clone();
+    let leader = c.leader().unwrap().clone();
+    c.write_via(&leader, join("r", 7)).await;
+    // A linearizable read on a follower sees the write acknowledged just before it.
+    let (seen, index) = follower
+        .read_linearizable(|st| st.sm.visitor("r", visitor(7)).is_ok())
+        .await
+        .unwrap();
+    assert!(seen);
+    assert!(index >= leader.status().committed_index.min(index));
+    // A local read reports the applied index it read at.
+    let (_, local_index) = follower.read(|_| ()).unwrap();
+    assert!(local_index >= index);
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_ticks_expire_sessions_then_an_idle_cluster_writes_nothing() {
+    let c = TestCluster::start(3, quick).await;
+    let leader = c.leader().unwrap().clone();
+    let config = sluice_statemachine::RoomConfig {
+        session_ttl_secs: 1,
+        capacity: 1,
+        ..room_config()
+    };
+    c.write_via(
+        &leader,
+        Command::PutRoom {
+            room: "t".into(),
+            config,
+        },
+    )
+    .await;
+    c.write_via(&leader, join("t", 1)).await;
+    c.write_via(&leader, join("t", 2)).await;
+    // Nobody writes: the leader's ticks expire visitor 1 and admit visitor 2, then expire it too.
+    wait_for(
+        "both sessions expire by ticks alone",
+        Duration::from_secs(10),
+        || {
+            let leader = leader.clone();
+            async move {
+                leader
+                    .read(|st| {
+                        let r = st.sm.room("t").unwrap();
+                        r.totals.expired == 2 && r.active == 0
+                    })
+                    .map(|(b, _)| b)
+                    .unwrap_or(false)
+            }
+        },
+    )
+    .await;
+    let v2 = leader
+        .read(|st| st.sm.visitor("t", visitor(2)).unwrap())
+        .unwrap()
+        .0;
+    assert!(matches!(v2.state, VisitorState::Ended { .. }));
+    let (_, before) = c.wait_converged().await;
+    let index = leader.status().last_log_index;
+    // Nothing is due any more: over a second (ten times the tick interval and heartbeat) the log
+    // does not grow.
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    assert_eq!(
+        leader.status().last_log_index,
+        index,
+        "an idle cluster proposes no ticks"
+    );
+    assert_eq!(c.wait_converged().await.1, before);
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_on_the_wire_is_an_error_and_changes_nothing() {
+    let c = TestCluster::start(3, quick).await;
+    c.create_room("r").await;
+    c.write_via(c.leader().unwrap(), join("r", 1)).await;
+    let (index, digest) = c.wait_converged().await;
+    let target = c.any_follower().raft_addr().to_string();
+    let mut client = sluice_raft::pb::raft_service_client::RaftServiceClient::connect(format!(
+        "http://{target}"
+    ))
+    .await
+    .unwrap();
+    let garbage: Vec<Vec<u8>> = vec![
+        vec![],
+        vec![0xff; 64],
+        vec![1, 0xff, 0xff, 0xff, 0xff, 0x0f],
+        b"\x01hello".to_vec(),
+    ];
+    for g in &garbage {
+        let p = || sluice_raft::pb::Payload { data: g.clone() };
+        assert_eq!(
+            client.append_entries(p()).await.unwrap_err().code(),
+            tonic::Code::InvalidArgument
+        );
+        assert_eq!(
+            client.vote(p()).await.unwrap_err().code(),
+            tonic::Code::InvalidArgument
+        );
+        assert_eq!(
+            client.forward(p()).await.unwrap_err().code(),
+            tonic::Code::InvalidArgument
+        );
+        assert_eq!(
+            client.membership(p()).await.unwrap_err().code(),
+            tonic::Code::InvalidArgument
+        );
+        let chunk = sluice_raft::pb::SnapshotChunk {
+            header: g.clone(),
+            data: vec![1, 2, 3],
+        };
+        assert_eq!(
+            client
+                .install_snapshot(tokio_stream::iter(vec![chunk]))
+                .await
+                .unwrap_err()
+                .code(),
+            tonic::Code::InvalidArgument
+        );
+    }
+    // A proposal with garbage inside a well-formed envelope is refused too.
+    let bad_entry = sluice_raft::codec::encode(&vec![0u8; 3]);
+    assert!(client
+        .forward(sluice_raft::pb::Payload { data: bad_entry })
+        .await
+        .is_err());
+    assert_eq!(c.wait_converged().await, (index, digest));
+    // The cluster still works.
+    c.write_via(c.leader().unwrap(), join("r", 2)).await;
+    c.shutdown().await;
+}
