@@ -1,1 +1,33 @@
-//! Sluice API (work in progress).
+//! Sluice's servers: the only crate that knows HTTP, gRPC, JSON, cookies and signals.
+//!
+//! Map of the crate:
+//! - [`core`]: [`core::Sluice`], the operations both APIs share (join, status, gate, operator
+//!   actions), turning requests into state machine commands and reads.
+//! - [`http`]: the axum router, middleware (operator auth, per-client rate limits, metrics,
+//!   body limits), SSE, and the OpenAPI document.
+//! - [`grpc`]: `sluice.v1.Visitor`, `Admin`, `Cluster` (tonic), plus health and reflection.
+//! - [`tokens`]: tickets (HMAC) and admission tokens (EdDSA JWT, JWKS).
+//! - [`error`]: the one mapping of errors to HTTP statuses and gRPC codes.
+//! - [`server`]: start a node with both servers; graceful shutdown.
+//! - [`config`], [`model`], [`metrics`], [`renew`], [`pages`], [`ctl`].
+
+pub mod config;
+pub mod core;
+pub mod ctl;
+pub mod error;
+pub mod grpc;
+pub mod http;
+pub mod metrics;
+pub mod model;
+pub mod pages;
+pub mod renew;
+pub mod server;
+pub mod tokens;
+
+/// Generated protobuf types and gRPC stubs of the public API.
+#[allow(missing_docs, clippy::all, missing_debug_implementations)]
+pub mod pb {
+    tonic::include_proto!("sluice.v1");
+    /// Encoded file descriptors for server reflection.
+    pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("sluice_descriptor");
+}

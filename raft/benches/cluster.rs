@@ -34,7 +34,7 @@ async fn run(c: &TestCluster, proposers: u64, secs: u64, next: Arc<AtomicU64>) {
                         visitor: VisitorId::from_u128(n as u128 + 1),
                     })
                     .await;
-                assert!(matches!(o, Ok(Outcome::Visitor(_))), "{o:?}");
+                assert!(matches!(o, Ok((Outcome::Visitor(_), _))), "{o:?}");
                 local.record(t.elapsed().as_micros() as u64).unwrap();
             }
             hist.lock().unwrap().add(local).unwrap();

@@ -157,7 +157,7 @@ pub struct ClusterStatus {
 
 struct Pending {
     cmd: Command,
-    tx: oneshot::Sender<Result<Outcome, ClusterError>>,
+    tx: oneshot::Sender<Result<(Outcome, u64), ClusterError>>,
 }
 
 /// Shared internals of a node.
@@ -353,13 +353,31 @@ impl RaftNode {
             .map_err(|e| ClusterError::Invalid(e.to_string()))
     }
 
-    /// Applies one command through the log (forwarded to the leader if needed).
-    pub async fn write(&self, cmd: Command) -> Result<Outcome, ClusterError> {
+    /// Applies one command through the log (forwarded to the leader if needed). Returns its
+    /// outcome and the log index it was applied at.
+    pub async fn write(&self, cmd: Command) -> Result<(Outcome, u64), ClusterError> {
         self.inner.write(cmd).await
     }
 
+    /// Waits until this node has applied `index` (read-your-writes on any node).
+    pub async fn wait_applied(&self, index: u64, timeout: Duration) -> Result<(), ClusterError> {
+        if self.inner.sm.read().expect("state lock").applied_index() >= index {
+            return Ok(());
+        }
+        self.inner
+            .raft
+            .wait(Some(timeout))
+            .applied_index_at_least(Some(index), "read your writes")
+            .await
+            .map(|_| ())
+            .map_err(|_| ClusterError::Timeout)
+    }
+
     /// Applies several commands (each independently, in order of submission).
-    pub async fn write_many(&self, cmds: Vec<Command>) -> Vec<Result<Outcome, ClusterError>> {
+    pub async fn write_many(
+        &self,
+        cmds: Vec<Command>,
+    ) -> Vec<Result<(Outcome, u64), ClusterError>> {
         futures::future::join_all(cmds.into_iter().map(|c| self.inner.write(c))).await
     }
 
@@ -456,15 +474,15 @@ async fn open_db_retrying(dir: &std::path::Path) -> std::io::Result<Arc<rocksdb:
     }
 }
 
-fn fail_all(txs: Vec<oneshot::Sender<Result<Outcome, ClusterError>>>, e: ClusterError) {
+fn fail_all(txs: Vec<oneshot::Sender<Result<(Outcome, u64), ClusterError>>>, e: ClusterError) {
     for tx in txs {
         let _ = tx.send(Err(e.clone()));
     }
 }
 
 fn deliver(
-    txs: Vec<oneshot::Sender<Result<Outcome, ClusterError>>>,
-    results: Vec<Result<Outcome, ClusterError>>,
+    txs: Vec<oneshot::Sender<Result<(Outcome, u64), ClusterError>>>,
+    results: Vec<Result<(Outcome, u64), ClusterError>>,
 ) {
     assert_eq!(txs.len(), results.len(), "one result per command");
     for (tx, r) in txs.into_iter().zip(results) {
@@ -549,7 +567,7 @@ async fn ticker(inner: Arc<NodeInner>) {
 }
 
 impl NodeInner {
-    async fn write(&self, cmd: Command) -> Result<Outcome, ClusterError> {
+    async fn write(&self, cmd: Command) -> Result<(Outcome, u64), ClusterError> {
         let deadline = tokio::time::Instant::now() + self.cfg.request_timeout;
         loop {
             let (tx, rx) = oneshot::channel();
@@ -591,7 +609,7 @@ impl NodeInner {
         &self,
         cmds: Vec<Command>,
     ) -> Result<
-        impl std::future::Future<Output = Vec<Result<Outcome, ClusterError>>> + Send + 'static,
+        impl std::future::Future<Output = Vec<Result<(Outcome, u64), ClusterError>>> + Send + 'static,
         ClusterError,
     > {
         let n = cmds.len();
@@ -611,6 +629,7 @@ impl NodeInner {
             let err = |e: ClusterError| vec![Err(e); n];
             match done.await {
                 Ok(Ok(resp)) => {
+                    let index = resp.log_id.index;
                     let outcomes = resp.data.0;
                     if outcomes.len() != n {
                         return err(ClusterError::Fatal(format!(
@@ -619,7 +638,7 @@ impl NodeInner {
                         )));
                     }
                     hist.observe(started.elapsed());
-                    outcomes.into_iter().map(Ok).collect()
+                    outcomes.into_iter().map(|o| Ok((o, index))).collect()
                 }
                 Ok(Err(ClientWriteError::ForwardToLeader(_))) => err(ClusterError::NoLeader),
                 Ok(Err(ClientWriteError::LogEntryDiscarded(_))) => {
@@ -639,7 +658,7 @@ impl NodeInner {
     pub(crate) async fn submit_as_leader(
         &self,
         cmds: Vec<Command>,
-    ) -> Vec<Result<Outcome, ClusterError>> {
+    ) -> Vec<Result<(Outcome, u64), ClusterError>> {
         let n = cmds.len();
         if !self.raft.is_leader() {
             return vec![Err(ClusterError::NoLeader); n];
@@ -662,7 +681,7 @@ impl NodeInner {
         Ok((leader, addr))
     }
 
-    async fn forward(&self, cmds: Vec<Command>) -> Vec<Result<Outcome, ClusterError>> {
+    async fn forward(&self, cmds: Vec<Command>) -> Vec<Result<(Outcome, u64), ClusterError>> {
         let n = cmds.len();
         let (leader, addr) = match self.leader_addr() {
             Ok(l) => l,
@@ -692,7 +711,7 @@ impl NodeInner {
             }
             Ok(Ok(r)) => r,
         };
-        match codec::decode::<Vec<Result<Outcome, ClusterError>>>(&reply.into_inner().data) {
+        match codec::decode::<Vec<Result<(Outcome, u64), ClusterError>>>(&reply.into_inner().data) {
             Ok(v) if v.len() == n => v,
             _ => vec![
                 Err(ClusterError::Indeterminate(format!(

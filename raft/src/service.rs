@@ -94,7 +94,7 @@ impl RaftService for RaftRpc {
         if cmds.len() > COMMANDS_PER_PROPOSAL_MAX {
             return Err(Status::invalid_argument("too many commands"));
         }
-        let results: Vec<Result<sluice_statemachine::Outcome, ClusterError>> =
+        let results: Vec<Result<(sluice_statemachine::Outcome, u64), ClusterError>> =
             self.node.submit_as_leader(cmds).await;
         reply(&results)
     }

@@ -37,7 +37,7 @@ fn writer(
                 let nodes: Vec<_> = c.nodes.values().cloned().collect();
                 nodes[(n as usize) % nodes.len()].clone()
             };
-            if let Ok(Outcome::Visitor(_)) = node.write(join("stream", n)).await {
+            if let Ok((Outcome::Visitor(_), _)) = node.write(join("stream", n)).await {
                 acked.push(n);
             }
         }

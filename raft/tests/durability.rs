@@ -14,7 +14,10 @@ use std::process::{Command as Process, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-async fn forward(addr: &str, cmds: Vec<Command>) -> Option<Vec<Result<Outcome, ClusterError>>> {
+async fn forward(
+    addr: &str,
+    cmds: Vec<Command>,
+) -> Option<Vec<Result<(Outcome, u64), ClusterError>>> {
     let mut c = RaftServiceClient::connect(format!("http://{addr}"))
         .await
         .ok()?;
@@ -67,7 +70,7 @@ async fn sigkill_loses_no_acknowledged_write() {
                 };
                 matches!(
                     forward(&addr, vec![cmd]).await.as_deref(),
-                    Some([Ok(Outcome::Room(_))])
+                    Some([Ok((Outcome::Room(_), _))])
                 )
             }
         },
@@ -83,7 +86,7 @@ async fn sigkill_loses_no_acknowledged_write() {
             for i in 0.. {
                 let n = w * 1_000_000 + i;
                 match forward(&addr, vec![join("d", n)]).await.as_deref() {
-                    Some([Ok(Outcome::Visitor(_))]) => acked.lock().unwrap().push(n),
+                    Some([Ok((Outcome::Visitor(_), _))]) => acked.lock().unwrap().push(n),
                     _ => return,
                 }
             }

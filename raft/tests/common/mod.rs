@@ -141,7 +141,7 @@ impl TestCluster {
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {
             match node.write(cmd.clone()).await {
-                Ok(o) => return o,
+                Ok((o, _)) => return o,
                 Err(e) if e.is_retriable() && Instant::now() < deadline => {
                     tokio::time::sleep(Duration::from_millis(25)).await
                 }

@@ -1,0 +1,304 @@
+//! Server configuration: a TOML file, overridden by environment variables and flags.
+
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine;
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// One member of the initial cluster.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Peer {
+    /// Node id (never reused).
+    pub id: u64,
+    /// Node-to-node address.
+    pub raft: String,
+    /// Public HTTP address.
+    #[serde(default)]
+    pub http: String,
+    /// Public gRPC address.
+    #[serde(default)]
+    pub grpc: String,
+}
+
+/// An HMAC key for tickets.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TicketKey {
+    /// Key id, carried in every ticket.
+    pub id: String,
+    /// At least 32 bytes, base64.
+    pub secret: String,
+}
+
+/// Token material, identical on every node.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokensConfig {
+    /// Ticket keys; the first signs, all verify (rotation: add a new first key, drop the old later).
+    pub ticket_keys: Vec<TicketKey>,
+    /// Ed25519 seed for admission tokens, 32 bytes base64.
+    pub jwt_seed: String,
+    /// Key id published in the JWKS.
+    #[serde(default = "default_jwt_kid")]
+    pub jwt_key_id: String,
+    /// `iss` of admission tokens.
+    #[serde(default = "default_issuer")]
+    pub issuer: String,
+}
+
+fn default_jwt_kid() -> String {
+    "j1".into()
+}
+fn default_issuer() -> String {
+    "sluice".into()
+}
+
+/// PEM files for mutual TLS between nodes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsFiles {
+    /// CA certificate that signed every node.
+    pub ca: PathBuf,
+    /// This node's certificate.
+    pub cert: PathBuf,
+    /// This node's key.
+    pub key: PathBuf,
+    /// Name expected in peers' certificates (default: the host of their address).
+    #[serde(default)]
+    pub server_name: Option<String>,
+}
+
+/// PEM files for client-facing TLS (HTTP and gRPC).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerTlsFiles {
+    /// Certificate chain.
+    pub cert: PathBuf,
+    /// Private key.
+    pub key: PathBuf,
+}
+
+/// Request limits.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Largest request body.
+    pub body_bytes_max: usize,
+    /// Visitor requests per second per client address.
+    pub visitor_requests_per_second: u32,
+    /// Burst above that rate.
+    pub visitor_burst: u32,
+    /// Deadline for a write or linearizable read, ms.
+    pub request_timeout_ms: u64,
+    /// Concurrent HTTP requests per node.
+    pub concurrent_requests_max: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            body_bytes_max: 64 * 1024,
+            visitor_requests_per_second: 20,
+            visitor_burst: 40,
+            request_timeout_ms: 5_000,
+            concurrent_requests_max: 10_000,
+        }
+    }
+}
+
+/// Raft timing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RaftTuning {
+    /// Heartbeat interval, ms.
+    pub heartbeat_ms: u64,
+    /// Election timeout lower bound, ms.
+    pub election_timeout_min_ms: u64,
+    /// Election timeout upper bound, ms.
+    pub election_timeout_max_ms: u64,
+    /// Log entries between snapshots.
+    pub snapshot_every: u64,
+}
+
+impl Default for RaftTuning {
+    fn default() -> Self {
+        Self {
+            heartbeat_ms: 100,
+            election_timeout_min_ms: 500,
+            election_timeout_max_ms: 1_000,
+            snapshot_every: 20_000,
+        }
+    }
+}
+
+/// Everything a node needs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// This node's id.
+    pub node_id: u64,
+    /// RocksDB, snapshots.
+    pub data_dir: PathBuf,
+    /// HTTP listen address.
+    pub http_addr: SocketAddr,
+    /// gRPC listen address.
+    pub grpc_addr: SocketAddr,
+    /// Node-to-node listen address.
+    pub raft_addr: SocketAddr,
+    /// HTTP address others use (default: `http_addr`).
+    #[serde(default)]
+    pub advertise_http: Option<String>,
+    /// gRPC address others use.
+    #[serde(default)]
+    pub advertise_grpc: Option<String>,
+    /// Node-to-node address others use.
+    #[serde(default)]
+    pub advertise_raft: Option<String>,
+    /// Create the cluster from `peers` on first start (exactly one node, once).
+    #[serde(default)]
+    pub bootstrap: bool,
+    /// The initial members (with `bootstrap`).
+    #[serde(default)]
+    pub peers: Vec<Peer>,
+    /// Operator bearer token.
+    #[serde(default)]
+    pub admin_token: Option<String>,
+    /// File holding the operator bearer token.
+    #[serde(default)]
+    pub admin_token_file: Option<PathBuf>,
+    /// Token keys.
+    pub tokens: TokensConfig,
+    /// Node-to-node mutual TLS.
+    #[serde(default)]
+    pub tls: Option<TlsFiles>,
+    /// Client-facing TLS.
+    #[serde(default)]
+    pub http_tls: Option<ServerTlsFiles>,
+    /// `text` or `json`.
+    #[serde(default = "default_log_format")]
+    pub log_format: String,
+    /// Use `X-Forwarded-For` as the client address (only behind a trusted proxy).
+    #[serde(default)]
+    pub trust_forwarded_for: bool,
+    /// Mark cookies `Secure` (serve over HTTPS).
+    #[serde(default)]
+    pub secure_cookies: bool,
+    /// Request limits.
+    #[serde(default)]
+    pub limits: Limits,
+    /// Raft timing.
+    #[serde(default)]
+    pub raft: RaftTuning,
+}
+
+fn default_log_format() -> String {
+    "text".into()
+}
+
+impl ServerConfig {
+    /// Parses TOML.
+    pub fn from_toml(text: &str) -> Result<Self, String> {
+        toml::from_str(text).map_err(|e| e.to_string())
+    }
+
+    /// Checks what parsing cannot.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.node_id == 0 {
+            return Err("node_id must be at least 1".into());
+        }
+        if self.bootstrap && !self.peers.iter().any(|p| p.id == self.node_id) {
+            return Err("with bootstrap, peers must include this node".into());
+        }
+        let mut ids: Vec<u64> = self.peers.iter().map(|p| p.id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        if ids.len() != self.peers.len() {
+            return Err("peer ids must be unique".into());
+        }
+        if self.admin_token.is_none() && self.admin_token_file.is_none() {
+            return Err("admin_token or admin_token_file is required".into());
+        }
+        if !matches!(self.log_format.as_str(), "text" | "json") {
+            return Err("log_format must be text or json".into());
+        }
+        self.ticket_keys()?;
+        self.jwt_seed()?;
+        Ok(())
+    }
+
+    /// Decoded ticket keys.
+    pub fn ticket_keys(&self) -> Result<Vec<(String, Vec<u8>)>, String> {
+        self.tokens
+            .ticket_keys
+            .iter()
+            .map(|k| {
+                B64.decode(&k.secret)
+                    .map(|s| (k.id.clone(), s))
+                    .map_err(|_| format!("ticket key {} is not base64", k.id))
+            })
+            .collect()
+    }
+
+    /// Decoded JWT seed.
+    pub fn jwt_seed(&self) -> Result<Vec<u8>, String> {
+        let s = B64
+            .decode(&self.tokens.jwt_seed)
+            .map_err(|_| "tokens.jwt_seed is not base64".to_string())?;
+        if s.len() != 32 {
+            return Err("tokens.jwt_seed must decode to 32 bytes".into());
+        }
+        Ok(s)
+    }
+
+    /// The operator token, from the config or its file.
+    pub fn admin_token(&self) -> Result<String, String> {
+        if let Some(t) = &self.admin_token {
+            return Ok(t.clone());
+        }
+        let path = self
+            .admin_token_file
+            .as_ref()
+            .ok_or("no admin token configured")?;
+        std::fs::read_to_string(path)
+            .map(|s| s.trim().to_string())
+            .map_err(|e| format!("{}: {e}", path.display()))
+    }
+}
+
+/// 32 random bytes, base64: for fresh secrets.
+pub fn random_secret() -> String {
+    let mut b = [0u8; 32];
+    getrandom::fill(&mut b).expect("OS randomness");
+    B64.encode(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &str = include_str!("../../deploy/sluice.example.toml");
+
+    #[test]
+    fn the_annotated_sample_parses_and_validates() {
+        let c = ServerConfig::from_toml(SAMPLE).unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.peers.len(), 3);
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_refused() {
+        assert!(
+            ServerConfig::from_toml(&format!("{SAMPLE}\nsurprise = 1\n"))
+                .unwrap_err()
+                .contains("surprise")
+        );
+        let mut c = ServerConfig::from_toml(SAMPLE).unwrap();
+        c.tokens.jwt_seed = "short".into();
+        assert!(c.validate().is_err());
+        let mut c = ServerConfig::from_toml(SAMPLE).unwrap();
+        c.node_id = 9;
+        assert!(c.validate().unwrap_err().contains("peers must include"));
+    }
+}

@@ -1,0 +1,659 @@
+//! The operations both APIs share. HTTP and gRPC handlers parse their request into these calls
+//! and render the results, so the two cannot drift.
+
+use crate::error::ApiError;
+use crate::model::*;
+use crate::renew::Renewer;
+use crate::tokens::{JwtKeys, Ticket, TicketKeys};
+use axum::http::StatusCode;
+use sluice_raft::{wall_ms, ClusterError, ClusterStatus, MembershipOp, NodeAddr, RaftNode};
+use sluice_statemachine::limits::QUEUE_PAGE_MAX;
+use sluice_statemachine::types::validate_name;
+use sluice_statemachine::{
+    Command, Health, Mode, Outcome, Rejection, VisitorId, VisitorState, VisitorView,
+};
+use std::time::Duration;
+
+/// Where a ticket came from: an explicit ticket must match; a cookie for another room (a
+/// browser visiting several rooms) is replaced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TicketSource {
+    /// None presented.
+    None,
+    /// Cookie `sluice_ticket`.
+    Cookie(String),
+    /// Body field, query parameter or `Authorization: Ticket` header.
+    Explicit(String),
+}
+
+/// The node's shared services.
+#[derive(Debug)]
+pub struct Sluice {
+    /// The Raft node.
+    pub node: RaftNode,
+    /// Ticket keys.
+    pub tickets: TicketKeys,
+    /// Admission-token key.
+    pub jwt: JwtKeys,
+    /// Batched session renewals.
+    pub renew: Renewer,
+    /// How long a read waits for this node to catch up with a visitor's latest write.
+    pub catch_up_timeout: Duration,
+}
+
+fn now_secs() -> u64 {
+    wall_ms() / 1000
+}
+
+impl Sluice {
+    fn verify(&self, room: &str, src: &TicketSource) -> Result<Option<Ticket>, ApiError> {
+        let (s, explicit) = match src {
+            TicketSource::None => return Ok(None),
+            TicketSource::Cookie(s) => (s, false),
+            TicketSource::Explicit(s) => (s, true),
+        };
+        let t = self.tickets.verify(s)?;
+        if t.room != room {
+            return if explicit {
+                Err(ApiError::wrong_room())
+            } else {
+                Ok(None)
+            };
+        }
+        Ok(Some(t))
+    }
+
+    fn require(&self, room: &str, src: &TicketSource) -> Result<Ticket, ApiError> {
+        if matches!(src, TicketSource::None) {
+            return Err(ApiError::missing_ticket());
+        }
+        match self.verify(room, src)? {
+            Some(t) => Ok(t),
+            None => Err(ApiError::wrong_room()),
+        }
+    }
+
+    /// Renders a visitor's view, re-issuing the ticket (with the admission and the index).
+    fn reply(
+        &self,
+        room: &str,
+        view: &VisitorView,
+        min_index: u64,
+        applied_index: u64,
+    ) -> VisitorReply {
+        let mut r = VisitorReply {
+            state: String::new(),
+            room: room.to_string(),
+            visitor_id: view.visitor.to_string(),
+            ticket: String::new(),
+            position: None,
+            eta_secs: None,
+            waiting: None,
+            admission_token: None,
+            expires_at: None,
+            reason: None,
+            applied_index,
+        };
+        let mut admitted_seq = 0;
+        match &view.state {
+            VisitorState::Waiting {
+                position,
+                waiting,
+                eta_secs,
+                ..
+            } => {
+                r.state = "waiting".into();
+                r.position = *position;
+                r.waiting = Some(*waiting);
+                r.eta_secs = *eta_secs;
+            }
+            VisitorState::Admitted { expires_at_ms, .. } => {
+                r.state = "admitted".into();
+                let exp = expires_at_ms / 1000;
+                r.expires_at = Some(exp);
+                r.admission_token =
+                    Some(
+                        self.jwt
+                            .issue(room, view.visitor, view.seq, now_secs(), exp),
+                    );
+                admitted_seq = view.seq;
+            }
+            VisitorState::Ended { reason, .. } => {
+                r.state = "rejected".into();
+                r.reason = Some(reason.as_str().into());
+            }
+        }
+        r.ticket = self.tickets.issue(&Ticket {
+            room: room.to_string(),
+            visitor: view.visitor,
+            issued_at: now_secs(),
+            admitted_seq,
+            min_index,
+        });
+        r
+    }
+
+    fn check_room(room: &str) -> Result<(), ApiError> {
+        validate_name("room", room).map_err(ApiError::from)
+    }
+
+    /// Joins (or resumes a place).
+    pub async fn join(&self, room: &str, src: &TicketSource) -> Result<VisitorReply, ApiError> {
+        Self::check_room(room)?;
+        let visitor = match self.verify(room, src)? {
+            Some(t) => t.visitor,
+            None => {
+                let mut b = [0u8; 16];
+                getrandom::fill(&mut b).map_err(|e| {
+                    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+                })?;
+                VisitorId(b)
+            }
+        };
+        let (outcome, index) = self
+            .node
+            .write(Command::Join {
+                room: room.into(),
+                visitor,
+            })
+            .await?;
+        match outcome {
+            Outcome::Visitor(view) => Ok(self.reply(room, &view, index, index)),
+            Outcome::Rejected(r @ (Rejection::RoomClosed | Rejection::RoomRejecting)) => {
+                Ok(VisitorReply {
+                    state: "rejected".into(),
+                    room: room.into(),
+                    visitor_id: visitor.to_string(),
+                    ticket: self.tickets.issue(&Ticket {
+                        room: room.into(),
+                        visitor,
+                        issued_at: now_secs(),
+                        admitted_seq: 0,
+                        min_index: index,
+                    }),
+                    position: None,
+                    eta_secs: None,
+                    waiting: None,
+                    admission_token: None,
+                    expires_at: None,
+                    reason: Some(r.code().into()),
+                    applied_index: index,
+                })
+            }
+            Outcome::Rejected(r) => Err(r.into()),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// A visitor's status: local (after catching up with the visitor's own writes) or linearizable.
+    pub async fn status(
+        &self,
+        room: &str,
+        src: &TicketSource,
+        consistent: bool,
+    ) -> Result<VisitorReply, ApiError> {
+        Self::check_room(room)?;
+        let t = self.require(room, src)?;
+        let read = |st: &sluice_raft::SmState| st.sm.visitor(room, t.visitor);
+        let (view, index) = if consistent {
+            self.node.read_linearizable(read).await?
+        } else {
+            self.node
+                .wait_applied(t.min_index, self.catch_up_timeout)
+                .await?;
+            self.node.read(read)?
+        };
+        let view = view?;
+        Ok(self.reply(room, &view, t.min_index, index))
+    }
+
+    /// Records activity (batched) and returns the status.
+    pub async fn heartbeat(
+        &self,
+        room: &str,
+        src: &TicketSource,
+    ) -> Result<VisitorReply, ApiError> {
+        Self::check_room(room)?;
+        let t = self.require(room, src)?;
+        self.renew.touch(room, t.visitor);
+        self.status(room, src, false).await
+    }
+
+    /// Leaves the room.
+    pub async fn leave(&self, room: &str, src: &TicketSource) -> Result<VisitorReply, ApiError> {
+        Self::check_room(room)?;
+        let t = self.require(room, src)?;
+        let (outcome, index) = self
+            .node
+            .write(Command::Leave {
+                room: room.into(),
+                visitor: t.visitor,
+            })
+            .await?;
+        match outcome {
+            Outcome::Visitor(view) => Ok(self.reply(room, &view, index, index)),
+            Outcome::Rejected(r) => Err(r.into()),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// The proxy gate: is this ticket's admission active on this node's applied state? No Raft.
+    pub fn gate(&self, room: &str, ticket: Option<&str>) -> Result<VisitorId, ApiError> {
+        let deny = |m: &str| ApiError::new(StatusCode::UNAUTHORIZED, "not_admitted", m.to_string());
+        let s = ticket.ok_or_else(ApiError::missing_ticket)?;
+        let t = self.tickets.verify(s)?;
+        if t.room != room {
+            return Err(ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "ticket_wrong_room",
+                "the ticket is for another room",
+            ));
+        }
+        if t.admitted_seq == 0 {
+            return Err(deny("the ticket carries no admission"));
+        }
+        let now = wall_ms();
+        let (active, _) = self.node.read(|st| match st.sm.visitor(room, t.visitor) {
+            Ok(VisitorView {
+                seq,
+                state: VisitorState::Admitted { expires_at_ms, .. },
+                ..
+            }) => seq == t.admitted_seq && expires_at_ms > now,
+            _ => false,
+        })?;
+        if !active {
+            return Err(deny("the session is not active"));
+        }
+        self.renew.touch(room, t.visitor);
+        Ok(t.visitor)
+    }
+
+    // ---- operator -----------------------------------------------------------------------------
+
+    async fn write(&self, cmd: Command) -> Result<(Outcome, u64), ApiError> {
+        let (o, i) = self.node.write(cmd).await?;
+        match o {
+            Outcome::Rejected(r) => Err(r.into()),
+            o => Ok((o, i)),
+        }
+    }
+
+    /// Creates or replaces a room. Returns the room and whether it was created.
+    pub async fn put_room(
+        &self,
+        room: &str,
+        body: &RoomConfigBody,
+    ) -> Result<(RoomBody, bool), ApiError> {
+        Self::check_room(room)?;
+        let config = body.to_config().map_err(|(f, m)| ApiError::invalid(f, m))?;
+        config.validate()?;
+        let existed = self
+            .node
+            .read(|st| st.sm.room(room).is_some())
+            .map(|(e, _)| e)
+            .unwrap_or(false);
+        match self
+            .write(Command::PutRoom {
+                room: room.into(),
+                config,
+            })
+            .await?
+        {
+            (Outcome::Room(v), i) => Ok((RoomBody::new(&v, i), !existed)),
+            (o, _) => Err(unexpected(o)),
+        }
+    }
+
+    /// A room.
+    pub async fn get_room(&self, room: &str, consistent: bool) -> Result<RoomBody, ApiError> {
+        Self::check_room(room)?;
+        let read = |st: &sluice_raft::SmState| st.sm.room(room);
+        let (v, i) = if consistent {
+            self.node.read_linearizable(read).await?
+        } else {
+            self.node.read(read)?
+        };
+        let v = v.ok_or(Rejection::RoomNotFound)?;
+        Ok(RoomBody::new(&v, i))
+    }
+
+    /// Every room.
+    pub async fn list_rooms(&self, consistent: bool) -> Result<RoomList, ApiError> {
+        let read = |st: &sluice_raft::SmState| st.sm.rooms();
+        let (v, i) = if consistent {
+            self.node.read_linearizable(read).await?
+        } else {
+            self.node.read(read)?
+        };
+        Ok(RoomList {
+            rooms: v.iter().map(|r| RoomBody::new(r, i)).collect(),
+            applied_index: i,
+        })
+    }
+
+    /// Deletes a room.
+    pub async fn delete_room(&self, room: &str) -> Result<CountReply, ApiError> {
+        Self::check_room(room)?;
+        match self
+            .write(Command::DeleteRoom { room: room.into() })
+            .await?
+        {
+            (Outcome::RoomDeleted { waiting, active }, i) => Ok(CountReply {
+                count: waiting + active,
+                applied_index: i,
+            }),
+            (o, _) => Err(unexpected(o)),
+        }
+    }
+
+    async fn room_cmd(&self, cmd: Command) -> Result<RoomBody, ApiError> {
+        match self.write(cmd).await? {
+            (Outcome::Room(v), i) => Ok(RoomBody::new(&v, i)),
+            (o, _) => Err(unexpected(o)),
+        }
+    }
+
+    /// Pause or resume.
+    pub async fn pause(&self, room: &str, paused: bool) -> Result<RoomBody, ApiError> {
+        Self::check_room(room)?;
+        let room = room.to_string();
+        self.room_cmd(if paused {
+            Command::Pause { room }
+        } else {
+            Command::Resume { room }
+        })
+        .await
+    }
+
+    /// Switch mode.
+    pub async fn set_mode(&self, room: &str, mode: &str) -> Result<RoomBody, ApiError> {
+        Self::check_room(room)?;
+        let mode = Mode::parse(mode).ok_or_else(|| {
+            ApiError::invalid("mode", "must be fifo, lottery, passthrough or reject")
+        })?;
+        self.room_cmd(Command::SetMode {
+            room: room.into(),
+            mode,
+        })
+        .await
+    }
+
+    /// Set origin health.
+    pub async fn set_health(
+        &self,
+        room: &str,
+        health: &str,
+        slow_factor: Option<f64>,
+    ) -> Result<RoomBody, ApiError> {
+        Self::check_room(room)?;
+        let health = Health::parse(health)
+            .ok_or_else(|| ApiError::invalid("health", "must be ok, slow or down"))?;
+        let permille = slow_factor
+            .map(slow_factor_permille)
+            .transpose()
+            .map_err(|(f, m)| ApiError::invalid(f, m))?;
+        self.room_cmd(Command::SetHealth {
+            room: room.into(),
+            health,
+            slow_factor_permille: permille,
+        })
+        .await
+    }
+
+    /// Force-admit.
+    pub async fn admit(&self, room: &str, count: u64) -> Result<CountReply, ApiError> {
+        Self::check_room(room)?;
+        match self
+            .write(Command::ForceAdmit {
+                room: room.into(),
+                count,
+            })
+            .await?
+        {
+            (Outcome::Count(n), i) => Ok(CountReply {
+                count: n,
+                applied_index: i,
+            }),
+            (o, _) => Err(unexpected(o)),
+        }
+    }
+
+    /// Revoke one visitor or every session.
+    pub async fn revoke(
+        &self,
+        room: &str,
+        visitor: Option<&str>,
+        all: bool,
+    ) -> Result<CountReply, ApiError> {
+        Self::check_room(room)?;
+        let cmd = match (visitor, all) {
+            (Some(v), false) => {
+                let visitor = VisitorId::parse_hex(v)
+                    .ok_or_else(|| ApiError::invalid("visitor_id", "must be 32 hex digits"))?;
+                Command::Revoke {
+                    room: room.into(),
+                    visitor,
+                }
+            }
+            (None, true) => Command::RevokeAll { room: room.into() },
+            _ => {
+                return Err(ApiError::invalid(
+                    "visitor_id",
+                    "give either visitor_id or all: true",
+                ))
+            }
+        };
+        match self.write(cmd).await? {
+            (Outcome::Count(n), i) => Ok(CountReply {
+                count: n,
+                applied_index: i,
+            }),
+            (Outcome::Visitor(_), i) => Ok(CountReply {
+                count: 1,
+                applied_index: i,
+            }),
+            (o, _) => Err(unexpected(o)),
+        }
+    }
+
+    /// Waiters in admission order.
+    pub async fn queue(
+        &self,
+        room: &str,
+        offset: u64,
+        limit: usize,
+        consistent: bool,
+    ) -> Result<QueueReply, ApiError> {
+        Self::check_room(room)?;
+        if limit > QUEUE_PAGE_MAX {
+            return Err(ApiError::invalid(
+                "limit",
+                format!("must be at most {QUEUE_PAGE_MAX}"),
+            ));
+        }
+        let read = |st: &sluice_raft::SmState| {
+            let view = st.sm.room(room)?;
+            let entries = st.sm.queue(room, offset, limit).ok()?;
+            Some((view, entries))
+        };
+        let (r, i) = if consistent {
+            self.node.read_linearizable(read).await?
+        } else {
+            self.node.read(read)?
+        };
+        let (view, entries) = r.ok_or(Rejection::RoomNotFound)?;
+        Ok(QueueReply {
+            room: room.into(),
+            mode: view.config.mode.as_str().into(),
+            waiting: view.waiting,
+            entries: entries
+                .into_iter()
+                .map(|e| QueueEntryBody {
+                    position: e.position,
+                    visitor_id: e.visitor.to_string(),
+                    seq: e.seq,
+                    last_seen_ms: e.last_seen_ms,
+                })
+                .collect(),
+            applied_index: i,
+        })
+    }
+
+    /// Create or reconfigure a pool.
+    pub async fn put_pool(&self, pool: &str, body: &PoolBody) -> Result<PoolReply, ApiError> {
+        validate_name("pool", pool)?;
+        match self
+            .write(Command::PutPool {
+                pool: pool.into(),
+                room_capacity: body.room_capacity,
+                rooms_max: body.rooms_max,
+            })
+            .await?
+        {
+            (Outcome::Pool(v), i) => Ok(PoolReply::new(&v, i)),
+            (o, _) => Err(unexpected(o)),
+        }
+    }
+
+    /// A pool.
+    pub async fn get_pool(&self, pool: &str, consistent: bool) -> Result<PoolReply, ApiError> {
+        validate_name("pool", pool)?;
+        let read = |st: &sluice_raft::SmState| st.sm.pool(pool);
+        let (v, i) = if consistent {
+            self.node.read_linearizable(read).await?
+        } else {
+            self.node.read(read)?
+        };
+        Ok(PoolReply::new(&v.ok_or(Rejection::PoolNotFound)?, i))
+    }
+
+    /// Take a place in the first room under capacity.
+    pub async fn assign(&self, pool: &str) -> Result<AssignReply, ApiError> {
+        validate_name("pool", pool)?;
+        match self
+            .write(Command::PoolAssign { pool: pool.into() })
+            .await?
+        {
+            (
+                Outcome::Assigned {
+                    room_index,
+                    room,
+                    count,
+                    total,
+                },
+                i,
+            ) => Ok(AssignReply {
+                room,
+                room_index,
+                count,
+                total,
+                applied_index: i,
+            }),
+            (o, _) => Err(unexpected(o)),
+        }
+    }
+
+    fn pool_room_index(pool: &str, body: &PoolRoomBody) -> Result<u64, ApiError> {
+        match (&body.room_index, &body.room) {
+            (Some(i), None) => Ok(*i),
+            (None, Some(r)) => r
+                .strip_prefix(pool)
+                .and_then(|s| s.strip_prefix('-'))
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| ApiError::invalid("room", format!("must be {pool}-<index>"))),
+            _ => Err(ApiError::invalid(
+                "room_index",
+                "give either room_index or room",
+            )),
+        }
+    }
+
+    /// Give a place back, or report a real count.
+    pub async fn release_or_report(
+        &self,
+        pool: &str,
+        body: &PoolRoomBody,
+        report: bool,
+    ) -> Result<PoolReply, ApiError> {
+        validate_name("pool", pool)?;
+        let room_index = Self::pool_room_index(pool, body)?;
+        let cmd = if report {
+            let count = body
+                .count
+                .ok_or_else(|| ApiError::invalid("count", "is required"))?;
+            Command::PoolReport {
+                pool: pool.into(),
+                room_index,
+                count,
+            }
+        } else {
+            Command::PoolRelease {
+                pool: pool.into(),
+                room_index,
+            }
+        };
+        match self.write(cmd).await? {
+            (Outcome::Pool(v), i) => Ok(PoolReply::new(&v, i)),
+            (o, _) => Err(unexpected(o)),
+        }
+    }
+
+    /// This node's view of the cluster.
+    pub fn cluster(&self) -> ClusterStatus {
+        self.node.status()
+    }
+
+    /// Adds a learner.
+    pub async fn add_learner(&self, b: &LearnerBody) -> Result<ClusterStatus, ApiError> {
+        if b.raft_addr.is_empty() || b.raft_addr.len() > 256 {
+            return Err(ApiError::invalid("raft_addr", "must be host:port"));
+        }
+        let addr = NodeAddr {
+            raft: b.raft_addr.clone(),
+            http: b.http_addr.clone(),
+            grpc: b.grpc_addr.clone(),
+        };
+        Ok(self
+            .node
+            .membership(MembershipOp::AddLearner { id: b.id, addr })
+            .await?)
+    }
+
+    /// Promotes or removes a node.
+    pub async fn change_membership(&self, b: &MembershipBody) -> Result<ClusterStatus, ApiError> {
+        let op = match b.action.as_str() {
+            "promote" => MembershipOp::Promote { id: b.id },
+            "remove" => MembershipOp::Remove { id: b.id },
+            _ => return Err(ApiError::invalid("action", "must be promote or remove")),
+        };
+        Ok(self.node.membership(op).await?)
+    }
+
+    /// Ready to serve: recovered, a leader is known, and applied is close to committed.
+    pub fn ready(&self) -> Result<(), ApiError> {
+        let s = self.node.status();
+        if !s.ready {
+            return Err(ClusterError::NotReady.into());
+        }
+        if s.leader.is_none() {
+            return Err(ClusterError::NoLeader.into());
+        }
+        if s.committed_index.saturating_sub(s.applied_index) > 1_000 {
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "catching_up",
+                "applying the log",
+            )
+            .retry(1));
+        }
+        Ok(())
+    }
+}
+
+fn unexpected(o: Outcome) -> ApiError {
+    ApiError::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "internal",
+        format!("unexpected outcome {o:?}"),
+    )
+}

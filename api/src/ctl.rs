@@ -1,0 +1,336 @@
+//! `sluice ctl`: the operator CLI. Talks HTTP to any node with the operator token.
+
+use clap::{Args, Subcommand};
+use serde_json::{json, Value};
+
+/// Where and how to reach a node.
+#[derive(Debug, Args)]
+pub struct CtlArgs {
+    /// A node's HTTP address.
+    #[arg(
+        long,
+        env = "SLUICE_URL",
+        default_value = "http://127.0.0.1:8080",
+        global = true
+    )]
+    pub url: String,
+    /// The operator token.
+    #[arg(
+        long,
+        env = "SLUICE_ADMIN_TOKEN",
+        global = true,
+        hide_env_values = true
+    )]
+    pub token: Option<String>,
+    /// What to do.
+    #[command(subcommand)]
+    pub cmd: CtlCmd,
+}
+
+/// Operator commands.
+#[derive(Debug, Subcommand)]
+pub enum CtlCmd {
+    /// Rooms.
+    #[command(subcommand)]
+    Rooms(RoomsCmd),
+    /// Pause a room (joins still queue; nobody is admitted).
+    Pause { room: String },
+    /// Resume a paused room.
+    Resume { room: String },
+    /// Switch a room's mode: fifo, lottery, passthrough, reject.
+    Mode { room: String, mode: String },
+    /// Set origin health: ok, slow, down.
+    Health {
+        room: String,
+        health: String,
+        /// Rate multiplier while slow (0 < f < 1).
+        #[arg(long)]
+        slow_factor: Option<f64>,
+    },
+    /// Admit up to COUNT waiters now.
+    Admit { room: String, count: u64 },
+    /// Revoke one visitor's session or place, or every session.
+    Revoke {
+        room: String,
+        /// The visitor id.
+        #[arg(long)]
+        visitor: Option<String>,
+        /// Every session of the room.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Waiting visitors in admission order.
+    Queue {
+        room: String,
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+        #[arg(long, default_value_t = 0)]
+        offset: u64,
+        /// Linearizable read.
+        #[arg(long)]
+        consistent: bool,
+    },
+    /// Pools.
+    #[command(subcommand)]
+    Pools(PoolsCmd),
+    /// Cluster members and state.
+    #[command(subcommand)]
+    Cluster(ClusterCmd),
+    /// This node's view of the cluster (same as `cluster status`).
+    Status,
+}
+
+/// Room commands.
+#[derive(Debug, Subcommand)]
+pub enum RoomsCmd {
+    /// List rooms.
+    List,
+    /// Show a room.
+    Get { room: String },
+    /// Create or replace a room; fields as JSON (`--json '{"capacity":100}'`) and/or flags.
+    Put {
+        room: String,
+        /// Full or partial configuration as JSON (`-` reads standard input).
+        #[arg(long)]
+        json: Option<String>,
+        #[arg(long)]
+        capacity: Option<u64>,
+        #[arg(long)]
+        admit_per_minute: Option<u64>,
+        #[arg(long)]
+        session_ttl_secs: Option<u64>,
+        #[arg(long)]
+        waiter_ttl_secs: Option<u64>,
+        #[arg(long)]
+        max_waiting: Option<u64>,
+        #[arg(long)]
+        mode: Option<String>,
+    },
+    /// Delete a room.
+    Delete { room: String },
+}
+
+/// Pool commands.
+#[derive(Debug, Subcommand)]
+pub enum PoolsCmd {
+    /// Create or reconfigure a pool.
+    Put {
+        pool: String,
+        #[arg(long)]
+        room_capacity: u64,
+        #[arg(long, default_value_t = 1000)]
+        rooms_max: u64,
+    },
+    /// Show a pool.
+    Get { pool: String },
+    /// Take a place in the first room under capacity.
+    Assign { pool: String },
+    /// Give a place back.
+    Release { pool: String, room_index: u64 },
+    /// Report a room's real count.
+    Report {
+        pool: String,
+        room_index: u64,
+        count: u64,
+    },
+}
+
+/// Cluster commands.
+#[derive(Debug, Subcommand)]
+pub enum ClusterCmd {
+    /// Members, leader, term, indexes, replication lag.
+    Status,
+    /// Add a node as a learner.
+    AddLearner {
+        #[arg(long)]
+        id: u64,
+        #[arg(long)]
+        raft: String,
+        #[arg(long, default_value = "")]
+        http: String,
+        #[arg(long, default_value = "")]
+        grpc: String,
+    },
+    /// Make a learner a voter.
+    Promote { id: u64 },
+    /// Remove a node for good.
+    Remove { id: u64 },
+    /// This node's applied index and state digest.
+    Digest,
+}
+
+/// Runs a command; prints the JSON answer. Errors carry the server's message.
+pub async fn run(args: CtlArgs) -> anyhow::Result<()> {
+    let token = args.token.clone().ok_or_else(|| {
+        anyhow::anyhow!("an operator token is needed: --token or SLUICE_ADMIN_TOKEN")
+    })?;
+    let base = args.url.trim_end_matches('/').to_string();
+    let client = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(30))
+        .build()?;
+    let (method, path, body): (reqwest::Method, String, Option<Value>) = match args.cmd {
+        CtlCmd::Rooms(RoomsCmd::List) => (reqwest::Method::GET, "/v1/rooms".into(), None),
+        CtlCmd::Rooms(RoomsCmd::Get { room }) => {
+            (reqwest::Method::GET, format!("/v1/rooms/{room}"), None)
+        }
+        CtlCmd::Rooms(RoomsCmd::Delete { room }) => {
+            (reqwest::Method::DELETE, format!("/v1/rooms/{room}"), None)
+        }
+        CtlCmd::Rooms(RoomsCmd::Put {
+            room,
+            json,
+            capacity,
+            admit_per_minute,
+            session_ttl_secs,
+            waiter_ttl_secs,
+            max_waiting,
+            mode,
+        }) => {
+            let mut body: Value = match json.as_deref() {
+                Some("-") => serde_json::from_reader(std::io::stdin())?,
+                Some(text) => serde_json::from_str(text)?,
+                None => json!({}),
+            };
+            let obj = body
+                .as_object_mut()
+                .ok_or_else(|| anyhow::anyhow!("--json must be an object"))?;
+            for (k, v) in [
+                ("capacity", capacity.map(Value::from)),
+                ("admit_per_minute", admit_per_minute.map(Value::from)),
+                ("session_ttl_secs", session_ttl_secs.map(Value::from)),
+                ("waiter_ttl_secs", waiter_ttl_secs.map(Value::from)),
+                ("max_waiting", max_waiting.map(Value::from)),
+                ("mode", mode.map(Value::from)),
+            ] {
+                if let Some(v) = v {
+                    obj.insert(k.into(), v);
+                }
+            }
+            (
+                reqwest::Method::PUT,
+                format!("/v1/rooms/{room}"),
+                Some(body),
+            )
+        }
+        CtlCmd::Pause { room } => (
+            reqwest::Method::POST,
+            format!("/v1/rooms/{room}/pause"),
+            None,
+        ),
+        CtlCmd::Resume { room } => (
+            reqwest::Method::POST,
+            format!("/v1/rooms/{room}/resume"),
+            None,
+        ),
+        CtlCmd::Mode { room, mode } => (
+            reqwest::Method::POST,
+            format!("/v1/rooms/{room}/mode"),
+            Some(json!({"mode": mode})),
+        ),
+        CtlCmd::Health {
+            room,
+            health,
+            slow_factor,
+        } => (
+            reqwest::Method::POST,
+            format!("/v1/rooms/{room}/health"),
+            Some(json!({"health": health, "slow_factor": slow_factor})),
+        ),
+        CtlCmd::Admit { room, count } => (
+            reqwest::Method::POST,
+            format!("/v1/rooms/{room}/admit"),
+            Some(json!({"count": count})),
+        ),
+        CtlCmd::Revoke { room, visitor, all } => (
+            reqwest::Method::POST,
+            format!("/v1/rooms/{room}/revoke"),
+            Some(json!({"visitor_id": visitor, "all": all})),
+        ),
+        CtlCmd::Queue {
+            room,
+            limit,
+            offset,
+            consistent,
+        } => (
+            reqwest::Method::GET,
+            format!("/v1/rooms/{room}/queue?limit={limit}&offset={offset}&consistent={consistent}"),
+            None,
+        ),
+        CtlCmd::Pools(PoolsCmd::Put {
+            pool,
+            room_capacity,
+            rooms_max,
+        }) => (
+            reqwest::Method::PUT,
+            format!("/v1/pools/{pool}"),
+            Some(json!({"room_capacity": room_capacity, "rooms_max": rooms_max})),
+        ),
+        CtlCmd::Pools(PoolsCmd::Get { pool }) => {
+            (reqwest::Method::GET, format!("/v1/pools/{pool}"), None)
+        }
+        CtlCmd::Pools(PoolsCmd::Assign { pool }) => (
+            reqwest::Method::POST,
+            format!("/v1/pools/{pool}/assign"),
+            None,
+        ),
+        CtlCmd::Pools(PoolsCmd::Release { pool, room_index }) => (
+            reqwest::Method::POST,
+            format!("/v1/pools/{pool}/release"),
+            Some(json!({"room_index": room_index})),
+        ),
+        CtlCmd::Pools(PoolsCmd::Report {
+            pool,
+            room_index,
+            count,
+        }) => (
+            reqwest::Method::POST,
+            format!("/v1/pools/{pool}/report"),
+            Some(json!({"room_index": room_index, "count": count})),
+        ),
+        CtlCmd::Cluster(ClusterCmd::Status) | CtlCmd::Status => {
+            (reqwest::Method::GET, "/v1/cluster".into(), None)
+        }
+        CtlCmd::Cluster(ClusterCmd::Digest) => {
+            (reqwest::Method::GET, "/v1/cluster/digest".into(), None)
+        }
+        CtlCmd::Cluster(ClusterCmd::AddLearner {
+            id,
+            raft,
+            http,
+            grpc,
+        }) => (
+            reqwest::Method::POST,
+            "/v1/cluster/learners".into(),
+            Some(json!({"id": id, "raft_addr": raft, "http_addr": http, "grpc_addr": grpc})),
+        ),
+        CtlCmd::Cluster(ClusterCmd::Promote { id }) => (
+            reqwest::Method::POST,
+            "/v1/cluster/membership".into(),
+            Some(json!({"action": "promote", "id": id})),
+        ),
+        CtlCmd::Cluster(ClusterCmd::Remove { id }) => (
+            reqwest::Method::POST,
+            "/v1/cluster/membership".into(),
+            Some(json!({"action": "remove", "id": id})),
+        ),
+    };
+    let mut req = client
+        .request(method, format!("{base}{path}"))
+        .bearer_auth(token);
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let resp = req.send().await?;
+    let status = resp.status();
+    let text = resp.text().await?;
+    let pretty = serde_json::from_str::<Value>(&text)
+        .ok()
+        .and_then(|v| serde_json::to_string_pretty(&v).ok())
+        .unwrap_or(text);
+    if status.is_success() {
+        println!("{pretty}");
+        Ok(())
+    } else {
+        anyhow::bail!("{status}: {pretty}")
+    }
+}

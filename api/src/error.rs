@@ -1,0 +1,205 @@
+//! The one place where errors become HTTP statuses and gRPC codes.
+//!
+//! Every error response is JSON `{"error":{"code":"...","message":"..."}}` (plus `field` for
+//! invalid fields) with a fitting status, and `Retry-After` where retrying makes sense.
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use sluice_raft::ClusterError;
+use sluice_statemachine::Rejection;
+
+use crate::tokens::TicketError;
+
+/// An error as the API reports it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct ApiError {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// Stable machine-readable code.
+    pub code: &'static str,
+    /// Human-readable explanation.
+    pub message: String,
+    /// The offending field, for validation errors.
+    pub field: Option<String>,
+    /// Seconds to wait before retrying.
+    pub retry_after: Option<u64>,
+}
+
+impl ApiError {
+    /// An error with no field and no retry hint.
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+            field: None,
+            retry_after: None,
+        }
+    }
+
+    /// 400 for a bad field.
+    pub fn invalid(field: &str, message: impl Into<String>) -> Self {
+        Self {
+            field: Some(field.to_string()),
+            ..Self::new(StatusCode::BAD_REQUEST, "invalid_field", message)
+        }
+    }
+
+    /// Adds a `Retry-After`.
+    pub fn retry(mut self, secs: u64) -> Self {
+        self.retry_after = Some(secs);
+        self
+    }
+
+    /// 401: the operator token is missing or wrong.
+    pub fn unauthorized() -> Self {
+        Self::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "a valid operator bearer token is required",
+        )
+    }
+
+    /// 401: no ticket was presented.
+    pub fn missing_ticket() -> Self {
+        Self::new(
+            StatusCode::UNAUTHORIZED,
+            "missing_ticket",
+            "a ticket is required (cookie sluice_ticket, field ticket, or Authorization: Ticket …)",
+        )
+    }
+
+    /// 403: the ticket belongs to another room.
+    pub fn wrong_room() -> Self {
+        Self::new(
+            StatusCode::FORBIDDEN,
+            "ticket_wrong_room",
+            "the ticket is for another room",
+        )
+    }
+
+    /// The gRPC status for this error.
+    pub fn to_grpc(&self) -> tonic::Status {
+        use tonic::Code;
+        let code = match self.status {
+            StatusCode::BAD_REQUEST
+            | StatusCode::PAYLOAD_TOO_LARGE
+            | StatusCode::UNSUPPORTED_MEDIA_TYPE => Code::InvalidArgument,
+            StatusCode::UNAUTHORIZED => Code::Unauthenticated,
+            StatusCode::FORBIDDEN => Code::PermissionDenied,
+            StatusCode::NOT_FOUND => Code::NotFound,
+            StatusCode::CONFLICT => Code::AlreadyExists,
+            StatusCode::TOO_MANY_REQUESTS => Code::ResourceExhausted,
+            StatusCode::SERVICE_UNAVAILABLE | StatusCode::GATEWAY_TIMEOUT => Code::Unavailable,
+            _ => Code::Internal,
+        };
+        let mut s = tonic::Status::new(code, format!("{}: {}", self.code, self.message));
+        if let Ok(v) = self.code.parse() {
+            s.metadata_mut().insert("sluice-error-code", v);
+        }
+        s
+    }
+}
+
+impl From<Rejection> for ApiError {
+    fn from(r: Rejection) -> Self {
+        let msg = r.to_string();
+        match r {
+            Rejection::InvalidField { field, reason } => {
+                ApiError::invalid(&field, format!("{field}: {reason}"))
+            }
+            Rejection::RoomNotFound | Rejection::PoolNotFound | Rejection::UnknownVisitor => {
+                ApiError::new(StatusCode::NOT_FOUND, r.code(), msg)
+            }
+            Rejection::RoomExists | Rejection::PoolExists => {
+                ApiError::new(StatusCode::CONFLICT, r.code(), msg)
+            }
+            Rejection::QueueFull => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, r.code(), msg).retry(30)
+            }
+            Rejection::RoomClosed | Rejection::RoomRejecting => {
+                ApiError::new(StatusCode::FORBIDDEN, r.code(), msg)
+            }
+            Rejection::PoolFull => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, r.code(), msg).retry(5)
+            }
+            Rejection::LimitReached { .. } => ApiError::new(StatusCode::CONFLICT, r.code(), msg),
+        }
+    }
+}
+
+impl From<ClusterError> for ApiError {
+    fn from(e: ClusterError) -> Self {
+        let msg = e.to_string();
+        let code = e.code();
+        match e {
+            ClusterError::NoLeader
+            | ClusterError::NotReady
+            | ClusterError::ShuttingDown
+            | ClusterError::Indeterminate(_) => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, code, msg).retry(1)
+            }
+            ClusterError::Busy => ApiError::new(StatusCode::TOO_MANY_REQUESTS, code, msg).retry(1),
+            ClusterError::Timeout => ApiError::new(StatusCode::GATEWAY_TIMEOUT, code, msg).retry(1),
+            ClusterError::Invalid(_) => ApiError::new(StatusCode::BAD_REQUEST, code, msg),
+            ClusterError::Fatal(_) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, code, msg),
+        }
+    }
+}
+
+impl From<TicketError> for ApiError {
+    fn from(e: TicketError) -> Self {
+        ApiError::new(StatusCode::UNAUTHORIZED, "invalid_ticket", e.to_string())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut body = serde_json::json!({"error": {"code": self.code, "message": self.message}});
+        if let Some(f) = &self.field {
+            body["error"]["field"] = serde_json::Value::String(f.clone());
+        }
+        let mut resp = (self.status, axum::Json(body)).into_response();
+        if let Some(s) = self.retry_after {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(s));
+        }
+        resp
+    }
+}
+
+/// Turns axum's JSON body rejections into our error format.
+pub fn json_rejection(r: axum::extract::rejection::JsonRejection) -> ApiError {
+    use axum::extract::rejection::JsonRejection::*;
+    match r {
+        JsonDataError(e) => {
+            let text = e.body_text();
+            if text.contains("unknown field") {
+                ApiError::new(StatusCode::BAD_REQUEST, "unknown_field", text)
+            } else {
+                ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", text)
+            }
+        }
+        JsonSyntaxError(e) => {
+            ApiError::new(StatusCode::BAD_REQUEST, "malformed_json", e.body_text())
+        }
+        MissingJsonContentType(_) => ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "expected Content-Type: application/json",
+        ),
+        BytesRejection(e) => {
+            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "body_too_large",
+                    e.body_text(),
+                )
+            } else {
+                ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", e.body_text())
+            }
+        }
+        other => ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", other.body_text()),
+    }
+}

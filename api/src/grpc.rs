@@ -1,0 +1,519 @@
+//! gRPC services `sluice.v1.Visitor`, `sluice.v1.Admin` and `sluice.v1.Cluster`, with the
+//! standard health service and server reflection. Handlers only translate messages: the
+//! operations are [`Sluice`]'s, shared with HTTP.
+
+use crate::core::{Sluice, TicketSource};
+use crate::error::ApiError;
+use crate::metrics::Metrics;
+use crate::model::*;
+use crate::pb;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Instant;
+use subtle::ConstantTimeEq;
+use tonic::{Request, Response, Status};
+
+/// Shared state of the gRPC services.
+#[derive(Clone, Debug)]
+pub struct Grpc {
+    /// The operations.
+    pub sluice: Arc<Sluice>,
+    /// Call counters.
+    pub metrics: Arc<Metrics>,
+}
+
+type R<T> = Result<Response<T>, Status>;
+
+impl Grpc {
+    async fn call<T, U>(
+        &self,
+        method: &str,
+        fut: impl Future<Output = Result<T, ApiError>>,
+        map: impl FnOnce(T) -> U,
+    ) -> R<U> {
+        let started = Instant::now();
+        let r = fut.await.map(map).map_err(|e| e.to_grpc());
+        let code = match &r {
+            Ok(_) => "OK".to_string(),
+            Err(s) => format!("{:?}", s.code()),
+        };
+        self.metrics.grpc(method, &code, started.elapsed());
+        r.map(Response::new)
+    }
+}
+
+/// Checks `authorization: Bearer <token>` in constant time.
+pub fn operator_interceptor(
+    token: Arc<str>,
+) -> impl Fn(Request<()>) -> Result<Request<()>, Status> + Clone {
+    move |req: Request<()>| {
+        let ok = req
+            .metadata()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .is_some_and(|t| bool::from(t.as_bytes().ct_eq(token.as_bytes())));
+        if ok {
+            Ok(req)
+        } else {
+            Err(ApiError::unauthorized().to_grpc())
+        }
+    }
+}
+
+fn ticket(t: &str) -> TicketSource {
+    if t.is_empty() {
+        TicketSource::None
+    } else {
+        TicketSource::Explicit(t.to_string())
+    }
+}
+
+fn visitor(v: VisitorReply) -> pb::VisitorStatus {
+    pb::VisitorStatus {
+        state: v.state,
+        room: v.room,
+        visitor_id: v.visitor_id,
+        ticket: v.ticket,
+        position: v.position,
+        eta_secs: v.eta_secs,
+        waiting: v.waiting,
+        admission_token: v.admission_token,
+        expires_at: v.expires_at,
+        reason: v.reason,
+        applied_index: v.applied_index,
+    }
+}
+
+fn config_to_pb(c: &RoomConfigBody) -> pb::RoomConfig {
+    pb::RoomConfig {
+        capacity: c.capacity,
+        admit_per_minute: c.admit_per_minute,
+        admit_burst: c.admit_burst,
+        session_ttl_secs: c.session_ttl_secs,
+        waiter_ttl_secs: c.waiter_ttl_secs,
+        mode: c.mode.clone(),
+        opens_at: c.opens_at,
+        closes_at: c.closes_at,
+        shuffle_at_open: c.shuffle_at_open,
+        max_waiting: c.max_waiting,
+        paused: c.paused,
+        health: c.health.clone(),
+        slow_factor: c.slow_factor,
+        branding: Some(pb::Branding {
+            title: c.branding.title.clone(),
+            message: c.branding.message.clone(),
+            accent_color: c.branding.accent_color.clone(),
+            background_color: c.branding.background_color.clone(),
+            logo_url: c.branding.logo_url.clone(),
+        }),
+    }
+}
+
+fn config_from_pb(c: pb::RoomConfig) -> RoomConfigBody {
+    let b = c.branding.unwrap_or_default();
+    RoomConfigBody {
+        capacity: c.capacity,
+        admit_per_minute: c.admit_per_minute,
+        admit_burst: c.admit_burst,
+        session_ttl_secs: c.session_ttl_secs,
+        waiter_ttl_secs: c.waiter_ttl_secs,
+        mode: if c.mode.is_empty() {
+            "fifo".into()
+        } else {
+            c.mode
+        },
+        opens_at: c.opens_at,
+        closes_at: c.closes_at,
+        shuffle_at_open: c.shuffle_at_open,
+        max_waiting: c.max_waiting,
+        paused: c.paused,
+        health: if c.health.is_empty() {
+            "ok".into()
+        } else {
+            c.health
+        },
+        slow_factor: if c.slow_factor == 0.0 {
+            0.5
+        } else {
+            c.slow_factor
+        },
+        branding: BrandingBody {
+            title: b.title,
+            message: b.message,
+            accent_color: b.accent_color,
+            background_color: b.background_color,
+            logo_url: b.logo_url,
+        },
+    }
+}
+
+fn room(r: RoomBody) -> pb::Room {
+    pb::Room {
+        name: r.name,
+        config: Some(config_to_pb(&r.config)),
+        open: r.open,
+        closed: r.closed,
+        waiting: r.waiting,
+        active: r.active,
+        totals: Some(pb::Totals {
+            joined: r.totals.joined,
+            admitted: r.totals.admitted,
+            left: r.totals.left,
+            abandoned: r.totals.abandoned,
+            expired: r.totals.expired,
+            revoked: r.totals.revoked,
+        }),
+        admitted_last_minute: r.admitted_last_minute,
+        eta_rate_per_minute: r.eta_rate_per_minute,
+        bucket_tokens: r.bucket_tokens,
+        applied_index: r.applied_index,
+    }
+}
+
+fn pool(p: PoolReply) -> pb::Pool {
+    pb::Pool {
+        name: p.name,
+        room_capacity: p.room_capacity,
+        rooms_max: p.rooms_max,
+        rooms: p
+            .rooms
+            .into_iter()
+            .map(|r| pb::PoolRoom {
+                room: r.room,
+                index: r.index,
+                count: r.count,
+            })
+            .collect(),
+        total: p.total,
+        applied_index: p.applied_index,
+    }
+}
+
+fn count(c: CountReply) -> pb::CountReply {
+    pb::CountReply {
+        count: c.count,
+        applied_index: c.applied_index,
+    }
+}
+
+fn cluster(s: sluice_raft::ClusterStatus) -> pb::ClusterStatus {
+    pb::ClusterStatus {
+        id: s.id,
+        state: s.state,
+        leader: s.leader,
+        term: s.term,
+        last_log_index: s.last_log_index,
+        committed_index: s.committed_index,
+        applied_index: s.applied_index,
+        snapshot_index: s.snapshot_index,
+        nodes: s
+            .nodes
+            .iter()
+            .map(|(id, n)| pb::NodeInfo {
+                id: *id,
+                raft_addr: n.raft.clone(),
+                http_addr: n.http.clone(),
+                grpc_addr: n.grpc.clone(),
+                voter: s.voters.contains(id),
+                matched_index: s.replication.get(id).map(|r| r.matched_index),
+                lag: s.replication.get(id).map(|r| r.lag),
+            })
+            .collect(),
+        ready: s.ready,
+    }
+}
+
+#[tonic::async_trait]
+impl pb::visitor_server::Visitor for Grpc {
+    async fn join(&self, req: Request<pb::JoinRequest>) -> R<pb::VisitorStatus> {
+        let r = req.into_inner();
+        self.call(
+            "Visitor/Join",
+            self.sluice.join(&r.room, &ticket(&r.ticket)),
+            visitor,
+        )
+        .await
+    }
+
+    async fn status(&self, req: Request<pb::VisitorRequest>) -> R<pb::VisitorStatus> {
+        let r = req.into_inner();
+        self.call(
+            "Visitor/Status",
+            self.sluice
+                .status(&r.room, &ticket(&r.ticket), r.consistent),
+            visitor,
+        )
+        .await
+    }
+
+    async fn heartbeat(&self, req: Request<pb::VisitorRequest>) -> R<pb::VisitorStatus> {
+        let r = req.into_inner();
+        self.call(
+            "Visitor/Heartbeat",
+            self.sluice.heartbeat(&r.room, &ticket(&r.ticket)),
+            visitor,
+        )
+        .await
+    }
+
+    async fn leave(&self, req: Request<pb::VisitorRequest>) -> R<pb::VisitorStatus> {
+        let r = req.into_inner();
+        self.call(
+            "Visitor/Leave",
+            self.sluice.leave(&r.room, &ticket(&r.ticket)),
+            visitor,
+        )
+        .await
+    }
+
+    async fn check(&self, req: Request<pb::GateRequest>) -> R<pb::GateReply> {
+        let r = req.into_inner();
+        let result = self.sluice.gate(
+            &r.room,
+            Some(&r.ticket)
+                .filter(|t| !t.is_empty())
+                .map(|t| t.as_str()),
+        );
+        let reply = match result {
+            Ok(v) => pb::GateReply {
+                admitted: true,
+                visitor_id: v.to_string(),
+            },
+            Err(e) if e.status == axum::http::StatusCode::UNAUTHORIZED => pb::GateReply {
+                admitted: false,
+                visitor_id: String::new(),
+            },
+            Err(e) => {
+                return self
+                    .call("Visitor/Check", async { Err::<(), _>(e) }, |_| {
+                        pb::GateReply::default()
+                    })
+                    .await
+            }
+        };
+        self.call("Visitor/Check", async { Ok(reply) }, |r| r).await
+    }
+}
+
+#[tonic::async_trait]
+impl pb::admin_server::Admin for Grpc {
+    async fn put_room(&self, req: Request<pb::PutRoomRequest>) -> R<pb::PutRoomReply> {
+        let r = req.into_inner();
+        let body = config_from_pb(
+            r.config
+                .unwrap_or_else(|| config_to_pb(&RoomConfigBody::default())),
+        );
+        self.call(
+            "Admin/PutRoom",
+            self.sluice.put_room(&r.room, &body),
+            |(rb, created)| pb::PutRoomReply {
+                room: Some(room(rb)),
+                created,
+            },
+        )
+        .await
+    }
+
+    async fn get_room(&self, req: Request<pb::RoomRef>) -> R<pb::Room> {
+        let r = req.into_inner();
+        self.call(
+            "Admin/GetRoom",
+            self.sluice.get_room(&r.room, r.consistent),
+            room,
+        )
+        .await
+    }
+
+    async fn delete_room(&self, req: Request<pb::RoomRef>) -> R<pb::CountReply> {
+        let r = req.into_inner();
+        self.call("Admin/DeleteRoom", self.sluice.delete_room(&r.room), count)
+            .await
+    }
+
+    async fn list_rooms(&self, req: Request<pb::RoomRef>) -> R<pb::RoomList> {
+        let r = req.into_inner();
+        self.call(
+            "Admin/ListRooms",
+            self.sluice.list_rooms(r.consistent),
+            |l| pb::RoomList {
+                rooms: l.rooms.into_iter().map(room).collect(),
+                applied_index: l.applied_index,
+            },
+        )
+        .await
+    }
+
+    async fn pause(&self, req: Request<pb::RoomRef>) -> R<pb::Room> {
+        let r = req.into_inner();
+        self.call("Admin/Pause", self.sluice.pause(&r.room, true), room)
+            .await
+    }
+
+    async fn resume(&self, req: Request<pb::RoomRef>) -> R<pb::Room> {
+        let r = req.into_inner();
+        self.call("Admin/Resume", self.sluice.pause(&r.room, false), room)
+            .await
+    }
+
+    async fn set_mode(&self, req: Request<pb::SetModeRequest>) -> R<pb::Room> {
+        let r = req.into_inner();
+        self.call(
+            "Admin/SetMode",
+            self.sluice.set_mode(&r.room, &r.mode),
+            room,
+        )
+        .await
+    }
+
+    async fn set_health(&self, req: Request<pb::SetHealthRequest>) -> R<pb::Room> {
+        let r = req.into_inner();
+        self.call(
+            "Admin/SetHealth",
+            self.sluice.set_health(&r.room, &r.health, r.slow_factor),
+            room,
+        )
+        .await
+    }
+
+    async fn admit(&self, req: Request<pb::AdmitRequest>) -> R<pb::CountReply> {
+        let r = req.into_inner();
+        self.call("Admin/Admit", self.sluice.admit(&r.room, r.count), count)
+            .await
+    }
+
+    async fn revoke(&self, req: Request<pb::RevokeRequest>) -> R<pb::CountReply> {
+        let r = req.into_inner();
+        let v = Some(r.visitor_id.as_str()).filter(|v| !v.is_empty());
+        self.call("Admin/Revoke", self.sluice.revoke(&r.room, v, r.all), count)
+            .await
+    }
+
+    async fn queue(&self, req: Request<pb::QueueRequest>) -> R<pb::QueueReply> {
+        let r = req.into_inner();
+        let limit = if r.limit == 0 {
+            100
+        } else {
+            r.limit.min(usize::MAX as u64) as usize
+        };
+        self.call(
+            "Admin/Queue",
+            self.sluice.queue(&r.room, r.offset, limit, r.consistent),
+            |q| pb::QueueReply {
+                room: q.room,
+                mode: q.mode,
+                waiting: q.waiting,
+                entries: q
+                    .entries
+                    .into_iter()
+                    .map(|e| pb::QueueEntry {
+                        position: e.position,
+                        visitor_id: e.visitor_id,
+                        seq: e.seq,
+                        last_seen_ms: e.last_seen_ms,
+                    })
+                    .collect(),
+                applied_index: q.applied_index,
+            },
+        )
+        .await
+    }
+
+    async fn put_pool(&self, req: Request<pb::PutPoolRequest>) -> R<pb::Pool> {
+        let r = req.into_inner();
+        let body = PoolBody {
+            room_capacity: r.room_capacity,
+            rooms_max: if r.rooms_max == 0 { 1_000 } else { r.rooms_max },
+        };
+        self.call("Admin/PutPool", self.sluice.put_pool(&r.pool, &body), pool)
+            .await
+    }
+
+    async fn get_pool(&self, req: Request<pb::PoolRef>) -> R<pb::Pool> {
+        let r = req.into_inner();
+        self.call(
+            "Admin/GetPool",
+            self.sluice.get_pool(&r.pool, r.consistent),
+            pool,
+        )
+        .await
+    }
+
+    async fn assign(&self, req: Request<pb::PoolRef>) -> R<pb::AssignReply> {
+        let r = req.into_inner();
+        self.call("Admin/Assign", self.sluice.assign(&r.pool), |a| {
+            pb::AssignReply {
+                room: a.room,
+                room_index: a.room_index,
+                count: a.count,
+                total: a.total,
+                applied_index: a.applied_index,
+            }
+        })
+        .await
+    }
+
+    async fn release(&self, req: Request<pb::PoolRoomRequest>) -> R<pb::Pool> {
+        let r = req.into_inner();
+        let body = PoolRoomBody {
+            room_index: Some(r.room_index),
+            room: None,
+            count: None,
+        };
+        self.call(
+            "Admin/Release",
+            self.sluice.release_or_report(&r.pool, &body, false),
+            pool,
+        )
+        .await
+    }
+
+    async fn report(&self, req: Request<pb::PoolRoomRequest>) -> R<pb::Pool> {
+        let r = req.into_inner();
+        let body = PoolRoomBody {
+            room_index: Some(r.room_index),
+            room: None,
+            count: Some(r.count),
+        };
+        self.call(
+            "Admin/Report",
+            self.sluice.release_or_report(&r.pool, &body, true),
+            pool,
+        )
+        .await
+    }
+}
+
+#[tonic::async_trait]
+impl pb::cluster_server::Cluster for Grpc {
+    async fn status(&self, _req: Request<pb::Empty>) -> R<pb::ClusterStatus> {
+        let s = self.sluice.cluster();
+        self.call("Cluster/Status", async { Ok(s) }, cluster).await
+    }
+
+    async fn add_learner(&self, req: Request<pb::AddLearnerRequest>) -> R<pb::ClusterStatus> {
+        let r = req.into_inner();
+        let b = LearnerBody {
+            id: r.id,
+            raft_addr: r.raft_addr,
+            http_addr: r.http_addr,
+            grpc_addr: r.grpc_addr,
+        };
+        self.call("Cluster/AddLearner", self.sluice.add_learner(&b), cluster)
+            .await
+    }
+
+    async fn change_membership(&self, req: Request<pb::MembershipRequest>) -> R<pb::ClusterStatus> {
+        let r = req.into_inner();
+        let b = MembershipBody {
+            action: r.action,
+            id: r.id,
+        };
+        self.call(
+            "Cluster/ChangeMembership",
+            self.sluice.change_membership(&b),
+            cluster,
+        )
+        .await
+    }
+}

@@ -1,0 +1,815 @@
+//! The HTTP API (axum): visitor endpoints, the proxy gate, operator endpoints, pages, metrics,
+//! health and the OpenAPI document. Handlers only parse and render; [`Sluice`] does the work.
+
+use crate::core::{Sluice, TicketSource};
+use crate::error::ApiError;
+use crate::metrics::Metrics;
+use crate::model::*;
+use crate::pages;
+use axum::body::Bytes;
+use axum::extract::{ConnectInfo, MatchedPath, Path, Query, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use futures::Stream;
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use serde::Deserialize;
+use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr};
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use subtle::ConstantTimeEq;
+use tokio_util::sync::CancellationToken;
+use utoipa::OpenApi;
+
+/// Name of the ticket cookie.
+pub const COOKIE: &str = "sluice_ticket";
+
+/// Everything handlers share.
+#[derive(Debug)]
+pub struct App {
+    /// The operations.
+    pub sluice: Arc<Sluice>,
+    /// Request metrics.
+    pub metrics: Arc<Metrics>,
+    /// The operator token.
+    pub admin_token: String,
+    /// Per-client limiter for visitor endpoints.
+    pub limiter: DefaultKeyedRateLimiter<IpAddr>,
+    /// Use `X-Forwarded-For` for the client address.
+    pub trust_forwarded_for: bool,
+    /// Mark cookies `Secure`.
+    pub secure_cookies: bool,
+    /// Largest request body.
+    pub body_bytes_max: usize,
+    /// Ends event streams on shutdown.
+    pub shutdown: CancellationToken,
+    /// The room the landing page links to (`sluice dev`'s demo room).
+    pub demo_room: Option<String>,
+}
+
+impl App {
+    /// Shared state with a limiter of `per_second` requests (burst `burst`) per client.
+    pub fn new(
+        sluice: Arc<Sluice>,
+        metrics: Arc<Metrics>,
+        admin_token: String,
+        per_second: u32,
+        burst: u32,
+    ) -> Self {
+        let rate = NonZeroU32::new(per_second.max(1)).expect("non-zero");
+        let burst = NonZeroU32::new(burst.max(1)).expect("non-zero");
+        App {
+            sluice,
+            metrics,
+            admin_token,
+            limiter: RateLimiter::keyed(Quota::per_second(rate).allow_burst(burst)),
+            trust_forwarded_for: false,
+            secure_cookies: false,
+            body_bytes_max: 64 * 1024,
+            shutdown: CancellationToken::new(),
+            demo_room: None,
+        }
+    }
+}
+
+type AppState = State<Arc<App>>;
+
+// ---- helpers ---------------------------------------------------------------------------------
+
+fn cookie_ticket(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find_map(|v| {
+            v.split(';').map(str::trim).find_map(|kv| {
+                kv.strip_prefix(COOKIE)
+                    .and_then(|r| r.strip_prefix('='))
+                    .map(str::to_string)
+            })
+        })
+}
+
+/// The ticket in the `sluice_ticket` cookie, if any.
+pub fn cookie_ticket_of(headers: &HeaderMap) -> Option<String> {
+    cookie_ticket(headers)
+}
+
+fn header_ticket(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Ticket "))
+        .map(|t| t.trim().to_string())
+}
+
+/// Ticket precedence: body field, `Authorization: Ticket`, query `ticket`, cookie.
+fn ticket_source(headers: &HeaderMap, query: Option<&str>, body: Option<String>) -> TicketSource {
+    if let Some(t) = body
+        .or_else(|| header_ticket(headers))
+        .or_else(|| query.map(str::to_string))
+    {
+        return TicketSource::Explicit(t);
+    }
+    match cookie_ticket(headers) {
+        Some(t) => TicketSource::Cookie(t),
+        None => TicketSource::None,
+    }
+}
+
+fn parse_body<T: serde::de::DeserializeOwned + Default>(body: &Bytes) -> Result<T, ApiError> {
+    if body.iter().all(|b| b.is_ascii_whitespace()) {
+        return Ok(T::default());
+    }
+    serde_json::from_slice(body).map_err(json_error)
+}
+
+fn parse_required<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
+    serde_json::from_slice(body).map_err(json_error)
+}
+
+fn json_error(e: serde_json::Error) -> ApiError {
+    let msg = e.to_string();
+    if msg.contains("unknown field") {
+        ApiError::new(StatusCode::BAD_REQUEST, "unknown_field", msg)
+    } else if e.is_syntax() || e.is_eof() {
+        ApiError::new(StatusCode::BAD_REQUEST, "malformed_json", msg)
+    } else {
+        ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", msg)
+    }
+}
+
+fn with_cookie(app: &App, reply: VisitorReply) -> Response {
+    let secure = if app.secure_cookies { "; Secure" } else { "" };
+    let cookie = format!(
+        "{COOKIE}={}; Path=/; HttpOnly; SameSite=Lax; Max-Age=86400{secure}",
+        reply.ticket
+    );
+    let mut resp = Json(reply).into_response();
+    if let Ok(v) = HeaderValue::from_str(&cookie) {
+        resp.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    resp.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    resp
+}
+
+fn respond<T: serde::Serialize>(r: Result<T, ApiError>) -> Response {
+    match r {
+        Ok(v) => Json(v).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Query parameters of reads.
+#[derive(Debug, Default, Deserialize)]
+pub struct ReadQuery {
+    /// Linearizable read.
+    #[serde(default)]
+    pub consistent: Option<bool>,
+    /// Ticket (alternative to the cookie).
+    #[serde(default)]
+    pub ticket: Option<String>,
+    /// Queue page start.
+    #[serde(default)]
+    pub offset: Option<u64>,
+    /// Queue page size.
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// Where the waiting page sends an admitted visitor.
+    #[serde(default)]
+    pub next: Option<String>,
+}
+
+// ---- visitor endpoints -------------------------------------------------------------------
+
+/// Join a room, or resume the place a ticket holds.
+#[utoipa::path(post, path = "/v1/rooms/{room}/join", request_body(content = Option<TicketBody>),
+    params(("room" = String, Path, description = "Room name")),
+    responses((status = 200, body = VisitorReply), (status = 401, description = "invalid ticket"), (status = 404, description = "unknown room"),
+        (status = 503, description = "queue full or no leader; see Retry-After")))]
+async fn join(
+    State(app): AppState,
+    Path(room): Path<String>,
+    Query(q): Query<ReadQuery>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let b: TicketBody = match parse_body(&body) {
+        Ok(b) => b,
+        Err(e) => return e.into_response(),
+    };
+    let src = ticket_source(&headers, q.ticket.as_deref(), b.ticket);
+    match app.sluice.join(&room, &src).await {
+        Ok(r) => with_cookie(&app, r),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// A visitor's status, from this node's applied state (or linearizable with `consistent=true`).
+#[utoipa::path(get, path = "/v1/rooms/{room}/status",
+    params(("room" = String, Path), ("consistent" = Option<bool>, Query), ("ticket" = Option<String>, Query)),
+    responses((status = 200, body = VisitorReply), (status = 401), (status = 404)))]
+async fn status(
+    State(app): AppState,
+    Path(room): Path<String>,
+    Query(q): Query<ReadQuery>,
+    headers: HeaderMap,
+) -> Response {
+    let src = ticket_source(&headers, q.ticket.as_deref(), None);
+    match app
+        .sluice
+        .status(&room, &src, q.consistent.unwrap_or(false))
+        .await
+    {
+        Ok(r) => with_cookie(&app, r),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Record activity (renews a session, checks a waiter in); batched.
+#[utoipa::path(post, path = "/v1/rooms/{room}/heartbeat", request_body(content = Option<TicketBody>),
+    params(("room" = String, Path)), responses((status = 200, body = VisitorReply), (status = 401), (status = 404)))]
+async fn heartbeat(
+    State(app): AppState,
+    Path(room): Path<String>,
+    Query(q): Query<ReadQuery>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let b: TicketBody = match parse_body(&body) {
+        Ok(b) => b,
+        Err(e) => return e.into_response(),
+    };
+    let src = ticket_source(&headers, q.ticket.as_deref(), b.ticket);
+    match app.sluice.heartbeat(&room, &src).await {
+        Ok(r) => with_cookie(&app, r),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Leave the room.
+#[utoipa::path(post, path = "/v1/rooms/{room}/leave", request_body(content = Option<TicketBody>),
+    params(("room" = String, Path)), responses((status = 200, body = VisitorReply), (status = 401), (status = 404)))]
+async fn leave(
+    State(app): AppState,
+    Path(room): Path<String>,
+    Query(q): Query<ReadQuery>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let b: TicketBody = match parse_body(&body) {
+        Ok(b) => b,
+        Err(e) => return e.into_response(),
+    };
+    let src = ticket_source(&headers, q.ticket.as_deref(), b.ticket);
+    respond(app.sluice.leave(&room, &src).await)
+}
+
+/// Server-Sent Events: the visitor's status whenever it changes; ends once admitted or gone.
+#[utoipa::path(get, path = "/v1/rooms/{room}/events", params(("room" = String, Path)),
+    responses((status = 200, description = "text/event-stream of `status` events (VisitorReply JSON)")))]
+async fn events(
+    State(app): AppState,
+    Path(room): Path<String>,
+    Query(q): Query<ReadQuery>,
+    headers: HeaderMap,
+) -> Response {
+    let src = ticket_source(&headers, q.ticket.as_deref(), None);
+    let first = match app.sluice.status(&room, &src, false).await {
+        Ok(r) => r,
+        Err(e) => return e.into_response(),
+    };
+    Sse::new(status_stream(app, room, src, first))
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response()
+}
+
+struct StreamState {
+    app: Arc<App>,
+    room: String,
+    src: TicketSource,
+    pending: Option<VisitorReply>,
+    last: Option<(String, Option<u64>, Option<u64>, Option<u64>)>,
+    done: bool,
+}
+
+fn status_stream(
+    app: Arc<App>,
+    room: String,
+    src: TicketSource,
+    first: VisitorReply,
+) -> impl Stream<Item = Result<Event, Infallible>> {
+    let st = StreamState {
+        app,
+        room,
+        src,
+        pending: Some(first),
+        last: None,
+        done: false,
+    };
+    futures::stream::unfold(st, |mut st| async move {
+        loop {
+            if st.done {
+                return None;
+            }
+            if let Some(r) = st.pending.take() {
+                st.last = Some((r.state.clone(), r.position, r.eta_secs, r.waiting));
+                st.done = r.state != "waiting";
+                let ev = Event::default()
+                    .event("status")
+                    .json_data(&r)
+                    .unwrap_or_else(|_| Event::default());
+                return Some((Ok(ev), st));
+            }
+            tokio::select! {
+                _ = st.app.shutdown.cancelled() => return None,
+                _ = tokio::time::sleep(Duration::from_millis(250)) => {}
+            }
+            match st.app.sluice.status(&st.room, &st.src, false).await {
+                Ok(r) => {
+                    if st.last.as_ref()
+                        != Some(&(r.state.clone(), r.position, r.eta_secs, r.waiting))
+                    {
+                        st.pending = Some(r);
+                    }
+                }
+                Err(e)
+                    if e.status == StatusCode::SERVICE_UNAVAILABLE
+                        || e.status == StatusCode::GATEWAY_TIMEOUT => {}
+                Err(e) => {
+                    st.done = true;
+                    let body = serde_json::json!({"error": {"code": e.code, "message": e.message}});
+                    return Some((
+                        Ok(Event::default().event("error").data(body.to_string())),
+                        st,
+                    ));
+                }
+            }
+        }
+    })
+}
+
+/// Forward-auth for reverse proxies: 200 when the cookie's ticket holds an active admission.
+#[utoipa::path(get, path = "/gate/{room}/check", params(("room" = String, Path)),
+    responses((status = 200, description = "admitted"), (status = 401, description = "not admitted")))]
+async fn gate(State(app): AppState, Path(room): Path<String>, headers: HeaderMap) -> Response {
+    let ticket = header_ticket(&headers).or_else(|| cookie_ticket(&headers));
+    match app.sluice.gate(&room, ticket.as_deref()) {
+        Ok(v) => {
+            let mut r = StatusCode::OK.into_response();
+            if let Ok(h) = HeaderValue::from_str(&v.to_string()) {
+                r.headers_mut().insert("x-sluice-visitor", h);
+            }
+            r.headers_mut()
+                .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            r
+        }
+        Err(mut e) => {
+            if e.status != StatusCode::SERVICE_UNAVAILABLE {
+                e.status = StatusCode::UNAUTHORIZED;
+            }
+            let mut r = e.into_response();
+            if let Ok(h) = HeaderValue::from_str(&format!("/wait/{room}")) {
+                r.headers_mut().insert("x-sluice-wait", h);
+            }
+            r
+        }
+    }
+}
+
+// ---- operator endpoints ------------------------------------------------------------------
+
+/// Create or replace a room.
+#[utoipa::path(put, path = "/v1/rooms/{room}", request_body = RoomConfigBody, params(("room" = String, Path)),
+    responses((status = 201, body = RoomBody), (status = 200, body = RoomBody), (status = 400), (status = 401)),
+    security(("bearer" = [])))]
+async fn put_room(State(app): AppState, Path(room): Path<String>, body: Bytes) -> Response {
+    let b: RoomConfigBody = match parse_body(&body) {
+        Ok(b) => b,
+        Err(e) => return e.into_response(),
+    };
+    match app.sluice.put_room(&room, &b).await {
+        Ok((r, created)) => (
+            if created {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            },
+            Json(r),
+        )
+            .into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// A room.
+#[utoipa::path(get, path = "/v1/rooms/{room}", params(("room" = String, Path), ("consistent" = Option<bool>, Query)),
+    responses((status = 200, body = RoomBody), (status = 404)), security(("bearer" = [])))]
+async fn get_room(
+    State(app): AppState,
+    Path(room): Path<String>,
+    Query(q): Query<ReadQuery>,
+) -> Response {
+    respond(
+        app.sluice
+            .get_room(&room, q.consistent.unwrap_or(false))
+            .await,
+    )
+}
+
+/// Delete a room with everyone in it.
+#[utoipa::path(delete, path = "/v1/rooms/{room}", params(("room" = String, Path)),
+    responses((status = 200, body = CountReply), (status = 404)), security(("bearer" = [])))]
+async fn delete_room(State(app): AppState, Path(room): Path<String>) -> Response {
+    respond(app.sluice.delete_room(&room).await)
+}
+
+/// Every room.
+#[utoipa::path(get, path = "/v1/rooms", params(("consistent" = Option<bool>, Query)),
+    responses((status = 200, body = RoomList)), security(("bearer" = [])))]
+async fn list_rooms(State(app): AppState, Query(q): Query<ReadQuery>) -> Response {
+    respond(app.sluice.list_rooms(q.consistent.unwrap_or(false)).await)
+}
+
+/// Operator actions: `pause`, `resume`, `mode`, `health`, `admit`, `revoke`.
+#[utoipa::path(post, path = "/v1/rooms/{room}/{action}",
+    params(("room" = String, Path), ("action" = String, Path, description = "pause | resume | mode | health | admit | revoke")),
+    request_body(content = Option<serde_json::Value>, description = "mode: ModeBody; health: HealthBody; admit: AdmitBody; revoke: RevokeBody"),
+    responses((status = 200, description = "RoomBody or CountReply"), (status = 400), (status = 404)), security(("bearer" = [])))]
+async fn room_action(
+    State(app): AppState,
+    Path((room, action)): Path<(String, String)>,
+    body: Bytes,
+) -> Response {
+    let s = &app.sluice;
+    let r: Result<serde_json::Value, ApiError> = async {
+        Ok(match action.as_str() {
+            "pause" => serde_json::to_value(s.pause(&room, true).await?),
+            "resume" => serde_json::to_value(s.pause(&room, false).await?),
+            "mode" => {
+                let b: ModeBody = parse_required(&body)?;
+                serde_json::to_value(s.set_mode(&room, &b.mode).await?)
+            }
+            "health" => {
+                let b: HealthBody = parse_required(&body)?;
+                serde_json::to_value(s.set_health(&room, &b.health, b.slow_factor).await?)
+            }
+            "admit" => {
+                let b: AdmitBody = parse_required(&body)?;
+                serde_json::to_value(s.admit(&room, b.count).await?)
+            }
+            "revoke" => {
+                let b: RevokeBody = parse_required(&body)?;
+                serde_json::to_value(s.revoke(&room, b.visitor_id.as_deref(), b.all).await?)
+            }
+            _ => {
+                return Err(ApiError::new(
+                    StatusCode::NOT_FOUND,
+                    "not_found",
+                    format!("no action {action:?}"),
+                ))
+            }
+        }
+        .expect("replies serialize"))
+    }
+    .await;
+    respond(r)
+}
+
+/// Waiters in admission order.
+#[utoipa::path(get, path = "/v1/rooms/{room}/queue",
+    params(("room" = String, Path), ("consistent" = Option<bool>, Query), ("offset" = Option<u64>, Query), ("limit" = Option<usize>, Query)),
+    responses((status = 200, body = QueueReply), (status = 404)), security(("bearer" = [])))]
+async fn queue(
+    State(app): AppState,
+    Path(room): Path<String>,
+    Query(q): Query<ReadQuery>,
+) -> Response {
+    respond(
+        app.sluice
+            .queue(
+                &room,
+                q.offset.unwrap_or(0),
+                q.limit.unwrap_or(100),
+                q.consistent.unwrap_or(false),
+            )
+            .await,
+    )
+}
+
+/// Create or reconfigure a pool.
+#[utoipa::path(put, path = "/v1/pools/{pool}", request_body = PoolBody, params(("pool" = String, Path)),
+    responses((status = 200, body = PoolReply)), security(("bearer" = [])))]
+async fn put_pool(State(app): AppState, Path(pool): Path<String>, body: Bytes) -> Response {
+    match parse_required::<PoolBody>(&body) {
+        Ok(b) => respond(app.sluice.put_pool(&pool, &b).await),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// A pool.
+#[utoipa::path(get, path = "/v1/pools/{pool}", params(("pool" = String, Path), ("consistent" = Option<bool>, Query)),
+    responses((status = 200, body = PoolReply), (status = 404)), security(("bearer" = [])))]
+async fn get_pool(
+    State(app): AppState,
+    Path(pool): Path<String>,
+    Query(q): Query<ReadQuery>,
+) -> Response {
+    respond(
+        app.sluice
+            .get_pool(&pool, q.consistent.unwrap_or(false))
+            .await,
+    )
+}
+
+/// Pool actions: `assign`, `release`, `report`.
+#[utoipa::path(post, path = "/v1/pools/{pool}/{action}",
+    params(("pool" = String, Path), ("action" = String, Path, description = "assign | release | report")),
+    request_body(content = Option<PoolRoomBody>), responses((status = 200, description = "AssignReply or PoolReply")), security(("bearer" = [])))]
+async fn pool_action(
+    State(app): AppState,
+    Path((pool, action)): Path<(String, String)>,
+    body: Bytes,
+) -> Response {
+    let s = &app.sluice;
+    match action.as_str() {
+        "assign" => respond(s.assign(&pool).await),
+        "release" | "report" => match parse_required::<PoolRoomBody>(&body) {
+            Ok(b) => respond(s.release_or_report(&pool, &b, action == "report").await),
+            Err(e) => e.into_response(),
+        },
+        _ => ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("no action {action:?}"),
+        )
+        .into_response(),
+    }
+}
+
+/// This node's view of the cluster.
+#[utoipa::path(get, path = "/v1/cluster", responses((status = 200, description = "ClusterStatus")), security(("bearer" = [])))]
+async fn cluster(State(app): AppState) -> Response {
+    Json(app.sluice.cluster()).into_response()
+}
+
+/// Add a learner.
+#[utoipa::path(post, path = "/v1/cluster/learners", request_body = LearnerBody,
+    responses((status = 200, description = "ClusterStatus"), (status = 400)), security(("bearer" = [])))]
+async fn add_learner(State(app): AppState, body: Bytes) -> Response {
+    match parse_required::<LearnerBody>(&body) {
+        Ok(b) => respond(app.sluice.add_learner(&b).await),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Promote a learner or remove a node.
+#[utoipa::path(post, path = "/v1/cluster/membership", request_body = MembershipBody,
+    responses((status = 200, description = "ClusterStatus"), (status = 400)), security(("bearer" = [])))]
+async fn membership(State(app): AppState, body: Bytes) -> Response {
+    match parse_required::<MembershipBody>(&body) {
+        Ok(b) => respond(app.sluice.change_membership(&b).await),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// The applied index and state digest of this node.
+#[utoipa::path(get, path = "/v1/cluster/digest", responses((status = 200, description = "{applied_index, digest}")), security(("bearer" = [])))]
+async fn digest(State(app): AppState) -> Response {
+    match app.sluice.node.digest() {
+        Ok((i, d)) => Json(serde_json::json!({"applied_index": i, "digest": d})).into_response(),
+        Err(e) => ApiError::from(e).into_response(),
+    }
+}
+
+async fn metrics(State(app): AppState) -> Response {
+    let body = app.metrics.render(&app.sluice);
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        body,
+    )
+        .into_response()
+}
+
+// ---- public endpoints --------------------------------------------------------------------
+
+async fn healthz() -> Response {
+    Json(serde_json::json!({"status": "ok"})).into_response()
+}
+
+async fn readyz(State(app): AppState) -> Response {
+    match app.sluice.ready() {
+        Ok(()) => Json(serde_json::json!({"status": "ready"})).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn jwks(State(app): AppState) -> Response {
+    (
+        [(header::CACHE_CONTROL, "max-age=300")],
+        Json(app.sluice.jwt.jwks()),
+    )
+        .into_response()
+}
+
+async fn openapi() -> Response {
+    Json(ApiDoc::openapi()).into_response()
+}
+
+async fn landing(State(app): AppState) -> Html<String> {
+    Html(pages::landing(app.demo_room.as_deref()))
+}
+
+async fn wait_page(
+    State(app): AppState,
+    Path(room): Path<String>,
+    Query(q): Query<ReadQuery>,
+    headers: HeaderMap,
+) -> Response {
+    pages::wait(&app, &room, q.next.as_deref(), &headers).await
+}
+
+async fn admin_page() -> Html<String> {
+    Html(pages::admin())
+}
+
+async fn not_found() -> Response {
+    ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint").into_response()
+}
+
+// ---- middleware --------------------------------------------------------------------------
+
+async fn operator_auth(State(app): AppState, req: Request, next: Next) -> Response {
+    let ok = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .is_some_and(|t| bool::from(t.trim().as_bytes().ct_eq(app.admin_token.as_bytes())));
+    if ok {
+        next.run(req).await
+    } else {
+        ApiError::unauthorized().into_response()
+    }
+}
+
+fn client_ip(app: &App, req: &Request) -> IpAddr {
+    if app.trust_forwarded_for {
+        if let Some(ip) = req
+            .headers()
+            .get("x-forwarded-for")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(',').next())
+            .and_then(|v| v.trim().parse().ok())
+        {
+            return ip;
+        }
+    }
+    req.extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip())
+        .unwrap_or(IpAddr::from([0, 0, 0, 0]))
+}
+
+async fn rate_limit(State(app): AppState, req: Request, next: Next) -> Response {
+    let ip = client_ip(&app, &req);
+    if let Err(not_until) = app.limiter.check_key(&ip) {
+        let wait = not_until.wait_time_from(governor::clock::Clock::now(
+            &governor::clock::DefaultClock::default(),
+        ));
+        return ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limited",
+            "too many requests from this client",
+        )
+        .retry(wait.as_secs().max(1))
+        .into_response();
+    }
+    next.run(req).await
+}
+
+async fn record(State(app): AppState, req: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = req.method().clone();
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("unmatched".to_string(), |p| p.as_str().to_string());
+    let resp = next.run(req).await;
+    app.metrics.http(
+        method.as_str(),
+        &route,
+        resp.status().as_u16(),
+        started.elapsed(),
+    );
+    resp
+}
+
+/// The whole HTTP application.
+pub fn router(app: Arc<App>) -> Router {
+    let body_max = app.body_bytes_max;
+    let visitor = Router::new()
+        .route("/v1/rooms/{room}/join", post(join))
+        .route("/v1/rooms/{room}/status", get(status))
+        .route("/v1/rooms/{room}/heartbeat", post(heartbeat))
+        .route("/v1/rooms/{room}/leave", post(leave))
+        .route("/v1/rooms/{room}/events", get(events))
+        .route("/wait/{room}", get(wait_page))
+        .route_layer(middleware::from_fn_with_state(app.clone(), rate_limit));
+    let operator = Router::new()
+        .route("/v1/rooms", get(list_rooms))
+        .route(
+            "/v1/rooms/{room}",
+            get(get_room).put(put_room).delete(delete_room),
+        )
+        .route("/v1/rooms/{room}/queue", get(queue))
+        .route("/v1/rooms/{room}/{action}", post(room_action))
+        .route("/v1/pools/{pool}", get(get_pool).put(put_pool))
+        .route("/v1/pools/{pool}/{action}", post(pool_action))
+        .route("/v1/cluster", get(cluster))
+        .route("/v1/cluster/learners", post(add_learner))
+        .route("/v1/cluster/membership", post(membership))
+        .route("/v1/cluster/digest", get(digest))
+        .route("/metrics", get(metrics))
+        .route_layer(middleware::from_fn_with_state(app.clone(), operator_auth));
+    let public = Router::new()
+        .route("/", get(landing))
+        .route("/gate/{room}/check", get(gate))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/.well-known/jwks.json", get(jwks))
+        .route("/openapi.json", get(openapi))
+        .route("/admin", get(admin_page));
+    Router::new()
+        .merge(visitor)
+        .merge(operator)
+        .merge(public)
+        .fallback(not_found)
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "method not allowed",
+            )
+            .into_response()
+        })
+        .route_layer(middleware::from_fn_with_state(app.clone(), record))
+        .layer(axum::extract::DefaultBodyLimit::max(body_max))
+        .layer(tower_http::limit::RequestBodyLimitLayer::new(body_max))
+        .layer(middleware::map_response(body_limit_json))
+        .with_state(app)
+}
+
+/// Replaces the plain-text 413 of the body-limit layer with our JSON error.
+async fn body_limit_json(resp: Response) -> Response {
+    if resp.status() == StatusCode::PAYLOAD_TOO_LARGE
+        && resp
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .is_none_or(|v| v != "application/json")
+    {
+        return ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            "the request body is too large",
+        )
+        .into_response();
+    }
+    resp
+}
+
+/// The OpenAPI document, generated from the handlers above.
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "Sluice", description = "Virtual waiting room and admission coordinator", version = "1"),
+    paths(join, status, heartbeat, leave, events, gate, put_room, get_room, delete_room, list_rooms, room_action, queue,
+          put_pool, get_pool, pool_action, cluster, add_learner, membership, digest),
+    components(schemas(VisitorReply, TicketBody, RoomConfigBody, BrandingBody, RoomBody, RoomList, TotalsBody, ModeBody, HealthBody,
+        AdmitBody, RevokeBody, CountReply, QueueReply, QueueEntryBody, PoolBody, PoolReply, PoolRoom, AssignReply, PoolRoomBody,
+        LearnerBody, MembershipBody)),
+    modifiers(&BearerAuth)
+)]
+#[derive(Debug)]
+pub struct ApiDoc;
+
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
+        let c = openapi.components.get_or_insert_with(Default::default);
+        c.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
+        );
+    }
+}

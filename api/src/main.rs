@@ -1,0 +1,290 @@
+//! The `sluice` binary: `dev`, `serve`, `ctl`, `keygen`.
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use sluice_api::config::{
+    random_secret, Limits, Peer, RaftTuning, ServerConfig, TicketKey, TokensConfig,
+};
+use sluice_api::ctl::{self, CtlArgs};
+use sluice_api::server;
+use sluice_statemachine::{Command, RoomConfig};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "sluice",
+    version,
+    about = "A self-hosted virtual waiting room and admission coordinator"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// One local node with a demo room: the quickest way to try Sluice.
+    Dev {
+        /// Where data lives (created if missing).
+        #[arg(long, default_value = "sluice-data")]
+        data_dir: PathBuf,
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        http_addr: SocketAddr,
+        #[arg(long, default_value = "127.0.0.1:50051")]
+        grpc_addr: SocketAddr,
+        #[arg(long, default_value = "127.0.0.1:7000")]
+        raft_addr: SocketAddr,
+        /// Operator token (default: generated once and kept in the data directory).
+        #[arg(long, env = "SLUICE_ADMIN_TOKEN", hide_env_values = true)]
+        admin_token: Option<String>,
+        /// Log as JSON.
+        #[arg(long)]
+        json_logs: bool,
+    },
+    /// One node of a cluster, configured by a TOML file (see deploy/sluice.example.toml).
+    Serve {
+        #[arg(long, env = "SLUICE_CONFIG")]
+        config: PathBuf,
+        #[arg(long, env = "SLUICE_NODE_ID")]
+        node_id: Option<u64>,
+        #[arg(long, env = "SLUICE_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+        #[arg(long, env = "SLUICE_HTTP_ADDR")]
+        http_addr: Option<SocketAddr>,
+        #[arg(long, env = "SLUICE_GRPC_ADDR")]
+        grpc_addr: Option<SocketAddr>,
+        #[arg(long, env = "SLUICE_RAFT_ADDR")]
+        raft_addr: Option<SocketAddr>,
+        #[arg(long, env = "SLUICE_ADMIN_TOKEN", hide_env_values = true)]
+        admin_token: Option<String>,
+        #[arg(long, env = "SLUICE_BOOTSTRAP")]
+        bootstrap: Option<bool>,
+        #[arg(long, env = "SLUICE_LOG_FORMAT")]
+        log_format: Option<String>,
+    },
+    /// Operator commands against any node.
+    Ctl(CtlArgs),
+    /// Prints a fresh [tokens] section for a cluster's configuration.
+    Keygen,
+}
+
+fn init_logs(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| "info,openraft=warn".into());
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if json {
+        b.json().init();
+    } else {
+        b.init();
+    }
+}
+
+async fn wait_for_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
+fn dev_config(
+    data_dir: &std::path::Path,
+    http: SocketAddr,
+    grpc: SocketAddr,
+    raft: SocketAddr,
+    token: Option<String>,
+) -> anyhow::Result<ServerConfig> {
+    std::fs::create_dir_all(data_dir)
+        .with_context(|| format!("creating {}", data_dir.display()))?;
+    // Secrets are generated once and kept, so tickets and the token survive restarts.
+    let secrets_path = data_dir.join("dev-secrets.toml");
+    let secrets: toml::Table = match std::fs::read_to_string(&secrets_path) {
+        Ok(t) => toml::from_str(&t)?,
+        Err(_) => {
+            let mut t = toml::Table::new();
+            t.insert(
+                "admin_token".into(),
+                random_secret().replace(['+', '/', '='], "").into(),
+            );
+            t.insert("ticket_secret".into(), random_secret().into());
+            t.insert("jwt_seed".into(), random_secret().into());
+            std::fs::write(&secrets_path, toml::to_string(&t)?)?;
+            t
+        }
+    };
+    let get = |k: &str| {
+        secrets
+            .get(k)
+            .and_then(|v| v.as_str())
+            .map(str::to_string)
+            .context("dev-secrets.toml is incomplete")
+    };
+    Ok(ServerConfig {
+        node_id: 1,
+        data_dir: data_dir.join("node"),
+        http_addr: http,
+        grpc_addr: grpc,
+        raft_addr: raft,
+        advertise_http: None,
+        advertise_grpc: None,
+        advertise_raft: None,
+        bootstrap: true,
+        peers: vec![Peer {
+            id: 1,
+            raft: raft.to_string(),
+            http: http.to_string(),
+            grpc: grpc.to_string(),
+        }],
+        admin_token: Some(match token {
+            Some(t) => t,
+            None => get("admin_token")?,
+        }),
+        admin_token_file: None,
+        tokens: TokensConfig {
+            ticket_keys: vec![TicketKey {
+                id: "dev".into(),
+                secret: get("ticket_secret")?,
+            }],
+            jwt_seed: get("jwt_seed")?,
+            jwt_key_id: "dev".into(),
+            issuer: "sluice".into(),
+        },
+        tls: None,
+        http_tls: None,
+        log_format: "text".into(),
+        trust_forwarded_for: false,
+        secure_cookies: false,
+        limits: Limits::default(),
+        raft: RaftTuning::default(),
+    })
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.cmd {
+        Cmd::Dev {
+            data_dir,
+            http_addr,
+            grpc_addr,
+            raft_addr,
+            admin_token,
+            json_logs,
+        } => {
+            init_logs(json_logs);
+            let cfg = dev_config(&data_dir, http_addr, grpc_addr, raft_addr, admin_token)?;
+            let running = server::start(&cfg, Some("demo".into())).await?;
+            if !running.wait_ready(Duration::from_secs(30)).await {
+                anyhow::bail!("the node did not become ready");
+            }
+            if running
+                .node
+                .read(|st| st.sm.room("demo").is_none())
+                .map(|(m, _)| m)
+                .unwrap_or(true)
+            {
+                let config = RoomConfig {
+                    capacity: 2,
+                    admit_per_minute: 600,
+                    session_ttl_secs: 60,
+                    waiter_ttl_secs: 60,
+                    ..RoomConfig::default()
+                };
+                running
+                    .node
+                    .write(Command::PutRoom {
+                        room: "demo".into(),
+                        config,
+                    })
+                    .await
+                    .map_err(|e| anyhow::anyhow!("{e}"))?;
+            }
+            let h = running.http_addr;
+            println!(
+                "Sluice is running (one node, data in {}).",
+                data_dir.display()
+            );
+            println!();
+            println!("  Waiting room:   http://{h}/wait/demo   (capacity 2: open a few tabs)");
+            println!("  Dashboard:      http://{h}/admin");
+            println!("  API document:   http://{h}/openapi.json");
+            println!("  gRPC:           {}", running.grpc_addr);
+            println!(
+                "  Operator token: {}",
+                cfg.admin_token.as_deref().unwrap_or_default()
+            );
+            println!();
+            println!("  Try: SLUICE_ADMIN_TOKEN=<token> sluice ctl --url http://{h} rooms list");
+            wait_for_signal().await;
+            running.shutdown().await;
+        }
+        Cmd::Serve {
+            config,
+            node_id,
+            data_dir,
+            http_addr,
+            grpc_addr,
+            raft_addr,
+            admin_token,
+            bootstrap,
+            log_format,
+        } => {
+            let text = std::fs::read_to_string(&config)
+                .with_context(|| format!("reading {}", config.display()))?;
+            let mut cfg = ServerConfig::from_toml(&text)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", config.display()))?;
+            if let Some(v) = node_id {
+                cfg.node_id = v;
+            }
+            if let Some(v) = data_dir {
+                cfg.data_dir = v;
+            }
+            if let Some(v) = http_addr {
+                cfg.http_addr = v;
+            }
+            if let Some(v) = grpc_addr {
+                cfg.grpc_addr = v;
+            }
+            if let Some(v) = raft_addr {
+                cfg.raft_addr = v;
+            }
+            if let Some(v) = admin_token {
+                cfg.admin_token = Some(v);
+            }
+            if let Some(v) = bootstrap {
+                cfg.bootstrap = v;
+            }
+            if let Some(v) = log_format {
+                cfg.log_format = v;
+            }
+            cfg.validate()
+                .map_err(|e| anyhow::anyhow!("{}: {e}", config.display()))?;
+            init_logs(cfg.log_format == "json");
+            let running = server::start(&cfg, None).await?;
+            println!(
+                "listening http={} grpc={} raft={}",
+                running.http_addr,
+                running.grpc_addr,
+                running.node.raft_addr()
+            );
+            wait_for_signal().await;
+            running.shutdown().await;
+        }
+        Cmd::Ctl(args) => ctl::run(args).await?,
+        Cmd::Keygen => {
+            println!("[tokens]");
+            println!(
+                "ticket_keys = [{{ id = \"k1\", secret = \"{}\" }}]",
+                random_secret()
+            );
+            println!("jwt_seed = \"{}\"", random_secret());
+            println!("jwt_key_id = \"j1\"");
+        }
+    }
+    Ok(())
+}

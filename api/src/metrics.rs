@@ -1,0 +1,285 @@
+//! Prometheus text exposition (format 0.0.4): per-room gauges and counters and Raft state read at
+//! scrape time, plus request counters and latency histograms for HTTP and gRPC.
+
+use crate::core::Sluice;
+use sluice_raft::metrics::{HistogramSnapshot, LatencyHistogram};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Request counters and latencies.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    http: Mutex<BTreeMap<(String, String, u16), u64>>,
+    http_latency: Mutex<BTreeMap<String, Arc<LatencyHistogram>>>,
+    grpc: Mutex<BTreeMap<(String, String), u64>>,
+    grpc_latency: Mutex<BTreeMap<String, Arc<LatencyHistogram>>>,
+}
+
+/// Distinct routes and methods tracked, at most (they are fixed by the code, not by clients).
+const SERIES_MAX: usize = 1_000;
+
+impl Metrics {
+    /// Records one HTTP request (`route` is the matched route template, never the raw path).
+    pub fn http(&self, method: &str, route: &str, status: u16, took: Duration) {
+        let mut m = self.http.lock().expect("metrics lock");
+        if m.len() < SERIES_MAX || m.contains_key(&(method.to_string(), route.to_string(), status))
+        {
+            *m.entry((method.to_string(), route.to_string(), status))
+                .or_default() += 1;
+        }
+        drop(m);
+        let h = {
+            let mut l = self.http_latency.lock().expect("metrics lock");
+            if l.len() >= SERIES_MAX && !l.contains_key(route) {
+                return;
+            }
+            l.entry(route.to_string()).or_default().clone()
+        };
+        h.observe(took);
+    }
+
+    /// Records one gRPC call.
+    pub fn grpc(&self, method: &str, code: &str, took: Duration) {
+        *self
+            .grpc
+            .lock()
+            .expect("metrics lock")
+            .entry((method.to_string(), code.to_string()))
+            .or_default() += 1;
+        let h = self
+            .grpc_latency
+            .lock()
+            .expect("metrics lock")
+            .entry(method.to_string())
+            .or_default()
+            .clone();
+        h.observe(took);
+    }
+
+    /// The whole exposition.
+    pub fn render(&self, sluice: &Sluice) -> String {
+        let mut out = String::with_capacity(8 * 1024);
+        let w = &mut out;
+        let rooms = sluice
+            .node
+            .read(|st| st.sm.rooms())
+            .map(|(r, _)| r)
+            .unwrap_or_default();
+        type RoomGetter = fn(&sluice_statemachine::RoomView) -> u64;
+        let gauges: [(&str, &str, RoomGetter); 5] = [
+            ("sluice_room_waiting", "Visitors waiting in line.", |r| {
+                r.waiting
+            }),
+            ("sluice_room_active", "Admitted sessions active.", |r| {
+                r.active
+            }),
+            ("sluice_room_capacity", "Configured capacity.", |r| {
+                r.config.capacity
+            }),
+            (
+                "sluice_room_admit_rate_per_minute",
+                "Admissions in the last minute.",
+                |r| r.admitted_last_minute,
+            ),
+            ("sluice_room_paused", "1 when the room is paused.", |r| {
+                r.config.paused as u64
+            }),
+        ];
+        for (name, help, get) in gauges {
+            header(w, name, help, "gauge");
+            for r in &rooms {
+                let _ = writeln!(w, "{name}{{room=\"{}\"}} {}", esc(&r.name), get(r));
+            }
+        }
+        let counters: [(&str, &str, RoomGetter); 6] = [
+            ("sluice_room_joined_total", "Places handed out.", |r| {
+                r.totals.joined
+            }),
+            ("sluice_room_admitted_total", "Admissions.", |r| {
+                r.totals.admitted
+            }),
+            ("sluice_room_left_total", "Visitors who left.", |r| {
+                r.totals.left
+            }),
+            ("sluice_room_expired_total", "Sessions ended by TTL.", |r| {
+                r.totals.expired
+            }),
+            (
+                "sluice_room_abandoned_total",
+                "Waiters who stopped checking in.",
+                |r| r.totals.abandoned,
+            ),
+            (
+                "sluice_room_revoked_total",
+                "Visitors removed by operators.",
+                |r| r.totals.revoked,
+            ),
+        ];
+        for (name, help, get) in counters {
+            header(w, name, help, "counter");
+            for r in &rooms {
+                let _ = writeln!(w, "{name}{{room=\"{}\"}} {}", esc(&r.name), get(r));
+            }
+        }
+
+        let s = sluice.node.status();
+        for (name, help, v) in [
+            ("sluice_raft_term", "Current Raft term.", s.term),
+            (
+                "sluice_raft_leader_id",
+                "Id of the known leader (0: none).",
+                s.leader.unwrap_or(0),
+            ),
+            (
+                "sluice_raft_is_leader",
+                "1 on the leader.",
+                (s.leader == Some(s.id)) as u64,
+            ),
+            (
+                "sluice_raft_last_log_index",
+                "Last log index on this node.",
+                s.last_log_index,
+            ),
+            (
+                "sluice_raft_commit_index",
+                "Highest index known committed.",
+                s.committed_index,
+            ),
+            (
+                "sluice_raft_applied_index",
+                "Highest index applied here.",
+                s.applied_index,
+            ),
+            (
+                "sluice_raft_snapshot_index",
+                "Index of the last snapshot.",
+                s.snapshot_index,
+            ),
+            (
+                "sluice_ready",
+                "1 when this node serves reads.",
+                s.ready as u64,
+            ),
+        ] {
+            header(w, name, help, "gauge");
+            let _ = writeln!(w, "{name} {v}");
+        }
+        header(
+            w,
+            "sluice_raft_replication_lag",
+            "Entries a follower is behind (on the leader).",
+            "gauge",
+        );
+        for (id, r) in &s.replication {
+            let _ = writeln!(
+                w,
+                "sluice_raft_replication_lag{{follower=\"{id}\"}} {}",
+                r.lag
+            );
+        }
+        header(
+            w,
+            "sluice_raft_commit_latency_seconds",
+            "Proposal submission to applied outcome, on the leader.",
+            "histogram",
+        );
+        histogram(
+            w,
+            "sluice_raft_commit_latency_seconds",
+            "",
+            &sluice.node.inner().commit_latency.snapshot(),
+        );
+
+        header(
+            w,
+            "sluice_http_requests_total",
+            "HTTP requests by method, route and status.",
+            "counter",
+        );
+        for ((m, r, st), n) in self.http.lock().expect("metrics lock").iter() {
+            let _ = writeln!(
+                w,
+                "sluice_http_requests_total{{method=\"{}\",route=\"{}\",status=\"{st}\"}} {n}",
+                esc(m),
+                esc(r)
+            );
+        }
+        header(
+            w,
+            "sluice_http_request_duration_seconds",
+            "HTTP request latency by route.",
+            "histogram",
+        );
+        for (r, h) in self.http_latency.lock().expect("metrics lock").iter() {
+            histogram(
+                w,
+                "sluice_http_request_duration_seconds",
+                &format!("route=\"{}\"", esc(r)),
+                &h.snapshot(),
+            );
+        }
+        header(
+            w,
+            "sluice_grpc_requests_total",
+            "gRPC calls by method and code.",
+            "counter",
+        );
+        for ((m, c), n) in self.grpc.lock().expect("metrics lock").iter() {
+            let _ = writeln!(
+                w,
+                "sluice_grpc_requests_total{{method=\"{}\",code=\"{}\"}} {n}",
+                esc(m),
+                esc(c)
+            );
+        }
+        header(
+            w,
+            "sluice_grpc_request_duration_seconds",
+            "gRPC call latency by method.",
+            "histogram",
+        );
+        for (m, h) in self.grpc_latency.lock().expect("metrics lock").iter() {
+            histogram(
+                w,
+                "sluice_grpc_request_duration_seconds",
+                &format!("method=\"{}\"", esc(m)),
+                &h.snapshot(),
+            );
+        }
+        out
+    }
+}
+
+fn header(w: &mut String, name: &str, help: &str, kind: &str) {
+    let _ = writeln!(w, "# HELP {name} {help}");
+    let _ = writeln!(w, "# TYPE {name} {kind}");
+}
+
+fn histogram(w: &mut String, name: &str, labels: &str, h: &HistogramSnapshot) {
+    let sep = if labels.is_empty() { "" } else { "," };
+    for (le, count) in &h.buckets {
+        let le = if le.is_infinite() {
+            "+Inf".to_string()
+        } else {
+            format!("{le}")
+        };
+        let _ = writeln!(w, "{name}_bucket{{{labels}{sep}le=\"{le}\"}} {count}");
+    }
+    let braces = |s: &str| {
+        if s.is_empty() {
+            String::new()
+        } else {
+            format!("{{{s}}}")
+        }
+    };
+    let _ = writeln!(w, "{name}_sum{} {}", braces(labels), h.sum_secs);
+    let _ = writeln!(w, "{name}_count{} {}", braces(labels), h.count);
+}
+
+fn esc(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}

@@ -1,0 +1,473 @@
+//! The public API's data shapes (JSON over HTTP; mirrored by the protobuf messages for gRPC).
+
+use serde::{Deserialize, Serialize};
+use sluice_statemachine::{Branding, Health, Mode, PoolView, RoomConfig, RoomView, Totals};
+use utoipa::ToSchema;
+
+/// A visitor's status, as join, status, heartbeat and leave return it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct VisitorReply {
+    /// `admitted`, `waiting` or `rejected`.
+    pub state: String,
+    /// The room.
+    pub room: String,
+    /// The visitor's id (32 hex digits).
+    pub visitor_id: String,
+    /// The visitor's ticket; send it back as cookie `sluice_ticket`, field `ticket` or header
+    /// `Authorization: Ticket …`.
+    pub ticket: String,
+    /// 1-based place in line (FIFO rooms).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub position: Option<u64>,
+    /// Estimated seconds until admission.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eta_secs: Option<u64>,
+    /// Waiters in the room.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<u64>,
+    /// EdDSA JWT for the protected application, when admitted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admission_token: Option<String>,
+    /// Session end (unix seconds) unless renewed, when admitted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<u64>,
+    /// Why, when rejected: `room_closed`, `room_rejecting`, `left`, `abandoned`, `expired`, `revoked`, `removed`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The log index of the state this answer was read from (or written at).
+    pub applied_index: u64,
+}
+
+/// Optional body of visitor requests.
+#[derive(Clone, Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TicketBody {
+    /// A ticket from an earlier answer.
+    #[serde(default)]
+    pub ticket: Option<String>,
+}
+
+/// Room branding for the waiting page.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BrandingBody {
+    /// Page title.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// Message above the position.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// `#rrggbb`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accent_color: Option<String>,
+    /// `#rrggbb`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub background_color: Option<String>,
+    /// Logo URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logo_url: Option<String>,
+}
+
+/// A room's configuration. Every field is optional on `PUT`; missing ones take defaults.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct RoomConfigBody {
+    /// Most admitted sessions at once.
+    pub capacity: u64,
+    /// Most new admissions per minute.
+    pub admit_per_minute: u64,
+    /// Token-bucket size; 0 = one second's worth.
+    pub admit_burst: u64,
+    /// Session length after the last activity.
+    pub session_ttl_secs: u64,
+    /// A waiter who does not check in for this long loses the place.
+    pub waiter_ttl_secs: u64,
+    /// `fifo`, `lottery`, `passthrough` or `reject`.
+    pub mode: String,
+    /// Opening time, unix seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub opens_at: Option<u64>,
+    /// Closing time for new visitors, unix seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub closes_at: Option<u64>,
+    /// Shuffle the pre-queue once at opening.
+    pub shuffle_at_open: bool,
+    /// Most waiters.
+    pub max_waiting: u64,
+    /// Silent pause.
+    pub paused: bool,
+    /// `ok`, `slow` or `down`.
+    pub health: String,
+    /// Rate multiplier while `slow`, 0 < f < 1.
+    pub slow_factor: f64,
+    /// Waiting-page look.
+    pub branding: BrandingBody,
+}
+
+impl Default for RoomConfigBody {
+    fn default() -> Self {
+        RoomConfigBody::from(&RoomConfig::default())
+    }
+}
+
+impl From<&RoomConfig> for RoomConfigBody {
+    fn from(c: &RoomConfig) -> Self {
+        RoomConfigBody {
+            capacity: c.capacity,
+            admit_per_minute: c.admit_per_minute,
+            admit_burst: c.admit_burst,
+            session_ttl_secs: c.session_ttl_secs,
+            waiter_ttl_secs: c.waiter_ttl_secs,
+            mode: c.mode.as_str().into(),
+            opens_at: c.opens_at_ms.map(|t| t / 1000),
+            closes_at: c.closes_at_ms.map(|t| t / 1000),
+            shuffle_at_open: c.shuffle_at_open,
+            max_waiting: c.max_waiting,
+            paused: c.paused,
+            health: c.health.as_str().into(),
+            slow_factor: c.slow_factor_permille as f64 / 1000.0,
+            branding: BrandingBody {
+                title: c.branding.title.clone(),
+                message: c.branding.message.clone(),
+                accent_color: c.branding.accent_color.clone(),
+                background_color: c.branding.background_color.clone(),
+                logo_url: c.branding.logo_url.clone(),
+            },
+        }
+    }
+}
+
+impl RoomConfigBody {
+    /// Converts to the state machine's config; names the field that cannot be converted. Range
+    /// checks happen in the state machine (one set of rules).
+    pub fn to_config(&self) -> Result<RoomConfig, (&'static str, String)> {
+        let mode = Mode::parse(&self.mode).ok_or((
+            "mode",
+            "must be fifo, lottery, passthrough or reject".to_string(),
+        ))?;
+        let health = Health::parse(&self.health)
+            .ok_or(("health", "must be ok, slow or down".to_string()))?;
+        let slow_factor_permille = slow_factor_permille(self.slow_factor)?;
+        let secs =
+            |field: &'static str, v: Option<u64>| -> Result<Option<u64>, (&'static str, String)> {
+                v.map(|s| s.checked_mul(1000).ok_or((field, "too large".to_string())))
+                    .transpose()
+            };
+        Ok(RoomConfig {
+            capacity: self.capacity,
+            admit_per_minute: self.admit_per_minute,
+            admit_burst: self.admit_burst,
+            session_ttl_secs: self.session_ttl_secs,
+            waiter_ttl_secs: self.waiter_ttl_secs,
+            mode,
+            opens_at_ms: secs("opens_at", self.opens_at)?,
+            closes_at_ms: secs("closes_at", self.closes_at)?,
+            shuffle_at_open: self.shuffle_at_open,
+            max_waiting: self.max_waiting,
+            paused: self.paused,
+            health,
+            slow_factor_permille,
+            branding: Branding {
+                title: self.branding.title.clone(),
+                message: self.branding.message.clone(),
+                accent_color: self.branding.accent_color.clone(),
+                background_color: self.branding.background_color.clone(),
+                logo_url: self.branding.logo_url.clone(),
+            },
+        })
+    }
+}
+
+/// Converts a slow factor in (0, 1) to thousandths.
+pub fn slow_factor_permille(f: f64) -> Result<u64, (&'static str, String)> {
+    if !(f > 0.0 && f < 1.0) {
+        return Err((
+            "slow_factor",
+            "must be greater than 0 and less than 1".into(),
+        ));
+    }
+    Ok(((f * 1000.0).round() as u64).clamp(1, 999))
+}
+
+/// Growing counters of a room.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct TotalsBody {
+    /// New places handed out.
+    pub joined: u64,
+    /// Admissions.
+    pub admitted: u64,
+    /// Left.
+    pub left: u64,
+    /// Waiters who stopped checking in.
+    pub abandoned: u64,
+    /// Sessions ended by TTL.
+    pub expired: u64,
+    /// Removed by operators.
+    pub revoked: u64,
+}
+
+impl From<Totals> for TotalsBody {
+    fn from(t: Totals) -> Self {
+        TotalsBody {
+            joined: t.joined,
+            admitted: t.admitted,
+            left: t.left,
+            abandoned: t.abandoned,
+            expired: t.expired,
+            revoked: t.revoked,
+        }
+    }
+}
+
+/// A room.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct RoomBody {
+    /// Name.
+    pub name: String,
+    /// Configuration.
+    pub config: RoomConfigBody,
+    /// Has it opened?
+    pub open: bool,
+    /// Is `closes_at` passed?
+    pub closed: bool,
+    /// Waiters.
+    pub waiting: u64,
+    /// Active sessions.
+    pub active: u64,
+    /// Counters.
+    pub totals: TotalsBody,
+    /// Admissions in the last minute.
+    pub admitted_last_minute: u64,
+    /// Rate used for ETAs, per minute.
+    pub eta_rate_per_minute: u64,
+    /// Whole tokens in the admission bucket.
+    pub bucket_tokens: u64,
+    /// Log index this was read at.
+    pub applied_index: u64,
+}
+
+impl RoomBody {
+    /// From the state machine's view.
+    pub fn new(v: &RoomView, applied_index: u64) -> Self {
+        RoomBody {
+            name: v.name.clone(),
+            config: RoomConfigBody::from(&v.config),
+            open: v.open,
+            closed: v.closed,
+            waiting: v.waiting,
+            active: v.active,
+            totals: v.totals.into(),
+            admitted_last_minute: v.admitted_last_minute,
+            eta_rate_per_minute: v.eta_rate_per_minute,
+            bucket_tokens: v.bucket_tokens,
+            applied_index,
+        }
+    }
+}
+
+/// Rooms.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct RoomList {
+    /// By name.
+    pub rooms: Vec<RoomBody>,
+    /// Log index this was read at.
+    pub applied_index: u64,
+}
+
+/// `POST /mode`.
+#[derive(Clone, Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ModeBody {
+    /// `fifo`, `lottery`, `passthrough` or `reject`.
+    pub mode: String,
+}
+
+/// `POST /health`.
+#[derive(Clone, Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HealthBody {
+    /// `ok`, `slow` or `down`.
+    pub health: String,
+    /// Rate multiplier while slow, 0 < f < 1 (default: keep).
+    #[serde(default)]
+    pub slow_factor: Option<f64>,
+}
+
+/// `POST /admit`.
+#[derive(Clone, Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AdmitBody {
+    /// How many waiters to admit now.
+    pub count: u64,
+}
+
+/// `POST /revoke`: one visitor, or every session.
+#[derive(Clone, Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RevokeBody {
+    /// The visitor to remove.
+    #[serde(default)]
+    pub visitor_id: Option<String>,
+    /// Revoke every session of the room.
+    #[serde(default)]
+    pub all: bool,
+}
+
+/// How many visitors an operator action affected.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct CountReply {
+    /// Count.
+    pub count: u64,
+    /// Log index it was applied at.
+    pub applied_index: u64,
+}
+
+/// One waiter.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct QueueEntryBody {
+    /// 1-based place.
+    pub position: u64,
+    /// Visitor id.
+    pub visitor_id: String,
+    /// Sequence number.
+    pub seq: u64,
+    /// Last check-in, unix ms (log time).
+    pub last_seen_ms: u64,
+}
+
+/// Waiters in admission order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct QueueReply {
+    /// The room.
+    pub room: String,
+    /// Mode (in `lottery` the order is the line's, not the draw's).
+    pub mode: String,
+    /// Total waiters.
+    pub waiting: u64,
+    /// This page.
+    pub entries: Vec<QueueEntryBody>,
+    /// Log index this was read at.
+    pub applied_index: u64,
+}
+
+/// `PUT /v1/pools/{pool}`.
+#[derive(Clone, Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PoolBody {
+    /// Capacity of each room.
+    pub room_capacity: u64,
+    /// Most rooms.
+    #[serde(default = "default_rooms_max")]
+    pub rooms_max: u64,
+}
+
+fn default_rooms_max() -> u64 {
+    1_000
+}
+
+/// A pool.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct PoolReply {
+    /// Name.
+    pub name: String,
+    /// Capacity of each room.
+    pub room_capacity: u64,
+    /// Most rooms.
+    pub rooms_max: u64,
+    /// Rooms with their counts.
+    pub rooms: Vec<PoolRoom>,
+    /// Sum of counts.
+    pub total: u64,
+    /// Log index.
+    pub applied_index: u64,
+}
+
+/// A room of a pool.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct PoolRoom {
+    /// `{pool}-{index}`.
+    pub room: String,
+    /// Index.
+    pub index: u64,
+    /// Count.
+    pub count: u64,
+}
+
+impl PoolReply {
+    /// From the state machine's view.
+    pub fn new(v: &PoolView, applied_index: u64) -> Self {
+        PoolReply {
+            name: v.name.clone(),
+            room_capacity: v.room_capacity,
+            rooms_max: v.rooms_max,
+            rooms: v
+                .counts
+                .iter()
+                .enumerate()
+                .map(|(i, &count)| PoolRoom {
+                    room: format!("{}-{i}", v.name),
+                    index: i as u64,
+                    count,
+                })
+                .collect(),
+            total: v.total,
+            applied_index,
+        }
+    }
+}
+
+/// `assign`'s answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct AssignReply {
+    /// The room given out.
+    pub room: String,
+    /// Its index.
+    pub room_index: u64,
+    /// Its count now.
+    pub count: u64,
+    /// The pool's total.
+    pub total: u64,
+    /// Log index.
+    pub applied_index: u64,
+}
+
+/// `release` / `report`.
+#[derive(Clone, Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PoolRoomBody {
+    /// Room index (or give `room`).
+    #[serde(default)]
+    pub room_index: Option<u64>,
+    /// Room name `{pool}-{index}`.
+    #[serde(default)]
+    pub room: Option<String>,
+    /// The real count (`report` only).
+    #[serde(default)]
+    pub count: Option<u64>,
+}
+
+/// `POST /v1/cluster/learners`.
+#[derive(Clone, Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LearnerBody {
+    /// A node id never used before.
+    pub id: u64,
+    /// Its node-to-node address.
+    pub raft_addr: String,
+    /// Its HTTP address.
+    #[serde(default)]
+    pub http_addr: String,
+    /// Its gRPC address.
+    #[serde(default)]
+    pub grpc_addr: String,
+}
+
+/// `POST /v1/cluster/membership`: promote a learner or remove a node.
+#[derive(Clone, Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MembershipBody {
+    /// `promote` or `remove`.
+    pub action: String,
+    /// The node.
+    pub id: u64,
+}

@@ -1,0 +1,355 @@
+//! Tickets (HMAC-signed, bound to room and visitor, key id for rotation) and admission tokens
+//! (EdDSA JWTs, public keys published as a JWKS).
+//!
+//! Ticket: `t1.{kid}.{payload}.{mac}`, base64url without padding. Payload: room length (1 byte),
+//! room, visitor id (16 bytes), issued-at (8 bytes, unix s), admitted sequence number (8 bytes;
+//! 0 until admitted), log index of the visitor's latest write (8 bytes, for read-your-writes on
+//! any node). MAC: HMAC-SHA256 over `"sluice ticket v1\0" ‖ kid ‖ "\0" ‖ payload`, verified in
+//! constant time.
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+use base64::Engine;
+use hmac::{Hmac, Mac};
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use serde::{Deserialize, Serialize};
+use sha2::Sha256;
+use sluice_statemachine::limits::NAME_LEN_MAX;
+use sluice_statemachine::types::validate_name;
+use sluice_statemachine::VisitorId;
+use std::collections::BTreeMap;
+
+/// Longest ticket accepted.
+pub const TICKET_LEN_MAX: usize = 512;
+/// Longest key id.
+pub const KEY_ID_LEN_MAX: usize = 32;
+
+/// Why a ticket was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TicketError {
+    /// Longer than [`TICKET_LEN_MAX`].
+    #[error("the ticket is too long")]
+    TooLong,
+    /// Not a ticket.
+    #[error("the ticket is malformed")]
+    Malformed,
+    /// Signed with a key this node does not know (rotated out, or forged).
+    #[error("the ticket's key is unknown")]
+    UnknownKey,
+    /// The signature does not match (tampered or forged).
+    #[error("the ticket's signature is invalid")]
+    BadSignature,
+}
+
+/// What a ticket says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ticket {
+    /// The room it is valid for.
+    pub room: String,
+    /// The visitor.
+    pub visitor: VisitorId,
+    /// When it was issued, unix seconds.
+    pub issued_at: u64,
+    /// The sequence number of the admission it carries, 0 if none.
+    pub admitted_seq: u64,
+    /// Log index of the visitor's latest write; reads wait until the node has applied it.
+    pub min_index: u64,
+}
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// The HMAC keys: the first signs new tickets; all verify.
+#[derive(Clone)]
+pub struct TicketKeys {
+    current: String,
+    keys: BTreeMap<String, Vec<u8>>,
+}
+
+impl std::fmt::Debug for TicketKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "TicketKeys(current={}, {} keys)",
+            self.current,
+            self.keys.len()
+        )
+    }
+}
+
+impl TicketKeys {
+    /// Keys in order of preference; the first signs. Each secret must be at least 32 bytes.
+    pub fn new(keys: Vec<(String, Vec<u8>)>) -> Result<Self, String> {
+        let current = keys
+            .first()
+            .ok_or("at least one ticket key is needed")?
+            .0
+            .clone();
+        let mut map = BTreeMap::new();
+        for (id, secret) in keys {
+            if id.is_empty()
+                || id.len() > KEY_ID_LEN_MAX
+                || !id
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            {
+                return Err(format!(
+                    "ticket key id {id:?} must be 1–{KEY_ID_LEN_MAX} of [A-Za-z0-9_-]"
+                ));
+            }
+            if secret.len() < 32 {
+                return Err(format!("ticket key {id} must have at least 32 bytes"));
+            }
+            map.insert(id, secret);
+        }
+        Ok(Self { current, keys: map })
+    }
+
+    fn mac(key: &[u8], kid: &str, payload: &[u8]) -> HmacSha256 {
+        let mut m = HmacSha256::new_from_slice(key).expect("HMAC takes any key length");
+        m.update(b"sluice ticket v1\0");
+        m.update(kid.as_bytes());
+        m.update(b"\0");
+        m.update(payload);
+        m
+    }
+
+    /// Signs a ticket.
+    pub fn issue(&self, t: &Ticket) -> String {
+        let mut payload = Vec::with_capacity(1 + t.room.len() + 40);
+        payload.push(t.room.len() as u8);
+        payload.extend_from_slice(t.room.as_bytes());
+        payload.extend_from_slice(&t.visitor.0);
+        payload.extend_from_slice(&t.issued_at.to_be_bytes());
+        payload.extend_from_slice(&t.admitted_seq.to_be_bytes());
+        payload.extend_from_slice(&t.min_index.to_be_bytes());
+        let key = &self.keys[&self.current];
+        let mac = Self::mac(key, &self.current, &payload)
+            .finalize()
+            .into_bytes();
+        format!(
+            "t1.{}.{}.{}",
+            self.current,
+            B64.encode(&payload),
+            B64.encode(mac)
+        )
+    }
+
+    /// Checks a ticket's signature and decodes it.
+    pub fn verify(&self, s: &str) -> Result<Ticket, TicketError> {
+        if s.len() > TICKET_LEN_MAX {
+            return Err(TicketError::TooLong);
+        }
+        let mut parts = s.split('.');
+        let (Some("t1"), Some(kid), Some(p), Some(m), None) = (
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+        ) else {
+            return Err(TicketError::Malformed);
+        };
+        let key = self.keys.get(kid).ok_or(TicketError::UnknownKey)?;
+        let payload = B64.decode(p).map_err(|_| TicketError::Malformed)?;
+        let mac = B64.decode(m).map_err(|_| TicketError::Malformed)?;
+        Self::mac(key, kid, &payload)
+            .verify_slice(&mac)
+            .map_err(|_| TicketError::BadSignature)?;
+        let (&len, rest) = payload.split_first().ok_or(TicketError::Malformed)?;
+        let len = len as usize;
+        if len > NAME_LEN_MAX || rest.len() != len + 16 + 24 {
+            return Err(TicketError::Malformed);
+        }
+        let room = std::str::from_utf8(&rest[..len])
+            .map_err(|_| TicketError::Malformed)?
+            .to_string();
+        validate_name("room", &room).map_err(|_| TicketError::Malformed)?;
+        let rest = &rest[len..];
+        let u64_at = |i: usize| u64::from_be_bytes(rest[i..i + 8].try_into().expect("8 bytes"));
+        Ok(Ticket {
+            room,
+            visitor: VisitorId(rest[..16].try_into().expect("16 bytes")),
+            issued_at: u64_at(16),
+            admitted_seq: u64_at(24),
+            min_index: u64_at(32),
+        })
+    }
+}
+
+/// Claims of an admission token.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AdmissionClaims {
+    /// Issuer.
+    pub iss: String,
+    /// The visitor id (hex).
+    pub sub: String,
+    /// Audience: `sluice:{room}`.
+    pub aud: String,
+    /// The room.
+    pub room: String,
+    /// The admission's sequence number.
+    pub seq: u64,
+    /// Issued at, unix seconds.
+    pub iat: u64,
+    /// Session end (as of issue), unix seconds.
+    pub exp: u64,
+}
+
+/// The Ed25519 key that signs admission tokens.
+#[derive(Clone)]
+pub struct JwtKeys {
+    kid: String,
+    issuer: String,
+    encoding: EncodingKey,
+    public: [u8; 32],
+}
+
+impl std::fmt::Debug for JwtKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "JwtKeys(kid={})", self.kid)
+    }
+}
+
+impl JwtKeys {
+    /// A key from a 32-byte Ed25519 seed.
+    pub fn from_seed(kid: &str, issuer: &str, seed: &[u8]) -> Result<Self, String> {
+        use ed25519_dalek::pkcs8::EncodePrivateKey;
+        let seed: [u8; 32] = seed
+            .try_into()
+            .map_err(|_| "the token signing seed must be 32 bytes".to_string())?;
+        let sk = ed25519_dalek::SigningKey::from_bytes(&seed);
+        let der = sk.to_pkcs8_der().map_err(|e| e.to_string())?;
+        Ok(Self {
+            kid: kid.to_string(),
+            issuer: issuer.to_string(),
+            encoding: EncodingKey::from_ed_der(der.as_bytes()),
+            public: sk.verifying_key().to_bytes(),
+        })
+    }
+
+    /// Signs an admission token.
+    pub fn issue(&self, room: &str, visitor: VisitorId, seq: u64, iat: u64, exp: u64) -> String {
+        let claims = AdmissionClaims {
+            iss: self.issuer.clone(),
+            sub: visitor.to_string(),
+            aud: format!("sluice:{room}"),
+            room: room.to_string(),
+            seq,
+            iat,
+            exp,
+        };
+        let mut header = Header::new(Algorithm::EdDSA);
+        header.kid = Some(self.kid.clone());
+        jsonwebtoken::encode(&header, &claims, &self.encoding)
+            .expect("signing with a valid key cannot fail")
+    }
+
+    /// Verifies a token (signature, expiry, audience) and returns its claims.
+    pub fn verify(&self, token: &str, room: &str, now: u64) -> Result<AdmissionClaims, String> {
+        if token.len() > 2 * TICKET_LEN_MAX {
+            return Err("token too long".into());
+        }
+        let key = jsonwebtoken::DecodingKey::from_ed_der(&self.public);
+        let mut v = jsonwebtoken::Validation::new(Algorithm::EdDSA);
+        v.set_audience(&[format!("sluice:{room}")]);
+        v.set_issuer(&[self.issuer.clone()]);
+        v.leeway = 0;
+        v.validate_exp = false; // checked below against the caller's clock
+        let data =
+            jsonwebtoken::decode::<AdmissionClaims>(token, &key, &v).map_err(|e| e.to_string())?;
+        if data.claims.exp <= now {
+            return Err("token expired".into());
+        }
+        Ok(data.claims)
+    }
+
+    /// The JSON Web Key Set with this key.
+    pub fn jwks(&self) -> serde_json::Value {
+        serde_json::json!({
+            "keys": [{
+                "kty": "OKP",
+                "crv": "Ed25519",
+                "x": B64.encode(self.public),
+                "kid": self.kid,
+                "alg": "EdDSA",
+                "use": "sig",
+            }]
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys() -> TicketKeys {
+        TicketKeys::new(vec![("k2".into(), vec![7; 32]), ("k1".into(), vec![9; 32])]).unwrap()
+    }
+
+    fn ticket() -> Ticket {
+        Ticket {
+            room: "sale".into(),
+            visitor: VisitorId::from_u128(42),
+            issued_at: 1_700_000_000,
+            admitted_seq: 3,
+            min_index: 99,
+        }
+    }
+
+    #[test]
+    fn tickets_round_trip_and_refuse_tampering() {
+        let k = keys();
+        let s = k.issue(&ticket());
+        assert!(s.starts_with("t1.k2."));
+        assert_eq!(k.verify(&s), Ok(ticket()));
+        // Flip one character of the payload: the MAC no longer matches.
+        let parts: Vec<&str> = s.split('.').collect();
+        let mut p = parts[2].to_string().into_bytes();
+        p[3] = if p[3] == b'A' { b'B' } else { b'A' };
+        let tampered = format!("t1.k2.{}.{}", String::from_utf8(p).unwrap(), parts[3]);
+        assert_eq!(k.verify(&tampered), Err(TicketError::BadSignature));
+        // A ticket signed by someone else's key.
+        let forger = TicketKeys::new(vec![("k2".into(), vec![1; 32])]).unwrap();
+        assert_eq!(
+            k.verify(&forger.issue(&ticket())),
+            Err(TicketError::BadSignature)
+        );
+        assert_eq!(k.verify("t1.zz.AAAA.AAAA"), Err(TicketError::UnknownKey));
+        assert_eq!(k.verify("nonsense"), Err(TicketError::Malformed));
+        assert_eq!(
+            k.verify(&"x".repeat(TICKET_LEN_MAX + 1)),
+            Err(TicketError::TooLong)
+        );
+    }
+
+    #[test]
+    fn rotation_keeps_old_tickets_valid() {
+        let old = TicketKeys::new(vec![("k1".into(), vec![9; 32])]).unwrap();
+        let s = old.issue(&ticket());
+        assert_eq!(keys().verify(&s), Ok(ticket()));
+        let retired = TicketKeys::new(vec![("k2".into(), vec![7; 32])]).unwrap();
+        assert_eq!(retired.verify(&s), Err(TicketError::UnknownKey));
+    }
+
+    #[test]
+    fn weak_or_bad_keys_are_refused() {
+        assert!(TicketKeys::new(vec![]).is_err());
+        assert!(TicketKeys::new(vec![("k".into(), vec![1; 31])]).is_err());
+        assert!(TicketKeys::new(vec![("bad id".into(), vec![1; 32])]).is_err());
+    }
+
+    #[test]
+    fn admission_tokens_verify_and_expire() {
+        let j = JwtKeys::from_seed("j1", "sluice", &[5; 32]).unwrap();
+        let t = j.issue("sale", VisitorId::from_u128(1), 7, 1_000, 2_000);
+        let c = j.verify(&t, "sale", 1_500).unwrap();
+        assert_eq!((c.seq, c.room.as_str(), c.exp), (7, "sale", 2_000));
+        assert!(j.verify(&t, "other", 1_500).is_err(), "bound to its room");
+        assert!(j.verify(&t, "sale", 2_000).is_err(), "expired at exp");
+        let other = JwtKeys::from_seed("j1", "sluice", &[6; 32]).unwrap();
+        assert!(
+            other.verify(&t, "sale", 1_500).is_err(),
+            "another key's signature"
+        );
+        assert_eq!(j.jwks()["keys"][0]["kty"], "OKP");
+    }
+}

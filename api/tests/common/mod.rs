@@ -1,0 +1,344 @@
+//! Real `sluice serve` processes on loopback ports with their own RocksDB directories.
+#![allow(dead_code)]
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const TOKEN: &str = "test-operator-token-0123456789";
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub async fn wait_for<F, Fut>(what: &str, timeout: Duration, mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if cond().await {
+            return;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+#[derive(Debug)]
+pub struct Node {
+    pub id: u64,
+    pub http: String,
+    pub grpc: String,
+    pub raft: String,
+    pub config: PathBuf,
+    pub child: Option<Child>,
+}
+
+impl Node {
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.http)
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.as_ref().expect("running").id() as i32
+    }
+}
+
+#[derive(Debug)]
+pub struct Cluster {
+    pub dir: tempfile::TempDir,
+    pub nodes: BTreeMap<u64, Node>,
+    pub http: reqwest::Client,
+}
+
+pub fn config(
+    id: u64,
+    dir: &std::path::Path,
+    ports: &BTreeMap<u64, (u16, u16, u16)>,
+    extra: &str,
+) -> String {
+    let (h, g, r) = ports[&id];
+    let mut peers = String::new();
+    for (pid, (ph, pg, pr)) in ports {
+        peers.push_str(&format!(
+            "[[peers]]\nid = {pid}\nraft = \"127.0.0.1:{pr}\"\nhttp = \"127.0.0.1:{ph}\"\ngrpc = \"127.0.0.1:{pg}\"\n\n"
+        ));
+    }
+    format!(
+        r#"node_id = {id}
+data_dir = "{data}"
+http_addr = "127.0.0.1:{h}"
+grpc_addr = "127.0.0.1:{g}"
+raft_addr = "127.0.0.1:{r}"
+bootstrap = {boot}
+admin_token = "{TOKEN}"
+{extra}
+
+{peers}
+[tokens]
+ticket_keys = [{{ id = "k1", secret = "dGVzdC10aWNrZXQta2V5LTMyLWJ5dGVzLWxvbmctZW5vdWdo" }}]
+jwt_seed = "dGVzdC1qd3Qtc2VlZC0zMi1ieXRlcy1leGFjdGx5ISE="
+
+[raft]
+heartbeat_ms = 50
+election_timeout_min_ms = 300
+election_timeout_max_ms = 600
+snapshot_every = 500
+"#,
+        data = dir.join(format!("n{id}")).display(),
+        boot = id == 1,
+    )
+}
+
+impl Cluster {
+    /// Starts `n` nodes; node 1 bootstraps the cluster.
+    pub async fn start(n: u64) -> Self {
+        Self::start_with(n, "").await
+    }
+
+    pub async fn start_with(n: u64, extra: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let ports: BTreeMap<u64, (u16, u16, u16)> = (1..=n)
+            .map(|id| (id, (free_port(), free_port(), free_port())))
+            .collect();
+        let mut c = Cluster {
+            dir,
+            nodes: BTreeMap::new(),
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(20))
+                .build()
+                .unwrap(),
+        };
+        for id in 1..=n {
+            let path = c.dir.path().join(format!("n{id}.toml"));
+            std::fs::write(&path, config(id, c.dir.path(), &ports, extra)).unwrap();
+            let (h, g, r) = ports[&id];
+            c.nodes.insert(
+                id,
+                Node {
+                    id,
+                    http: format!("127.0.0.1:{h}"),
+                    grpc: format!("127.0.0.1:{g}"),
+                    raft: format!("127.0.0.1:{r}"),
+                    config: path,
+                    child: None,
+                },
+            );
+            c.spawn(id);
+        }
+        c.wait_ready().await;
+        c
+    }
+
+    pub fn spawn(&mut self, id: u64) {
+        let node = self.nodes.get_mut(&id).unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["serve", "--config", node.config.to_str().unwrap()])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(line.starts_with("listening"), "node {id} printed {line:?}");
+        node.child = Some(child);
+    }
+
+    pub async fn wait_ready(&self) {
+        for n in self.nodes.values().filter(|n| n.child.is_some()) {
+            let (client, url) = (self.http.clone(), n.url("/readyz"));
+            wait_for(
+                &format!("node {} ready", n.id),
+                Duration::from_secs(30),
+                || {
+                    let (client, url) = (client.clone(), url.clone());
+                    async move {
+                        client
+                            .get(&url)
+                            .send()
+                            .await
+                            .is_ok_and(|r| r.status() == StatusCode::OK)
+                    }
+                },
+            )
+            .await;
+        }
+    }
+
+    pub fn kill(&mut self, id: u64) {
+        let node = self.nodes.get_mut(&id).unwrap();
+        if let Some(mut c) = node.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub async fn leader(&self) -> u64 {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            for n in self.nodes.values().filter(|n| n.child.is_some()) {
+                if let Ok(r) = self
+                    .http
+                    .get(n.url("/v1/cluster"))
+                    .bearer_auth(TOKEN)
+                    .send()
+                    .await
+                {
+                    if let Ok(v) = r.json::<Value>().await {
+                        if let Some(l) = v["leader"].as_u64() {
+                            if self.nodes.get(&l).is_some_and(|n| n.child.is_some()) {
+                                return l;
+                            }
+                        }
+                    }
+                }
+            }
+            assert!(Instant::now() < deadline, "no leader");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub fn node(&self, id: u64) -> &Node {
+        &self.nodes[&id]
+    }
+
+    /// Sends an operator request, retrying while the cluster has no leader.
+    pub async fn admin(
+        &self,
+        id: u64,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let mut req = self
+                .http
+                .request(method.clone(), self.node(id).url(path))
+                .bearer_auth(TOKEN);
+            if let Some(b) = &body {
+                req = req.json(b);
+            }
+            let r = req.send().await;
+            if let Ok(r) = r {
+                let status = r.status();
+                let v: Value = r.json().await.unwrap_or(Value::Null);
+                if status != StatusCode::SERVICE_UNAVAILABLE || Instant::now() > deadline {
+                    return (status, v);
+                }
+            } else if Instant::now() > deadline {
+                panic!("node {id} unreachable");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub async fn create_room(&self, room: &str, config: Value) {
+        let (s, v) = self
+            .admin(
+                1,
+                reqwest::Method::PUT,
+                &format!("/v1/rooms/{room}"),
+                Some(config),
+            )
+            .await;
+        assert!(s.is_success(), "{s} {v}");
+    }
+
+    /// A visitor request (POST with optional ticket), retrying 503s.
+    pub async fn visitor(
+        &self,
+        id: u64,
+        method: reqwest::Method,
+        path: &str,
+        ticket: Option<&str>,
+    ) -> (StatusCode, Value) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let mut req = self.http.request(method.clone(), self.node(id).url(path));
+            if let Some(t) = ticket {
+                req = req.header("authorization", format!("Ticket {t}"));
+            }
+            if method == reqwest::Method::POST {
+                req = req.header("content-type", "application/json").body("{}");
+            }
+            match req.send().await {
+                Ok(r) => {
+                    let status = r.status();
+                    let v: Value = r.json().await.unwrap_or(Value::Null);
+                    if status != StatusCode::SERVICE_UNAVAILABLE || Instant::now() > deadline {
+                        return (status, v);
+                    }
+                }
+                Err(_) if Instant::now() < deadline => {}
+                Err(e) => panic!("node {id}: {e}"),
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub async fn join(&self, id: u64, room: &str, ticket: Option<&str>) -> Value {
+        let (s, v) = self
+            .visitor(
+                id,
+                reqwest::Method::POST,
+                &format!("/v1/rooms/{room}/join"),
+                ticket,
+            )
+            .await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        v
+    }
+
+    pub async fn status(&self, id: u64, room: &str, ticket: &str) -> Value {
+        let (s, v) = self
+            .visitor(
+                id,
+                reqwest::Method::GET,
+                &format!("/v1/rooms/{room}/status"),
+                Some(ticket),
+            )
+            .await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        v
+    }
+
+    pub async fn gate(&self, id: u64, room: &str, ticket: &str) -> StatusCode {
+        self.http
+            .get(self.node(id).url(&format!("/gate/{room}/check")))
+            .header("cookie", format!("sluice_ticket={ticket}"))
+            .send()
+            .await
+            .unwrap()
+            .status()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for n in self.nodes.values_mut() {
+            if let Some(mut c) = n.child.take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+}
+
+pub fn room_config(capacity: u64) -> Value {
+    json!({"capacity": capacity, "admit_per_minute": 600000, "session_ttl_secs": 600, "waiter_ttl_secs": 600})
+}

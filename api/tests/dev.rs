@@ -1,0 +1,109 @@
+//! `sluice dev`: one command gives a newcomer a node with a small demo room, a landing page that
+//! links it, and an operator token.
+
+mod common;
+
+use common::*;
+use reqwest::StatusCode;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+/// Kills the child when the test ends, passing or failing.
+struct Guard(Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dev_mode_serves_a_demo_room() {
+    let dir = tempfile::tempdir().unwrap();
+    let (h, g, r) = (free_port(), free_port(), free_port());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args([
+            "dev",
+            "--data-dir",
+            dir.path().join("data").to_str().unwrap(),
+        ])
+        .args([
+            "--http-addr",
+            &format!("127.0.0.1:{h}"),
+            "--grpc-addr",
+            &format!("127.0.0.1:{g}"),
+            "--raft-addr",
+            &format!("127.0.0.1:{r}"),
+        ])
+        .env_remove("SLUICE_ADMIN_TOKEN")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let _guard = Guard(child);
+    let mut printed = String::new();
+    let token = loop {
+        let mut line = String::new();
+        assert!(
+            out.read_line(&mut line).unwrap() > 0,
+            "dev exited early: {printed}"
+        );
+        printed.push_str(&line);
+        if let Some(t) = line.trim().strip_prefix("Operator token: ") {
+            break t.to_string();
+        }
+    };
+    assert!(
+        printed.contains(&format!("http://127.0.0.1:{h}/wait/demo")),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("/admin") && printed.contains("/openapi.json"),
+        "{printed}"
+    );
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let base = format!("http://127.0.0.1:{h}");
+    let landing = http.get(&base).send().await.unwrap().text().await.unwrap();
+    assert!(
+        landing.contains("/wait/demo")
+            && landing.contains("/admin")
+            && landing.contains("/openapi.json")
+    );
+    // Three "tabs": two are admitted (capacity 2) and sent on; the third waits in line.
+    let mut states = Vec::new();
+    for _ in 0..3 {
+        let r = http.get(format!("{base}/wait/demo")).send().await.unwrap();
+        assert!(r
+            .headers()
+            .get("set-cookie")
+            .is_some_and(|c| c.to_str().unwrap().contains("sluice_ticket=")));
+        let status = r.status();
+        let body = r.text().await.unwrap();
+        states.push((status, body.contains("You are in line")));
+    }
+    assert_eq!(states[0].0, StatusCode::SEE_OTHER);
+    assert_eq!(states[1].0, StatusCode::SEE_OTHER);
+    assert_eq!(states[2], (StatusCode::OK, true));
+    // The printed token works for the operator API.
+    let r = http
+        .get(format!("{base}/v1/rooms/demo"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(
+        (
+            v["config"]["capacity"].as_u64(),
+            v["active"].as_u64(),
+            v["waiting"].as_u64()
+        ),
+        (Some(2), Some(2), Some(1))
+    );
+}

@@ -1,0 +1,300 @@
+//! Clients written by others: a Python gRPC client generated from the .proto, PyJWT verifying
+//! an admission token with the served JWKS, and `promtool check metrics` on `/metrics`. Plus the
+//! Rust gRPC client, health and reflection, per-client rate limits and graceful shutdown.
+
+mod common;
+
+use common::*;
+use reqwest::StatusCode;
+use serde_json::Value;
+use sluice_api::pb;
+use std::process::Command;
+use std::time::Duration;
+
+fn python(args: &[&str]) -> Value {
+    let out = Command::new("python3")
+        .args(args)
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_grpc_client_pyjwt_and_promtool() {
+    let c = Cluster::start(1).await;
+    c.create_room("py", room_config(5)).await;
+    let proto = concat!(env!("CARGO_MANIFEST_DIR"), "/proto");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/py/grpc_client.py");
+    let v = python(&[script, proto, &c.node(1).grpc, "py"]);
+    assert_eq!(v["join_state"], "admitted");
+    assert_eq!(v["state"], "admitted");
+    assert_eq!(v["same_visitor"], true);
+    let token = v["admission_token"].as_str().expect("a token").to_string();
+
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/py/verify_jwt.py");
+    let claims = python(&[
+        script,
+        &c.node(1).url("/.well-known/jwks.json"),
+        &token,
+        "py",
+    ]);
+    assert_eq!(claims["room"], "py");
+    assert_eq!(claims["sub"], v["visitor_id"]);
+
+    let metrics = c
+        .http
+        .get(c.node(1).url("/metrics"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("sluice_room_active{room=\"py\"} 1"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("sluice_raft_commit_latency_seconds_bucket"));
+    assert!(metrics.contains("sluice_http_requests_total{method=\"PUT\",route=\"/v1/rooms/{room}\",status=\"201\"} 1"), "{metrics}");
+    assert!(
+        metrics.contains("sluice_grpc_requests_total{method=\"Visitor/Join\",code=\"OK\"} 1"),
+        "{metrics}"
+    );
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("promtool");
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(metrics.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_flow_health_and_reflection() {
+    let c = Cluster::start(1).await;
+    let addr = format!("http://{}", c.node(1).grpc);
+    let channel = tonic::transport::Channel::from_shared(addr)
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    // Admin without a token is refused; with it, creates a room.
+    let mut admin = pb::admin_client::AdminClient::new(channel.clone());
+    let put = pb::PutRoomRequest {
+        room: "g".into(),
+        config: Some(pb::RoomConfig {
+            capacity: 1,
+            admit_per_minute: 600_000,
+            session_ttl_secs: 600,
+            waiter_ttl_secs: 600,
+            max_waiting: 100,
+            ..Default::default()
+        }),
+    };
+    assert_eq!(
+        admin.put_room(put.clone()).await.unwrap_err().code(),
+        tonic::Code::Unauthenticated
+    );
+    let mut req = tonic::Request::new(put);
+    req.metadata_mut()
+        .insert("authorization", format!("Bearer {TOKEN}").parse().unwrap());
+    assert!(admin.put_room(req).await.unwrap().into_inner().created);
+    // The visitor flow over gRPC.
+    let mut v = pb::visitor_client::VisitorClient::new(channel.clone());
+    let a = v
+        .join(pb::JoinRequest {
+            room: "g".into(),
+            ticket: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(a.state, "admitted");
+    let b = v
+        .join(pb::JoinRequest {
+            room: "g".into(),
+            ticket: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((b.state.as_str(), b.position), ("waiting", Some(1)));
+    let gate = v
+        .check(pb::GateRequest {
+            room: "g".into(),
+            ticket: a.ticket.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(gate.admitted);
+    let gate = v
+        .check(pb::GateRequest {
+            room: "g".into(),
+            ticket: b.ticket.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!gate.admitted);
+    v.leave(pb::VisitorRequest {
+        room: "g".into(),
+        ticket: a.ticket.clone(),
+        consistent: false,
+    })
+    .await
+    .unwrap();
+    let st = v
+        .status(pb::VisitorRequest {
+            room: "g".into(),
+            ticket: b.ticket.clone(),
+            consistent: true,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(st.state, "admitted");
+    // Errors carry fitting codes.
+    let e = v
+        .status(pb::VisitorRequest {
+            room: "g".into(),
+            ticket: "forged".into(),
+            consistent: false,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::Unauthenticated);
+    let e = v
+        .join(pb::JoinRequest {
+            room: "NO".into(),
+            ticket: String::new(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::InvalidArgument);
+    // Standard health checking and reflection.
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel.clone());
+    let h = health
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: "sluice.v1.Visitor".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        h.status,
+        tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+    );
+    let mut refl =
+        tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient::new(channel);
+    let req = tonic_reflection::pb::v1::ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(
+            tonic_reflection::pb::v1::server_reflection_request::MessageRequest::ListServices(
+                String::new(),
+            ),
+        ),
+    };
+    let mut stream = refl
+        .server_reflection_info(tokio_stream::iter(vec![req]))
+        .await
+        .unwrap()
+        .into_inner();
+    let resp = stream.message().await.unwrap().unwrap();
+    let listed = format!("{resp:?}");
+    for s in [
+        "sluice.v1.Visitor",
+        "sluice.v1.Admin",
+        "sluice.v1.Cluster",
+        "grpc.health.v1.Health",
+    ] {
+        assert!(listed.contains(s), "{s} missing from {listed}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn visitor_endpoints_are_rate_limited_per_client() {
+    let c = Cluster::start_with(
+        1,
+        "[limits]\nvisitor_requests_per_second = 2\nvisitor_burst = 5",
+    )
+    .await;
+    c.create_room("rl", room_config(5)).await;
+    let mut limited = None;
+    for _ in 0..20 {
+        let r = c
+            .http
+            .get(c.node(1).url("/v1/rooms/rl/status"))
+            .send()
+            .await
+            .unwrap();
+        if r.status() == StatusCode::TOO_MANY_REQUESTS {
+            limited = Some(r);
+            break;
+        }
+    }
+    let r = limited.expect("a 429 within 20 requests at burst 5");
+    assert!(r.headers().get("retry-after").is_some());
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["code"], "rate_limited");
+    // The gate and operator endpoints are not visitor-limited.
+    let r = c
+        .http
+        .get(c.node(1).url("/v1/rooms"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_finishes_in_flight_work_and_exits_cleanly() {
+    let mut c = Cluster::start(1).await;
+    c.create_room("s", room_config(5)).await;
+    let v = c.join(1, "s", None).await;
+    let mut child = c.nodes.get_mut(&1).unwrap().child.take().unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "did not exit after SIGTERM"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(status.success(), "{status:?}");
+    // Restarted on the same data, the visitor is still there.
+    c.spawn(1);
+    c.wait_ready().await;
+    let st = c.status(1, "s", v["ticket"].as_str().unwrap()).await;
+    assert_eq!(st["state"], "admitted");
+}

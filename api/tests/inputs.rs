@@ -1,0 +1,400 @@
+//! Bad input gets the right status and error code, and loses nothing already accepted; tickets
+//! and tokens that are forged, tampered with, expired or for another room are refused.
+
+mod common;
+
+use base64::Engine;
+use common::*;
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+
+async fn room_state(c: &Cluster) -> Value {
+    let (_, mut v) = c
+        .admin(1, Method::GET, "/v1/rooms/r?consistent=true", None)
+        .await;
+    v.as_object_mut().unwrap().remove("applied_index");
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_of_bad_inputs() {
+    let c = Cluster::start(1).await;
+    c.create_room("r", room_config(1)).await;
+    let a = c.join(1, "r", None).await;
+    let ticket = a["ticket"].as_str().unwrap().to_string();
+    c.join(1, "r", None).await;
+    let before = room_state(&c).await;
+    let url = |p: &str| c.node(1).url(p);
+    let big = "x".repeat(200 * 1024);
+    // (method, path, body, auth, expected status, expected code)
+    let cases: Vec<(Method, &str, Option<&str>, bool, StatusCode, &str)> = vec![
+        (
+            Method::PUT,
+            "/v1/rooms/r",
+            Some("{not json"),
+            true,
+            StatusCode::BAD_REQUEST,
+            "malformed_json",
+        ),
+        (
+            Method::PUT,
+            "/v1/rooms/r",
+            Some(r#"{"capacity": 5, "colour": "red"}"#),
+            true,
+            StatusCode::BAD_REQUEST,
+            "unknown_field",
+        ),
+        (
+            Method::PUT,
+            "/v1/rooms/r",
+            Some(r#"{"capacity": "many"}"#),
+            true,
+            StatusCode::BAD_REQUEST,
+            "invalid_body",
+        ),
+        (
+            Method::PUT,
+            "/v1/rooms/r",
+            Some(r#"{"capacity": 0}"#),
+            true,
+            StatusCode::BAD_REQUEST,
+            "invalid_field",
+        ),
+        (
+            Method::PUT,
+            "/v1/rooms/r",
+            Some(r#"{"mode": "random"}"#),
+            true,
+            StatusCode::BAD_REQUEST,
+            "invalid_field",
+        ),
+        (
+            Method::PUT,
+            "/v1/rooms/r",
+            Some(r#"{"slow_factor": 2}"#),
+            true,
+            StatusCode::BAD_REQUEST,
+            "invalid_field",
+        ),
+        (
+            Method::PUT,
+            "/v1/rooms/r",
+            Some(&big),
+            true,
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+        ),
+        (
+            Method::PUT,
+            "/v1/rooms/Bad_Name",
+            Some("{}"),
+            true,
+            StatusCode::BAD_REQUEST,
+            "invalid_field",
+        ),
+        (
+            Method::PUT,
+            "/v1/rooms/r",
+            Some("{}"),
+            false,
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+        ),
+        (
+            Method::DELETE,
+            "/v1/rooms/r",
+            None,
+            false,
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+        ),
+        (
+            Method::POST,
+            "/v1/rooms/r/pause",
+            None,
+            false,
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+        ),
+        (
+            Method::POST,
+            "/v1/rooms/r/admit",
+            Some(r#"{"count": 0}"#),
+            true,
+            StatusCode::BAD_REQUEST,
+            "invalid_field",
+        ),
+        (
+            Method::POST,
+            "/v1/rooms/r/admit",
+            Some(r#"{"count": -1}"#),
+            true,
+            StatusCode::BAD_REQUEST,
+            "invalid_body",
+        ),
+        (
+            Method::POST,
+            "/v1/rooms/r/mode",
+            Some(r#"{}"#),
+            true,
+            StatusCode::BAD_REQUEST,
+            "invalid_body",
+        ),
+        (
+            Method::POST,
+            "/v1/rooms/r/revoke",
+            Some(r#"{"visitor_id": "zz"}"#),
+            true,
+            StatusCode::BAD_REQUEST,
+            "invalid_field",
+        ),
+        (
+            Method::POST,
+            "/v1/rooms/r/frobnicate",
+            None,
+            true,
+            StatusCode::NOT_FOUND,
+            "not_found",
+        ),
+        (
+            Method::GET,
+            "/v1/rooms/r/queue?limit=999999",
+            None,
+            true,
+            StatusCode::BAD_REQUEST,
+            "invalid_field",
+        ),
+        (
+            Method::GET,
+            "/v1/rooms/nope",
+            None,
+            true,
+            StatusCode::NOT_FOUND,
+            "room_not_found",
+        ),
+        (
+            Method::POST,
+            "/v1/rooms/nope/join",
+            None,
+            false,
+            StatusCode::NOT_FOUND,
+            "room_not_found",
+        ),
+        (
+            Method::POST,
+            "/v1/rooms/r/join",
+            Some(r#"{"ticket": "garbage"}"#),
+            false,
+            StatusCode::UNAUTHORIZED,
+            "invalid_ticket",
+        ),
+        (
+            Method::POST,
+            "/v1/rooms/r/join",
+            Some(r#"{"ticket": 5}"#),
+            false,
+            StatusCode::BAD_REQUEST,
+            "invalid_body",
+        ),
+        (
+            Method::POST,
+            "/v1/rooms/r/join",
+            Some(r#"{"tikcet": "x"}"#),
+            false,
+            StatusCode::BAD_REQUEST,
+            "unknown_field",
+        ),
+        (
+            Method::GET,
+            "/v1/rooms/r/status",
+            None,
+            false,
+            StatusCode::UNAUTHORIZED,
+            "missing_ticket",
+        ),
+        (
+            Method::POST,
+            "/v1/rooms/r/leave",
+            None,
+            false,
+            StatusCode::UNAUTHORIZED,
+            "missing_ticket",
+        ),
+        (
+            Method::POST,
+            "/v1/pools/p/assign",
+            None,
+            true,
+            StatusCode::NOT_FOUND,
+            "pool_not_found",
+        ),
+        (
+            Method::PUT,
+            "/v1/pools/p",
+            Some(r#"{"room_capacity": 0}"#),
+            true,
+            StatusCode::BAD_REQUEST,
+            "invalid_field",
+        ),
+        (
+            Method::POST,
+            "/v1/cluster/membership",
+            Some(r#"{"action": "explode", "id": 1}"#),
+            true,
+            StatusCode::BAD_REQUEST,
+            "invalid_field",
+        ),
+        (
+            Method::GET,
+            "/no/such/thing",
+            None,
+            false,
+            StatusCode::NOT_FOUND,
+            "not_found",
+        ),
+        (
+            Method::GET,
+            "/metrics",
+            None,
+            false,
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+        ),
+    ];
+    for (method, path, body, auth, status, code) in cases {
+        let mut req = c.http.request(method.clone(), url(path));
+        if auth {
+            req = req.bearer_auth(TOKEN);
+        }
+        if let Some(b) = body {
+            req = req
+                .header("content-type", "application/json")
+                .body(b.to_string());
+        }
+        let r = req.send().await.unwrap();
+        let got = r.status();
+        let v: Value = r.json().await.unwrap_or(Value::Null);
+        assert_eq!(got, status, "{method} {path}: {v}");
+        assert_eq!(v["error"]["code"], code, "{method} {path}: {v}");
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty()),
+            "{v}"
+        );
+    }
+    // A wrong operator token is refused like a missing one.
+    let r = c
+        .http
+        .get(url("/v1/rooms"))
+        .bearer_auth("wrong-token-of-some-length")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    // The field is named for invalid values.
+    let (_, v) = c
+        .admin(1, Method::PUT, "/v1/rooms/r", Some(json!({"capacity": 0})))
+        .await;
+    assert_eq!(v["error"]["field"], "capacity");
+    // Nothing already accepted was lost or changed.
+    assert_eq!(room_state(&c).await, before);
+    assert_eq!(c.status(1, "r", &ticket).await["state"], "admitted");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_tampered_and_other_room_tickets_and_tokens() {
+    let c = Cluster::start(1).await;
+    c.create_room("one", room_config(10)).await;
+    c.create_room("two", room_config(10)).await;
+    let v = c.join(1, "one", None).await;
+    let ticket = v["ticket"].as_str().unwrap().to_string();
+    assert_eq!(c.gate(1, "one", &ticket).await, StatusCode::OK);
+    // Another room: refused by the gate and by explicit use.
+    assert_eq!(c.gate(1, "two", &ticket).await, StatusCode::UNAUTHORIZED);
+    let (s, e) = c
+        .visitor(1, Method::GET, "/v1/rooms/two/status", Some(&ticket))
+        .await;
+    assert_eq!(
+        (s, e["error"]["code"].as_str()),
+        (StatusCode::FORBIDDEN, Some("ticket_wrong_room"))
+    );
+    // Tampered: change one character of the payload.
+    let parts: Vec<&str> = ticket.split('.').collect();
+    let mut payload = parts[2].to_string().into_bytes();
+    let i = payload.len() / 2;
+    payload[i] = if payload[i] == b'A' { b'B' } else { b'A' };
+    let tampered = format!(
+        "t1.{}.{}.{}",
+        parts[1],
+        String::from_utf8(payload).unwrap(),
+        parts[3]
+    );
+    assert_eq!(c.gate(1, "one", &tampered).await, StatusCode::UNAUTHORIZED);
+    let (s, e) = c
+        .visitor(1, Method::GET, "/v1/rooms/one/status", Some(&tampered))
+        .await;
+    assert_eq!(
+        (s, e["error"]["code"].as_str()),
+        (StatusCode::UNAUTHORIZED, Some("invalid_ticket"))
+    );
+    // Forged: a well-formed ticket under an unknown key, and garbage.
+    assert_eq!(
+        c.gate(1, "one", &format!("t1.k9.{}.{}", parts[2], parts[3]))
+            .await,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(c.gate(1, "one", "garbage").await, StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        c.gate(1, "one", &"A".repeat(5000)).await,
+        StatusCode::UNAUTHORIZED
+    );
+    // The admission token verifies with the published JWKS and is bound to its room.
+    let token = v["admission_token"].as_str().unwrap();
+    let jwks: Value = c
+        .http
+        .get(c.node(1).url("/.well-known/jwks.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let x = jwks["keys"][0]["x"].as_str().unwrap();
+    let key = jsonwebtoken::DecodingKey::from_ed_components(x).unwrap();
+    let mut val = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::EdDSA);
+    val.set_audience(&["sluice:one"]);
+    let claims = jsonwebtoken::decode::<Value>(token, &key, &val)
+        .unwrap()
+        .claims;
+    assert_eq!(claims["room"], "one");
+    assert_eq!(claims["sub"], v["visitor_id"]);
+    assert!(claims["exp"].as_u64().unwrap() > claims["iat"].as_u64().unwrap());
+    val.set_audience(&["sluice:two"]);
+    assert!(
+        jsonwebtoken::decode::<Value>(token, &key, &val).is_err(),
+        "bound to its room"
+    );
+    // A token whose signature was altered does not verify.
+    let mut bad = token.to_string();
+    let last = bad.pop().unwrap();
+    bad.push(if last == 'A' { 'B' } else { 'A' });
+    val.set_audience(&["sluice:one"]);
+    assert!(jsonwebtoken::decode::<Value>(&bad, &key, &val).is_err());
+    // An expired token: one signed with the same key but exp in the past is refused.
+    let seed = base64::engine::general_purpose::STANDARD
+        .decode("dGVzdC1qd3Qtc2VlZC0zMi1ieXRlcy1leGFjdGx5ISE=")
+        .unwrap();
+    let keys = sluice_api::tokens::JwtKeys::from_seed("j1", "sluice", &seed).unwrap();
+    let old = keys.issue(
+        "one",
+        sluice_statemachine::VisitorId::from_u128(1),
+        1,
+        1_000,
+        2_000,
+    );
+    assert!(
+        jsonwebtoken::decode::<Value>(&old, &key, &val).is_err(),
+        "expired"
+    );
+}
