@@ -71,7 +71,15 @@ async fn flow(c: &Cluster, entry: u64, reader: u64) {
         (code, s(&left, "state"), s(&left, "reason")),
         (StatusCode::OK, "rejected".into(), "left".into())
     );
-    let st = c.status(reader, "sale", &s(&b2, "ticket")).await;
+    // Another visitor's write: a linearizable read on any node sees it at once.
+    let (_, st) = c
+        .visitor(
+            reader,
+            Method::GET,
+            "/v1/rooms/sale/status?consistent=true",
+            Some(&s(&b2, "ticket")),
+        )
+        .await;
     assert_eq!(s(&st, "state"), "admitted", "{st}");
     wait_for("the gate sees A gone", Duration::from_secs(5), || async {
         c.gate(reader, "sale", &s(&a, "ticket")).await == StatusCode::UNAUTHORIZED
@@ -170,4 +178,63 @@ async fn leader_killed_mid_flow() {
         .admin(follower, Method::GET, "/v1/rooms/k?consistent=true", None)
         .await;
     assert_eq!(room["totals"]["joined"].as_u64(), Some(20));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_stream_pushes_position_then_admission() {
+    use futures::StreamExt;
+    let c = Cluster::start(1).await;
+    c.create_room("ev", room_config(1)).await;
+    let a = c.join(1, "ev", None).await;
+    let b = c.join(1, "ev", None).await;
+    let resp = c
+        .http
+        .get(c.node(1).url("/v1/rooms/ev/events"))
+        .header("cookie", format!("sluice_ticket={}", s(&b, "ticket")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert!(resp.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/event-stream"));
+    let mut body = resp.bytes_stream();
+    let mut text = String::new();
+    let first = next_event(&mut body, &mut text).await;
+    assert_eq!(
+        (s(&first, "state").as_str(), first["position"].as_u64()),
+        ("waiting", Some(1))
+    );
+    // A leaves; the stream pushes B's admission without B asking.
+    c.visitor(
+        1,
+        Method::POST,
+        "/v1/rooms/ev/leave",
+        Some(&s(&a, "ticket")),
+    )
+    .await;
+    let second = next_event(&mut body, &mut text).await;
+    assert_eq!(s(&second, "state"), "admitted", "{second}");
+    assert!(second["admission_token"].as_str().is_some());
+}
+
+async fn next_event<S>(body: &mut S, text: &mut String) -> Value
+where
+    S: futures::Stream<Item = reqwest::Result<axum::body::Bytes>> + Unpin,
+{
+    use futures::StreamExt;
+    loop {
+        if let Some(i) = text.find("\n\n") {
+            let ev: String = text.drain(..i + 2).collect();
+            if let Some(data) = ev.lines().find_map(|l| l.strip_prefix("data: ")) {
+                return serde_json::from_str::<Value>(data).unwrap();
+            }
+            continue;
+        }
+        let chunk = tokio::time::timeout(Duration::from_secs(10), body.next())
+            .await
+            .expect("an event in time");
+        text.push_str(std::str::from_utf8(&chunk.unwrap().unwrap()).unwrap());
+    }
 }
