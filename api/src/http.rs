@@ -588,6 +588,50 @@ async fn digest(State(app): AppState) -> Response {
     }
 }
 
+/// Log entries held by this node, for audits and replays (`proposal` is the base64 of the
+/// encoded proposal, as stored in the log).
+#[utoipa::path(get, path = "/v1/cluster/log", params(("from" = Option<u64>, Query), ("limit" = Option<u64>, Query)),
+    responses((status = 200, description = "{entries: [{index, term, proposal?}]}")), security(("bearer" = [])))]
+async fn log(State(app): AppState, Query(q): Query<LogQuery>) -> Response {
+    use base64::Engine;
+    let from = q.from.unwrap_or(1);
+    let limit = q.limit.unwrap_or(1_000);
+    if limit > sluice_raft::LOG_PAGE_MAX {
+        return ApiError::invalid(
+            "limit",
+            format!("must be at most {}", sluice_raft::LOG_PAGE_MAX),
+        )
+        .into_response();
+    }
+    match app.sluice.node.log_entries(from, limit).await {
+        Ok(entries) => {
+            let entries: Vec<serde_json::Value> = entries
+                .into_iter()
+                .map(|e| {
+                    serde_json::json!({
+                        "index": e.index,
+                        "term": e.term,
+                        "proposal": e.proposal.map(|p| base64::engine::general_purpose::STANDARD.encode(p)),
+                    })
+                })
+                .collect();
+            Json(serde_json::json!({ "entries": entries })).into_response()
+        }
+        Err(e) => ApiError::from(e).into_response(),
+    }
+}
+
+/// Query of `/v1/cluster/log`.
+#[derive(Debug, Default, Deserialize)]
+pub struct LogQuery {
+    /// First index.
+    #[serde(default)]
+    pub from: Option<u64>,
+    /// Most entries.
+    #[serde(default)]
+    pub limit: Option<u64>,
+}
+
 async fn metrics(State(app): AppState) -> Response {
     let body = app.metrics.render(&app.sluice);
     (
@@ -739,6 +783,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/cluster/learners", post(add_learner))
         .route("/v1/cluster/membership", post(membership))
         .route("/v1/cluster/digest", get(digest))
+        .route("/v1/cluster/log", get(log))
         .route("/metrics", get(metrics))
         .route_layer(middleware::from_fn_with_state(app.clone(), operator_auth));
     let public = Router::new()
@@ -792,7 +837,7 @@ async fn body_limit_json(resp: Response) -> Response {
 #[openapi(
     info(title = "Sluice", description = "Virtual waiting room and admission coordinator", version = "1"),
     paths(join, status, heartbeat, leave, events, gate, put_room, get_room, delete_room, list_rooms, room_action, queue,
-          put_pool, get_pool, pool_action, cluster, add_learner, membership, digest),
+          put_pool, get_pool, pool_action, cluster, add_learner, membership, digest, log),
     components(schemas(VisitorReply, TicketBody, RoomConfigBody, BrandingBody, RoomBody, RoomList, TotalsBody, ModeBody, HealthBody,
         AdmitBody, RevokeBody, CountReply, QueueReply, QueueEntryBody, PoolBody, PoolReply, PoolRoom, AssignReply, PoolRoomBody,
         LearnerBody, MembershipBody)),

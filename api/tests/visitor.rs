@@ -182,7 +182,6 @@ async fn leader_killed_mid_flow() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_stream_pushes_position_then_admission() {
-    use futures::StreamExt;
     let c = Cluster::start(1).await;
     c.create_room("ev", room_config(1)).await;
     let a = c.join(1, "ev", None).await;

@@ -1,1 +1,25 @@
-//! Sluice fault-injection harness (work in progress).
+//! Sluice's black-box test harness: real `sluice serve` processes in network namespaces, faults
+//! on a seeded schedule, client workloads that record histories, and independent checkers.
+//! It reaches the nodes only over the network, as a client would.
+//!
+//! Map of the crate:
+//! - [`net`]: namespaces, veth pairs, a bridge, and nftables faults (partitions, packet loss).
+//! - [`db`]: the `sluice` processes: start, SIGKILL, SIGSTOP/SIGCONT, libfaketime clocks,
+//!   membership changes.
+//! - [`nemesis`]: the fault kinds and their seeded schedule.
+//! - [`workload`]: queue-append (list-append), admission, lottery.
+//! - [`history`], [`client`], [`ticket`]: recording operations, classifying answers, minting
+//!   tickets with known visitor ids.
+//! - [`checker`]: strict serializability (via `adya`), capacity, rate, FIFO, no lost writes,
+//!   convergence, lottery replay.
+//! - [`runner`]: one run end to end.
+
+pub mod checker;
+pub mod client;
+pub mod db;
+pub mod history;
+pub mod nemesis;
+pub mod net;
+pub mod runner;
+pub mod ticket;
+pub mod workload;

@@ -27,7 +27,10 @@ pub mod pb {
 
 pub use error::ClusterError;
 pub use network::TlsMaterial;
-pub use node::{wall_ms, ClusterStatus, MembershipOp, NodeConfig, RaftNode, Replication};
+pub use node::{
+    wall_ms, ClusterStatus, LogRecord, MembershipOp, NodeConfig, RaftNode, Replication,
+    LOG_PAGE_MAX,
+};
 pub use sm_store::SmState;
 pub use types::{NodeAddr, TypeConfig};
 

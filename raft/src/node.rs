@@ -175,7 +175,22 @@ pub struct NodeInner {
     cancel: CancellationToken,
     cfg: NodeConfig,
     db: Arc<rocksdb::DB>,
+    log: LogStore,
 }
+
+/// One log entry as read back for audits and replays.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogRecord {
+    /// Index.
+    pub index: u64,
+    /// Term of the leader that wrote it.
+    pub term: u64,
+    /// The proposal (encoded as in the log) for normal entries; `None` for blank and membership.
+    pub proposal: Option<Vec<u8>>,
+}
+
+/// Most entries one log read returns.
+pub const LOG_PAGE_MAX: u64 = 10_000;
 
 impl std::fmt::Debug for NodeInner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -221,6 +236,7 @@ impl RaftNode {
             .await
             .map_err(fatal)?;
         let log_store = LogStore::new(db.clone()).map_err(fatal)?;
+        let log_reader = log_store.clone();
         let sm_store = SmStore::new(&cfg.data_dir.join("snapshots")).map_err(fatal)?;
         let sm = sm_store.handle();
 
@@ -269,6 +285,7 @@ impl RaftNode {
             cancel: CancellationToken::new(),
             cfg: cfg.clone(),
             db,
+            log: log_reader,
         });
 
         let mut builder = tonic::transport::Server::builder().tcp_nodelay(true);
@@ -399,6 +416,30 @@ impl RaftNode {
             .await
             .map_err(|_| ClusterError::Timeout)?;
         self.inner.local_read(f)
+    }
+
+    /// Log entries from `from` (at most `limit`, at most [`LOG_PAGE_MAX`]) still held by this
+    /// node (entries before the last purge are gone). For audits: replaying them reproduces the
+    /// state, lottery draws included.
+    pub async fn log_entries(&self, from: u64, limit: u64) -> Result<Vec<LogRecord>, ClusterError> {
+        use openraft::storage::RaftLogReader;
+        let mut log = self.inner.log.clone();
+        let end = from.saturating_add(limit.min(LOG_PAGE_MAX));
+        let entries = log
+            .try_get_log_entries(from..end)
+            .await
+            .map_err(|e| ClusterError::Fatal(e.to_string()))?;
+        Ok(entries
+            .into_iter()
+            .map(|e| LogRecord {
+                index: e.log_id.index,
+                term: e.log_id.leader_id.term,
+                proposal: match &e.payload {
+                    openraft::EntryPayload::Normal(r) => Some(r.0.encode()),
+                    _ => None,
+                },
+            })
+            .collect())
     }
 
     /// The applied index and state digest, read together.

@@ -1,0 +1,266 @@
+//! `sluice-jepsen`: run fault-injection tests against real Sluice nodes.
+//!
+//! - `run --workload W --faults F,F --nodes N --time S --seed X --out DIR`: one test.
+//! - `smoke --out DIR`: the short set CI runs.
+//! - `matrix --out DIR [--time S] [--nodes 3,5]`: every fault × workload; writes a table.
+//!
+//! Exits non-zero if any checker finds a violation; the summary names the checker, the
+//! operations involved and the seed.
+
+use anyhow::{bail, Result};
+use clap::{Parser, Subcommand};
+use sluice_jepsen::nemesis::Fault;
+use sluice_jepsen::runner::{run, Spec, Summary};
+use sluice_jepsen::workload::Workload;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "sluice-jepsen",
+    about = "Fault-injection tests for Sluice clusters (run as root)"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// One test.
+    Run {
+        #[arg(long, default_value = "queue-append")]
+        workload: String,
+        /// Comma-separated faults, or `all` / `none`.
+        #[arg(long, default_value = "all")]
+        faults: String,
+        #[arg(long, default_value_t = 3)]
+        nodes: u64,
+        /// Seconds of workload.
+        #[arg(long, default_value_t = 60)]
+        time: u64,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        #[arg(long, default_value_t = 6)]
+        workers: usize,
+        #[arg(long, default_value = "jepsen-results/run")]
+        out: PathBuf,
+    },
+    /// The short set CI runs: a few fault kinds, each for about a minute or less.
+    Smoke {
+        #[arg(long, default_value = "jepsen-results/smoke")]
+        out: PathBuf,
+        /// Seconds per test.
+        #[arg(long, default_value_t = 40)]
+        time: u64,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// Every fault × workload, for each node count.
+    Matrix {
+        #[arg(long, default_value = "jepsen-results/matrix")]
+        out: PathBuf,
+        #[arg(long, default_value_t = 60)]
+        time: u64,
+        #[arg(long, default_value = "3,5")]
+        nodes: String,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+}
+
+fn parse_faults(s: &str) -> Result<Vec<Fault>> {
+    match s {
+        "all" => Ok(Fault::ALL.to_vec()),
+        "none" | "" => Ok(vec![]),
+        _ => s
+            .split(',')
+            .map(|f| Fault::parse(f.trim()).ok_or_else(|| anyhow::anyhow!("unknown fault {f:?}")))
+            .collect(),
+    }
+}
+
+fn spec(
+    name: String,
+    workload: Workload,
+    faults: Vec<Fault>,
+    nodes: u64,
+    time: u64,
+    seed: u64,
+    out: PathBuf,
+) -> Spec {
+    Spec {
+        name,
+        nodes,
+        faults,
+        workload,
+        duration: Duration::from_secs(time),
+        seed,
+        workers: 6,
+        fault_hold: Duration::from_secs(6),
+        quiet: Duration::from_secs(3),
+        out,
+    }
+}
+
+fn report(s: &Summary) -> String {
+    let mut line = format!(
+        "{:<40} {:<13} nodes={} seed={} ok={} fail={} info={} faults={} {}",
+        s.name,
+        s.workload,
+        s.nodes,
+        s.seed,
+        s.ok,
+        s.fail,
+        s.info,
+        s.nemesis.len(),
+        if s.valid { "VALID" } else { "INVALID" }
+    );
+    for c in s.checks.iter().filter(|c| !c.valid) {
+        line.push_str(&format!("\n    {} violated: {}", c.checker, c.detail));
+        for op in &c.ops {
+            line.push_str(&format!("\n      {op}"));
+        }
+        line.push_str(&format!(
+            "\n    replay: sluice-jepsen run --workload {} --faults {} --nodes {} --seed {}",
+            s.workload,
+            s.faults.join(","),
+            s.nodes,
+            s.seed
+        ));
+    }
+    line
+}
+
+async fn run_all(specs: Vec<Spec>, out: &PathBuf) -> Result<()> {
+    std::fs::create_dir_all(out)?;
+    let mut summaries = Vec::new();
+    for s in specs {
+        let summary = match run(&s).await {
+            Ok(sum) => sum,
+            Err(e) => bail!("{}: the run itself failed: {e:#}", s.name),
+        };
+        println!("{}", report(&summary));
+        summaries.push(summary);
+    }
+    let table: String = summaries
+        .iter()
+        .map(|s| {
+            format!(
+                "| {} | {} | {} | {} | {} | {} | {} |\n",
+                s.name,
+                s.workload,
+                s.faults.join(", "),
+                s.nodes,
+                s.ok + s.fail + s.info,
+                s.nemesis.len(),
+                if s.valid { "valid" } else { "INVALID" }
+            )
+        })
+        .collect();
+    std::fs::write(out.join("summary.md"), format!("| test | workload | faults | nodes | ops | faults applied | verdict |\n|---|---|---|---|---|---|---|\n{table}"))?;
+    std::fs::write(
+        out.join("summary.json"),
+        serde_json::to_string_pretty(&summaries)?,
+    )?;
+    if summaries.iter().any(|s| !s.valid) {
+        bail!("violations found; see {}/summary.json", out.display());
+    }
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let cli = Cli::parse();
+    match cli.cmd {
+        Cmd::Run {
+            workload,
+            faults,
+            nodes,
+            time,
+            seed,
+            workers,
+            out,
+        } => {
+            let w = Workload::parse(&workload)
+                .ok_or_else(|| anyhow::anyhow!("unknown workload {workload:?}"))?;
+            let mut s = spec(
+                format!("{workload}-{faults}-n{nodes}"),
+                w,
+                parse_faults(&faults)?,
+                nodes,
+                time,
+                seed,
+                out.clone(),
+            );
+            s.workers = workers;
+            run_all(
+                vec![s],
+                &out.parent()
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| out.clone()),
+            )
+            .await
+        }
+        Cmd::Smoke { out, time, seed } => {
+            let set = [
+                (
+                    Workload::QueueAppend,
+                    vec![
+                        Fault::IsolateLeader,
+                        Fault::MajorityMinority,
+                        Fault::KillLeader,
+                    ],
+                ),
+                (
+                    Workload::Admission,
+                    vec![Fault::Kill, Fault::Pause, Fault::Clock],
+                ),
+                (
+                    Workload::Lottery,
+                    vec![Fault::Loss, Fault::KillAll, Fault::Membership],
+                ),
+            ];
+            let specs = set
+                .into_iter()
+                .map(|(w, f)| {
+                    let name = format!("smoke-{}", w.name());
+                    spec(name.clone(), w, f, 3, time, seed, out.join(name))
+                })
+                .collect();
+            run_all(specs, &out).await
+        }
+        Cmd::Matrix {
+            out,
+            time,
+            nodes,
+            seed,
+        } => {
+            let mut specs = Vec::new();
+            for n in nodes
+                .split(',')
+                .filter_map(|n| n.trim().parse::<u64>().ok())
+            {
+                for w in [
+                    Workload::QueueAppend,
+                    Workload::Admission,
+                    Workload::Lottery,
+                ] {
+                    for f in Fault::ALL {
+                        let name = format!("{}-{}-n{n}", w.name(), f.name());
+                        specs.push(spec(
+                            name.clone(),
+                            w,
+                            vec![f],
+                            n,
+                            time,
+                            seed,
+                            out.join(name),
+                        ));
+                    }
+                }
+            }
+            run_all(specs, &out).await
+        }
+    }
+}

@@ -1,0 +1,436 @@
+//! Checkers. Each is a pure function of recorded data and returns a verdict with the operations
+//! involved, so it can be fed known-bad histories in tests.
+
+use crate::history::{pair, to_jsonl, Event, Kind, Op};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sluice_statemachine::{Proposal, StateMachine, VisitorId, VisitorState};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// A checker's verdict.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// Checker name.
+    pub checker: String,
+    /// Did the property hold?
+    pub valid: bool,
+    /// What was found.
+    pub detail: String,
+    /// The operations behind a violation (at most a few).
+    pub ops: Vec<String>,
+}
+
+impl Verdict {
+    fn ok(checker: &str, detail: impl Into<String>) -> Self {
+        Verdict {
+            checker: checker.into(),
+            valid: true,
+            detail: detail.into(),
+            ops: vec![],
+        }
+    }
+
+    fn bad(checker: &str, detail: impl Into<String>, ops: Vec<String>) -> Self {
+        Verdict {
+            checker: checker.into(),
+            valid: false,
+            detail: detail.into(),
+            ops: ops.into_iter().take(8).collect(),
+        }
+    }
+}
+
+fn describe(op: &Op) -> String {
+    format!(
+        "{} p{} {} {} [{}..{}] node {}",
+        op.f,
+        op.process,
+        serde_json::to_string(&op.kind).unwrap_or_default(),
+        op.value,
+        op.invoke,
+        op.complete,
+        op.node
+    )
+}
+
+/// Strict serializability of the list-append history, checked by the independent `adya` checker.
+pub fn list_append(events: &[Event], dir: &Path) -> Verdict {
+    let txns: Vec<Event> = events.iter().filter(|e| e.f == "txn").cloned().collect();
+    let path = dir.join("list-append.jsonl");
+    if let Err(e) = std::fs::write(&path, to_jsonl(&txns)) {
+        return Verdict::bad(
+            "list-append (adya)",
+            format!("cannot write history: {e}"),
+            vec![],
+        );
+    }
+    let adya = std::env::var("ADYA").unwrap_or_else(|_| "adya".into());
+    let out = std::process::Command::new(&adya)
+        .args(["check", "-m", "list-append", "-c", "strict-serializable"])
+        .arg(&path)
+        .output();
+    match out {
+        Err(e) => Verdict::bad(
+            "list-append (adya)",
+            format!("cannot run {adya}: {e} (cargo install adya --no-default-features)"),
+            vec![],
+        ),
+        Ok(o) => {
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            );
+            let _ = std::fs::write(dir.join("adya.txt"), &text);
+            match o.status.code() {
+                Some(0) => Verdict::ok(
+                    "list-append (adya)",
+                    format!("strict serializable: {} transactions", txns.len() / 2),
+                ),
+                Some(1) => Verdict::bad(
+                    "list-append (adya)",
+                    "anomalies found (see adya.txt)".to_string(),
+                    text.lines().take(8).map(str::to_string).collect(),
+                ),
+                Some(2) => Verdict::ok(
+                    "list-append (adya)",
+                    "unknown: too few dependencies to decide (no anomaly found)",
+                ),
+                c => Verdict::bad(
+                    "list-append (adya)",
+                    format!(
+                        "adya failed ({c:?}): {}",
+                        text.lines().next().unwrap_or_default()
+                    ),
+                    vec![],
+                ),
+            }
+        }
+    }
+}
+
+/// Every acknowledged append is in the final read of its list (no lost writes).
+pub fn appends_kept(events: &[Event], final_lists: &BTreeMap<u64, Vec<u64>>) -> Verdict {
+    let mut lost = Vec::new();
+    for op in pair(events)
+        .iter()
+        .filter(|o| o.f == "txn" && o.kind == Kind::Ok)
+    {
+        if let Some([kind, key, v]) = op
+            .value
+            .get(0)
+            .and_then(|m| m.as_array())
+            .map(|a| a.as_slice())
+        {
+            if kind == "append" {
+                let (key, v) = (key.as_u64().unwrap_or(0), v.as_u64().unwrap_or(0));
+                if !final_lists.get(&key).is_some_and(|l| l.contains(&v)) {
+                    lost.push(describe(op));
+                }
+            }
+        }
+    }
+    if lost.is_empty() {
+        Verdict::ok(
+            "no lost appends",
+            "every acknowledged append is in its final list",
+        )
+    } else {
+        Verdict::bad(
+            "no lost appends",
+            format!("{} acknowledged appends missing", lost.len()),
+            lost,
+        )
+    }
+}
+
+/// Active sessions never exceed capacity in any linearizable read of the room.
+pub fn capacity(events: &[Event], capacity: u64) -> Verdict {
+    let mut bad = Vec::new();
+    let mut n = 0;
+    for op in pair(events)
+        .iter()
+        .filter(|o| o.f == "room" && o.kind == Kind::Ok)
+    {
+        n += 1;
+        if op.value["active"].as_u64().unwrap_or(0) > capacity {
+            bad.push(describe(op));
+        }
+    }
+    if bad.is_empty() {
+        Verdict::ok("capacity", format!("{n} reads, active ≤ {capacity}"))
+    } else {
+        Verdict::bad(
+            "capacity",
+            format!("{} reads saw more than {capacity} active", bad.len()),
+            bad,
+        )
+    }
+}
+
+/// Admissions between any two reads never exceed `burst + rate × elapsed` (elapsed widened by
+/// the largest clock offset injected, since the bucket fills by the leader's log time).
+pub fn rate(events: &[Event], per_minute: u64, burst: u64, clock_slack_ms: u64) -> Verdict {
+    let reads: Vec<Op> = pair(events)
+        .into_iter()
+        .filter(|o| o.f == "room" && o.kind == Kind::Ok)
+        .collect();
+    for (i, a) in reads.iter().enumerate() {
+        for b in &reads[i + 1..] {
+            if b.invoke <= a.complete {
+                continue;
+            }
+            let admitted = b.value["admitted"]
+                .as_u64()
+                .unwrap_or(0)
+                .saturating_sub(a.value["admitted"].as_u64().unwrap_or(0));
+            let elapsed_ms = (b.complete - a.invoke) / 1_000_000 + clock_slack_ms;
+            let allowed = burst + per_minute * elapsed_ms / 60_000 + 1;
+            if admitted > allowed {
+                return Verdict::bad(
+                    "rate",
+                    format!(
+                        "{admitted} admissions within {elapsed_ms} ms, at most {allowed} allowed"
+                    ),
+                    vec![describe(a), describe(b)],
+                );
+            }
+        }
+    }
+    Verdict::ok(
+        "rate",
+        format!(
+            "{} reads within {per_minute}/min, burst {burst}",
+            reads.len()
+        ),
+    )
+}
+
+/// FIFO: a visitor whose join was acknowledged before another's join began is admitted no later,
+/// and stands ahead of it while both wait. Checked against every linearizable read of the line.
+pub fn fifo(events: &[Event]) -> Verdict {
+    let ops = pair(events);
+    let mut invoked: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut acked: BTreeMap<u64, u64> = BTreeMap::new();
+    for op in ops.iter().filter(|o| o.f == "join") {
+        let v = op.invoke_value.as_u64().unwrap_or(0);
+        invoked.insert(v, op.invoke);
+        if op.kind == Kind::Ok {
+            acked.insert(v, op.complete);
+        }
+    }
+    let mut reads = 0;
+    for read in ops.iter().filter(|o| o.f == "line" && o.kind == Kind::Ok) {
+        reads += 1;
+        let line: Vec<u64> = read
+            .value
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_u64).collect())
+            .unwrap_or_default();
+        let in_line: BTreeSet<u64> = line.iter().copied().collect();
+        // Order within the line.
+        let mut latest_invoke: Option<(u64, u64)> = None;
+        for &v in &line {
+            if let (Some(&ack), Some((w, inv))) = (acked.get(&v), latest_invoke) {
+                if ack < inv {
+                    return Verdict::bad(
+                        "fifo",
+                        format!("{v} was acknowledged before {w} began but stands behind it"),
+                        vec![
+                            describe(read),
+                            format!("join {v} acked at {ack}"),
+                            format!("join {w} invoked at {inv}"),
+                        ],
+                    );
+                }
+            }
+            if let Some(&inv) = invoked.get(&v) {
+                if latest_invoke.is_none_or(|(_, i)| inv > i) {
+                    latest_invoke = Some((v, inv));
+                }
+            }
+        }
+        // Someone who left the line (was admitted) must not have joined after someone still in it
+        // was acknowledged.
+        let earliest_waiting = line
+            .iter()
+            .filter_map(|v| acked.get(v).map(|&a| (a, *v)))
+            .min();
+        let latest_gone = acked
+            .iter()
+            .filter(|(v, &ack)| ack < read.invoke && !in_line.contains(v))
+            .filter_map(|(v, _)| invoked.get(v).map(|&i| (i, *v)))
+            .max();
+        if let (Some((ack_a, a)), Some((inv_b, b))) = (earliest_waiting, latest_gone) {
+            if ack_a < inv_b {
+                return Verdict::bad(
+                    "fifo",
+                    format!(
+                        "{b} was admitted while {a}, acknowledged before {b} began, still waits"
+                    ),
+                    vec![
+                        describe(read),
+                        format!("join {a} acked at {ack_a}"),
+                        format!("join {b} invoked at {inv_b}"),
+                    ],
+                );
+            }
+        }
+    }
+    Verdict::ok("fifo", format!("{reads} line reads in order"))
+}
+
+/// Every acknowledged join is accounted for at the end: waiting, admitted, left or expired.
+pub fn no_lost_joins(events: &[Event], final_states: &BTreeMap<u64, String>) -> Verdict {
+    let mut lost = Vec::new();
+    let mut n = 0;
+    for op in pair(events)
+        .iter()
+        .filter(|o| o.f == "join" && o.kind == Kind::Ok)
+    {
+        n += 1;
+        let v = op.invoke_value.as_u64().unwrap_or(0);
+        let state = final_states
+            .get(&v)
+            .map(String::as_str)
+            .unwrap_or("unknown");
+        if !matches!(
+            state,
+            "waiting" | "admitted" | "rejected:left" | "rejected:expired" | "rejected:abandoned"
+        ) {
+            lost.push(format!("{} → {state}", describe(op)));
+        }
+    }
+    if lost.is_empty() {
+        Verdict::ok(
+            "no lost joins",
+            format!("{n} acknowledged joins all accounted for"),
+        )
+    } else {
+        Verdict::bad(
+            "no lost joins",
+            format!("{} acknowledged joins lost", lost.len()),
+            lost,
+        )
+    }
+}
+
+/// After healing, every node reports the same digest at the same applied index.
+pub fn convergence(digests: &BTreeMap<u64, (u64, String)>) -> Verdict {
+    let distinct: BTreeSet<&(u64, String)> = digests.values().collect();
+    if digests.is_empty() {
+        Verdict::bad("convergence", "no node reported a digest", vec![])
+    } else if distinct.len() == 1 {
+        let (i, d) = digests.values().next().expect("non-empty");
+        Verdict::ok(
+            "convergence",
+            format!(
+                "{} nodes at index {i}, digest {}",
+                digests.len(),
+                &d[..16.min(d.len())]
+            ),
+        )
+    } else {
+        Verdict::bad(
+            "convergence",
+            "nodes disagree".to_string(),
+            digests
+                .iter()
+                .map(|(n, (i, d))| format!("node {n}: index {i} digest {d}"))
+                .collect(),
+        )
+    }
+}
+
+/// One log entry as fetched from a node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogEntry {
+    /// Index.
+    pub index: u64,
+    /// Term.
+    pub term: u64,
+    /// Encoded proposal; `None` for blank and membership entries.
+    pub proposal: Option<Vec<u8>>,
+}
+
+/// Replays the log through the state machine (the same deterministic code every replica runs)
+/// and checks every observed visitor state at the index it was observed at, and the final digest.
+pub fn lottery_replay(
+    events: &[Event],
+    room: &str,
+    log: &[LogEntry],
+    node_digest: Option<&(u64, String)>,
+) -> Verdict {
+    let mut obs: BTreeMap<u64, Vec<(u64, String, String)>> = BTreeMap::new();
+    for op in pair(events)
+        .iter()
+        .filter(|o| (o.f == "status" || o.f == "join") && o.kind == Kind::Ok)
+    {
+        if let (Some(v), Some(state), Some(index)) = (
+            op.value["v"].as_u64(),
+            op.value["state"].as_str(),
+            op.value["index"].as_u64(),
+        ) {
+            obs.entry(index)
+                .or_default()
+                .push((v, state.to_string(), describe(op)));
+        }
+    }
+    let mut sm = StateMachine::new();
+    let mut checked = 0;
+    for e in log {
+        match &e.proposal {
+            Some(bytes) => match Proposal::decode(bytes) {
+                Ok(p) => {
+                    sm.apply(e.term, e.index, &p);
+                }
+                Err(err) => {
+                    return Verdict::bad(
+                        "lottery replay",
+                        format!("entry {} does not decode: {err}", e.index),
+                        vec![],
+                    )
+                }
+            },
+            None => sm.apply_empty(e.term, e.index),
+        }
+        for (v, state, op) in obs.remove(&e.index).unwrap_or_default() {
+            checked += 1;
+            let id = VisitorId::from_u128(crate::ticket::VISITOR_BASE + v as u128);
+            let replayed = match sm.visitor(room, id).map(|view| view.state) {
+                Ok(VisitorState::Waiting { .. }) => "waiting",
+                Ok(VisitorState::Admitted { .. }) => "admitted",
+                Ok(VisitorState::Ended { .. }) => "rejected",
+                Err(_) => "unknown",
+            };
+            if replayed != state {
+                return Verdict::bad(
+                    "lottery replay",
+                    format!(
+                        "visitor {v} was observed {state} at index {}, the replay says {replayed}",
+                        e.index
+                    ),
+                    vec![op],
+                );
+            }
+        }
+    }
+    if let Some((index, digest)) = node_digest {
+        let last = log.last().map_or(0, |e| e.index);
+        if last == *index && sluice_statemachine::digest_hex(&sm.digest()) != *digest {
+            return Verdict::bad(
+                "lottery replay",
+                format!("replayed digest differs from the cluster's at index {index}"),
+                vec![],
+            );
+        }
+    }
+    Verdict::ok(
+        "lottery replay",
+        format!(
+            "{} entries replayed, {checked} observations matched",
+            log.len()
+        ),
+    )
+}

@@ -1,0 +1,388 @@
+//! The system under test: real `sluice serve` processes, one per network namespace, each with its
+//! own RocksDB directory and (for clock faults) its own libfaketime offset file.
+
+use crate::net::Net;
+use anyhow::{bail, Context, Result};
+use base64::Engine;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The operator token the harness configures.
+pub const TOKEN: &str = "jepsen-operator-token-0123456789";
+/// The ticket secret the harness configures (and mints tickets with).
+pub const TICKET_SECRET: &[u8] = b"jepsen-ticket-secret-of-32-bytes!!";
+const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
+
+/// One node's process.
+#[derive(Debug)]
+pub struct Proc {
+    child: Option<Child>,
+    paused: bool,
+    clock_file: PathBuf,
+    config: PathBuf,
+}
+
+/// The cluster.
+#[derive(Debug)]
+pub struct Db {
+    /// The network.
+    pub net: Net,
+    dir: PathBuf,
+    sluice: PathBuf,
+    procs: BTreeMap<u64, Proc>,
+    /// Node ids that are members (started, not removed).
+    pub members: Vec<u64>,
+    next_id: u64,
+    /// HTTP client for operator calls.
+    pub http: reqwest::Client,
+    faketime: bool,
+}
+
+/// Finds the `sluice` binary next to this executable (target/<profile>/).
+pub fn find_sluice() -> Result<PathBuf> {
+    if let Ok(p) = std::env::var("SLUICE_BIN") {
+        return Ok(p.into());
+    }
+    let exe = std::env::current_exe()?;
+    for dir in exe.ancestors().skip(1).take(3) {
+        let c = dir.join("sluice");
+        if c.is_file() {
+            return Ok(c);
+        }
+    }
+    bail!(
+        "cannot find the sluice binary near {}; set SLUICE_BIN",
+        exe.display()
+    )
+}
+
+impl Db {
+    /// Creates `n` nodes (ids 1..=n), node 1 bootstrapping the cluster, and waits until ready.
+    pub async fn start(net: Net, dir: PathBuf, n: u64) -> Result<Self> {
+        std::fs::create_dir_all(&dir)?;
+        let faketime = std::path::Path::new(LIBFAKETIME).exists();
+        let mut db = Db {
+            net,
+            dir,
+            sluice: find_sluice()?,
+            procs: BTreeMap::new(),
+            members: Vec::new(),
+            next_id: n + 1,
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(5))
+                .build()?,
+            faketime,
+        };
+        let peers: Vec<u64> = (1..=n).collect();
+        for id in 1..=n {
+            db.net.add_node(id)?;
+            db.write_config(id, &peers, id == 1)?;
+            db.spawn(id)?;
+            db.members.push(id);
+        }
+        db.wait_ready(Duration::from_secs(60)).await?;
+        Ok(db)
+    }
+
+    /// `http://ip:8080` of node `id`.
+    pub fn url(&self, id: u64) -> String {
+        format!("http://{}:8080", self.net.ip(id))
+    }
+
+    fn write_config(&mut self, id: u64, peers: &[u64], bootstrap: bool) -> Result<()> {
+        let ip = self.net.ip(id);
+        let mut peer_text = String::new();
+        for p in peers {
+            let pip = self.net.ip(*p);
+            peer_text.push_str(&format!("[[peers]]\nid = {p}\nraft = \"{pip}:7000\"\nhttp = \"{pip}:8080\"\ngrpc = \"{pip}:50051\"\n\n"));
+        }
+        let secret = base64::engine::general_purpose::STANDARD.encode(TICKET_SECRET);
+        let text = format!(
+            "node_id = {id}\ndata_dir = \"{data}\"\nhttp_addr = \"{ip}:8080\"\ngrpc_addr = \"{ip}:50051\"\nraft_addr = \"{ip}:7000\"\n\
+bootstrap = {bootstrap}\nadmin_token = \"{TOKEN}\"\n\n{peer_text}\
+[tokens]\nticket_keys = [{{ id = \"{kid}\", secret = \"{secret}\" }}]\njwt_seed = \"amVwc2VuLWp3dC1zZWVkLW9mLTMyLWJ5dGVzLW9rISE=\"\n\n\
+[limits]\nvisitor_requests_per_second = 100000\nvisitor_burst = 100000\nrequest_timeout_ms = 5000\n\n\
+[raft]\nheartbeat_ms = 100\nelection_timeout_min_ms = 600\nelection_timeout_max_ms = 1200\nsnapshot_every = 10000000\n",
+            data = self.dir.join(format!("n{id}")).display(),
+            kid = crate::ticket::KEY_ID,
+        );
+        let config = self.dir.join(format!("n{id}.toml"));
+        std::fs::write(&config, text)?;
+        let clock_file = self.dir.join(format!("n{id}.clock"));
+        std::fs::write(&clock_file, "+0s\n")?;
+        self.procs.insert(
+            id,
+            Proc {
+                child: None,
+                paused: false,
+                clock_file,
+                config,
+            },
+        );
+        Ok(())
+    }
+
+    fn spawn(&mut self, id: u64) -> Result<()> {
+        let ns = self.net.ns(id);
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join(format!("n{id}.log")))?;
+        let p = self.procs.get_mut(&id).context("unknown node")?;
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &ns])
+            .arg(&self.sluice)
+            .args(["serve", "--config"])
+            .arg(&p.config);
+        if self.faketime {
+            cmd.env("LD_PRELOAD", LIBFAKETIME)
+                .env("FAKETIME_TIMESTAMP_FILE", &p.clock_file)
+                .env("FAKETIME_NO_CACHE", "1")
+                .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+        }
+        let mut child = cmd
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()?;
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line)?;
+        if !line.starts_with("listening") {
+            let _ = child.kill();
+            bail!("node {id} did not start: {line:?} (see n{id}.log)");
+        }
+        p.child = Some(child);
+        p.paused = false;
+        Ok(())
+    }
+
+    /// Is node `id`'s process running (not killed, not paused)?
+    pub fn is_up(&self, id: u64) -> bool {
+        self.procs
+            .get(&id)
+            .is_some_and(|p| p.child.is_some() && !p.paused)
+    }
+
+    /// Waits until every running member answers `/readyz`.
+    pub async fn wait_ready(&self, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        for &id in &self.members {
+            if !self.is_up(id) {
+                continue;
+            }
+            loop {
+                let ok = self
+                    .http
+                    .get(format!("{}/readyz", self.url(id)))
+                    .send()
+                    .await
+                    .is_ok_and(|r| r.status().is_success());
+                if ok {
+                    break;
+                }
+                if Instant::now() > deadline {
+                    bail!("node {id} not ready in {timeout:?}");
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// SIGKILL.
+    pub fn kill(&mut self, id: u64) {
+        if let Some(p) = self.procs.get_mut(&id) {
+            if let Some(mut c) = p.child.take() {
+                let _ = kill(Pid::from_raw(c.id() as i32), Signal::SIGCONT);
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+            p.paused = false;
+        }
+    }
+
+    /// Starts a killed member again on its data.
+    pub fn restart(&mut self, id: u64) -> Result<()> {
+        if self.procs.get(&id).is_some_and(|p| p.child.is_none()) && self.members.contains(&id) {
+            self.spawn(id)?;
+        }
+        Ok(())
+    }
+
+    /// SIGSTOP / SIGCONT.
+    pub fn pause(&mut self, id: u64, paused: bool) {
+        if let Some(p) = self.procs.get_mut(&id) {
+            if let Some(c) = &p.child {
+                let _ = kill(
+                    Pid::from_raw(c.id() as i32),
+                    if paused {
+                        Signal::SIGSTOP
+                    } else {
+                        Signal::SIGCONT
+                    },
+                );
+                p.paused = paused;
+            }
+        }
+    }
+
+    /// Sets node `id`'s wall-clock offset (ms) through libfaketime.
+    pub fn set_clock(&self, id: u64, offset_ms: i64) -> Result<()> {
+        if let Some(p) = self.procs.get(&id) {
+            let secs = offset_ms as f64 / 1000.0;
+            std::fs::write(
+                &p.clock_file,
+                format!("{}{:.3}s\n", if secs >= 0.0 { "+" } else { "" }, secs),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Whether clock faults can be injected (libfaketime present).
+    pub fn has_faketime(&self) -> bool {
+        self.faketime
+    }
+
+    /// An operator request to node `id`.
+    pub async fn admin(
+        &self,
+        id: u64,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<(u16, Value)> {
+        let mut req = self
+            .http
+            .request(method, format!("{}{path}", self.url(id)))
+            .bearer_auth(TOKEN);
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let r = req.send().await?;
+        let status = r.status().as_u16();
+        Ok((status, r.json().await.unwrap_or(Value::Null)))
+    }
+
+    /// An operator request to any running member, retrying until `timeout`.
+    pub async fn admin_any(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+        timeout: Duration,
+    ) -> Result<Value> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            for &id in &self.members {
+                if !self.is_up(id) {
+                    continue;
+                }
+                if let Ok((s, v)) = self.admin(id, method.clone(), path, body.clone()).await {
+                    if (200..300).contains(&s) {
+                        return Ok(v);
+                    }
+                    if s < 500 && s != 429 {
+                        bail!("{method} {path}: {s} {v}");
+                    }
+                }
+            }
+            if Instant::now() > deadline {
+                bail!("{method} {path}: no node answered in {timeout:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// The leader as reported by a running member.
+    pub async fn leader(&self) -> Option<u64> {
+        for &id in &self.members {
+            if self.is_up(id) {
+                if let Ok((200, v)) = self
+                    .admin(id, reqwest::Method::GET, "/v1/cluster", None)
+                    .await
+                {
+                    if let Some(l) = v["leader"].as_u64() {
+                        return Some(l);
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// Removes a voter for good (membership change through the cluster), then stops it.
+    pub async fn remove_member(&mut self, id: u64) -> Result<()> {
+        self.admin_any(
+            reqwest::Method::POST,
+            "/v1/cluster/membership",
+            Some(serde_json::json!({"action": "remove", "id": id})),
+            Duration::from_secs(20),
+        )
+        .await?;
+        self.members.retain(|&m| m != id);
+        self.kill(id);
+        Ok(())
+    }
+
+    /// Starts a node with a fresh id, adds it as a learner, then promotes it.
+    pub async fn add_member(&mut self) -> Result<u64> {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.net.add_node(id)?;
+        let peers = self.members.clone();
+        self.write_config(id, &peers, false)?;
+        self.spawn(id)?;
+        let ip = self.net.ip(id);
+        let learner = serde_json::json!({"id": id, "raft_addr": format!("{ip}:7000"), "http_addr": format!("{ip}:8080"), "grpc_addr": format!("{ip}:50051")});
+        self.admin_any(
+            reqwest::Method::POST,
+            "/v1/cluster/learners",
+            Some(learner),
+            Duration::from_secs(20),
+        )
+        .await?;
+        self.members.push(id);
+        self.admin_any(
+            reqwest::Method::POST,
+            "/v1/cluster/membership",
+            Some(serde_json::json!({"action": "promote", "id": id})),
+            Duration::from_secs(30),
+        )
+        .await?;
+        Ok(id)
+    }
+
+    /// Heals everything: network, clocks, paused and killed members.
+    pub async fn heal_all(&mut self) -> Result<()> {
+        self.net.heal()?;
+        let ids: Vec<u64> = self.procs.keys().copied().collect();
+        for id in ids {
+            self.set_clock(id, 0)?;
+            if self.members.contains(&id) {
+                self.pause(id, false);
+                self.restart(id)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops every process.
+    pub fn stop_all(&mut self) {
+        let ids: Vec<u64> = self.procs.keys().copied().collect();
+        for id in ids {
+            self.kill(id);
+        }
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        self.stop_all();
+    }
+}

@@ -1,0 +1,249 @@
+//! Faults, switched on and off on a seeded schedule so a run can be replayed.
+
+use crate::db::Db;
+use anyhow::Result;
+use rand_chacha::ChaCha8Rng;
+use rand_core::RngCore;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// A kind of fault.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "kebab-case")]
+pub enum Fault {
+    /// Cut one random node off from the others.
+    IsolateOne,
+    /// Cut the leader off.
+    IsolateLeader,
+    /// A random majority and minority.
+    MajorityMinority,
+    /// Two halves joined only through one bridge node.
+    Bridge,
+    /// Each node sees a different majority.
+    MajoritiesRing,
+    /// Random packet loss between nodes.
+    Loss,
+    /// SIGKILL one node, then restart it.
+    Kill,
+    /// SIGKILL the leader, then restart it.
+    KillLeader,
+    /// SIGKILL every node, then restart them.
+    KillAll,
+    /// SIGSTOP one node (the leader half the time), then SIGCONT.
+    Pause,
+    /// Wall-clock offsets and drift on one node (through libfaketime).
+    Clock,
+    /// Remove a voter, add a new node as learner, promote it.
+    Membership,
+}
+
+impl Fault {
+    /// Every fault.
+    pub const ALL: [Fault; 12] = [
+        Fault::IsolateOne,
+        Fault::IsolateLeader,
+        Fault::MajorityMinority,
+        Fault::Bridge,
+        Fault::MajoritiesRing,
+        Fault::Loss,
+        Fault::Kill,
+        Fault::KillLeader,
+        Fault::KillAll,
+        Fault::Pause,
+        Fault::Clock,
+        Fault::Membership,
+    ];
+
+    /// Parses a kebab-case name.
+    pub fn parse(s: &str) -> Option<Fault> {
+        serde_json::from_value(serde_json::Value::String(s.into())).ok()
+    }
+
+    /// The kebab-case name.
+    pub fn name(self) -> String {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default()
+    }
+}
+
+/// A seeded schedule of faults: the enabled faults in a seeded order, cycled, so a short run still
+/// sees every kind.
+#[derive(Debug)]
+pub struct Nemesis {
+    rng: ChaCha8Rng,
+    faults: Vec<Fault>,
+    turn: usize,
+    /// What happened, for the summary: (ms since start, description).
+    pub log: Vec<(u64, String)>,
+}
+
+fn below(rng: &mut ChaCha8Rng, n: u64) -> u64 {
+    rng.next_u64() % n.max(1)
+}
+
+impl Nemesis {
+    /// A schedule over `faults` from `rng`.
+    pub fn new(rng: ChaCha8Rng, faults: Vec<Fault>) -> Self {
+        let mut n = Nemesis {
+            rng,
+            faults,
+            turn: 0,
+            log: Vec::new(),
+        };
+        for i in (1..n.faults.len()).rev() {
+            let j = below(&mut n.rng, i as u64 + 1) as usize;
+            n.faults.swap(i, j);
+        }
+        n
+    }
+
+    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+        items[below(&mut self.rng, items.len() as u64) as usize]
+    }
+
+    /// One fault: apply, hold, heal. Returns its description.
+    pub async fn step(&mut self, db: &mut Db, hold: Duration) -> Result<String> {
+        if self.faults.is_empty() {
+            tokio::time::sleep(hold).await;
+            return Ok("none".into());
+        }
+        let fault = self.faults[self.turn % self.faults.len()];
+        self.turn += 1;
+        let members = db.members.clone();
+        let leader = db.leader().await.filter(|l| members.contains(l));
+        let random = self.pick(&members);
+        let mut shuffled = members.clone();
+        for i in (1..shuffled.len()).rev() {
+            let j = below(&mut self.rng, i as u64 + 1) as usize;
+            shuffled.swap(i, j);
+        }
+        let desc = match fault {
+            Fault::IsolateOne | Fault::IsolateLeader => {
+                let target = if fault == Fault::IsolateLeader {
+                    leader.unwrap_or(random)
+                } else {
+                    random
+                };
+                let rest: Vec<u64> = members.iter().copied().filter(|&m| m != target).collect();
+                db.net.partition(&[vec![target], rest])?;
+                tokio::time::sleep(hold).await;
+                db.net.heal()?;
+                format!("{} node {target}", fault.name())
+            }
+            Fault::MajorityMinority => {
+                let cut = shuffled.len() / 2;
+                let (minority, majority) = shuffled.split_at(cut);
+                db.net.partition(&[minority.to_vec(), majority.to_vec()])?;
+                tokio::time::sleep(hold).await;
+                db.net.heal()?;
+                format!("majority-minority {majority:?} | {minority:?}")
+            }
+            Fault::Bridge => {
+                // Two halves that only the middle node connects.
+                let mid = shuffled.len() / 2;
+                let (left, right) = (&shuffled[..mid], &shuffled[mid + 1..]);
+                let pairs: Vec<(u64, u64)> = left
+                    .iter()
+                    .flat_map(|&a| right.iter().map(move |&b| (a, b)))
+                    .collect();
+                db.net.block_pairs(&pairs)?;
+                tokio::time::sleep(hold).await;
+                db.net.heal()?;
+                format!("bridge {left:?} -{}- {right:?}", shuffled[mid])
+            }
+            Fault::MajoritiesRing => {
+                // Node i sees only its ring neighbours: everyone sees a majority, no two the same one.
+                let n = shuffled.len();
+                let reach = (n / 2).div_ceil(2); // neighbours on each side: 2·reach + 1 ≥ a majority
+                let mut pairs = Vec::new();
+                for i in 0..n {
+                    for j in i + 1..n {
+                        if (j - i).min(n - (j - i)) > reach {
+                            pairs.push((shuffled[i], shuffled[j]));
+                        }
+                    }
+                }
+                db.net.block_pairs(&pairs)?;
+                tokio::time::sleep(hold).await;
+                db.net.heal()?;
+                format!("majorities-ring {shuffled:?} cut {pairs:?}")
+            }
+            Fault::Loss => {
+                let pct = 10 + below(&mut self.rng, 30) as u8;
+                db.net.loss(pct)?;
+                tokio::time::sleep(hold).await;
+                db.net.heal()?;
+                format!("loss {pct}%")
+            }
+            Fault::Kill | Fault::KillLeader => {
+                let target = if fault == Fault::KillLeader {
+                    leader.unwrap_or(random)
+                } else {
+                    random
+                };
+                db.kill(target);
+                tokio::time::sleep(hold).await;
+                db.restart(target)?;
+                format!("{} node {target}", fault.name())
+            }
+            Fault::KillAll => {
+                for &m in &members {
+                    db.kill(m);
+                }
+                tokio::time::sleep(hold / 2).await;
+                for &m in &members {
+                    db.restart(m)?;
+                }
+                format!("kill-all {members:?}")
+            }
+            Fault::Pause => {
+                let target = if below(&mut self.rng, 2) == 0 {
+                    leader.unwrap_or(random)
+                } else {
+                    random
+                };
+                db.pause(target, true);
+                tokio::time::sleep(hold).await;
+                db.pause(target, false);
+                format!("pause node {target}")
+            }
+            Fault::Clock => {
+                if !db.has_faketime() {
+                    tokio::time::sleep(hold).await;
+                    return Ok("clock skipped: libfaketime not installed".into());
+                }
+                let target = if below(&mut self.rng, 2) == 0 {
+                    leader.unwrap_or(random)
+                } else {
+                    random
+                };
+                let jump = below(&mut self.rng, 20_000) as i64 + 1_000;
+                let sign = if below(&mut self.rng, 2) == 0 { 1 } else { -1 };
+                // A jump, then drift: the offset moves by 20% of elapsed time for the rest of the hold.
+                let steps = 10u32;
+                for k in 0..steps {
+                    db.set_clock(
+                        target,
+                        sign * jump + sign * (k as i64) * hold.as_millis() as i64 / 50,
+                    )?;
+                    tokio::time::sleep(hold / steps).await;
+                }
+                db.set_clock(target, 0)?;
+                format!(
+                    "clock node {target} offset {}{jump} ms with drift",
+                    if sign > 0 { "+" } else { "-" }
+                )
+            }
+            Fault::Membership => {
+                let victim = self.pick(&members);
+                db.remove_member(victim).await?;
+                let added = db.add_member().await?;
+                tokio::time::sleep(hold / 2).await;
+                format!("membership: removed {victim}, added and promoted {added}")
+            }
+        };
+        Ok(desc)
+    }
+}

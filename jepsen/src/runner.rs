@@ -1,0 +1,367 @@
+//! One test run: network and nodes up, workload and nemesis for a while, heal, final reads,
+//! checkers, and the files a reader needs afterwards (history, nemesis log, summary).
+
+use crate::checker::{self, LogEntry, Verdict};
+use crate::db::Db;
+use crate::history::{to_jsonl, History, Kind};
+use crate::nemesis::{Fault, Nemesis};
+use crate::net::Net;
+use crate::ticket::{mint, value_of};
+use crate::workload::{self, Ctx, Workload};
+use anyhow::{Context, Result};
+use base64::Engine;
+use rand_chacha::ChaCha8Rng;
+use rand_core::SeedableRng;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What to run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Spec {
+    /// A name for the results directory.
+    pub name: String,
+    /// Initial nodes (3 or 5).
+    pub nodes: u64,
+    /// Faults to draw from.
+    pub faults: Vec<Fault>,
+    /// The workload.
+    pub workload: Workload,
+    /// How long the workload runs.
+    pub duration: Duration,
+    /// Seed of the fault schedule and the workload.
+    pub seed: u64,
+    /// Concurrent clients.
+    pub workers: usize,
+    /// How long each fault lasts.
+    pub fault_hold: Duration,
+    /// Quiet time between faults.
+    pub quiet: Duration,
+    /// Where results go.
+    pub out: PathBuf,
+}
+
+/// What a run found.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Summary {
+    /// Run name.
+    pub name: String,
+    /// Workload.
+    pub workload: String,
+    /// Faults drawn from.
+    pub faults: Vec<String>,
+    /// Nodes at start.
+    pub nodes: u64,
+    /// Seed (rerun with it to replay the schedule).
+    pub seed: u64,
+    /// Operations by outcome.
+    pub ok: u64,
+    /// Failed operations.
+    pub fail: u64,
+    /// Indeterminate operations.
+    pub info: u64,
+    /// Faults as they happened.
+    pub nemesis: Vec<String>,
+    /// Verdicts.
+    pub checks: Vec<Verdict>,
+    /// All checks held.
+    pub valid: bool,
+    /// Wall time of the run, seconds.
+    pub seconds: f64,
+}
+
+fn net_params(name: &str) -> (String, String) {
+    // A prefix and subnet unique to this process and run, so stale state never collides.
+    let pid = std::process::id() % 1000;
+    let h = name
+        .bytes()
+        .fold(0u32, |a, b| a.wrapping_mul(31).wrapping_add(b as u32))
+        % 200;
+    (
+        format!("sj{pid}x{h}"),
+        format!("10.{}.{}", 100 + (pid % 100), h + 1),
+    )
+}
+
+/// Runs one test.
+pub async fn run(spec: &Spec) -> Result<Summary> {
+    let started = Instant::now();
+    std::fs::create_dir_all(&spec.out)?;
+    let (prefix, subnet) = net_params(&spec.name);
+    let net = Net::create(&prefix, &subnet)
+        .context("creating the test network (needs root, iproute2, nftables)")?;
+    let mut db = Db::start(net, spec.out.join("nodes"), spec.nodes).await?;
+    for (room, config) in spec.workload.rooms() {
+        db.admin_any(
+            reqwest::Method::PUT,
+            &format!("/v1/rooms/{room}"),
+            Some(config),
+            Duration::from_secs(30),
+        )
+        .await?;
+    }
+    let history = History::new();
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(64)
+        .build()?;
+    let ctx = Ctx {
+        history: history.clone(),
+        http: http.clone(),
+        nodes: db.members.iter().map(|&id| (id, db.url(id))).collect(),
+        next_value: Arc::new(AtomicU64::new(1)),
+        next_process: Arc::new(AtomicU64::new(0)),
+        deadline: Instant::now() + spec.duration,
+        timeout: Duration::from_secs(3),
+    };
+    let clients = tokio::spawn(workload::run(
+        spec.workload,
+        ctx.clone(),
+        spec.workers,
+        spec.seed,
+    ));
+    let mut nemesis = Nemesis::new(ChaCha8Rng::seed_from_u64(spec.seed), spec.faults.clone());
+    let mut max_clock_ms = 0u64;
+    while Instant::now() + spec.quiet + spec.fault_hold < ctx.deadline {
+        tokio::time::sleep(spec.quiet).await;
+        let at = started.elapsed().as_millis() as u64;
+        let desc = nemesis
+            .step(&mut db, spec.fault_hold)
+            .await
+            .unwrap_or_else(|e| format!("fault failed: {e}"));
+        if desc.starts_with("clock") {
+            max_clock_ms = max_clock_ms.max(25_000);
+        }
+        nemesis.log.push((at, desc));
+    }
+    clients.await.context("workload")?;
+    db.heal_all().await?;
+    db.wait_ready(Duration::from_secs(60)).await?;
+
+    // Let the cluster settle, then read the final state.
+    let digests = converge(&db).await;
+    let mut checks = vec![checker::convergence(&digests)];
+    let events_so_far = history.events();
+    match spec.workload {
+        Workload::QueueAppend => {
+            let mut finals = BTreeMap::new();
+            for key in 0..3u64 {
+                let v = db
+                    .admin_any(
+                        reqwest::Method::GET,
+                        &format!("/v1/rooms/q{key}/queue?consistent=true&limit=10000"),
+                        None,
+                        Duration::from_secs(30),
+                    )
+                    .await?;
+                let list: Vec<u64> = v["entries"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|e| e["visitor_id"].as_str().and_then(value_of))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let p = 1_000_000 + key;
+                history.record(Kind::Invoke, p, "txn", json!([["r", key, null]]), 0, None);
+                history.record(
+                    Kind::Ok,
+                    p,
+                    "txn",
+                    json!([["r", key, list.clone()]]),
+                    0,
+                    None,
+                );
+                finals.insert(key, list);
+            }
+            let events = history.events();
+            checks.push(checker::list_append(&events, &spec.out));
+            checks.push(checker::appends_kept(&events, &finals));
+        }
+        Workload::Admission | Workload::Lottery => {
+            let room = if spec.workload == Workload::Admission {
+                workload::ADMISSION_ROOM
+            } else {
+                workload::LOTTERY_ROOM
+            };
+            let finals = final_states(&db, &http, room, &events_so_far).await;
+            checks.push(checker::no_lost_joins(&events_so_far, &finals));
+            if spec.workload == Workload::Admission {
+                checks.push(checker::capacity(
+                    &events_so_far,
+                    workload::ADMISSION_CAPACITY,
+                ));
+                checks.push(checker::rate(
+                    &events_so_far,
+                    workload::ADMISSION_RATE_PER_MINUTE,
+                    workload::ADMISSION_BURST,
+                    max_clock_ms,
+                ));
+                checks.push(checker::fifo(&events_so_far));
+            } else {
+                let log = fetch_log(&db).await?;
+                let digest = digests.values().next();
+                checks.push(checker::lottery_replay(&events_so_far, room, &log, digest));
+            }
+        }
+    }
+    let events = history.events();
+    std::fs::write(spec.out.join("history.jsonl"), to_jsonl(&events))?;
+    std::fs::write(
+        spec.out.join("nemesis.log"),
+        nemesis
+            .log
+            .iter()
+            .map(|(t, d)| format!("{t} ms  {d}\n"))
+            .collect::<String>(),
+    )?;
+    let count = |k: Kind| events.iter().filter(|e| e.kind == k).count() as u64;
+    let summary = Summary {
+        name: spec.name.clone(),
+        workload: spec.workload.name(),
+        faults: spec.faults.iter().map(|f| f.name()).collect(),
+        nodes: spec.nodes,
+        seed: spec.seed,
+        ok: count(Kind::Ok),
+        fail: count(Kind::Fail),
+        info: count(Kind::Info),
+        nemesis: nemesis
+            .log
+            .iter()
+            .map(|(t, d)| format!("{t} ms: {d}"))
+            .collect(),
+        valid: checks.iter().all(|c| c.valid),
+        checks,
+        seconds: started.elapsed().as_secs_f64(),
+    };
+    std::fs::write(
+        spec.out.join("summary.json"),
+        serde_json::to_string_pretty(&summary)?,
+    )?;
+    db.stop_all();
+    Ok(summary)
+}
+
+/// Polls every member's digest until all agree (or 60 s pass).
+async fn converge(db: &Db) -> BTreeMap<u64, (u64, String)> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let mut digests = BTreeMap::new();
+        for &id in &db.members {
+            if let Ok((200, v)) = db
+                .admin(id, reqwest::Method::GET, "/v1/cluster/digest", None)
+                .await
+            {
+                if let (Some(i), Some(d)) = (v["applied_index"].as_u64(), v["digest"].as_str()) {
+                    digests.insert(id, (i, d.to_string()));
+                }
+            }
+        }
+        let agree = digests.len() == db.members.len()
+            && digests
+                .values()
+                .collect::<std::collections::BTreeSet<_>>()
+                .len()
+                == 1;
+        if agree || Instant::now() > deadline {
+            return digests;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// The final state of every visitor a join was attempted for (`rejected:<reason>` when ended).
+async fn final_states(
+    db: &Db,
+    http: &reqwest::Client,
+    room: &str,
+    events: &[crate::history::Event],
+) -> BTreeMap<u64, String> {
+    let values: Vec<u64> = events
+        .iter()
+        .filter(|e| e.f == "join" && e.kind == Kind::Invoke)
+        .filter_map(|e| e.value.as_u64())
+        .collect();
+    let urls: Vec<String> = db.members.iter().map(|&id| db.url(id)).collect();
+    let mut out = BTreeMap::new();
+    for chunk in values.chunks(32) {
+        let futs = chunk.iter().enumerate().map(|(i, &v)| {
+            let url = format!(
+                "{}/v1/rooms/{room}/status?consistent=true",
+                urls[i % urls.len()]
+            );
+            let ticket = mint(crate::db::TICKET_SECRET, room, v);
+            let http = http.clone();
+            async move {
+                for _ in 0..20 {
+                    let r = http
+                        .get(&url)
+                        .header("authorization", format!("Ticket {ticket}"))
+                        .timeout(Duration::from_secs(5))
+                        .send()
+                        .await;
+                    if let Ok(r) = r {
+                        let status = r.status();
+                        let b: Value = r.json().await.unwrap_or(Value::Null);
+                        if status.is_success() {
+                            let s = b["state"].as_str().unwrap_or_default();
+                            return (
+                                v,
+                                if s == "rejected" {
+                                    format!("rejected:{}", b["reason"].as_str().unwrap_or(""))
+                                } else {
+                                    s.to_string()
+                                },
+                            );
+                        }
+                        if status.as_u16() == 404 {
+                            return (v, "unknown".to_string());
+                        }
+                    }
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                (v, "unreachable".to_string())
+            }
+        });
+        for (v, s) in futures::future::join_all(futs).await {
+            out.insert(v, s);
+        }
+    }
+    out
+}
+
+/// The whole log from one member.
+async fn fetch_log(db: &Db) -> Result<Vec<LogEntry>> {
+    let mut log = Vec::new();
+    let mut from = 1u64;
+    loop {
+        let v = db
+            .admin_any(
+                reqwest::Method::GET,
+                &format!("/v1/cluster/log?from={from}&limit=5000"),
+                None,
+                Duration::from_secs(30),
+            )
+            .await?;
+        let entries = v["entries"].as_array().cloned().unwrap_or_default();
+        if entries.is_empty() {
+            break;
+        }
+        for e in entries {
+            let proposal = match e["proposal"].as_str() {
+                Some(p) => Some(base64::engine::general_purpose::STANDARD.decode(p)?),
+                None => None,
+            };
+            log.push(LogEntry {
+                index: e["index"].as_u64().unwrap_or(0),
+                term: e["term"].as_u64().unwrap_or(0),
+                proposal,
+            });
+        }
+        from = log.last().map_or(from, |e| e.index + 1);
+    }
+    Ok(log)
+}

@@ -1,0 +1,393 @@
+//! Workloads: client loops that record every operation in the history.
+//!
+//! - `queue-append`: paused rooms with long TTLs are append-only lists; a join appends the
+//!   visitor, a `consistent=true` queue read reads the list (Elle's list-append).
+//! - `admission`: a FIFO room with small capacity and rate; visitors join, wait, browse, leave or
+//!   expire; a monitor reads the room and its line linearizably.
+//! - `lottery`: a lottery room; visitors join and poll their status, which reports the log index
+//!   it was read at, so the draws can be replayed from the log.
+
+use crate::client::{call, Res};
+use crate::db::TICKET_SECRET;
+use crate::history::{History, Kind};
+use crate::ticket::{mint, value_of};
+use rand_chacha::ChaCha8Rng;
+use rand_core::{RngCore, SeedableRng};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Which workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Workload {
+    /// List-append over paused rooms.
+    QueueAppend,
+    /// Capacity, rate, FIFO, no lost joins.
+    Admission,
+    /// Lottery draws replayed from the log.
+    Lottery,
+}
+
+impl Workload {
+    /// Parses a kebab-case name.
+    pub fn parse(s: &str) -> Option<Self> {
+        serde_json::from_value(Value::String(s.into())).ok()
+    }
+
+    /// The kebab-case name.
+    pub fn name(self) -> String {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default()
+    }
+
+    /// Rooms and their configurations.
+    pub fn rooms(self) -> Vec<(String, Value)> {
+        match self {
+            Workload::QueueAppend => (0..3)
+                .map(|k| {
+                    (format!("q{k}"), json!({"capacity": 1, "paused": true, "waiter_ttl_secs": 2_592_000, "session_ttl_secs": 2_592_000, "max_waiting": 1_000_000}))
+                })
+                .collect(),
+            Workload::Admission => vec![(
+                ADMISSION_ROOM.into(),
+                json!({"capacity": ADMISSION_CAPACITY, "admit_per_minute": ADMISSION_RATE_PER_MINUTE, "admit_burst": ADMISSION_BURST,
+                       "session_ttl_secs": 3, "waiter_ttl_secs": 600, "max_waiting": 1_000_000}),
+            )],
+            Workload::Lottery => vec![(
+                LOTTERY_ROOM.into(),
+                json!({"mode": "lottery", "capacity": 3, "admit_per_minute": 600, "admit_burst": 2, "session_ttl_secs": 2, "waiter_ttl_secs": 600, "max_waiting": 1_000_000}),
+            )],
+        }
+    }
+}
+
+/// The admission workload's room and limits.
+pub const ADMISSION_ROOM: &str = "adm";
+/// Capacity of the admission room.
+pub const ADMISSION_CAPACITY: u64 = 3;
+/// Rate of the admission room.
+pub const ADMISSION_RATE_PER_MINUTE: u64 = 120;
+/// Burst of the admission room.
+pub const ADMISSION_BURST: u64 = 2;
+/// The lottery workload's room.
+pub const LOTTERY_ROOM: &str = "lot";
+
+/// What client loops share.
+#[derive(Clone, Debug)]
+pub struct Ctx {
+    /// Where events go.
+    pub history: History,
+    /// HTTP.
+    pub http: reqwest::Client,
+    /// Node base URLs by id (clients pick among the members alive at start).
+    pub nodes: Vec<(u64, String)>,
+    /// Next visitor value.
+    pub next_value: Arc<AtomicU64>,
+    /// Next process id.
+    pub next_process: Arc<AtomicU64>,
+    /// When to stop.
+    pub deadline: Instant,
+    /// Per-request timeout.
+    pub timeout: Duration,
+}
+
+impl Ctx {
+    fn process(&self) -> u64 {
+        self.next_process.fetch_add(1, Ordering::SeqCst)
+    }
+}
+
+/// Runs the workload's client loops until the deadline.
+pub async fn run(w: Workload, ctx: Ctx, workers: usize, seed: u64) {
+    let mut tasks = Vec::new();
+    for i in 0..workers {
+        let ctx = ctx.clone();
+        let rng = ChaCha8Rng::seed_from_u64(seed ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        tasks.push(tokio::spawn(async move {
+            match w {
+                Workload::QueueAppend => queue_append_worker(ctx, i, rng).await,
+                Workload::Admission | Workload::Lottery => visitor_worker(ctx, i, rng, w).await,
+            }
+        }));
+    }
+    if w == Workload::Admission {
+        let ctx = ctx.clone();
+        tasks.push(tokio::spawn(async move { admission_monitor(ctx).await }));
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+}
+
+fn node_of(ctx: &Ctx, i: usize) -> (u64, String) {
+    ctx.nodes[i % ctx.nodes.len()].clone()
+}
+
+async fn queue_append_worker(ctx: Ctx, i: usize, mut rng: ChaCha8Rng) {
+    let mut process = ctx.process();
+    let mut round = 0usize;
+    while Instant::now() < ctx.deadline {
+        // Spread over nodes; move on after each operation so faults hit every path.
+        let (node, url) = node_of(&ctx, i + round);
+        round += 1;
+        let key = (rng.next_u64() % 3) as u64;
+        if rng.next_u64() % 2 == 0 {
+            let v = ctx.next_value.fetch_add(1, Ordering::SeqCst);
+            let room = format!("q{key}");
+            let micro = json!([["append", key, v]]);
+            ctx.history
+                .record(Kind::Invoke, process, "txn", micro.clone(), node, None);
+            let r = call(
+                &ctx.http,
+                reqwest::Method::POST,
+                &format!("{url}/v1/rooms/{room}/join"),
+                Some(&mint(TICKET_SECRET, &room, v)),
+                false,
+                true,
+                ctx.timeout,
+            )
+            .await;
+            match r {
+                Res::Ok(_) => {
+                    ctx.history
+                        .record(Kind::Ok, process, "txn", micro, node, None);
+                }
+                Res::Fail(e) => {
+                    ctx.history
+                        .record(Kind::Fail, process, "txn", micro, node, Some(e));
+                }
+                Res::Info(e) => {
+                    ctx.history
+                        .record(Kind::Info, process, "txn", micro, node, Some(e));
+                    process = ctx.process();
+                }
+            }
+        } else {
+            ctx.history.record(
+                Kind::Invoke,
+                process,
+                "txn",
+                json!([["r", key, null]]),
+                node,
+                None,
+            );
+            let r = call(
+                &ctx.http,
+                reqwest::Method::GET,
+                &format!("{url}/v1/rooms/q{key}/queue?consistent=true&limit=10000"),
+                None,
+                true,
+                false,
+                ctx.timeout,
+            )
+            .await;
+            match r {
+                Res::Ok(v) => {
+                    let list: Vec<u64> = v["entries"]
+                        .as_array()
+                        .map(|a| {
+                            a.iter()
+                                .filter_map(|e| e["visitor_id"].as_str().and_then(value_of))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    ctx.history.record(
+                        Kind::Ok,
+                        process,
+                        "txn",
+                        json!([["r", key, list]]),
+                        node,
+                        None,
+                    );
+                }
+                Res::Fail(e) | Res::Info(e) => {
+                    ctx.history.record(
+                        Kind::Fail,
+                        process,
+                        "txn",
+                        json!([["r", key, null]]),
+                        node,
+                        Some(e),
+                    );
+                }
+            }
+        }
+    }
+}
+
+async fn visitor_worker(ctx: Ctx, i: usize, mut rng: ChaCha8Rng, w: Workload) {
+    let room = if w == Workload::Admission {
+        ADMISSION_ROOM
+    } else {
+        LOTTERY_ROOM
+    };
+    let mut round = 0usize;
+    while Instant::now() < ctx.deadline {
+        let process = ctx.process();
+        let (node, url) = node_of(&ctx, i + round);
+        round += 1;
+        let v = ctx.next_value.fetch_add(1, Ordering::SeqCst);
+        let ticket = mint(TICKET_SECRET, room, v);
+        ctx.history
+            .record(Kind::Invoke, process, "join", json!(v), node, None);
+        let r = call(
+            &ctx.http,
+            reqwest::Method::POST,
+            &format!("{url}/v1/rooms/{room}/join"),
+            Some(&ticket),
+            false,
+            true,
+            ctx.timeout,
+        )
+        .await;
+        let mut state = match r {
+            Res::Ok(b) => {
+                ctx.history.record(
+                    Kind::Ok,
+                    process,
+                    "join",
+                    json!({"v": v, "state": b["state"], "index": b["applied_index"]}),
+                    node,
+                    None,
+                );
+                b["state"].as_str().unwrap_or_default().to_string()
+            }
+            Res::Fail(e) => {
+                ctx.history
+                    .record(Kind::Fail, process, "join", json!(v), node, Some(e));
+                continue;
+            }
+            Res::Info(e) => {
+                ctx.history
+                    .record(Kind::Info, process, "join", json!(v), node, Some(e));
+                continue;
+            }
+        };
+        // Wait to be admitted, polling local status (each answer carries its log index).
+        while state == "waiting" && Instant::now() < ctx.deadline {
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            let sp = ctx.process();
+            ctx.history
+                .record(Kind::Invoke, sp, "status", json!(v), node, None);
+            match call(
+                &ctx.http,
+                reqwest::Method::GET,
+                &format!("{url}/v1/rooms/{room}/status"),
+                Some(&ticket),
+                false,
+                false,
+                ctx.timeout,
+            )
+            .await
+            {
+                Res::Ok(b) => {
+                    state = b["state"].as_str().unwrap_or_default().to_string();
+                    ctx.history.record(
+                        Kind::Ok,
+                        sp,
+                        "status",
+                        json!({"v": v, "state": state, "index": b["applied_index"]}),
+                        node,
+                        None,
+                    );
+                }
+                Res::Fail(e) | Res::Info(e) => {
+                    ctx.history
+                        .record(Kind::Fail, sp, "status", json!(v), node, Some(e));
+                }
+            }
+        }
+        if state == "admitted" {
+            // Browse a little, then leave (or just go away and let the session expire).
+            tokio::time::sleep(Duration::from_millis(rng.next_u64() % 800)).await;
+            if rng.next_u64() % 2 == 0 {
+                let lp = ctx.process();
+                ctx.history
+                    .record(Kind::Invoke, lp, "leave", json!(v), node, None);
+                let r = call(
+                    &ctx.http,
+                    reqwest::Method::POST,
+                    &format!("{url}/v1/rooms/{room}/leave"),
+                    Some(&ticket),
+                    false,
+                    true,
+                    ctx.timeout,
+                )
+                .await;
+                let (kind, err) = match r {
+                    Res::Ok(_) => (Kind::Ok, None),
+                    Res::Fail(e) => (Kind::Fail, Some(e)),
+                    Res::Info(e) => (Kind::Info, Some(e)),
+                };
+                ctx.history.record(kind, lp, "leave", json!(v), node, err);
+            }
+        }
+    }
+}
+
+async fn admission_monitor(ctx: Ctx) {
+    let mut round = 0usize;
+    while Instant::now() < ctx.deadline {
+        let (node, url) = node_of(&ctx, round);
+        round += 1;
+        let p = ctx.process();
+        ctx.history
+            .record(Kind::Invoke, p, "room", Value::Null, node, None);
+        match call(
+            &ctx.http,
+            reqwest::Method::GET,
+            &format!("{url}/v1/rooms/{ADMISSION_ROOM}?consistent=true"),
+            None,
+            true,
+            false,
+            ctx.timeout,
+        )
+        .await
+        {
+            Res::Ok(b) => {
+                ctx.history.record(Kind::Ok, p, "room", json!({"active": b["active"], "admitted": b["totals"]["admitted"], "index": b["applied_index"]}), node, None);
+            }
+            Res::Fail(e) | Res::Info(e) => {
+                ctx.history
+                    .record(Kind::Fail, p, "room", Value::Null, node, Some(e));
+            }
+        }
+        let p = ctx.process();
+        ctx.history
+            .record(Kind::Invoke, p, "line", Value::Null, node, None);
+        match call(
+            &ctx.http,
+            reqwest::Method::GET,
+            &format!("{url}/v1/rooms/{ADMISSION_ROOM}/queue?consistent=true&limit=10000"),
+            None,
+            true,
+            false,
+            ctx.timeout,
+        )
+        .await
+        {
+            Res::Ok(b) => {
+                let list: Vec<u64> = b["entries"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|e| e["visitor_id"].as_str().and_then(value_of))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                ctx.history
+                    .record(Kind::Ok, p, "line", json!(list), node, None);
+            }
+            Res::Fail(e) | Res::Info(e) => {
+                ctx.history
+                    .record(Kind::Fail, p, "line", Value::Null, node, Some(e));
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -1,0 +1,339 @@
+//! Every checker is fed known-bad histories and must report them (and accept good ones).
+
+use serde_json::{json, Value};
+use sluice_jepsen::checker::{self, LogEntry};
+use sluice_jepsen::history::{History, Kind};
+use sluice_statemachine::{Command, Proposal, RoomConfig, StateMachine, VisitorId};
+use std::collections::BTreeMap;
+
+fn op(h: &History, p: u64, f: &str, invoke: Value, done: Kind, value: Value) {
+    h.record(Kind::Invoke, p, f, invoke, 1, None);
+    h.record(done, p, f, value, 1, None);
+}
+
+fn adya() {
+    if std::env::var("ADYA").is_err() {
+        let home = std::env::var("HOME").unwrap_or_default();
+        let local = format!("{home}/.cache/sluice-tools/bin/adya");
+        if std::path::Path::new(&local).exists() {
+            std::env::set_var("ADYA", local);
+        }
+    }
+}
+
+#[test]
+fn list_append_catches_a_stale_read() {
+    adya();
+    let dir = tempfile::tempdir().unwrap();
+    let good = History::new();
+    op(
+        &good,
+        0,
+        "txn",
+        json!([["append", 1, 1]]),
+        Kind::Ok,
+        json!([["append", 1, 1]]),
+    );
+    op(
+        &good,
+        1,
+        "txn",
+        json!([["r", 1, null]]),
+        Kind::Ok,
+        json!([["r", 1, [1]]]),
+    );
+    op(
+        &good,
+        0,
+        "txn",
+        json!([["append", 1, 2]]),
+        Kind::Ok,
+        json!([["append", 1, 2]]),
+    );
+    op(
+        &good,
+        1,
+        "txn",
+        json!([["r", 1, null]]),
+        Kind::Ok,
+        json!([["r", 1, [1, 2]]]),
+    );
+    let v = checker::list_append(&good.events(), dir.path());
+    assert!(v.valid, "{v:?}");
+    // A read that started after an append was acknowledged, yet misses it.
+    let stale = History::new();
+    op(
+        &stale,
+        0,
+        "txn",
+        json!([["append", 1, 1]]),
+        Kind::Ok,
+        json!([["append", 1, 1]]),
+    );
+    op(
+        &stale,
+        0,
+        "txn",
+        json!([["append", 1, 2]]),
+        Kind::Ok,
+        json!([["append", 1, 2]]),
+    );
+    op(
+        &stale,
+        1,
+        "txn",
+        json!([["r", 1, null]]),
+        Kind::Ok,
+        json!([["r", 1, [1, 2]]]),
+    );
+    op(
+        &stale,
+        2,
+        "txn",
+        json!([["r", 1, null]]),
+        Kind::Ok,
+        json!([["r", 1, [1]]]),
+    );
+    let v = checker::list_append(&stale.events(), dir.path());
+    assert!(!v.valid, "a stale read must be reported: {v:?}");
+}
+
+#[test]
+fn lost_appends_and_lost_joins_are_reported() {
+    let h = History::new();
+    op(
+        &h,
+        0,
+        "txn",
+        json!([["append", 0, 5]]),
+        Kind::Ok,
+        json!([["append", 0, 5]]),
+    );
+    op(
+        &h,
+        0,
+        "txn",
+        json!([["append", 0, 6]]),
+        Kind::Ok,
+        json!([["append", 0, 6]]),
+    );
+    let finals = BTreeMap::from([(0u64, vec![5u64, 6])]);
+    assert!(checker::appends_kept(&h.events(), &finals).valid);
+    let finals = BTreeMap::from([(0u64, vec![5u64])]);
+    let v = checker::appends_kept(&h.events(), &finals);
+    assert!(!v.valid && v.ops.iter().any(|o| o.contains('6')), "{v:?}");
+
+    let h = History::new();
+    op(
+        &h,
+        0,
+        "join",
+        json!(1),
+        Kind::Ok,
+        json!({"v": 1, "state": "waiting", "index": 3}),
+    );
+    op(
+        &h,
+        1,
+        "join",
+        json!(2),
+        Kind::Ok,
+        json!({"v": 2, "state": "admitted", "index": 4}),
+    );
+    op(&h, 2, "join", json!(3), Kind::Info, json!(3));
+    let ok = BTreeMap::from([
+        (1, "admitted".to_string()),
+        (2, "rejected:left".to_string()),
+    ]);
+    assert!(
+        checker::no_lost_joins(&h.events(), &ok).valid,
+        "an indeterminate join may be absent"
+    );
+    let lost = BTreeMap::from([(1, "admitted".to_string()), (2, "unknown".to_string())]);
+    assert!(!checker::no_lost_joins(&h.events(), &lost).valid);
+}
+
+#[test]
+fn capacity_overshoot_and_rate_excess_are_reported() {
+    let h = History::new();
+    op(
+        &h,
+        0,
+        "room",
+        Value::Null,
+        Kind::Ok,
+        json!({"active": 3, "admitted": 3, "index": 10}),
+    );
+    assert!(checker::capacity(&h.events(), 3).valid);
+    op(
+        &h,
+        0,
+        "room",
+        Value::Null,
+        Kind::Ok,
+        json!({"active": 4, "admitted": 4, "index": 11}),
+    );
+    assert!(!checker::capacity(&h.events(), 3).valid);
+
+    // Two reads microseconds apart, 40 admissions between them, at 120/min with burst 2.
+    let h = History::new();
+    op(
+        &h,
+        0,
+        "room",
+        Value::Null,
+        Kind::Ok,
+        json!({"active": 0, "admitted": 0}),
+    );
+    op(
+        &h,
+        0,
+        "room",
+        Value::Null,
+        Kind::Ok,
+        json!({"active": 0, "admitted": 2}),
+    );
+    assert!(checker::rate(&h.events(), 120, 2, 0).valid);
+    op(
+        &h,
+        0,
+        "room",
+        Value::Null,
+        Kind::Ok,
+        json!({"active": 0, "admitted": 40}),
+    );
+    let v = checker::rate(&h.events(), 120, 2, 0);
+    assert!(!v.valid && v.ops.len() == 2, "{v:?}");
+}
+
+#[test]
+fn fifo_inversions_are_reported() {
+    // a's join is acknowledged before b's begins.
+    let base = || {
+        let h = History::new();
+        op(
+            &h,
+            0,
+            "join",
+            json!(1),
+            Kind::Ok,
+            json!({"v": 1, "state": "waiting", "index": 1}),
+        );
+        op(
+            &h,
+            1,
+            "join",
+            json!(2),
+            Kind::Ok,
+            json!({"v": 2, "state": "waiting", "index": 2}),
+        );
+        h
+    };
+    let h = base();
+    op(&h, 9, "line", Value::Null, Kind::Ok, json!([1, 2]));
+    op(&h, 9, "line", Value::Null, Kind::Ok, json!([2]));
+    assert!(
+        checker::fifo(&h.events()).valid,
+        "{:?}",
+        checker::fifo(&h.events())
+    );
+    // b stands ahead of a.
+    let h = base();
+    op(&h, 9, "line", Value::Null, Kind::Ok, json!([2, 1]));
+    assert!(!checker::fifo(&h.events()).valid);
+    // b was admitted (left the line) while a still waits.
+    let h = base();
+    op(&h, 9, "line", Value::Null, Kind::Ok, json!([1]));
+    let v = checker::fifo(&h.events());
+    assert!(!v.valid, "{v:?}");
+}
+
+#[test]
+fn diverged_digests_are_reported() {
+    let same = BTreeMap::from([(1, (10, "ab".to_string())), (2, (10, "ab".to_string()))]);
+    assert!(checker::convergence(&same).valid);
+    let diverged = BTreeMap::from([(1, (10, "ab".to_string())), (2, (10, "cd".to_string()))]);
+    assert!(!checker::convergence(&diverged).valid);
+    let behind = BTreeMap::from([(1, (10, "ab".to_string())), (2, (9, "ab".to_string()))]);
+    assert!(!checker::convergence(&behind).valid);
+}
+
+#[test]
+fn lottery_replay_catches_a_draw_that_does_not_match_the_log() {
+    // A real log: a lottery room, four joins, admissions by draw.
+    let room = "lot";
+    let cfg = RoomConfig {
+        mode: sluice_statemachine::Mode::Lottery,
+        capacity: 2,
+        admit_per_minute: 60_000,
+        ..RoomConfig::default()
+    };
+    let v = |n: u64| VisitorId::from_u128(sluice_jepsen::ticket::VISITOR_BASE + n as u128);
+    let mut proposals = vec![Proposal {
+        time_ms: 1_000,
+        commands: vec![Command::CreateRoom {
+            room: room.into(),
+            config: cfg,
+        }],
+    }];
+    for n in 1..=4 {
+        proposals.push(Proposal {
+            time_ms: 1_000 + n,
+            commands: vec![Command::Join {
+                room: room.into(),
+                visitor: v(n),
+            }],
+        });
+    }
+    let log: Vec<LogEntry> = proposals
+        .iter()
+        .enumerate()
+        .map(|(i, p)| LogEntry {
+            index: i as u64 + 1,
+            term: 1,
+            proposal: Some(p.encode()),
+        })
+        .collect();
+    let mut sm = StateMachine::new();
+    for e in &log {
+        sm.apply(
+            1,
+            e.index,
+            &Proposal::decode(e.proposal.as_ref().unwrap()).unwrap(),
+        );
+    }
+    // Who the draws really admitted, and who waits, at the last index.
+    let state = |n: u64| match sm.visitor(room, v(n)).unwrap().state {
+        sluice_statemachine::VisitorState::Admitted { .. } => "admitted",
+        _ => "waiting",
+    };
+    let digest = (5u64, sluice_statemachine::digest_hex(&sm.digest()));
+    let truth = History::new();
+    for n in 1..=4 {
+        op(
+            &truth,
+            n,
+            "status",
+            json!(n),
+            Kind::Ok,
+            json!({"v": n, "state": state(n), "index": 5}),
+        );
+    }
+    let ok = checker::lottery_replay(&truth.events(), room, &log, Some(&digest));
+    assert!(ok.valid, "{ok:?}");
+    // Claim the opposite for a waiter: the replay must disagree.
+    let waiter = (1..=4).find(|&n| state(n) == "waiting").unwrap();
+    let lie = History::new();
+    op(
+        &lie,
+        0,
+        "status",
+        json!(waiter),
+        Kind::Ok,
+        json!({"v": waiter, "state": "admitted", "index": 5}),
+    );
+    assert!(!checker::lottery_replay(&lie.events(), room, &log, Some(&digest)).valid);
+    // A cluster digest that differs from the replay's is reported too.
+    let wrong = (5u64, "00".repeat(32));
+    assert!(!checker::lottery_replay(&truth.events(), room, &log, Some(&wrong)).valid);
+}

@@ -1,0 +1,105 @@
+//! The short fault-injection run that CI does: three workloads, a few fault kinds each, real
+//! `sluice serve` processes in network namespaces. Needs root, iproute2, nftables, libfaketime
+//! and `adya` (`.ci/run` installs them).
+
+use sluice_jepsen::nemesis::Fault;
+use sluice_jepsen::runner::{run, Spec};
+use sluice_jepsen::workload::Workload;
+use std::time::Duration;
+
+/// One cluster at a time: the machine has two cores.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+async fn smoke(workload: Workload, faults: Vec<Fault>) {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let uid = std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("Uid:")
+                .map(|u| u.split_whitespace().nth(1).unwrap_or("").to_string())
+        });
+    assert_eq!(
+        uid.as_deref(),
+        Some("0"),
+        "the fault-injection suite needs root (network namespaces, nftables)"
+    );
+    if std::env::var("ADYA").is_err() {
+        let local = format!(
+            "{}/.cache/sluice-tools/bin/adya",
+            std::env::var("HOME").unwrap_or_default()
+        );
+        if std::path::Path::new(&local).exists() {
+            std::env::set_var("ADYA", local);
+        }
+    }
+    let secs: u64 = std::env::var("SLUICE_SMOKE_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(35);
+    let dir = tempfile::tempdir().unwrap();
+    let spec = Spec {
+        name: format!("smoke-{}", workload.name()),
+        nodes: 3,
+        faults,
+        workload,
+        duration: Duration::from_secs(secs),
+        seed: 7,
+        workers: 6,
+        fault_hold: Duration::from_secs(5),
+        quiet: Duration::from_secs(2),
+        out: dir.path().to_path_buf(),
+    };
+    let summary = run(&spec).await.expect("the run completes");
+    let keep = std::env::var("SLUICE_SMOKE_KEEP").is_ok();
+    if keep || !summary.valid {
+        let target = std::env::temp_dir().join(format!("sluice-{}", spec.name));
+        let _ = std::fs::remove_dir_all(&target);
+        let _ = std::process::Command::new("cp")
+            .arg("-r")
+            .arg(dir.path())
+            .arg(&target)
+            .status();
+        eprintln!("results kept in {}", target.display());
+    }
+    assert!(summary.ok > 50, "too little happened: {summary:?}");
+    assert!(!summary.nemesis.is_empty(), "no fault was injected");
+    for c in &summary.checks {
+        assert!(
+            c.valid,
+            "{} violated: {} {:?} (seed {})",
+            c.checker, c.detail, c.ops, summary.seed
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smoke_queue_append_under_partitions_and_leader_crashes() {
+    smoke(
+        Workload::QueueAppend,
+        vec![
+            Fault::IsolateLeader,
+            Fault::MajorityMinority,
+            Fault::KillLeader,
+        ],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smoke_admission_under_crashes_pauses_and_clock_faults() {
+    smoke(
+        Workload::Admission,
+        vec![Fault::Kill, Fault::Pause, Fault::Clock],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smoke_lottery_under_loss_total_crash_and_membership_changes() {
+    smoke(
+        Workload::Lottery,
+        vec![Fault::Loss, Fault::KillAll, Fault::Membership],
+    )
+    .await;
+}
