@@ -13,7 +13,10 @@
 //! - [`checker`]: strict serializability (via `adya`), capacity, rate, FIFO, no lost writes,
 //!   convergence, lottery replay.
 //! - [`runner`]: one run end to end.
+//! - [`bench`]: the load generator and the side-by-side benchmark against etcd and a
+//!   hello-world server.
 
+pub mod bench;
 pub mod checker;
 pub mod client;
 pub mod db;
@@ -23,3 +26,16 @@ pub mod net;
 pub mod runner;
 pub mod ticket;
 pub mod workload;
+
+/// Generated gRPC clients: etcd's KV service (the subset used) and Sluice's public API.
+#[allow(missing_docs, clippy::all, missing_debug_implementations)]
+pub mod pb {
+    /// etcd v3 KV.
+    pub mod etcd {
+        tonic::include_proto!("etcdserverpb");
+    }
+    /// Sluice's public API.
+    pub mod sluice {
+        tonic::include_proto!("sluice.v1");
+    }
+}

@@ -56,6 +56,20 @@ enum Cmd {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
+    /// The load generator: Sluice against etcd and hello-world on this machine.
+    Bench {
+        /// Seconds per throughput step.
+        #[arg(long, default_value_t = 10)]
+        secs: u64,
+        /// Waiters for the memory and restart figures.
+        #[arg(long, default_value_t = 1_000_000)]
+        waiters: u64,
+        /// Client counts for the joins-against-clients table.
+        #[arg(long, default_value = "1,16,64,256")]
+        clients: String,
+        #[arg(long, default_value = "bench-results")]
+        out: PathBuf,
+    },
     /// Every fault × workload, for each node count.
     Matrix {
         #[arg(long, default_value = "jepsen-results/matrix")]
@@ -229,6 +243,18 @@ async fn main() -> Result<()> {
                 })
                 .collect();
             run_all(specs, &out).await
+        }
+        Cmd::Bench { secs, waiters, clients, out } => {
+            let opts = sluice_jepsen::bench::BenchOpts {
+                secs,
+                waiters,
+                client_steps: clients.split(',').filter_map(|c| c.trim().parse().ok()).collect(),
+                dir: out.join("data"),
+            };
+            let report = sluice_jepsen::bench::run(&opts).await?;
+            std::fs::write(out.join("report.json"), serde_json::to_string_pretty(&report)?)?;
+            let _ = std::fs::remove_dir_all(out.join("data"));
+            Ok(())
         }
         Cmd::Matrix {
             out,

@@ -1,0 +1,1086 @@
+//! The load generator and the side-by-side benchmark: a real 3-node Sluice cluster and a real
+//! 3-node etcd cluster (both fsyncing, separate processes, loopback), plus an axum hello-world,
+//! driven by the same generator in the same run.
+
+use crate::pb;
+use anyhow::{bail, Context, Result};
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Operator token of the benchmark cluster.
+pub const TOKEN: &str = "bench-operator-token-0123456789";
+
+/// Throughput and latency of one step.
+#[derive(Debug, Clone, Serialize)]
+pub struct Stats {
+    /// Step name.
+    pub name: String,
+    /// Concurrent clients (closed loop) or 0 (open loop).
+    pub clients: usize,
+    /// Target rate (open loop) or 0.
+    pub target_rate: u64,
+    /// Seconds measured.
+    pub seconds: f64,
+    /// Successful operations.
+    pub ops: u64,
+    /// Operations per second.
+    pub per_sec: f64,
+    /// Latency percentiles, ms.
+    pub p50_ms: f64,
+    /// p99.
+    pub p99_ms: f64,
+    /// p99.9.
+    pub p999_ms: f64,
+    /// Maximum.
+    pub max_ms: f64,
+    /// Errors by kind.
+    pub errors: BTreeMap<String, u64>,
+    /// Compare-and-retry attempts beyond the first (etcd joins).
+    pub retries: u64,
+}
+
+impl Stats {
+    fn new(
+        name: &str,
+        clients: usize,
+        target_rate: u64,
+        secs: f64,
+        h: &Histogram<u64>,
+        errors: BTreeMap<String, u64>,
+        retries: u64,
+    ) -> Self {
+        let q = |x: f64| h.value_at_quantile(x) as f64 / 1000.0;
+        Stats {
+            name: name.into(),
+            clients,
+            target_rate,
+            seconds: secs,
+            ops: h.len(),
+            per_sec: h.len() as f64 / secs,
+            p50_ms: q(0.5),
+            p99_ms: q(0.99),
+            p999_ms: q(0.999),
+            max_ms: h.max() as f64 / 1000.0,
+            errors,
+            retries,
+        }
+    }
+
+    /// One line for humans.
+    pub fn line(&self) -> String {
+        format!(
+            "{:<34} {:>4} clients {:>10.0}/s  p50 {:>7.2} ms  p99 {:>7.2} ms  p99.9 {:>7.2} ms  max {:>8.2} ms  errors {}",
+            self.name,
+            self.clients,
+            self.per_sec,
+            self.p50_ms,
+            self.p99_ms,
+            self.p999_ms,
+            self.max_ms,
+            self.errors.values().sum::<u64>()
+        )
+    }
+}
+
+type OpResult = Result<u64, String>;
+
+/// Closed loop: `clients` tasks each issue the next operation as soon as the last completes.
+/// The operation returns the number of retries it needed.
+pub async fn closed_loop<F, Fut>(name: &str, clients: usize, duration: Duration, op: F) -> Stats
+where
+    F: Fn(usize, u64) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = OpResult> + Send,
+{
+    let op = Arc::new(op);
+    let deadline = Instant::now() + duration;
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for c in 0..clients {
+        let op = op.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut h = Histogram::<u64>::new_with_bounds(1, 120_000_000, 3).expect("histogram");
+            let mut errors: BTreeMap<String, u64> = BTreeMap::new();
+            let mut retries = 0;
+            let mut i = 0u64;
+            while Instant::now() < deadline {
+                let t = Instant::now();
+                match op(c, i).await {
+                    Ok(r) => {
+                        retries += r;
+                        h.saturating_record(t.elapsed().as_micros() as u64);
+                    }
+                    Err(e) => *errors.entry(e).or_default() += 1,
+                }
+                i += 1;
+            }
+            (h, errors, retries)
+        }));
+    }
+    let mut h = Histogram::<u64>::new_with_bounds(1, 120_000_000, 3).expect("histogram");
+    let (mut errors, mut retries) = (BTreeMap::new(), 0);
+    for t in tasks {
+        if let Ok((th, te, tr)) = t.await {
+            h.add(th).expect("same bounds");
+            for (k, v) in te {
+                *errors.entry(k).or_default() += v;
+            }
+            retries += tr;
+        }
+    }
+    Stats::new(
+        name,
+        clients,
+        0,
+        started.elapsed().as_secs_f64(),
+        &h,
+        errors,
+        retries,
+    )
+}
+
+/// Open loop: operations start on a fixed schedule at `rate` per second whatever the latency;
+/// latency counts from the scheduled start (no coordinated omission).
+pub async fn open_loop<F, Fut>(name: &str, rate: u64, duration: Duration, op: F) -> Stats
+where
+    F: Fn(usize, u64) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = OpResult> + Send + 'static,
+{
+    let op = Arc::new(op);
+    let hist = Arc::new(Mutex::new(
+        Histogram::<u64>::new_with_bounds(1, 120_000_000, 3).expect("histogram"),
+    ));
+    let errors: Arc<Mutex<BTreeMap<String, u64>>> = Arc::default();
+    let started = tokio::time::Instant::now();
+    let total = rate * duration.as_secs();
+    let interval = Duration::from_nanos(1_000_000_000 / rate.max(1));
+    let in_flight = Arc::new(tokio::sync::Semaphore::new(20_000));
+    let mut tasks = Vec::with_capacity(total as usize);
+    for k in 0..total {
+        let intended = started + interval * k as u32;
+        tokio::time::sleep_until(intended).await;
+        let Ok(permit) = in_flight.clone().acquire_owned().await else {
+            break;
+        };
+        let (op, hist, errors) = (op.clone(), hist.clone(), errors.clone());
+        tasks.push(tokio::spawn(async move {
+            let r = op(k as usize, k).await;
+            let lat = intended.elapsed().as_micros() as u64;
+            match r {
+                Ok(_) => hist.lock().expect("hist").saturating_record(lat),
+                Err(e) => *errors.lock().expect("errors").entry(e).or_default() += 1,
+            }
+            drop(permit);
+        }));
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    let h = hist.lock().expect("hist").clone();
+    let e = errors.lock().expect("errors").clone();
+    Stats::new(name, 0, rate, started.elapsed().as_secs_f64(), &h, e, 0)
+}
+
+/// A free loopback port.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+fn find_bin(name: &str) -> Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    for dir in exe.ancestors().skip(1).take(3) {
+        let c = dir.join(name);
+        if c.is_file() {
+            return Ok(c);
+        }
+    }
+    bail!("cannot find {name} near {}", exe.display())
+}
+
+fn spawn_listening(mut cmd: Command, what: &str) -> Result<Child> {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("starting {what}"))?;
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line)?;
+    if !line.starts_with("listening") {
+        let _ = child.kill();
+        bail!("{what} did not start: {line:?}");
+    }
+    Ok(child)
+}
+
+/// Resident memory of a process, bytes.
+pub fn rss(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// A 3-node Sluice cluster of separate processes on loopback.
+#[derive(Debug)]
+pub struct SluiceCluster {
+    dir: PathBuf,
+    bin: PathBuf,
+    /// `(http, grpc)` addresses by node id.
+    pub addrs: BTreeMap<u64, (String, String)>,
+    children: BTreeMap<u64, Child>,
+}
+
+impl SluiceCluster {
+    /// Starts `n` nodes and waits until ready.
+    pub async fn start(dir: &Path, n: u64) -> Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        let bin = crate::db::find_sluice()?;
+        let ports: BTreeMap<u64, (u16, u16, u16)> = (1..=n)
+            .map(|i| (i, (free_port(), free_port(), free_port())))
+            .collect();
+        let mut c = SluiceCluster {
+            dir: dir.into(),
+            bin,
+            addrs: BTreeMap::new(),
+            children: BTreeMap::new(),
+        };
+        for (&id, &(h, g, r)) in &ports {
+            let peers: String = ports
+                .iter()
+                .map(|(p, (ph, pg, pr))| format!("[[peers]]\nid = {p}\nraft = \"127.0.0.1:{pr}\"\nhttp = \"127.0.0.1:{ph}\"\ngrpc = \"127.0.0.1:{pg}\"\n"))
+                .collect();
+            let cfg = format!(
+                "node_id = {id}\ndata_dir = \"{d}\"\nhttp_addr = \"127.0.0.1:{h}\"\ngrpc_addr = \"127.0.0.1:{g}\"\nraft_addr = \"127.0.0.1:{r}\"\n\
+bootstrap = {b}\nadmin_token = \"{TOKEN}\"\n{peers}\n[tokens]\nticket_keys = [{{ id = \"b\", secret = \"YmVuY2gtdGlja2V0LXNlY3JldC1vZi0zMi1ieXRlcyE=\" }}]\n\
+jwt_seed = \"YmVuY2gtand0LXNlZWQtb2YtZXhhY3RseS0zMmJ5dGU=\"\n[limits]\nvisitor_requests_per_second = 1000000\nvisitor_burst = 1000000\nconcurrent_requests_max = 100000\n",
+                d = dir.join(format!("n{id}")).display(),
+                b = id == 1,
+            );
+            std::fs::write(dir.join(format!("n{id}.toml")), cfg)?;
+            c.addrs
+                .insert(id, (format!("127.0.0.1:{h}"), format!("127.0.0.1:{g}")));
+            c.spawn(id)?;
+        }
+        c.wait_ready(Duration::from_secs(60)).await?;
+        Ok(c)
+    }
+
+    fn spawn(&mut self, id: u64) -> Result<()> {
+        let log = std::fs::File::create(self.dir.join(format!("n{id}.log")))?;
+        let mut cmd = Command::new(&self.bin);
+        cmd.args(["serve", "--config"])
+            .arg(self.dir.join(format!("n{id}.toml")))
+            .env("RUST_LOG", "error")
+            .stderr(log);
+        let child = spawn_listening(cmd, "sluice")?;
+        self.children.insert(id, child);
+        Ok(())
+    }
+
+    /// Waits for every running node's `/readyz`.
+    pub async fn wait_ready(&self, timeout: Duration) -> Result<()> {
+        let http = reqwest::Client::new();
+        let deadline = Instant::now() + timeout;
+        for id in self.children.keys() {
+            let url = format!("http://{}/readyz", self.addrs[id].0);
+            while !http
+                .get(&url)
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success())
+            {
+                if Instant::now() > deadline {
+                    bail!("node {id} not ready");
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// The leader's id.
+    pub async fn leader(&self) -> Result<u64> {
+        let http = reqwest::Client::new();
+        for _ in 0..200 {
+            for id in self.children.keys() {
+                if let Ok(r) = http
+                    .get(format!("http://{}/v1/cluster", self.addrs[id].0))
+                    .bearer_auth(TOKEN)
+                    .send()
+                    .await
+                {
+                    if let Ok(v) = r.json::<Value>().await {
+                        if let Some(l) = v["leader"]
+                            .as_u64()
+                            .filter(|l| self.children.contains_key(l))
+                        {
+                            return Ok(l);
+                        }
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        bail!("no leader")
+    }
+
+    /// SIGKILL.
+    pub fn kill(&mut self, id: u64) {
+        if let Some(mut c) = self.children.remove(&id) {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Restarts a killed node.
+    pub fn restart(&mut self, id: u64) -> Result<()> {
+        self.spawn(id)
+    }
+
+    /// Resident memory of each node.
+    pub fn rss(&self) -> BTreeMap<u64, u64> {
+        self.children
+            .iter()
+            .map(|(id, c)| (*id, rss(c.id())))
+            .collect()
+    }
+
+    /// Node ids running.
+    pub fn running(&self) -> Vec<u64> {
+        self.children.keys().copied().collect()
+    }
+}
+
+impl Drop for SluiceCluster {
+    fn drop(&mut self) {
+        for c in self.children.values_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A 3-member etcd cluster (Debian's `etcd-server`, fsync on) on loopback.
+#[derive(Debug)]
+pub struct EtcdCluster {
+    /// Client endpoints.
+    pub endpoints: Vec<String>,
+    children: Vec<Child>,
+}
+
+impl EtcdCluster {
+    /// Starts three members and waits until they answer.
+    pub async fn start(dir: &Path) -> Result<Self> {
+        let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
+        let initial: Vec<String> = ports
+            .iter()
+            .enumerate()
+            .map(|(i, (_, p))| format!("e{i}=http://127.0.0.1:{p}"))
+            .collect();
+        let mut children = Vec::new();
+        let mut endpoints = Vec::new();
+        for (i, (c, p)) in ports.iter().enumerate() {
+            let log = std::fs::File::create(dir.join(format!("etcd{i}.log")))?;
+            let child = Command::new("etcd")
+                .args(["--name", &format!("e{i}"), "--data-dir"])
+                .arg(dir.join(format!("etcd{i}")))
+                .args([
+                    "--listen-client-urls",
+                    &format!("http://127.0.0.1:{c}"),
+                    "--advertise-client-urls",
+                    &format!("http://127.0.0.1:{c}"),
+                ])
+                .args([
+                    "--listen-peer-urls",
+                    &format!("http://127.0.0.1:{p}"),
+                    "--initial-advertise-peer-urls",
+                    &format!("http://127.0.0.1:{p}"),
+                ])
+                .args([
+                    "--initial-cluster",
+                    &initial.join(","),
+                    "--initial-cluster-state",
+                    "new",
+                    "--initial-cluster-token",
+                    "sluice-bench",
+                ])
+                .args([
+                    "--log-level",
+                    "error",
+                    "--quota-backend-bytes",
+                    "8589934592",
+                ])
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .context("starting etcd (install Debian's etcd-server)")?;
+            children.push(child);
+            endpoints.push(format!("http://127.0.0.1:{c}"));
+        }
+        let e = EtcdCluster {
+            endpoints,
+            children,
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        for ep in &e.endpoints {
+            loop {
+                let ok = async {
+                    let mut kv = pb::etcd::kv_client::KvClient::connect(ep.clone())
+                        .await
+                        .ok()?;
+                    kv.put(pb::etcd::PutRequest {
+                        key: b"ping".to_vec(),
+                        value: b"1".to_vec(),
+                        lease: 0,
+                    })
+                    .await
+                    .ok()
+                }
+                .await
+                .is_some();
+                if ok {
+                    break;
+                }
+                if Instant::now() > deadline {
+                    bail!("etcd at {ep} did not come up");
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        Ok(e)
+    }
+}
+
+impl Drop for EtcdCluster {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// etcd's equivalent of a join: read the room's sequence key, then one transaction that, if the
+/// key is unchanged, increments it and writes the visitor's key; retried on a failed compare.
+pub async fn etcd_join(
+    kv: &mut pb::etcd::kv_client::KvClient<tonic::transport::Channel>,
+    room: &str,
+    visitor: u64,
+) -> OpResult {
+    use pb::etcd::*;
+    let seq_key = format!("rooms/{room}/seq").into_bytes();
+    let mut retries = 0;
+    loop {
+        let r = kv
+            .range(RangeRequest {
+                key: seq_key.clone(),
+                ..Default::default()
+            })
+            .await
+            .map_err(|s| format!("range: {:?}", s.code()))?
+            .into_inner();
+        let (seq, rev) = r.kvs.first().map_or((0u64, 0i64), |kv| {
+            (
+                String::from_utf8_lossy(&kv.value).parse().unwrap_or(0),
+                kv.mod_revision,
+            )
+        });
+        let next = (seq + 1).to_string().into_bytes();
+        let txn = TxnRequest {
+            compare: vec![Compare {
+                result: compare::CompareResult::Equal as i32,
+                target: compare::CompareTarget::Mod as i32,
+                key: seq_key.clone(),
+                target_union: Some(compare::TargetUnion::ModRevision(rev)),
+            }],
+            success: vec![
+                RequestOp {
+                    request: Some(request_op::Request::RequestPut(PutRequest {
+                        key: seq_key.clone(),
+                        value: next.clone(),
+                        lease: 0,
+                    })),
+                },
+                RequestOp {
+                    request: Some(request_op::Request::RequestPut(PutRequest {
+                        key: format!("rooms/{room}/visitors/{visitor:032x}").into_bytes(),
+                        value: next,
+                        lease: 0,
+                    })),
+                },
+            ],
+            failure: vec![],
+        };
+        let t = kv
+            .txn(txn)
+            .await
+            .map_err(|s| format!("txn: {:?}", s.code()))?
+            .into_inner();
+        if t.succeeded {
+            return Ok(retries);
+        }
+        retries += 1;
+    }
+}
+
+/// The hello-world baseline server.
+#[derive(Debug)]
+pub struct Hello {
+    /// `host:port`.
+    pub addr: String,
+    child: Child,
+}
+
+impl Hello {
+    /// Starts `sluice-hello`.
+    pub fn start() -> Result<Self> {
+        let mut cmd = Command::new(find_bin("sluice-hello")?);
+        cmd.arg("127.0.0.1:0");
+        let mut child = cmd.stdout(Stdio::piped()).spawn()?;
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line)?;
+        let addr = line
+            .trim()
+            .strip_prefix("listening ")
+            .context("hello did not start")?
+            .to_string();
+        Ok(Hello { addr, child })
+    }
+}
+
+impl Drop for Hello {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// How long and how big the benchmark runs.
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchOpts {
+    /// Seconds per throughput step.
+    pub secs: u64,
+    /// Waiters for the memory and restart figures.
+    pub waiters: u64,
+    /// Client counts for the throughput-against-clients table.
+    pub client_steps: Vec<usize>,
+    /// Where the processes keep data and logs.
+    pub dir: PathBuf,
+}
+
+fn http_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .pool_max_idle_per_host(512)
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("client")
+}
+
+async fn grpc_visitors(
+    c: &SluiceCluster,
+) -> Result<Vec<pb::sluice::visitor_client::VisitorClient<tonic::transport::Channel>>> {
+    let mut v = Vec::new();
+    for (_, g) in c.addrs.values() {
+        let ch = tonic::transport::Endpoint::from_shared(format!("http://{g}"))?
+            .tcp_nodelay(true)
+            .connect()
+            .await?;
+        v.push(pb::sluice::visitor_client::VisitorClient::new(ch));
+    }
+    Ok(v)
+}
+
+async fn put_room(c: &SluiceCluster, room: &str, body: Value) -> Result<()> {
+    let http = http_client();
+    for _ in 0..100 {
+        for (h, _) in c.addrs.values() {
+            if let Ok(r) = http
+                .put(format!("http://{h}/v1/rooms/{room}"))
+                .bearer_auth(TOKEN)
+                .json(&body)
+                .send()
+                .await
+            {
+                if r.status().is_success() {
+                    return Ok(());
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    bail!("could not create room {room}")
+}
+
+fn sluice_join_op(
+    clients: Vec<pb::sluice::visitor_client::VisitorClient<tonic::transport::Channel>>,
+    room: &'static str,
+) -> impl Fn(usize, u64) -> std::pin::Pin<Box<dyn Future<Output = OpResult> + Send>>
+       + Send
+       + Sync
+       + 'static {
+    move |c, _| {
+        let mut v = clients[c % clients.len()].clone();
+        Box::pin(async move {
+            v.join(pb::sluice::JoinRequest {
+                room: room.into(),
+                ticket: String::new(),
+            })
+            .await
+            .map(|_| 0)
+            .map_err(|s| format!("{:?}", s.code()))
+        })
+    }
+}
+
+/// Runs every step and returns the report (also printed line by line).
+pub async fn run(opts: &BenchOpts) -> Result<Value> {
+    std::fs::create_dir_all(&opts.dir)?;
+    let d = Duration::from_secs(opts.secs);
+    let mut steps: Vec<Stats> = Vec::new();
+    let mut note = |s: Stats| {
+        println!("{}", s.line());
+        steps.push(s);
+    };
+    let hello = Hello::start()?;
+    let mut sluice = SluiceCluster::start(&opts.dir.join("sluice"), 3).await?;
+    let etcd = EtcdCluster::start(&opts.dir).await?;
+    let http = http_client();
+
+    // Baseline.
+    let url = format!("http://{}/", hello.addr);
+    let h = http.clone();
+    let hello_stats = closed_loop("hello-world GET /", 64, d, move |_, _| {
+        let (h, url) = (h.clone(), url.clone());
+        async move {
+            h.get(&url)
+                .send()
+                .await
+                .and_then(|r| r.error_for_status())
+                .map(|_| 0)
+                .map_err(|e| e.to_string())
+        }
+    })
+    .await;
+    let hello_rate = hello_stats.per_sec;
+    note(hello_stats);
+
+    // Joins: one hot room, at several client counts.
+    put_room(&sluice, "hot", json!({"capacity": 10_000_000, "admit_per_minute": 60_000_000, "admit_burst": 1_000_000, "max_waiting": 10_000_000, "session_ttl_secs": 3600})).await?;
+    let visitors = grpc_visitors(&sluice).await?;
+    let mut join_rate: BTreeMap<usize, f64> = BTreeMap::new();
+    let mut join_table = Vec::new();
+    for &clients in &opts.client_steps {
+        let s = closed_loop(
+            "sluice join, hot room (gRPC)",
+            clients,
+            d,
+            sluice_join_op(visitors.clone(), "hot"),
+        )
+        .await;
+        join_rate.insert(clients, s.per_sec);
+        join_table.push(json!({"clients": clients, "per_sec": s.per_sec, "p99_ms": s.p99_ms}));
+        note(s);
+    }
+
+    // etcd: the same join, every client on one hot room, and every client on its own room; plain puts.
+    let mut kvs = Vec::new();
+    for ep in &etcd.endpoints {
+        kvs.push(pb::etcd::kv_client::KvClient::connect(ep.clone()).await?);
+    }
+    let next = Arc::new(AtomicU64::new(0));
+    let etcd_join_step = |name: &str, clients: usize, own_room: bool| {
+        let (kvs, next) = (kvs.clone(), next.clone());
+        let name = name.to_string();
+        async move {
+            closed_loop(&name, clients, d, move |c, _| {
+                let mut kv = kvs[c % kvs.len()].clone();
+                let v = next.fetch_add(1, Ordering::Relaxed);
+                let room = if own_room {
+                    format!("own-{c}")
+                } else {
+                    "hot".to_string()
+                };
+                async move { etcd_join(&mut kv, &room, v).await }
+            })
+            .await
+        }
+    };
+    let etcd_hot64 = etcd_join_step("etcd join, hot room", 64, false).await;
+    let etcd_own64 = etcd_join_step("etcd join, own room each", 64, true).await;
+    let (kv2, next2) = (kvs.clone(), next.clone());
+    let etcd_put256 = closed_loop("etcd plain put", 256, d, move |c, _| {
+        let mut kv = kv2[c % kv2.len()].clone();
+        let v = next2.fetch_add(1, Ordering::Relaxed);
+        async move {
+            kv.put(pb::etcd::PutRequest {
+                key: format!("k/{v}").into_bytes(),
+                value: b"x".to_vec(),
+                lease: 0,
+            })
+            .await
+            .map(|_| 0)
+            .map_err(|s| format!("{:?}", s.code()))
+        }
+    })
+    .await;
+    let sluice64 = closed_loop(
+        "sluice join, hot room, 64 clients",
+        64,
+        d,
+        sluice_join_op(visitors.clone(), "hot"),
+    )
+    .await;
+    let sluice256 = closed_loop(
+        "sluice join, hot room, 256 clients",
+        256,
+        d,
+        sluice_join_op(visitors.clone(), "hot"),
+    )
+    .await;
+    let (r_own, r_hot, r_put) = (
+        sluice64.per_sec / etcd_own64.per_sec.max(1e-9),
+        sluice64.per_sec / etcd_hot64.per_sec.max(1e-9),
+        sluice256.per_sec / etcd_put256.per_sec.max(1e-9),
+    );
+    let peak = sluice64
+        .per_sec
+        .max(sluice256.per_sec)
+        .max(join_rate.values().cloned().fold(0.0, f64::max));
+    note(etcd_hot64);
+    note(etcd_own64);
+    note(etcd_put256);
+    note(sluice64);
+    note(sluice256);
+
+    // Gate checks and follower status reads, against hello-world.
+    put_room(&sluice, "gate", json!({"capacity": 10_000_000, "admit_per_minute": 60_000_000, "admit_burst": 1_000_000, "session_ttl_secs": 3600})).await?;
+    put_room(
+        &sluice,
+        "line",
+        json!({"paused": true, "max_waiting": 10_000_000, "waiter_ttl_secs": 86_400}),
+    )
+    .await?;
+    let mut admitted = Vec::new();
+    let mut waiting = Vec::new();
+    let http_addrs: Vec<String> = sluice.addrs.values().map(|(h, _)| h.clone()).collect();
+    for i in 0..200 {
+        let h = &http_addrs[i % http_addrs.len()];
+        let a: Value = http
+            .post(format!("http://{h}/v1/rooms/gate/join"))
+            .send()
+            .await?
+            .json()
+            .await?;
+        admitted.push(a["ticket"].as_str().unwrap_or_default().to_string());
+        let w: Value = http
+            .post(format!("http://{h}/v1/rooms/line/join"))
+            .send()
+            .await?
+            .json()
+            .await?;
+        waiting.push(w["ticket"].as_str().unwrap_or_default().to_string());
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let leader = sluice.leader().await?;
+    let followers: Vec<String> = sluice
+        .addrs
+        .iter()
+        .filter(|(id, _)| **id != leader)
+        .map(|(_, (h, _))| h.clone())
+        .collect();
+    let (h, tickets, addrs) = (
+        http.clone(),
+        Arc::new(admitted),
+        Arc::new(http_addrs.clone()),
+    );
+    let gate = closed_loop("gate check (any node)", 64, d, move |c, i| {
+        let (h, t, a) = (h.clone(), tickets.clone(), addrs.clone());
+        async move {
+            let url = format!("http://{}/gate/gate/check", a[c % a.len()]);
+            let cookie = format!("sluice_ticket={}", t[(c + i as usize) % t.len()]);
+            let r = h
+                .get(&url)
+                .header("cookie", cookie)
+                .send()
+                .await
+                .map_err(|e| e.to_string())?;
+            if r.status().is_success() {
+                Ok(0)
+            } else {
+                Err(r.status().to_string())
+            }
+        }
+    })
+    .await;
+    let (h, tickets, fol) = (http.clone(), Arc::new(waiting), Arc::new(followers.clone()));
+    let status = closed_loop("status read (followers)", 64, d, move |c, i| {
+        let (h, t, f) = (h.clone(), tickets.clone(), fol.clone());
+        async move {
+            let url = format!("http://{}/v1/rooms/line/status", f[c % f.len()]);
+            let r = h
+                .get(&url)
+                .header(
+                    "authorization",
+                    format!("Ticket {}", t[(c + i as usize) % t.len()]),
+                )
+                .send()
+                .await
+                .map_err(|e| e.to_string())?;
+            if r.status().is_success() {
+                Ok(0)
+            } else {
+                Err(r.status().to_string())
+            }
+        }
+    })
+    .await;
+    let (r_gate, r_status) = (
+        gate.per_sec / hello_rate.max(1e-9),
+        status.per_sec / hello_rate.max(1e-9),
+    );
+    note(gate);
+    note(status);
+
+    // A realistic mix: 5% joins, 60% status reads, 35% gate checks.
+    let (h, addrs) = (http.clone(), Arc::new(http_addrs.clone()));
+    let (adm2, wait2) = (
+        Arc::new(steps_tickets(&http, &http_addrs, "gate", 50).await?),
+        Arc::new(steps_tickets(&http, &http_addrs, "line", 50).await?),
+    );
+    let mix = closed_loop("mix 5% join / 60% status / 35% gate", 64, d, move |c, i| {
+        let (h, a, adm, wait) = (h.clone(), addrs.clone(), adm2.clone(), wait2.clone());
+        async move {
+            let node = &a[(c + i as usize) % a.len()];
+            let r = match i % 20 {
+                0 => {
+                    h.post(format!("http://{node}/v1/rooms/line/join"))
+                        .send()
+                        .await
+                }
+                1..=12 => {
+                    h.get(format!("http://{node}/v1/rooms/line/status"))
+                        .header(
+                            "authorization",
+                            format!("Ticket {}", wait[i as usize % wait.len()]),
+                        )
+                        .send()
+                        .await
+                }
+                _ => {
+                    h.get(format!("http://{node}/gate/gate/check"))
+                        .header(
+                            "cookie",
+                            format!("sluice_ticket={}", adm[i as usize % adm.len()]),
+                        )
+                        .send()
+                        .await
+                }
+            };
+            let r = r.map_err(|e| e.to_string())?;
+            if r.status().is_success() {
+                Ok(0)
+            } else {
+                Err(r.status().to_string())
+            }
+        }
+    })
+    .await;
+    note(mix);
+
+    // Join latency at half the peak rate (open loop).
+    let half = (peak / 2.0) as u64;
+    let half_stats = open_loop(
+        &format!("sluice join at half peak ({half}/s)"),
+        half.max(1),
+        d,
+        {
+            let v = visitors.clone();
+            move |c, _| {
+                let mut v = v[c % v.len()].clone();
+                async move {
+                    v.join(pb::sluice::JoinRequest {
+                        room: "hot".into(),
+                        ticket: String::new(),
+                    })
+                    .await
+                    .map(|_| 0)
+                    .map_err(|s| format!("{:?}", s.code()))
+                }
+            }
+        },
+    )
+    .await;
+    let half_p99 = half_stats.p99_ms;
+    note(half_stats);
+
+    // Memory with `waiters` waiters in one room, and restart of a node holding them.
+    put_room(
+        &sluice,
+        "big",
+        json!({"paused": true, "max_waiting": 10_000_000, "waiter_ttl_secs": 86_400}),
+    )
+    .await?;
+    let filled = Arc::new(AtomicU64::new(0));
+    let target = opts.waiters;
+    let fill = {
+        let (v, filled) = (visitors.clone(), filled.clone());
+        closed_loop(
+            "fill big room",
+            256,
+            Duration::from_secs(3600),
+            move |c, _| {
+                let mut v = v[c % v.len()].clone();
+                let filled = filled.clone();
+                async move {
+                    if filled.load(Ordering::Relaxed) >= target {
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                        return Err("done".into());
+                    }
+                    v.join(pb::sluice::JoinRequest {
+                        room: "big".into(),
+                        ticket: String::new(),
+                    })
+                    .await
+                    .map_err(|s| format!("{:?}", s.code()))?;
+                    filled.fetch_add(1, Ordering::Relaxed);
+                    Ok(0)
+                }
+            },
+        )
+    };
+    // Stop the fill as soon as the target is reached.
+    let fill_task = tokio::spawn(fill);
+    while filled.load(Ordering::Relaxed) < target {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    fill_task.abort();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let rss_all = sluice.rss();
+    println!(
+        "resident memory with {target} waiters: {:?} MB",
+        rss_all.values().map(|b| b / (1 << 20)).collect::<Vec<_>>()
+    );
+
+    // Restart a follower holding them: time to serving.
+    let leader = sluice.leader().await?;
+    let follower = *sluice
+        .running()
+        .iter()
+        .find(|&&id| id != leader)
+        .expect("a follower");
+    sluice.kill(follower);
+    let t = Instant::now();
+    sluice.restart(follower)?;
+    sluice.wait_ready(Duration::from_secs(120)).await?;
+    let restart_ms = t.elapsed().as_millis() as u64;
+    println!("node restart with {target} waiters → serving: {restart_ms} ms");
+
+    // Leader killed → first acknowledged write, with clients on the surviving nodes.
+    let leader = sluice.leader().await?;
+    let survivors: Vec<_> = sluice
+        .addrs
+        .iter()
+        .filter(|(id, _)| **id != leader)
+        .map(|(_, (_, g))| g.clone())
+        .collect();
+    let mut clients = Vec::new();
+    for g in &survivors {
+        let ch = tonic::transport::Endpoint::from_shared(format!("http://{g}"))?
+            .connect()
+            .await?;
+        clients.push(pb::sluice::visitor_client::VisitorClient::new(ch));
+    }
+    sluice.kill(leader);
+    let killed = Instant::now();
+    let first = loop {
+        let mut c = clients[0].clone();
+        if c.join(pb::sluice::JoinRequest {
+            room: "hot".into(),
+            ticket: String::new(),
+        })
+        .await
+        .is_ok()
+        {
+            break killed.elapsed();
+        }
+        if killed.elapsed() > Duration::from_secs(30) {
+            bail!("no write acknowledged within 30 s of the leader's death");
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    println!(
+        "leader killed → first acknowledged write: {} ms",
+        first.as_millis()
+    );
+
+    let report = json!({
+        "steps": steps,
+        "joins_vs_clients": join_table,
+        "ratios": {
+            "sluice_join_hot_64_over_etcd_join_own_room_64": r_own,
+            "sluice_join_hot_64_over_etcd_join_hot_room_64": r_hot,
+            "sluice_join_hot_256_over_etcd_put_256": r_put,
+            "gate_over_hello_world": r_gate,
+            "follower_status_over_hello_world": r_status,
+        },
+        "join_p99_ms_at_half_peak": half_p99,
+        "peak_join_per_sec": peak,
+        "rss_bytes_with_waiters": rss_all,
+        "waiters": target,
+        "restart_to_serving_ms": restart_ms,
+        "leader_kill_to_first_ack_ms": first.as_millis() as u64,
+    });
+    println!(
+        "summary: joins/s vs etcd own-room {:.1}x, vs etcd hot-room {:.1}x, vs etcd puts {:.2}x; gate/hello {:.2}; status/hello {:.2}; join p99 at half peak {:.2} ms; rss {} MB; restart {} ms; failover {} ms",
+        r_own,
+        r_hot,
+        r_put,
+        r_gate,
+        r_status,
+        half_p99,
+        rss_all.values().max().copied().unwrap_or(0) / (1 << 20),
+        restart_ms,
+        first.as_millis()
+    );
+    drop(etcd);
+    drop(hello);
+    Ok(report)
+}
+
+async fn steps_tickets(
+    http: &reqwest::Client,
+    addrs: &[String],
+    room: &str,
+    n: usize,
+) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for i in 0..n {
+        let v: Value = http
+            .post(format!(
+                "http://{}/v1/rooms/{room}/join",
+                addrs[i % addrs.len()]
+            ))
+            .send()
+            .await?
+            .json()
+            .await?;
+        out.push(v["ticket"].as_str().unwrap_or_default().to_string());
+    }
+    Ok(out)
+}

@@ -1,0 +1,32 @@
+//! A few seconds of the load generator against real Sluice, etcd and hello-world processes: every
+//! step produces operations and the report has every figure (the figures themselves are
+//! benchmarks, recorded in BENCHMARKS.md, not checked here).
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_load_generator_runs_every_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = sluice_jepsen::bench::BenchOpts {
+        secs: 1,
+        waiters: 3_000,
+        client_steps: vec![1, 8],
+        dir: dir.path().to_path_buf(),
+    };
+    let report = sluice_jepsen::bench::run(&opts)
+        .await
+        .expect("the benchmark runs");
+    let steps = report["steps"].as_array().unwrap();
+    assert!(steps.len() >= 10, "{report}");
+    for s in steps {
+        assert!(s["ops"].as_u64().unwrap() > 0, "a step did nothing: {s}");
+    }
+    for (k, v) in report["ratios"].as_object().unwrap() {
+        assert!(v.as_f64().unwrap() > 0.0, "{k}");
+    }
+    assert!(report["rss_bytes_with_waiters"]
+        .as_object()
+        .unwrap()
+        .values()
+        .all(|v| v.as_u64().unwrap() > 1 << 20));
+    assert!(report["restart_to_serving_ms"].as_u64().is_some());
+    assert!(report["leader_kill_to_first_ack_ms"].as_u64().is_some());
+}
