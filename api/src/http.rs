@@ -682,10 +682,6 @@ async fn wait_page(
     pages::wait(&app, &room, q.next.as_deref(), &headers).await
 }
 
-async fn admin_page() -> Html<String> {
-    Html(pages::admin())
-}
-
 async fn not_found() -> Response {
     ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint").into_response()
 }
@@ -793,7 +789,17 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/readyz", get(readyz))
         .route("/.well-known/jwks.json", get(jwks))
         .route("/openapi.json", get(openapi))
-        .route("/admin", get(admin_page));
+        .route("/admin", get(crate::admin::dashboard))
+        .route("/admin/login", post(crate::admin::login))
+        .route("/admin/logout", post(crate::admin::logout))
+        .route("/admin/stats.json", get(crate::admin::stats))
+        .route("/admin/rooms", post(crate::admin::create_room))
+        .route("/admin/rooms/{room}", get(crate::admin::room))
+        .route(
+            "/admin/rooms/{room}/config",
+            post(crate::admin::save_config),
+        )
+        .route("/admin/rooms/{room}/action", post(crate::admin::action));
     Router::new()
         .merge(visitor)
         .merge(operator)

@@ -9,14 +9,17 @@
 //! - [`tokens`]: tickets (HMAC) and admission tokens (EdDSA JWT, JWKS).
 //! - [`error`]: the one mapping of errors to HTTP statuses and gRPC codes.
 //! - [`server`]: start a node with both servers; graceful shutdown.
-//! - [`config`], [`model`], [`metrics`], [`renew`], [`pages`], [`ctl`].
+//! - [`pages`] (landing, waiting page, [`i18n`]) and [`admin`] (the operator dashboard).
+//! - [`config`], [`model`], [`metrics`], [`renew`], [`ctl`].
 
+pub mod admin;
 pub mod config;
 pub mod core;
 pub mod ctl;
 pub mod error;
 pub mod grpc;
 pub mod http;
+pub mod i18n;
 pub mod metrics;
 pub mod model;
 pub mod pages;

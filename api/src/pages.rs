@@ -1,11 +1,13 @@
-//! HTML pages: the landing page, the waiting page and the operator dashboard's entry.
-//! Everything is served by Sluice itself: no external assets.
+//! HTML pages: the landing page and the waiting page. Everything is served by Sluice itself: no
+//! external assets, a few kilobytes per page. The operator dashboard is in [`crate::admin`].
 
 use crate::core::TicketSource;
 use crate::http::App;
+use crate::i18n::{texts, Lang, Texts};
 use crate::model::VisitorReply;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::{Html, IntoResponse, Response};
+use sluice_statemachine::{Mode, RoomView};
 
 /// Escapes text for HTML element content and attribute values.
 pub fn esc(s: &str) -> String {
@@ -39,13 +41,22 @@ pub fn safe_next(next: Option<&str>) -> String {
     }
 }
 
-const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:40rem;margin:2rem auto;padding:0 1rem;line-height:1.5;color:#1a1a1a;background:#fff}\
-h1{font-size:1.6rem}.big{font-size:2.4rem;font-weight:700}a{color:#0b57d0}code{background:#f2f2f2;padding:0 .2rem}";
+/// The shared style: readable, responsive, high contrast, respects reduced motion.
+pub const STYLE: &str = ":root{--accent:#0b57d0;--bg:#ffffff;--fg:#1a1a1a}\
+*{box-sizing:border-box}body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;background:var(--bg);color:var(--fg);line-height:1.5}\
+main{max-width:40rem;margin:0 auto;padding:1.5rem 1rem}h1{font-size:1.6rem;margin:.5rem 0 1rem}\
+.big{font-size:2.6rem;font-weight:700;color:var(--accent)}a,button{color:var(--accent)}\
+button,.button{font:inherit;padding:.5rem 1rem;border:2px solid var(--accent);border-radius:.4rem;background:var(--bg);cursor:pointer}\
+button:focus,a:focus,input:focus,select:focus{outline:3px solid var(--accent);outline-offset:2px}\
+progress{width:100%;height:1rem;accent-color:var(--accent)}img.logo{max-height:4rem;max-width:100%}\
+.card{border:1px solid #ccc;border-radius:.5rem;padding:1rem;margin:1rem 0}\
+@media (prefers-reduced-motion:reduce){*{transition:none!important;animation:none!important}}";
 
-fn page(title: &str, head_extra: &str, body: &str) -> String {
+fn page(lang: Lang, title: &str, head_extra: &str, body: &str) -> String {
     format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
+        "<!doctype html><html lang=\"{}\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
 <title>{}</title><style>{STYLE}</style>{head_extra}</head><body><main>{body}</main></body></html>",
+        lang.tag(),
         esc(title)
     )
 }
@@ -54,12 +65,13 @@ fn page(title: &str, head_extra: &str, body: &str) -> String {
 pub fn landing(demo_room: Option<&str>) -> String {
     let demo = match demo_room {
         Some(r) => format!(
-            "<p>Try the demo room: open <a href=\"/wait/{r}\">/wait/{r}</a> in a few browser tabs. It admits two visitors at a time; the others wait in line and move up as sessions end.</p>",
+            "<p>Try the demo room: open <a href=\"/wait/{r}\">/wait/{r}</a> in a few browser tabs. It admits two visitors at a time; the others wait in line and move up as sessions end (after a minute without activity).</p>",
             r = esc(r)
         ),
         None => String::new(),
     };
     page(
+        Lang::En,
         "Sluice",
         "",
         &format!(
@@ -70,65 +82,161 @@ pub fn landing(demo_room: Option<&str>) -> String {
     )
 }
 
-/// The operator dashboard's entry page.
-pub fn admin() -> String {
-    page(
-        "Sluice operator dashboard",
-        "",
-        "<h1>Operator dashboard</h1><p>Use the operator API with your bearer token, or <code>sluice ctl</code>.</p>",
-    )
+fn fmt_secs(s: u64) -> String {
+    if s < 60 {
+        format!("{s} s")
+    } else if s < 3600 {
+        format!("{} min", s.div_ceil(60))
+    } else {
+        format!("{} h {} min", s / 3600, (s % 3600) / 60)
+    }
 }
 
-fn wait_html(r: &VisitorReply, next: &str) -> String {
-    let room = esc(&r.room);
+fn branding_css(room: Option<&RoomView>) -> String {
+    let Some(b) = room.map(|r| &r.config.branding) else {
+        return String::new();
+    };
+    // Colours were validated as #rrggbb by the state machine.
+    let mut css = String::new();
+    if let Some(c) = &b.accent_color {
+        css.push_str(&format!("--accent:{c};"));
+    }
+    if let Some(c) = &b.background_color {
+        css.push_str(&format!("--bg:{c};"));
+    }
+    if css.is_empty() {
+        String::new()
+    } else {
+        format!("<style>:root{{{}}}</style>", esc(&css))
+    }
+}
+
+fn header_html(t: &Texts, room: Option<&RoomView>, fallback_title: &str) -> (String, String) {
+    let b = room.map(|r| r.config.branding.clone()).unwrap_or_default();
+    let title = b
+        .title
+        .clone()
+        .unwrap_or_else(|| fallback_title.to_string());
+    let logo = b
+        .logo_url
+        .as_ref()
+        .map(|u| format!("<img class=\"logo\" src=\"{}\" alt=\"\">", esc(u)))
+        .unwrap_or_default();
+    let message = b
+        .message
+        .as_ref()
+        .map(|m| format!("<p>{}</p>", esc(m).replace('\n', "<br>")))
+        .unwrap_or_default();
+    let _ = t;
+    (title, format!("{logo}{message}"))
+}
+
+fn wait_html(
+    t: &Texts,
+    lang: Lang,
+    r: &VisitorReply,
+    room: Option<&RoomView>,
+    next: &str,
+) -> String {
+    let (title, top) = header_html(t, room, &r.room);
+    let lottery = room.is_some_and(|v| v.config.mode == Mode::Lottery);
     let position = r.position.map_or("—".to_string(), |p| p.to_string());
-    let eta = r.eta_secs.map_or("unknown".to_string(), |s| {
-        if s < 60 {
-            format!("{s} s")
-        } else {
-            format!("{} min", s.div_ceil(60))
-        }
-    });
+    let eta = r.eta_secs.map_or(t.unknown.to_string(), fmt_secs);
+    let opens_at = room
+        .filter(|v| !v.open)
+        .and_then(|v| v.config.opens_at_ms)
+        .map(|ms| ms / 1000);
+    let countdown = match opens_at {
+        Some(at) => format!(
+            "<div class=\"card\"><p>{} <strong id=\"cd\" data-at=\"{at}\" aria-live=\"polite\">{}</strong></p></div>",
+            t.opens_in,
+            fmt_secs(at.saturating_sub(sluice_raft::wall_ms() / 1000))
+        ),
+        None => String::new(),
+    };
+    let place = if lottery {
+        format!("<p>{}</p>", t.lottery)
+    } else {
+        format!(
+            "<p>{}: <span class=\"big\" id=\"pos\" aria-live=\"polite\">{position}</span></p>",
+            t.your_place
+        )
+    };
     let script = format!(
-        "<script>(function(){{var room={room_js},next={next_js};\
-function show(s){{if(s.state==='admitted'){{fetch('/v1/rooms/'+room+'/join',{{method:'POST',credentials:'same-origin'}}).then(function(){{location.replace(next)}});return}}\
-if(s.state!=='waiting'){{location.reload();return}}\
-document.getElementById('pos').textContent=s.position==null?'—':s.position;\
-document.getElementById('eta').textContent=s.eta_secs==null?'unknown':(s.eta_secs<60?s.eta_secs+' s':Math.ceil(s.eta_secs/60)+' min')}}\
-function poll(){{fetch('/v1/rooms/'+room+'/status',{{credentials:'same-origin'}}).then(function(r){{return r.json()}}).then(show).catch(function(){{}});setTimeout(poll,5000)}}\
-if(window.EventSource){{var es=new EventSource('/v1/rooms/'+room+'/events');es.addEventListener('status',function(e){{show(JSON.parse(e.data))}});es.onerror=function(){{es.close();setTimeout(poll,1000)}}}}else{{poll()}}\
+        "<script>(function(){{var room={room_js},next={next_js},unknown={unknown_js};\
+var key='sluice-first-'+room,prog=document.getElementById('prog');\
+function fmt(s){{return s<60?s+' s':(s<3600?Math.ceil(s/60)+' min':Math.floor(s/3600)+' h '+Math.floor(s%3600/60)+' min')}}\
+function go(){{fetch('/v1/rooms/'+room+'/join',{{method:'POST',credentials:'same-origin'}}).then(function(){{location.replace(next)}},function(){{location.replace(next)}})}}\
+function show(s){{if(s.state==='admitted'){{go();return}}if(s.state!=='waiting'){{location.reload();return}}\
+var p=document.getElementById('pos');if(p)p.textContent=s.position==null?'—':s.position;\
+document.getElementById('eta').textContent=s.eta_secs==null?unknown:fmt(s.eta_secs);\
+if(s.position!=null){{var f=+sessionStorage.getItem(key)||0;if(!f||s.position>f){{f=s.position;sessionStorage.setItem(key,f)}}prog.max=f;prog.value=f-s.position+1}}}}\
+var timer=null;function poll(){{fetch('/v1/rooms/'+room+'/status',{{credentials:'same-origin'}}).then(function(r){{return r.json()}}).then(show).catch(function(){{}});timer=setTimeout(poll,5000)}}\
+if(window.EventSource){{var es=new EventSource('/v1/rooms/'+room+'/events');es.addEventListener('status',function(e){{show(JSON.parse(e.data))}});es.onerror=function(){{es.close();if(!timer)poll()}}}}else{{poll()}}\
+var cd=document.getElementById('cd');if(cd){{setInterval(function(){{var left=+cd.dataset.at-Math.floor(Date.now()/1000);if(left<=0)location.reload();else cd.textContent=fmt(left)}},1000)}}\
 }})();</script>",
         room_js = serde_json::to_string(&r.room).unwrap_or_default(),
         next_js = serde_json::to_string(next).unwrap_or_default(),
+        unknown_js = serde_json::to_string(t.unknown).unwrap_or_default(),
     );
     page(
-        &format!("Waiting room — {}", r.room),
-        "<noscript><meta http-equiv=\"refresh\" content=\"10\"></noscript>",
+        lang,
+        &title,
         &format!(
-            "<h1>You are in line</h1><p>Room <strong>{room}</strong>. Keep this page open; it moves you on when it is your turn.</p>\
-<p>Your place: <span class=\"big\" id=\"pos\" aria-live=\"polite\">{position}</span></p><p>Estimated wait: <span id=\"eta\" aria-live=\"polite\">{eta}</span></p>{script}"
+            "{}<noscript><meta http-equiv=\"refresh\" content=\"5\"></noscript>",
+            branding_css(room)
+        ),
+        &format!(
+            "{top}<h1>{}</h1><p>{}</p>{countdown}{place}\
+<p>{}: <strong id=\"eta\" aria-live=\"polite\">{eta}</strong></p>\
+<label for=\"prog\">{}</label><progress id=\"prog\" aria-label=\"{}\"></progress>{script}",
+            t.in_line, t.keep_open, t.estimated_wait, t.progress, t.progress
         ),
     )
 }
 
-fn closed_html(r: &VisitorReply) -> String {
-    let why = match r.reason.as_deref() {
-        Some("room_closed") => "This room is closed.",
-        Some("room_rejecting") => "This room is not taking new visitors right now.",
-        _ => "Your place in line has ended.",
+fn message_html(
+    t: &Texts,
+    lang: Lang,
+    room: Option<&RoomView>,
+    room_name: &str,
+    text: &str,
+    retry: bool,
+) -> String {
+    let (title, top) = header_html(t, room, room_name);
+    let refresh = if retry {
+        "<meta http-equiv=\"refresh\" content=\"10\">"
+    } else {
+        ""
     };
-    page("Waiting room", "", &format!("<h1>Sorry</h1><p>{why}</p>"))
+    page(
+        lang,
+        &title,
+        &format!("{}{refresh}", branding_css(room)),
+        &format!(
+            "{top}<h1>{}</h1><p role=\"status\">{}</p>",
+            t.sorry,
+            esc(text)
+        ),
+    )
 }
 
 /// `GET /wait/{room}`: joins or resumes, then shows the line, or moves an admitted visitor on.
+/// `Accept: application/json` gets the visitor's JSON status instead.
 pub async fn wait(app: &App, room: &str, next: Option<&str>, headers: &HeaderMap) -> Response {
     let next = safe_next(next);
+    let lang = Lang::negotiate(
+        headers
+            .get(header::ACCEPT_LANGUAGE)
+            .and_then(|v| v.to_str().ok()),
+    );
+    let t = texts(lang);
     let wants_json = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.contains("application/json") && !v.contains("text/html"));
     let src = match crate::http::cookie_ticket_of(headers) {
-        Some(t) => TicketSource::Cookie(t),
+        Some(tk) => TicketSource::Cookie(tk),
         None => TicketSource::None,
     };
     // A visitor who already holds a place is only checked in (batched), not written per view.
@@ -143,16 +251,27 @@ pub async fn wait(app: &App, room: &str, next: Option<&str>, headers: &HeaderMap
         Some(r) => Ok(r),
         None => app.sluice.join(room, &src).await,
     };
+    let view = app
+        .sluice
+        .node
+        .read(|st| st.sm.room(room))
+        .ok()
+        .and_then(|(v, _)| v);
     let reply = match reply {
         Ok(r) => r,
         Err(e) if wants_json => return e.into_response(),
         Err(e) => {
-            let body = page(
-                "Waiting room",
-                "<meta http-equiv=\"refresh\" content=\"5\">",
-                &format!("<h1>Please wait</h1><p>{}</p>", esc(&e.message)),
-            );
-            let mut resp = (e.status, axum::response::Html(body)).into_response();
+            let text = match e.code {
+                "queue_full" => t.full,
+                "room_not_found" | "invalid_field" => t.closed,
+                _ => t.busy,
+            };
+            let retry = e.status.is_server_error();
+            let mut resp = (
+                e.status,
+                Html(message_html(t, lang, view.as_ref(), room, text, retry)),
+            )
+                .into_response();
             if let Some(s) = e.retry_after {
                 resp.headers_mut()
                     .insert(header::RETRY_AFTER, HeaderValue::from(s));
@@ -175,15 +294,28 @@ pub async fn wait(app: &App, room: &str, next: Option<&str>, headers: &HeaderMap
         }
         r
     } else if reply.state == "waiting" {
-        axum::response::Html(wait_html(&reply, &next)).into_response()
+        Html(wait_html(t, lang, &reply, view.as_ref(), &next)).into_response()
     } else {
-        axum::response::Html(closed_html(&reply)).into_response()
+        let text = match reply.reason.as_deref() {
+            Some("room_closed") => t.closed,
+            Some("room_rejecting") => t.not_taking,
+            _ => t.ended,
+        };
+        (
+            StatusCode::FORBIDDEN,
+            Html(message_html(t, lang, view.as_ref(), room, text, false)),
+        )
+            .into_response()
     };
     if let Ok(v) = HeaderValue::from_str(&cookie) {
         resp.headers_mut().insert(header::SET_COOKIE, v);
     }
     resp.headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    resp.headers_mut().insert(
+        header::VARY,
+        HeaderValue::from_static("Accept, Accept-Language, Cookie"),
+    );
     resp
 }
 
@@ -212,5 +344,12 @@ mod tests {
             esc("<a href=\"x\">'&'</a>"),
             "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;"
         );
+    }
+
+    #[test]
+    fn durations_read_well() {
+        assert_eq!(fmt_secs(5), "5 s");
+        assert_eq!(fmt_secs(61), "2 min");
+        assert_eq!(fmt_secs(3 * 3600 + 120), "3 h 2 min");
     }
 }

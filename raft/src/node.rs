@@ -742,6 +742,13 @@ impl NodeInner {
         let reply = match tokio::time::timeout(self.cfg.request_timeout, client.forward(req)).await
         {
             Err(_) => return vec![Err(ClusterError::Timeout); n],
+            // A refused connection never delivered the request: safe to retry elsewhere.
+            Ok(Err(s))
+                if s.code() == tonic::Code::Unavailable
+                    && s.message().contains("connect error") =>
+            {
+                return vec![Err(ClusterError::NoLeader); n];
+            }
             Ok(Err(s)) => {
                 return vec![
                     Err(ClusterError::Indeterminate(format!(

@@ -244,15 +244,26 @@ async fn main() -> Result<()> {
                 .collect();
             run_all(specs, &out).await
         }
-        Cmd::Bench { secs, waiters, clients, out } => {
+        Cmd::Bench {
+            secs,
+            waiters,
+            clients,
+            out,
+        } => {
             let opts = sluice_jepsen::bench::BenchOpts {
                 secs,
                 waiters,
-                client_steps: clients.split(',').filter_map(|c| c.trim().parse().ok()).collect(),
+                client_steps: clients
+                    .split(',')
+                    .filter_map(|c| c.trim().parse().ok())
+                    .collect(),
                 dir: out.join("data"),
             };
             let report = sluice_jepsen::bench::run(&opts).await?;
-            std::fs::write(out.join("report.json"), serde_json::to_string_pretty(&report)?)?;
+            std::fs::write(
+                out.join("report.json"),
+                serde_json::to_string_pretty(&report)?,
+            )?;
             let _ = std::fs::remove_dir_all(out.join("data"));
             Ok(())
         }

@@ -1,0 +1,593 @@
+//! The operator dashboard (`/admin`): sign-in with the operator token (kept in a secure,
+//! HttpOnly, SameSite=Strict cookie), rooms with live charts drawn in SVG by the page itself,
+//! the config editor with inline validation errors, operator actions, and the cluster.
+//! Every form carries a CSRF token bound to the session.
+
+use crate::error::ApiError;
+use crate::http::App;
+use crate::model::{BrandingBody, RoomConfigBody};
+use crate::pages::{esc, STYLE};
+use axum::extract::{Form, Path, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{Html, IntoResponse, Response};
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use subtle::ConstantTimeEq;
+
+/// The session cookie.
+pub const ADMIN_COOKIE: &str = "sluice_admin";
+/// How long a sign-in lasts.
+pub const SESSION_SECS: u64 = 12 * 3600;
+
+type AppState = State<Arc<App>>;
+type Fields = BTreeMap<String, String>;
+
+fn mac(key: &str, msg: &str) -> String {
+    let mut m = Hmac::<Sha256>::new_from_slice(key.as_bytes()).expect("any key length");
+    m.update(msg.as_bytes());
+    m.finalize()
+        .into_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn now() -> u64 {
+    sluice_raft::wall_ms() / 1000
+}
+
+fn session_value(app: &App, expires: u64) -> String {
+    format!(
+        "{expires}.{}",
+        mac(
+            &app.admin_token,
+            &format!("sluice admin session v1|{expires}")
+        )
+    )
+}
+
+/// The session cookie's value, if it is valid.
+fn session(app: &App, headers: &HeaderMap) -> Option<String> {
+    let value = headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find_map(|v| {
+            v.split(';').map(str::trim).find_map(|kv| {
+                kv.strip_prefix(ADMIN_COOKIE)
+                    .and_then(|r| r.strip_prefix('='))
+                    .map(str::to_string)
+            })
+        })?;
+    let (exp, _) = value.split_once('.')?;
+    let exp: u64 = exp.parse().ok()?;
+    let expected = session_value(app, exp);
+    (exp > now() && bool::from(value.as_bytes().ct_eq(expected.as_bytes()))).then_some(value)
+}
+
+fn csrf(app: &App, session: &str) -> String {
+    mac(&app.admin_token, &format!("csrf|{session}"))
+}
+
+fn check_csrf(app: &App, session: &str, fields: &Fields) -> bool {
+    fields
+        .get("csrf")
+        .is_some_and(|c| bool::from(c.as_bytes().ct_eq(csrf(app, session).as_bytes())))
+}
+
+fn page(title: &str, body: &str) -> Html<String> {
+    Html(format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
+<title>{} — Sluice</title><style>{STYLE}main{{max-width:64rem}}table{{border-collapse:collapse;width:100%}}td,th{{text-align:left;padding:.3rem .5rem;border-bottom:1px solid #ddd}}\
+.err{{color:#b00020;font-weight:600}}input[aria-invalid=true]{{border:2px solid #b00020}}label{{display:block;margin-top:.5rem}}svg{{width:100%;height:3rem;background:#f6f8fb}}\
+form.inline{{display:inline}}.ok{{color:#0a7d32}}</style></head><body><main>{body}</main></body></html>",
+        esc(title)
+    ))
+}
+
+fn login_form(error: Option<&str>) -> Html<String> {
+    let err = error
+        .map(|e| format!("<p class=\"err\" role=\"alert\">{}</p>", esc(e)))
+        .unwrap_or_default();
+    page(
+        "Sign in",
+        &format!(
+            "<h1>Sluice operator dashboard</h1>{err}<form method=\"post\" action=\"/admin/login\">\
+<label for=\"token\">Operator token</label><input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"current-password\" required>\
+<p><button type=\"submit\">Sign in</button></p></form>"
+        ),
+    )
+}
+
+fn see_other(to: &str) -> Response {
+    let mut r = StatusCode::SEE_OTHER.into_response();
+    if let Ok(v) = HeaderValue::from_str(to) {
+        r.headers_mut().insert(header::LOCATION, v);
+    }
+    r
+}
+
+/// `POST /admin/login`.
+pub async fn login(State(app): AppState, Form(f): Form<Fields>) -> Response {
+    let ok = f
+        .get("token")
+        .is_some_and(|t| bool::from(t.trim().as_bytes().ct_eq(app.admin_token.as_bytes())));
+    if !ok {
+        return (
+            StatusCode::UNAUTHORIZED,
+            login_form(Some("That token is not valid.")),
+        )
+            .into_response();
+    }
+    let value = session_value(&app, now() + SESSION_SECS);
+    let secure = if app.secure_cookies { "; Secure" } else { "" };
+    let mut r = see_other("/admin");
+    if let Ok(v) = HeaderValue::from_str(&format!("{ADMIN_COOKIE}={value}; Path=/admin; HttpOnly; SameSite=Strict; Max-Age={SESSION_SECS}{secure}")) {
+        r.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    r
+}
+
+/// `POST /admin/logout`.
+pub async fn logout(State(app): AppState, headers: HeaderMap, Form(f): Form<Fields>) -> Response {
+    if let Some(s) = session(&app, &headers) {
+        if !check_csrf(&app, &s, &f) {
+            return (StatusCode::FORBIDDEN, "bad CSRF token").into_response();
+        }
+    }
+    let mut r = see_other("/admin");
+    r.headers_mut().insert(
+        header::SET_COOKIE,
+        HeaderValue::from_static(
+            "sluice_admin=; Path=/admin; HttpOnly; SameSite=Strict; Max-Age=0",
+        ),
+    );
+    r
+}
+
+const CHART_JS: &str = "<script>(function(){var hist={};function line(pts,max){var w=200,h=40;if(pts.length<2)return '';return pts.map(function(v,i){return (i*w/(60-1)).toFixed(1)+','+(h-(v/max)*h).toFixed(1)}).join(' ')}\
+function draw(){fetch('/admin/stats.json',{credentials:'same-origin'}).then(function(r){return r.json()}).then(function(s){s.rooms.forEach(function(r){\
+var h=hist[r.name]=hist[r.name]||{waiting:[],active:[],rate:[]};[['waiting',r.waiting],['active',r.active],['rate',r.admitted_last_minute]].forEach(function(p){h[p[0]].push(p[1]);if(h[p[0]].length>60)h[p[0]].shift()});\
+['waiting','active','rate'].forEach(function(k){var el=document.getElementById(k+'-'+r.name);if(!el)return;var max=Math.max.apply(null,h[k].concat([1]));\
+el.querySelector('polyline').setAttribute('points',line(h[k],max));var t=document.getElementById(k+'-n-'+r.name);if(t)t.textContent=h[k][h[k].length-1]})})}).catch(function(){})}\
+draw();setInterval(draw,2000)})();</script>";
+
+fn chart(kind: &str, room: &str, label: &str) -> String {
+    format!(
+        "<figure aria-label=\"{label}\"><svg id=\"{kind}-{r}\" viewBox=\"0 0 200 40\" preserveAspectRatio=\"none\" role=\"img\" aria-label=\"{label} over the last two minutes\">\
+<polyline fill=\"none\" stroke=\"currentColor\" stroke-width=\"1.5\" points=\"\"></polyline></svg><figcaption>{label}: <span id=\"{kind}-n-{r}\" aria-live=\"off\"></span></figcaption></figure>",
+        r = esc(room)
+    )
+}
+
+/// `GET /admin`: rooms and cluster, or the sign-in form.
+pub async fn dashboard(State(app): AppState, headers: HeaderMap) -> Response {
+    let Some(s) = session(&app, &headers) else {
+        return login_form(None).into_response();
+    };
+    let token = csrf(&app, &s);
+    let rooms = app
+        .sluice
+        .list_rooms(false)
+        .await
+        .map(|l| l.rooms)
+        .unwrap_or_default();
+    let mut rows = String::new();
+    for r in &rooms {
+        rows.push_str(&format!(
+            "<tr><td><a href=\"/admin/rooms/{n}\">{n}</a></td><td>{mode}{paused}</td><td>{w}</td><td>{a} / {c}</td><td>{rate}/min</td><td>{chart}</td></tr>",
+            n = esc(&r.name),
+            mode = esc(&r.config.mode),
+            paused = if r.config.paused { " <strong>(paused)</strong>" } else { "" },
+            w = r.waiting,
+            a = r.active,
+            c = r.config.capacity,
+            rate = r.admitted_last_minute,
+            chart = chart("waiting", &r.name, "Waiting"),
+        ));
+    }
+    let body = format!(
+        "<h1>Sluice operator dashboard</h1><form class=\"inline\" method=\"post\" action=\"/admin/logout\"><input type=\"hidden\" name=\"csrf\" value=\"{token}\"><button>Sign out</button></form>\
+<h2>Rooms</h2><table><thead><tr><th>Room</th><th>Mode</th><th>Waiting</th><th>Active / capacity</th><th>Admitted</th><th>Waiting, live</th></tr></thead><tbody>{rows}</tbody></table>\
+<form method=\"post\" action=\"/admin/rooms\"><input type=\"hidden\" name=\"csrf\" value=\"{token}\"><label for=\"newroom\">New room name</label>\
+<input id=\"newroom\" name=\"name\" pattern=\"[a-z0-9][a-z0-9-]{{0,63}}\" required> <button>Create</button></form>\
+{cluster}{CHART_JS}",
+        cluster = cluster_html(&app)
+    );
+    page("Dashboard", &body).into_response()
+}
+
+fn cluster_html(app: &App) -> String {
+    let s = app.sluice.cluster();
+    let mut rows = String::new();
+    for (id, n) in &s.nodes {
+        let role = if s.leader == Some(*id) {
+            "leader"
+        } else if s.voters.contains(id) {
+            "voter"
+        } else {
+            "learner"
+        };
+        let lag = s.replication.get(id).map_or("—".to_string(), |r| {
+            format!("{} (matched {})", r.lag, r.matched_index)
+        });
+        rows.push_str(&format!(
+            "<tr><td>{id}</td><td>{role}</td><td>{}</td><td>{}</td><td>{lag}</td></tr>",
+            esc(&n.raft),
+            esc(&n.http)
+        ));
+    }
+    format!(
+        "<h2>Cluster</h2><p>This node: {id} ({state}). Leader: {leader}. Term {term}. Commit index {commit}, applied {applied}, last log {last}.</p>\
+<table><thead><tr><th>Node</th><th>Role</th><th>Raft</th><th>HTTP</th><th>Replication lag</th></tr></thead><tbody>{rows}</tbody></table>",
+        id = s.id,
+        state = esc(&s.state),
+        leader = s.leader.map_or("none".into(), |l| l.to_string()),
+        term = s.term,
+        commit = s.committed_index,
+        applied = s.applied_index,
+        last = s.last_log_index
+    )
+}
+
+/// `GET /admin/stats.json`: what the charts draw.
+pub async fn stats(State(app): AppState, headers: HeaderMap) -> Response {
+    if session(&app, &headers).is_none() {
+        return ApiError::unauthorized().into_response();
+    }
+    match app.sluice.list_rooms(false).await {
+        Ok(l) => axum::Json(serde_json::json!({
+            "rooms": l.rooms.iter().map(|r| serde_json::json!({"name": r.name, "waiting": r.waiting, "active": r.active, "admitted_last_minute": r.admitted_last_minute})).collect::<Vec<_>>()
+        }))
+        .into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+fn input(
+    name: &str,
+    label: &str,
+    value: &str,
+    kind: &str,
+    errors: &BTreeMap<String, String>,
+) -> String {
+    let (invalid, err) = match errors.get(name) {
+        Some(e) => (
+            " aria-invalid=\"true\"",
+            format!(
+                " <span class=\"err\" id=\"err-{n}\">{}</span>",
+                esc(e),
+                n = esc(name)
+            ),
+        ),
+        None => ("", String::new()),
+    };
+    let described = if err.is_empty() {
+        String::new()
+    } else {
+        format!(" aria-describedby=\"err-{}\"", esc(name))
+    };
+    if kind == "checkbox" {
+        let checked = if value == "true" { " checked" } else { "" };
+        format!("<label><input type=\"checkbox\" name=\"{n}\"{checked}{invalid}{described}> {label}</label>{err}", n = esc(name))
+    } else {
+        format!(
+            "<label for=\"f-{n}\">{label}</label><input id=\"f-{n}\" name=\"{n}\" type=\"{kind}\" value=\"{v}\"{invalid}{described}>{err}",
+            n = esc(name),
+            v = esc(value)
+        )
+    }
+}
+
+fn select(id: &str, name: &str, label: &str, value: &str, options: &[&str]) -> String {
+    let opts: String = options
+        .iter()
+        .map(|o| {
+            format!(
+                "<option value=\"{o}\"{}>{o}</option>",
+                if *o == value { " selected" } else { "" }
+            )
+        })
+        .collect();
+    format!(
+        "<label for=\"{id}\">{label}</label><select id=\"{id}\" name=\"{name}\">{opts}</select>"
+    )
+}
+
+fn room_page(
+    app: &App,
+    session: &str,
+    room: &str,
+    cfg: &RoomConfigBody,
+    errors: &BTreeMap<String, String>,
+    notice: Option<&str>,
+) -> Html<String> {
+    let token = csrf(app, session);
+    let opt = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_default();
+    let b = &cfg.branding;
+    let general = errors
+        .get("")
+        .map(|e| format!("<p class=\"err\" role=\"alert\">{}</p>", esc(e)))
+        .unwrap_or_default();
+    let notice = notice
+        .map(|n| format!("<p class=\"ok\" role=\"status\">{}</p>", esc(n)))
+        .unwrap_or_default();
+    let hidden = format!("<input type=\"hidden\" name=\"csrf\" value=\"{token}\">");
+    let r = esc(room);
+    let body = format!(
+        "<p><a href=\"/admin\">← All rooms</a></p><h1>Room {r}</h1>{notice}{general}\
+<section aria-label=\"Live\">{}{}{}</section>\
+<h2>Actions</h2>\
+<form class=\"inline\" method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"{pause_action}\"><button>{pause_label}</button></form>\
+<form method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"mode\">{} <button>Set mode</button></form>\
+<form method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"health\">{}<label for=\"f-sf\">Slow factor (0–1)</label><input id=\"f-sf\" name=\"slow_factor\" value=\"{sf}\"> <button>Set health</button></form>\
+<form method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"admit\"><label for=\"f-count\">Admit now (count)</label><input id=\"f-count\" name=\"count\" type=\"number\" min=\"1\" value=\"1\"> <button>Admit</button></form>\
+<form method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"revoke\"><label for=\"f-vid\">Revoke visitor id (empty: every session)</label><input id=\"f-vid\" name=\"visitor_id\"> <button>Revoke</button></form>\
+<h2>Configuration</h2><form method=\"post\" action=\"/admin/rooms/{r}/config\">{hidden}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}\
+<p><button type=\"submit\">Save configuration</button></p></form>{CHART_JS}",
+        chart("waiting", room, "Waiting"),
+        chart("active", room, "Active"),
+        chart("rate", room, "Admitted in the last minute"),
+        select("a-mode", "mode", "Mode", &cfg.mode, &["fifo", "lottery", "passthrough", "reject"]),
+        select("a-health", "health", "Origin health", &cfg.health, &["ok", "slow", "down"]),
+        input("capacity", "Capacity (active sessions)", &cfg.capacity.to_string(), "number", errors),
+        input("admit_per_minute", "Admissions per minute", &cfg.admit_per_minute.to_string(), "number", errors),
+        input("admit_burst", "Burst (0 = one second's worth)", &cfg.admit_burst.to_string(), "number", errors),
+        input("session_ttl_secs", "Session TTL, seconds", &cfg.session_ttl_secs.to_string(), "number", errors),
+        input("waiter_ttl_secs", "Waiter TTL, seconds", &cfg.waiter_ttl_secs.to_string(), "number", errors),
+        input("max_waiting", "Most waiters", &cfg.max_waiting.to_string(), "number", errors),
+        select("f-mode", "mode", "Mode", &cfg.mode, &["fifo", "lottery", "passthrough", "reject"]),
+        input("opens_at", "Opens at (unix seconds, empty: open)", &opt(cfg.opens_at), "number", errors),
+        input("closes_at", "Closes at (unix seconds, empty: never)", &opt(cfg.closes_at), "number", errors),
+        input("shuffle_at_open", "Shuffle the pre-queue at opening", &cfg.shuffle_at_open.to_string(), "checkbox", errors),
+        input("paused", "Paused", &cfg.paused.to_string(), "checkbox", errors),
+        select("f-health", "health", "Origin health", &cfg.health, &["ok", "slow", "down"]),
+        input("slow_factor", "Slow factor (0–1)", &cfg.slow_factor.to_string(), "text", errors),
+        input("branding.title", "Page title", b.title.as_deref().unwrap_or(""), "text", errors),
+        input("branding.message", "Message", b.message.as_deref().unwrap_or(""), "text", errors),
+        input("branding.accent_color", "Accent colour (#rrggbb)", b.accent_color.as_deref().unwrap_or(""), "text", errors),
+        input("branding.background_color", "Background colour (#rrggbb)", b.background_color.as_deref().unwrap_or(""), "text", errors),
+        input("branding.logo_url", "Logo URL", b.logo_url.as_deref().unwrap_or(""), "text", errors),
+        pause_action = if cfg.paused { "resume" } else { "pause" },
+        pause_label = if cfg.paused { "Resume" } else { "Pause" },
+        sf = cfg.slow_factor,
+    );
+    page(&format!("Room {room}"), &body)
+}
+
+/// `GET /admin/rooms/{room}`.
+pub async fn room(State(app): AppState, Path(room): Path<String>, headers: HeaderMap) -> Response {
+    let Some(s) = session(&app, &headers) else {
+        return see_other("/admin");
+    };
+    match app.sluice.get_room(&room, false).await {
+        Ok(r) => room_page(&app, &s, &room, &r.config, &BTreeMap::new(), None).into_response(),
+        Err(e) => (
+            e.status,
+            page(
+                "Not found",
+                &format!(
+                    "<p>{}</p><p><a href=\"/admin\">Back</a></p>",
+                    esc(&e.message)
+                ),
+            ),
+        )
+            .into_response(),
+    }
+}
+
+fn parse_config(f: &Fields) -> Result<RoomConfigBody, (String, String)> {
+    let num = |k: &str| -> Result<u64, (String, String)> {
+        f.get(k)
+            .map(|v| v.trim())
+            .unwrap_or("0")
+            .parse()
+            .map_err(|_| (k.to_string(), "must be a whole number".to_string()))
+    };
+    let opt_num = |k: &str| -> Result<Option<u64>, (String, String)> {
+        match f.get(k).map(|v| v.trim()).filter(|v| !v.is_empty()) {
+            None => Ok(None),
+            Some(v) => v
+                .parse()
+                .map(Some)
+                .map_err(|_| (k.to_string(), "must be a whole number or empty".to_string())),
+        }
+    };
+    let text = |k: &str| {
+        f.get(k)
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+    };
+    Ok(RoomConfigBody {
+        capacity: num("capacity")?,
+        admit_per_minute: num("admit_per_minute")?,
+        admit_burst: num("admit_burst")?,
+        session_ttl_secs: num("session_ttl_secs")?,
+        waiter_ttl_secs: num("waiter_ttl_secs")?,
+        mode: f.get("mode").cloned().unwrap_or_else(|| "fifo".into()),
+        opens_at: opt_num("opens_at")?,
+        closes_at: opt_num("closes_at")?,
+        shuffle_at_open: f.contains_key("shuffle_at_open"),
+        max_waiting: num("max_waiting")?,
+        paused: f.contains_key("paused"),
+        health: f.get("health").cloned().unwrap_or_else(|| "ok".into()),
+        slow_factor: f
+            .get("slow_factor")
+            .and_then(|v| v.trim().parse().ok())
+            .ok_or((
+                "slow_factor".to_string(),
+                "must be a number between 0 and 1".to_string(),
+            ))?,
+        branding: BrandingBody {
+            title: text("branding.title"),
+            message: text("branding.message"),
+            accent_color: text("branding.accent_color"),
+            background_color: text("branding.background_color"),
+            logo_url: text("branding.logo_url"),
+        },
+    })
+}
+
+/// `POST /admin/rooms/{room}/config`: save, or show the form again with the error at its field.
+pub async fn save_config(
+    State(app): AppState,
+    Path(room): Path<String>,
+    headers: HeaderMap,
+    Form(f): Form<Fields>,
+) -> Response {
+    let Some(s) = session(&app, &headers) else {
+        return see_other("/admin");
+    };
+    if !check_csrf(&app, &s, &f) {
+        return (StatusCode::FORBIDDEN, "bad CSRF token").into_response();
+    }
+    let body = match parse_config(&f) {
+        Ok(b) => b,
+        Err((field, msg)) => {
+            let cfg = app
+                .sluice
+                .get_room(&room, false)
+                .await
+                .map(|r| r.config)
+                .unwrap_or_default();
+            return (
+                StatusCode::BAD_REQUEST,
+                room_page(&app, &s, &room, &cfg, &BTreeMap::from([(field, msg)]), None),
+            )
+                .into_response();
+        }
+    };
+    match app.sluice.put_room(&room, &body).await {
+        Ok(_) => {
+            room_page(&app, &s, &room, &body, &BTreeMap::new(), Some("Saved.")).into_response()
+        }
+        Err(e) => {
+            let field = e.field.clone().unwrap_or_default();
+            (
+                e.status,
+                room_page(
+                    &app,
+                    &s,
+                    &room,
+                    &body,
+                    &BTreeMap::from([(field, e.message.clone())]),
+                    None,
+                ),
+            )
+                .into_response()
+        }
+    }
+}
+
+/// `POST /admin/rooms`: create a room with default settings.
+pub async fn create_room(
+    State(app): AppState,
+    headers: HeaderMap,
+    Form(f): Form<Fields>,
+) -> Response {
+    let Some(s) = session(&app, &headers) else {
+        return see_other("/admin");
+    };
+    if !check_csrf(&app, &s, &f) {
+        return (StatusCode::FORBIDDEN, "bad CSRF token").into_response();
+    }
+    let name = f.get("name").cloned().unwrap_or_default();
+    match app.sluice.put_room(&name, &RoomConfigBody::default()).await {
+        Ok(_) => see_other(&format!("/admin/rooms/{name}")),
+        Err(e) => (
+            e.status,
+            page(
+                "Error",
+                &format!(
+                    "<p class=\"err\">{}</p><p><a href=\"/admin\">Back</a></p>",
+                    esc(&e.message)
+                ),
+            ),
+        )
+            .into_response(),
+    }
+}
+
+/// `POST /admin/rooms/{room}/action`: pause, resume, mode, health, admit, revoke.
+pub async fn action(
+    State(app): AppState,
+    Path(room): Path<String>,
+    headers: HeaderMap,
+    Form(f): Form<Fields>,
+) -> Response {
+    let Some(s) = session(&app, &headers) else {
+        return see_other("/admin");
+    };
+    if !check_csrf(&app, &s, &f) {
+        return (StatusCode::FORBIDDEN, "bad CSRF token").into_response();
+    }
+    let get = |k: &str| f.get(k).map(|v| v.trim().to_string()).unwrap_or_default();
+    let sl = &app.sluice;
+    let result: Result<String, ApiError> = async {
+        Ok(match get("action").as_str() {
+            "pause" => sl.pause(&room, true).await.map(|_| "Paused.".to_string())?,
+            "resume" => sl
+                .pause(&room, false)
+                .await
+                .map(|_| "Resumed.".to_string())?,
+            "mode" => sl
+                .set_mode(&room, &get("mode"))
+                .await
+                .map(|r| format!("Mode is now {}.", r.config.mode))?,
+            "health" => {
+                let sf = Some(get("slow_factor"))
+                    .filter(|v| !v.is_empty())
+                    .map(|v| v.parse::<f64>().unwrap_or(-1.0));
+                sl.set_health(&room, &get("health"), sf)
+                    .await
+                    .map(|r| format!("Health is now {}.", r.config.health))?
+            }
+            "admit" => {
+                let n = get("count")
+                    .parse::<u64>()
+                    .map_err(|_| ApiError::invalid("count", "must be a whole number"))?;
+                sl.admit(&room, n)
+                    .await
+                    .map(|c| format!("Admitted {}.", c.count))?
+            }
+            "revoke" => {
+                let v = get("visitor_id");
+                let r = if v.is_empty() {
+                    sl.revoke(&room, None, true).await?
+                } else {
+                    sl.revoke(&room, Some(&v), false).await?
+                };
+                format!("Revoked {}.", r.count)
+            }
+            other => {
+                return Err(ApiError::invalid(
+                    "action",
+                    format!("unknown action {other:?}"),
+                ))
+            }
+        })
+    }
+    .await;
+    let cfg = sl
+        .get_room(&room, true)
+        .await
+        .map(|r| r.config)
+        .unwrap_or_default();
+    match result {
+        Ok(msg) => room_page(&app, &s, &room, &cfg, &BTreeMap::new(), Some(&msg)).into_response(),
+        Err(e) => (
+            e.status,
+            room_page(
+                &app,
+                &s,
+                &room,
+                &cfg,
+                &BTreeMap::from([(String::new(), e.message.clone())]),
+                None,
+            ),
+        )
+            .into_response(),
+    }
+}

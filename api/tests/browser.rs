@@ -1,0 +1,381 @@
+//! End to end in a real browser: nginx (auth_request) in front of a demo application, Sluice with a
+//! room of capacity 1, headless Chromium driven over WebDriver (chromedriver) as visitors.
+//! Screenshots are kept in `e2e-artifacts/` at the workspace root.
+
+mod common;
+
+use base64::Engine;
+use common::*;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn artifacts() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../e2e-artifacts");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A WebDriver session (the W3C protocol over HTTP, spoken directly).
+struct Browser {
+    http: reqwest::Client,
+    base: String,
+    session: String,
+}
+
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
+
+impl Browser {
+    async fn open(driver: &str, javascript: bool, dir: &std::path::Path) -> Browser {
+        let http = reqwest::Client::new();
+        let mut args = vec![
+            "--headless=new".to_string(),
+            "--no-sandbox".into(),
+            "--disable-gpu".into(),
+            "--disable-dev-shm-usage".into(),
+            "--disable-quic".into(),
+            "--no-first-run".into(),
+            "--disable-background-networking".into(),
+            "--disable-component-update".into(),
+            "--disable-sync".into(),
+            "--window-size=412,915".into(),
+            format!("--user-data-dir={}", dir.display()),
+        ];
+        if !javascript {
+            args.push("--blink-settings=scriptEnabled=false".into());
+        }
+        let caps = json!({"capabilities": {"alwaysMatch": {"browserName": "chrome", "goog:chromeOptions": {
+            "binary": "/usr/bin/chromium", "args": args,
+            "prefs": {"profile.managed_default_content_settings.javascript": if javascript { 1 } else { 2 }}
+        }}}});
+        let v: Value = http
+            .post(format!("{driver}/session"))
+            .json(&caps)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let session = v["value"]["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no session: {v}"))
+            .to_string();
+        Browser {
+            http,
+            base: format!("{driver}/session/{session}"),
+            session,
+        }
+    }
+
+    async fn cmd(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+        let mut r = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(b) = body {
+            r = r.json(&b);
+        }
+        let v: Value = r.send().await.unwrap().json().await.unwrap();
+        v["value"].clone()
+    }
+
+    async fn go(&self, url: &str) {
+        self.cmd(reqwest::Method::POST, "/url", Some(json!({"url": url})))
+            .await;
+    }
+
+    async fn url(&self) -> String {
+        self.cmd(reqwest::Method::GET, "/url", None)
+            .await
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    async fn source(&self) -> String {
+        self.cmd(reqwest::Method::GET, "/source", None)
+            .await
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    async fn find(&self, css: &str) -> Option<String> {
+        let v = self
+            .cmd(
+                reqwest::Method::POST,
+                "/element",
+                Some(json!({"using": "css selector", "value": css})),
+            )
+            .await;
+        v[ELEMENT].as_str().map(str::to_string)
+    }
+
+    async fn text(&self, css: &str) -> String {
+        match self.find(css).await {
+            Some(e) => self
+                .cmd(reqwest::Method::GET, &format!("/element/{e}/text"), None)
+                .await
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            None => String::new(),
+        }
+    }
+
+    async fn type_into(&self, css: &str, text: &str) {
+        let e = self.find(css).await.expect("element");
+        self.cmd(
+            reqwest::Method::POST,
+            &format!("/element/{e}/value"),
+            Some(json!({"text": text})),
+        )
+        .await;
+    }
+
+    async fn click(&self, css: &str) {
+        let e = self
+            .find(css)
+            .await
+            .unwrap_or_else(|| panic!("no element {css}"));
+        self.cmd(
+            reqwest::Method::POST,
+            &format!("/element/{e}/click"),
+            Some(json!({})),
+        )
+        .await;
+    }
+
+    /// Runs `fetch` in the page (same origin, with its cookies).
+    async fn post(&self, path: &str) -> Value {
+        let script = format!("var done=arguments[0];fetch({},{{method:'POST',credentials:'same-origin'}}).then(function(r){{done(r.status)}},function(e){{done(String(e))}})", serde_json::to_string(path).unwrap());
+        self.cmd(
+            reqwest::Method::POST,
+            "/execute/async",
+            Some(json!({"script": script, "args": []})),
+        )
+        .await
+    }
+
+    async fn screenshot(&self, name: &str) {
+        let v = self.cmd(reqwest::Method::GET, "/screenshot", None).await;
+        if let Some(b) = v.as_str() {
+            let png = base64::engine::general_purpose::STANDARD.decode(b).unwrap();
+            std::fs::write(artifacts().join(format!("{name}.png")), png).unwrap();
+        }
+    }
+
+    async fn wait_until(&self, what: &str, timeout: Duration, cond: impl Fn(&str, &str) -> bool) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let (url, src) = (self.url().await, self.source().await);
+            if cond(&url, &src) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; at {url}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    async fn close(&self) {
+        let _ = self.http.delete(self.base.clone()).send().await;
+        let _ = &self.session;
+    }
+}
+
+fn nginx_conf(dir: &std::path::Path, listen: u16, sluice: &str, app: u16) -> String {
+    format!(
+        "daemon off;\nmaster_process off;\npid {d}/nginx.pid;\nerror_log {d}/error.log warn;\nevents {{ worker_connections 256; }}\n\
+http {{\n access_log off;\n client_body_temp_path {d}/body; proxy_temp_path {d}/proxy; fastcgi_temp_path {d}/fcgi; uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;\n\
+ upstream sluice {{ server {sluice}; }}\n upstream app {{ server 127.0.0.1:{app}; }}\n\
+ server {{\n  listen 127.0.0.1:{listen};\n\
+  location /wait/ {{ proxy_pass http://sluice; proxy_http_version 1.1; proxy_set_header Connection \"\"; }}\n\
+  location /v1/rooms/ {{ proxy_pass http://sluice; proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_buffering off; proxy_read_timeout 1h; }}\n\
+  location = /_sluice_gate {{ internal; proxy_pass http://sluice/gate/shop/check; proxy_pass_request_body off; proxy_set_header Content-Length \"\"; }}\n\
+  location / {{ auth_request /_sluice_gate; error_page 401 = @waiting_room; proxy_pass http://app; }}\n\
+  location @waiting_room {{ return 302 /wait/shop?next=$uri; }}\n }}\n}}\n",
+        d = dir.display()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn visitors_queue_and_are_admitted_through_nginx_and_the_dashboard_pauses_a_room() {
+    let c = Cluster::start(1).await;
+    c.create_room("shop", json!({"capacity": 1, "admit_per_minute": 600000, "session_ttl_secs": 600, "waiter_ttl_secs": 600})).await;
+    let dir = tempfile::tempdir().unwrap();
+
+    // The demo application.
+    let site = dir.path().join("site");
+    std::fs::create_dir_all(&site).unwrap();
+    std::fs::write(
+        site.join("index.html"),
+        "<!doctype html><title>Demo shop</title><h1>Demo shop: you are in</h1>",
+    )
+    .unwrap();
+    let app_port = free_port();
+    let _app = Proc(
+        Command::new("python3")
+            .args([
+                "-m",
+                "http.server",
+                &app_port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--directory",
+            ])
+            .arg(&site)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    // nginx in front of both.
+    let ng = dir.path().join("nginx");
+    std::fs::create_dir_all(&ng).unwrap();
+    let port = free_port();
+    std::fs::write(
+        ng.join("nginx.conf"),
+        nginx_conf(&ng, port, &c.node(1).http, app_port),
+    )
+    .unwrap();
+    let _nginx = Proc(
+        Command::new("nginx")
+            .args([
+                "-c",
+                ng.join("nginx.conf").to_str().unwrap(),
+                "-p",
+                ng.to_str().unwrap(),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let driver_port = free_port();
+    let _driver = Proc(
+        Command::new("chromedriver")
+            .arg(format!("--port={driver_port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let http = reqwest::Client::new();
+    let driver = format!("http://127.0.0.1:{driver_port}");
+    wait_for(
+        "nginx, the app and chromedriver",
+        Duration::from_secs(20),
+        || {
+            let http = http.clone();
+            let (a, b, d) = (
+                format!("http://127.0.0.1:{app_port}/"),
+                format!("http://127.0.0.1:{port}/wait/nothing"),
+                format!("{driver}/status"),
+            );
+            async move {
+                http.get(&a).send().await.is_ok()
+                    && http.get(&b).send().await.is_ok()
+                    && http.get(&d).send().await.is_ok()
+            }
+        },
+    )
+    .await;
+    let site_url = format!("http://127.0.0.1:{port}/");
+
+    // Visitor A: straight through to the application.
+    let a = Browser::open(&driver, true, &dir.path().join("a")).await;
+    a.go(&site_url).await;
+    a.wait_until(
+        "A reaches the application",
+        Duration::from_secs(15),
+        |u, s| u == site_url && s.contains("Demo shop: you are in"),
+    )
+    .await;
+    a.screenshot("1-visitor-a-in-the-shop").await;
+
+    // Visitor B: the waiting page, position 1.
+    let b = Browser::open(&driver, true, &dir.path().join("b")).await;
+    b.go(&site_url).await;
+    b.wait_until(
+        "B sees the waiting page",
+        Duration::from_secs(15),
+        |u, s| u.contains("/wait/shop") && s.contains("You are in line"),
+    )
+    .await;
+    assert_eq!(b.text("#pos").await, "1");
+    b.screenshot("2-visitor-b-waiting").await;
+
+    // A leaves; B is moved on to the application without any click.
+    assert_eq!(a.post("/v1/rooms/shop/leave").await, json!(200));
+    b.wait_until(
+        "B lands on the application",
+        Duration::from_secs(15),
+        |u, s| u == site_url && s.contains("Demo shop: you are in"),
+    )
+    .await;
+    b.screenshot("3-visitor-b-admitted").await;
+
+    // Visitor C without JavaScript: the meta refresh moves them on once B leaves.
+    let cjs = Browser::open(&driver, false, &dir.path().join("c")).await;
+    cjs.go(&site_url).await;
+    cjs.wait_until(
+        "C sees the waiting page",
+        Duration::from_secs(15),
+        |u, s| u.contains("/wait/shop") && s.contains("You are in line"),
+    )
+    .await;
+    assert_eq!(cjs.text("#pos").await, "1");
+    cjs.screenshot("4-visitor-c-waiting-without-javascript")
+        .await;
+    assert_eq!(b.post("/v1/rooms/shop/leave").await, json!(200));
+    cjs.wait_until(
+        "C lands on the application",
+        Duration::from_secs(25),
+        |u, s| u == site_url && s.contains("Demo shop: you are in"),
+    )
+    .await;
+    cjs.screenshot("5-visitor-c-admitted-without-javascript")
+        .await;
+
+    // The dashboard: sign in, pause the room, see it paused.
+    let d = Browser::open(&driver, true, &dir.path().join("d")).await;
+    let admin = c.node(1).url("/admin");
+    d.go(&admin).await;
+    d.type_into("#token", TOKEN).await;
+    d.click("button[type=submit]").await;
+    d.wait_until("the dashboard", Duration::from_secs(10), |_, s| {
+        s.contains("Rooms") && s.contains("/admin/rooms/shop")
+    })
+    .await;
+    d.screenshot("6-dashboard").await;
+    d.go(&c.node(1).url("/admin/rooms/shop")).await;
+    d.click("form.inline button").await;
+    d.wait_until("the room shows paused", Duration::from_secs(10), |_, s| {
+        s.contains("Paused.") && s.contains(">Resume<")
+    })
+    .await;
+    d.screenshot("7-dashboard-room-paused").await;
+    let (_, room) = c
+        .admin(
+            1,
+            reqwest::Method::GET,
+            "/v1/rooms/shop?consistent=true",
+            None,
+        )
+        .await;
+    assert_eq!(room["config"]["paused"], true);
+    for br in [a, b, cjs, d] {
+        br.close().await;
+    }
+}
