@@ -241,6 +241,22 @@ impl StateMachine {
     pub fn digest(&self) -> Digest {
         *blake3::hash(&self.snapshot()).as_bytes()
     }
+
+    /// The digest of the rooms, pools and clock alone, without the log position: equal for a
+    /// cluster restored from a backup and the cluster the backup was taken from, although the
+    /// restored cluster's log goes on from there with entries of its own.
+    pub fn content_digest(&self) -> Digest {
+        let state = StateOut {
+            clock_ms: self.clock_ms,
+            last_applied: None,
+            rooms: self.rooms.values().map(room_out).collect(),
+            pools: self.pools.iter().map(|(n, p)| (n.as_str(), p)).collect(),
+        };
+        let mut out = SNAPSHOT_MAGIC.to_vec();
+        out.push(SNAPSHOT_VERSION);
+        *blake3::hash(&postcard::to_extend(&state, out).expect("encoding into a Vec cannot fail"))
+            .as_bytes()
+    }
 }
 
 /// A digest as lowercase hex.

@@ -1177,3 +1177,26 @@ fn entries_out_of_order_crash_rather_than_diverge() {
     });
     assert!(r.is_err());
 }
+
+#[test]
+fn content_digest_ignores_the_log_position_but_not_the_state() {
+    let mut h = H::new();
+    h.create("r", cfg(1, 60));
+    h.join("r", 1);
+    let (full, content) = (h.sm.digest(), h.sm.content_digest());
+    h.index += 1;
+    h.term = 2;
+    h.sm.apply_empty(h.term, h.index);
+    assert_ne!(
+        h.sm.digest(),
+        full,
+        "the full digest covers the log position"
+    );
+    assert_eq!(
+        h.sm.content_digest(),
+        content,
+        "an empty entry changes no content"
+    );
+    h.join("r", 2);
+    assert_ne!(h.sm.content_digest(), content);
+}
