@@ -28,7 +28,7 @@ pub mod pb {
 pub use error::ClusterError;
 pub use network::TlsMaterial;
 pub use node::{
-    wall_ms, ClusterStatus, LogRecord, MembershipOp, NodeConfig, RaftNode, Replication,
+    nodelay, wall_ms, ClusterStatus, LogRecord, MembershipOp, NodeConfig, RaftNode, Replication,
     LOG_PAGE_MAX,
 };
 pub use sm_store::SmState;

@@ -37,14 +37,36 @@ pub fn open_db(dir: &Path) -> io::Result<Arc<DB>> {
     opts.create_if_missing(true);
     opts.create_missing_column_families(true);
     opts.set_max_total_wal_size(256 << 20);
+    // Bound memtable memory: the log is written once, read rarely and purged behind snapshots.
+    opts.set_db_write_buffer_size(48 << 20);
     let mut logs = Options::default();
     logs.set_compression_type(rocksdb::DBCompressionType::Lz4);
+    logs.set_write_buffer_size(16 << 20);
+    logs.set_max_write_buffer_number(2);
     let cfs = vec![
         ColumnFamilyDescriptor::new(CF_LOGS, logs),
         ColumnFamilyDescriptor::new(CF_META, Options::default()),
     ];
     DB::open_cf_descriptors(&opts, dir, cfs)
         .map(Arc::new)
+        .map_err(io_err)
+}
+
+/// Records `log_id` as the last purged (and committed) entry, and a vote of `node_id` for
+/// itself in `log_id`'s term, for a node seeded from a backup: the first election of the new
+/// cluster then runs in a later term than any entry the backup covers.
+pub fn seed_position(db: &DB, log_id: &LogId, node_id: u64) -> io::Result<()> {
+    let cf = db
+        .cf_handle(CF_META)
+        .expect("column family created at open");
+    let mut wo = WriteOptions::default();
+    wo.set_sync(true);
+    let vote = Vote::new(log_id.leader_id.term, node_id);
+    db.put_cf_opt(cf, KEY_VOTE, codec::encode(&vote), &wo)
+        .map_err(io_err)?;
+    db.put_cf_opt(cf, KEY_PURGED, codec::encode(log_id), &wo)
+        .map_err(io_err)?;
+    db.put_cf_opt(cf, KEY_COMMITTED, codec::encode(&Some(log_id.clone())), &wo)
         .map_err(io_err)
 }
 

@@ -206,6 +206,21 @@ pub struct RaftNode {
     server: Arc<tokio::sync::Mutex<Option<tokio::task::JoinHandle<()>>>>,
 }
 
+/// Sets `TCP_NODELAY` on every accepted connection. gRPC answers in several small writes
+/// (headers, data, trailers); with Nagle's algorithm on, each answer waits for the client's
+/// delayed ACK (about 40 ms).
+pub fn nodelay(
+    incoming: tokio_stream::wrappers::TcpListenerStream,
+) -> impl futures::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
+    use futures::StreamExt;
+    incoming.map(|r| {
+        r.and_then(|s| {
+            s.set_nodelay(true)?;
+            Ok(s)
+        })
+    })
+}
+
 /// The wall clock, ms since the epoch. Only the leader's stamp uses it.
 pub fn wall_ms() -> u64 {
     SystemTime::now()
@@ -307,7 +322,7 @@ impl RaftNode {
         .max_encoding_message_size(MESSAGE_BYTES_MAX);
         let cancel = inner.cancel.clone();
         let server = tokio::spawn(async move {
-            let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+            let incoming = nodelay(tokio_stream::wrappers::TcpListenerStream::new(listener));
             if let Err(e) = builder
                 .add_service(svc)
                 .serve_with_incoming_shutdown(incoming, cancel.cancelled_owned())
@@ -440,6 +455,11 @@ impl RaftNode {
                 },
             })
             .collect())
+    }
+
+    /// The whole applied state as a backup file (the snapshot format), with its index.
+    pub fn backup(&self) -> Result<(Vec<u8>, u64), ClusterError> {
+        self.inner.local_read(crate::sm_store::export)
     }
 
     /// The applied index and state digest, read together.

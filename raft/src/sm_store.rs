@@ -113,6 +113,91 @@ fn decode_snapshot(bytes: &[u8]) -> io::Result<(SnapHeader, &[u8])> {
     Ok((codec::decode(header)?, &bytes[9 + len..]))
 }
 
+/// The current state as a snapshot file's bytes: what a backup holds.
+pub fn export(st: &SmState) -> Vec<u8> {
+    let meta = SnapshotMeta {
+        last_log_id: st.last_applied.clone(),
+        last_membership: st.membership.clone(),
+    };
+    encode_snapshot(
+        &SnapHeader {
+            meta,
+            members_ever: st.members_ever.clone(),
+        },
+        &st.sm.snapshot(),
+    )
+}
+
+/// What a backup holds, decoded and checked.
+#[derive(Debug)]
+pub struct Backup {
+    /// The log position the state was taken at.
+    pub last_log_id: Option<LogId>,
+    /// The state machine, restored (so the backup is known to be whole).
+    pub sm: StateMachine,
+}
+
+/// Decodes and checks a backup made by [`export`].
+pub fn read_backup(bytes: &[u8]) -> io::Result<Backup> {
+    let (header, sm_bytes) = decode_snapshot(bytes)?;
+    let sm = StateMachine::restore(sm_bytes).map_err(|e| bad(format!("backup state: {e}")))?;
+    Ok(Backup {
+        last_log_id: header.meta.last_log_id,
+        sm,
+    })
+}
+
+/// Seeds a fresh node's data directory with a backup, as the starting snapshot of a new cluster
+/// whose members are `members`; this node is `node_id`. Every node of the new cluster is seeded with the same backup and
+/// the same members; none of them bootstraps.
+pub fn seed_from_backup(
+    data_dir: &Path,
+    bytes: &[u8],
+    node_id: u64,
+    members: std::collections::BTreeMap<u64, crate::NodeAddr>,
+) -> io::Result<Backup> {
+    let (header, sm_bytes) = decode_snapshot(bytes)?;
+    let backup = read_backup(bytes)?;
+    let db_dir = data_dir.join("db");
+    if db_dir.exists() {
+        return Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!(
+                "{} already holds a node; restore into a fresh directory",
+                db_dir.display()
+            ),
+        ));
+    }
+    let log_id = header
+        .meta
+        .last_log_id
+        .clone()
+        .ok_or_else(|| bad("the backup holds no applied entry"))?;
+    let voters: BTreeSet<u64> = members.keys().copied().collect();
+    let membership =
+        openraft::Membership::new(vec![voters.clone()], members).map_err(|e| bad(e.to_string()))?;
+    let meta = SnapshotMeta {
+        last_log_id: Some(log_id.clone()),
+        last_membership: StoredMembership::new(Some(log_id.clone()), membership),
+    };
+    let file = encode_snapshot(
+        &SnapHeader {
+            meta: meta.clone(),
+            members_ever: voters,
+        },
+        sm_bytes,
+    );
+    let snap_dir = data_dir.join("snapshots");
+    std::fs::create_dir_all(&snap_dir)?;
+    store_snapshot(&snap_dir, &file_name(&meta), &file)?;
+    // The log starts after the snapshot: record everything up to it as purged.
+    let db = crate::log_store::open_db(&db_dir)?;
+    crate::log_store::seed_position(&db, &log_id, node_id)?;
+    db.flush_wal(true)
+        .map_err(|e| io::Error::other(e.to_string()))?;
+    Ok(backup)
+}
+
 fn file_name(meta: &SnapshotMeta) -> String {
     let (index, term) = meta
         .last_log_id
