@@ -78,6 +78,12 @@ pub enum CtlCmd {
     Cluster(ClusterCmd),
     /// This node's view of the cluster (same as `cluster status`).
     Status,
+    /// Saves the node's whole state to a backup file (restore with `sluice restore`).
+    Backup {
+        /// Where to write it.
+        #[arg(long)]
+        out: std::path::PathBuf,
+    },
 }
 
 /// Room commands.
@@ -168,7 +174,35 @@ pub async fn run(args: CtlArgs) -> anyhow::Result<()> {
     let client = reqwest::Client::builder()
         .timeout(std::time::Duration::from_secs(30))
         .build()?;
+    if let CtlCmd::Backup { out } = &args.cmd {
+        let resp = client
+            .get(format!("{base}/v1/cluster/backup"))
+            .bearer_auth(&token)
+            .send()
+            .await?;
+        let status = resp.status();
+        let index = resp
+            .headers()
+            .get("x-sluice-applied-index")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("?")
+            .to_string();
+        let bytes = resp.bytes().await?;
+        if !status.is_success() {
+            anyhow::bail!("{status}: {}", String::from_utf8_lossy(&bytes));
+        }
+        let tmp = out.with_extension("partial");
+        std::fs::write(&tmp, &bytes)?;
+        std::fs::rename(&tmp, out)?;
+        println!(
+            "{{\"file\": {:?}, \"bytes\": {}, \"applied_index\": {index}}}",
+            out.display().to_string(),
+            bytes.len()
+        );
+        return Ok(());
+    }
     let (method, path, body): (reqwest::Method, String, Option<Value>) = match args.cmd {
+        CtlCmd::Backup { .. } => unreachable!("handled above"),
         CtlCmd::Rooms(RoomsCmd::List) => (reqwest::Method::GET, "/v1/rooms".into(), None),
         CtlCmd::Rooms(RoomsCmd::Get { room }) => {
             (reqwest::Method::GET, format!("/v1/rooms/{room}"), None)

@@ -582,8 +582,17 @@ async fn membership(State(app): AppState, body: Bytes) -> Response {
 /// The applied index and state digest of this node.
 #[utoipa::path(get, path = "/v1/cluster/digest", responses((status = 200, description = "{applied_index, digest}")), security(("bearer" = [])))]
 async fn digest(State(app): AppState) -> Response {
-    match app.sluice.node.digest() {
-        Ok((i, d)) => Json(serde_json::json!({"applied_index": i, "digest": d})).into_response(),
+    let read = app.sluice.node.read(|st| {
+        (
+            sluice_statemachine::digest_hex(&st.sm.digest()),
+            sluice_statemachine::digest_hex(&st.sm.content_digest()),
+        )
+    });
+    match read {
+        Ok(((d, c), i)) => {
+            Json(serde_json::json!({"applied_index": i, "digest": d, "content_digest": c}))
+                .into_response()
+        }
         Err(e) => ApiError::from(e).into_response(),
     }
 }
@@ -617,6 +626,29 @@ async fn log(State(app): AppState, Query(q): Query<LogQuery>) -> Response {
                 .collect();
             Json(serde_json::json!({ "entries": entries })).into_response()
         }
+        Err(e) => ApiError::from(e).into_response(),
+    }
+}
+
+/// The whole applied state of this node as a backup file (`application/octet-stream`); restore it
+/// into a new cluster with `sluice restore`.
+#[utoipa::path(get, path = "/v1/cluster/backup", responses((status = 200, description = "the backup file")), security(("bearer" = [])))]
+async fn backup(State(app): AppState) -> Response {
+    match app.sluice.node.backup() {
+        Ok((bytes, index)) => (
+            [
+                (
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/octet-stream"),
+                ),
+                (
+                    header::HeaderName::from_static("x-sluice-applied-index"),
+                    HeaderValue::from(index),
+                ),
+            ],
+            bytes,
+        )
+            .into_response(),
         Err(e) => ApiError::from(e).into_response(),
     }
 }
@@ -780,6 +812,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/cluster/membership", post(membership))
         .route("/v1/cluster/digest", get(digest))
         .route("/v1/cluster/log", get(log))
+        .route("/v1/cluster/backup", get(backup))
         .route("/metrics", get(metrics))
         .route_layer(middleware::from_fn_with_state(app.clone(), operator_auth));
     let public = Router::new()
@@ -843,7 +876,7 @@ async fn body_limit_json(resp: Response) -> Response {
 #[openapi(
     info(title = "Sluice", description = "Virtual waiting room and admission coordinator", version = "1"),
     paths(join, status, heartbeat, leave, events, gate, put_room, get_room, delete_room, list_rooms, room_action, queue,
-          put_pool, get_pool, pool_action, cluster, add_learner, membership, digest, log),
+          put_pool, get_pool, pool_action, cluster, add_learner, membership, digest, log, backup),
     components(schemas(VisitorReply, TicketBody, RoomConfigBody, BrandingBody, RoomBody, RoomList, TotalsBody, ModeBody, HealthBody,
         AdmitBody, RevokeBody, CountReply, QueueReply, QueueEntryBody, PoolBody, PoolReply, PoolRoom, AssignReply, PoolRoomBody,
         LearnerBody, MembershipBody)),

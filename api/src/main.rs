@@ -63,6 +63,29 @@ enum Cmd {
         bootstrap: Option<bool>,
         #[arg(long, env = "SLUICE_LOG_FORMAT")]
         log_format: Option<String>,
+        /// HTTP address others use to reach this node.
+        #[arg(long, env = "SLUICE_ADVERTISE_HTTP")]
+        advertise_http: Option<String>,
+        /// gRPC address others use.
+        #[arg(long, env = "SLUICE_ADVERTISE_GRPC")]
+        advertise_grpc: Option<String>,
+        /// Node-to-node address others use.
+        #[arg(long, env = "SLUICE_ADVERTISE_RAFT")]
+        advertise_raft: Option<String>,
+    },
+    /// Seeds a fresh node's data directory from a backup (`sluice ctl backup`), as a member of a
+    /// new cluster made of the configuration's peers. Run it for every node of the new cluster,
+    /// then start them all with `bootstrap = false`.
+    Restore {
+        /// The backup file.
+        #[arg(long)]
+        backup: PathBuf,
+        /// The new node's configuration (its data_dir must not hold a node yet).
+        #[arg(long)]
+        config: PathBuf,
+        /// Overrides the configuration's data_dir.
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
     },
     /// Operator commands against any node.
     Ctl(CtlArgs),
@@ -223,6 +246,42 @@ async fn main() -> anyhow::Result<()> {
             wait_for_signal().await;
             running.shutdown().await;
         }
+        Cmd::Restore {
+            backup,
+            config,
+            data_dir,
+        } => {
+            let text = std::fs::read_to_string(&config)
+                .with_context(|| format!("reading {}", config.display()))?;
+            let cfg = ServerConfig::from_toml(&text)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", config.display()))?;
+            let bytes =
+                std::fs::read(&backup).with_context(|| format!("reading {}", backup.display()))?;
+            let members = cfg
+                .peers
+                .iter()
+                .map(|p| {
+                    (
+                        p.id,
+                        sluice_raft::NodeAddr {
+                            raft: p.raft.clone(),
+                            http: p.http.clone(),
+                            grpc: p.grpc.clone(),
+                        },
+                    )
+                })
+                .collect();
+            let dir = data_dir.unwrap_or(cfg.data_dir);
+            let b = sluice_raft::sm_store::seed_from_backup(&dir, &bytes, cfg.node_id, members)
+                .with_context(|| format!("seeding {}", dir.display()))?;
+            println!(
+                "restored {} rooms at log index {} into {}; content digest {}",
+                b.sm.rooms().len(),
+                b.last_log_id.map_or(0, |l| l.index),
+                dir.display(),
+                sluice_statemachine::digest_hex(&b.sm.content_digest())
+            );
+        }
         Cmd::Serve {
             config,
             node_id,
@@ -233,6 +292,9 @@ async fn main() -> anyhow::Result<()> {
             admin_token,
             bootstrap,
             log_format,
+            advertise_http,
+            advertise_grpc,
+            advertise_raft,
         } => {
             let text = std::fs::read_to_string(&config)
                 .with_context(|| format!("reading {}", config.display()))?;
@@ -262,6 +324,9 @@ async fn main() -> anyhow::Result<()> {
             if let Some(v) = log_format {
                 cfg.log_format = v;
             }
+            cfg.advertise_http = advertise_http.or(cfg.advertise_http);
+            cfg.advertise_grpc = advertise_grpc.or(cfg.advertise_grpc);
+            cfg.advertise_raft = advertise_raft.or(cfg.advertise_raft);
             cfg.validate()
                 .map_err(|e| anyhow::anyhow!("{}: {e}", config.display()))?;
             init_logs(cfg.log_format == "json");

@@ -9,7 +9,7 @@ use crate::pb;
 use crate::renew::Renewer;
 use crate::tokens::{JwtKeys, TicketKeys};
 use anyhow::Context;
-use sluice_raft::{NodeAddr, NodeConfig, RaftNode, TlsMaterial};
+use sluice_raft::{nodelay, NodeAddr, NodeConfig, RaftNode, TlsMaterial};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -148,15 +148,25 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
     let http =
         router(app.clone()).layer(tower::limit::GlobalConcurrencyLimitLayer::new(concurrency));
     let c = cancel.clone();
-    servers.push(tokio::spawn(async move {
-        let svc = http.into_make_service_with_connect_info::<SocketAddr>();
-        if let Err(e) = axum::serve(http_listener, svc)
-            .with_graceful_shutdown(c.cancelled_owned())
-            .await
-        {
-            tracing::error!(error = %e, "HTTP server stopped");
+    match &cfg.http_tls {
+        None => servers.push(tokio::spawn(async move {
+            use axum::serve::ListenerExt;
+            let svc = http.into_make_service_with_connect_info::<SocketAddr>();
+            let listener = http_listener.tap_io(|tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
+            if let Err(e) = axum::serve(listener, svc)
+                .with_graceful_shutdown(c.cancelled_owned())
+                .await
+            {
+                tracing::error!(error = %e, "HTTP server stopped");
+            }
+        })),
+        Some(t) => {
+            let tls = rustls_config(&read(&t.cert)?, &read(&t.key)?)?;
+            servers.push(tokio::spawn(serve_https(http_listener, http, tls, c)));
         }
-    }));
+    }
 
     let grpc = Grpc {
         sluice: sluice.clone(),
@@ -200,7 +210,9 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
         ));
     let c = cancel.clone();
     servers.push(tokio::spawn(async move {
-        let incoming = tokio_stream::wrappers::TcpListenerStream::new(grpc_listener);
+        let incoming = nodelay(tokio_stream::wrappers::TcpListenerStream::new(
+            grpc_listener,
+        ));
         if let Err(e) = router
             .serve_with_incoming_shutdown(incoming, c.cancelled_owned())
             .await
@@ -232,6 +244,72 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
         cancel,
         servers,
     })
+}
+
+/// A rustls server configuration from PEM files (HTTP/2 and HTTP/1.1 by ALPN).
+fn rustls_config(
+    cert: &[u8],
+    key: &[u8],
+) -> anyhow::Result<Arc<tokio_rustls::rustls::ServerConfig>> {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    let certs = CertificateDer::pem_slice_iter(cert)
+        .collect::<Result<Vec<_>, _>>()
+        .context("reading the certificate chain")?;
+    let key = PrivateKeyDer::from_pem_slice(key).context("reading the private key")?;
+    let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+    let mut cfg = tokio_rustls::rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)?;
+    cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Arc::new(cfg))
+}
+
+/// Serves the router over TLS until cancelled; connections in flight finish gracefully.
+async fn serve_https(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    tls: Arc<tokio_rustls::rustls::ServerConfig>,
+    cancel: CancellationToken,
+) {
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    loop {
+        let (stream, peer) = tokio::select! {
+            _ = cancel.cancelled() => break,
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept");
+                    continue;
+                }
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        let (acceptor, router, cancel) = (acceptor.clone(), router.clone(), cancel.clone());
+        tokio::spawn(async move {
+            let Ok(Ok(tls)) =
+                tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream)).await
+            else {
+                return;
+            };
+            let svc = hyper_util::service::TowerToHyperService::new(
+                router.layer(axum::Extension(axum::extract::ConnectInfo(peer))),
+            );
+            let builder =
+                hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+            let conn =
+                builder.serve_connection_with_upgrades(hyper_util::rt::TokioIo::new(tls), svc);
+            tokio::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                _ = cancel.cancelled() => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(Duration::from_secs(10), conn).await;
+                }
+            }
+        });
+    }
 }
 
 impl Running {

@@ -1,0 +1,555 @@
+//! Deployment: the systemd unit verifies; a cluster restarted node by node under load loses no
+//! acknowledged write and clients see only retriable errors; a backup restores into a new cluster
+//! with the same state; TLS between nodes and to clients, made with deploy/tls/make-certs.sh.
+
+mod common;
+
+use common::*;
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+#[test]
+fn the_systemd_unit_verifies() {
+    let dir = tempfile::tempdir().unwrap();
+    // The unit as shipped, with ExecStart pointed at the binary built here.
+    let unit = std::fs::read_to_string(repo().join("deploy/systemd/sluice@.service")).unwrap();
+    assert!(unit.contains("ExecStart=/usr/local/bin/sluice serve"));
+    std::fs::write(
+        dir.path().join("sluice@.service"),
+        unit.replace("/usr/local/bin/sluice", env!("CARGO_BIN_EXE_sluice")),
+    )
+    .unwrap();
+    let out = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(dir.path().join("sluice@node1.service"))
+        .output()
+        .expect("systemd-analyze");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stderr.trim().is_empty(),
+        "systemd-analyze verify: {stderr}"
+    );
+    for key in [
+        "User=sluice",
+        "ProtectSystem=strict",
+        "NoNewPrivileges=yes",
+        "StateDirectory=sluice/%i",
+    ] {
+        assert!(unit.contains(key), "{key}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rolling_restart_under_load_loses_nothing_and_errors_are_retriable() {
+    // One client address drives the load and the final reads: lift the per-client visitor limit.
+    let mut c = Cluster::start_with(
+        3,
+        "[limits]\nvisitor_requests_per_second = 100000\nvisitor_burst = 100000\n",
+    )
+    .await;
+    c.create_room("roll", room_config(1_000_000)).await;
+    let nodes: Vec<String> = c.nodes.values().map(|n| n.http.clone()).collect();
+    let acked: Arc<Mutex<Vec<String>>> = Arc::default();
+    let errors: Arc<Mutex<BTreeMap<String, u64>>> = Arc::default();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut clients = Vec::new();
+    for w in 0..4usize {
+        let (nodes, acked, errors, stop, http) = (
+            nodes.clone(),
+            acked.clone(),
+            errors.clone(),
+            stop.clone(),
+            c.http.clone(),
+        );
+        clients.push(tokio::spawn(async move {
+            let mut i = w;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                i += 1;
+                let url = format!("http://{}/v1/rooms/roll/join", nodes[i % nodes.len()]);
+                match http
+                    .post(&url)
+                    .timeout(Duration::from_secs(10))
+                    .send()
+                    .await
+                {
+                    Ok(r) if r.status() == StatusCode::OK => {
+                        let v: Value = r.json().await.unwrap();
+                        acked
+                            .lock()
+                            .unwrap()
+                            .push(v["ticket"].as_str().unwrap().to_string());
+                    }
+                    Ok(r) => {
+                        let status = r.status();
+                        let v: Value = r.json().await.unwrap_or(Value::Null);
+                        *errors
+                            .lock()
+                            .unwrap()
+                            .entry(format!(
+                                "{status} {}",
+                                v["error"]["code"].as_str().unwrap_or("?")
+                            ))
+                            .or_default() += 1;
+                    }
+                    Err(_) => {
+                        *errors
+                            .lock()
+                            .unwrap()
+                            .entry("connection".into())
+                            .or_default() += 1
+                    }
+                }
+            }
+        }));
+    }
+    // Restart every node in turn: SIGTERM, wait for a clean exit, start, wait until all are ready.
+    for id in 1..=3u64 {
+        let before = acked.lock().unwrap().len();
+        wait_for("writes before the restart", Duration::from_secs(20), || {
+            let n = acked.lock().unwrap().len();
+            async move { n >= before + 20 }
+        })
+        .await;
+        let mut child = c.nodes.get_mut(&id).unwrap().child.take().unwrap();
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(Instant::now() < deadline, "node {id} did not stop");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert!(status.success(), "node {id} exited with {status:?}");
+        c.spawn(id);
+        c.wait_ready().await;
+    }
+    let before = acked.lock().unwrap().len();
+    wait_for(
+        "writes after the last restart",
+        Duration::from_secs(20),
+        || {
+            let n = acked.lock().unwrap().len();
+            async move { n >= before + 20 }
+        },
+    )
+    .await;
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    for t in clients {
+        t.await.unwrap();
+    }
+    // Only retriable errors: unavailable while a node stops or a leader is elected.
+    let errors = errors.lock().unwrap().clone();
+    for (kind, n) in &errors {
+        let retriable = kind == "connection"
+            || kind.starts_with("503 ")
+            || kind.starts_with("504 ")
+            || kind.starts_with("429 ");
+        assert!(retriable, "{n} × non-retriable error {kind}");
+    }
+    // Every acknowledged join survived.
+    let acked = acked.lock().unwrap().clone();
+    assert!(acked.len() > 80, "too few writes: {}", acked.len());
+    for t in &acked {
+        let (s, v) = c
+            .visitor(
+                1,
+                Method::GET,
+                "/v1/rooms/roll/status?consistent=true",
+                Some(t),
+            )
+            .await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        assert_eq!(v["state"], "admitted");
+    }
+}
+
+fn run_sluice(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "sluice {}: {}{}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+async fn digests(c: &Cluster) -> Vec<Value> {
+    let mut v = Vec::new();
+    for id in c.nodes.keys() {
+        v.push(
+            c.admin(*id, Method::GET, "/v1/cluster/digest", None)
+                .await
+                .1,
+        );
+    }
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backup_restores_into_a_new_cluster_with_the_same_state() {
+    let a = Cluster::start(3).await;
+    a.create_room("keep", room_config(2)).await;
+    let mut tickets = Vec::new();
+    for _ in 0..5 {
+        tickets.push(
+            a.join(2, "keep", None).await["ticket"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    a.admin(
+        1,
+        Method::PUT,
+        "/v1/pools/chat",
+        Some(json!({"room_capacity": 3})),
+    )
+    .await;
+    a.admin(1, Method::POST, "/v1/pools/chat/assign", None)
+        .await;
+    // Let every node apply everything, then back up from one of them.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let agreed = loop {
+        let d = digests(&a).await;
+        if d.windows(2).all(|w| w[0] == w[1]) {
+            break d[0].clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the source cluster did not converge: {d:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let backup = a.dir.path().join("backup.sluice");
+    let out = run_sluice(&[
+        "ctl",
+        "--url",
+        &a.node(3).url(""),
+        "--token",
+        TOKEN,
+        "backup",
+        "--out",
+        backup.to_str().unwrap(),
+    ]);
+    assert!(out.contains("\"applied_index\""), "{out}");
+
+    // A new cluster on other ports and directories, seeded with the backup (nobody bootstraps).
+    let dir = tempfile::tempdir().unwrap();
+    let ports: BTreeMap<u64, (u16, u16, u16)> = (1..=3)
+        .map(|id| (id, (free_port(), free_port(), free_port())))
+        .collect();
+    let mut b = Cluster {
+        dir,
+        nodes: BTreeMap::new(),
+        http: a.http.clone(),
+    };
+    for id in 1..=3u64 {
+        let path = b.dir.path().join(format!("n{id}.toml"));
+        std::fs::write(
+            &path,
+            config(id, b.dir.path(), &ports, "").replace("bootstrap = true", "bootstrap = false"),
+        )
+        .unwrap();
+        let out = run_sluice(&[
+            "restore",
+            "--backup",
+            backup.to_str().unwrap(),
+            "--config",
+            path.to_str().unwrap(),
+        ]);
+        assert!(
+            out.contains(agreed["content_digest"].as_str().unwrap()),
+            "{out}"
+        );
+        let (h, g, r) = ports[&id];
+        b.nodes.insert(
+            id,
+            Node {
+                id,
+                http: format!("127.0.0.1:{h}"),
+                grpc: format!("127.0.0.1:{g}"),
+                raft: format!("127.0.0.1:{r}"),
+                config: path,
+                child: None,
+            },
+        );
+        b.spawn(id);
+    }
+    b.wait_ready().await;
+    // Restoring into a directory that already holds a node is refused.
+    let again = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args([
+            "restore",
+            "--backup",
+            backup.to_str().unwrap(),
+            "--config",
+            b.node(1).config.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(!again.status.success());
+    // Same state: the content digest matches on every node; visitors and pools are there.
+    let d = digests(&b).await;
+    for v in &d {
+        assert_eq!(v["content_digest"], agreed["content_digest"], "{v}");
+    }
+    for t in &tickets {
+        let (s, v) = b
+            .visitor(
+                1,
+                Method::GET,
+                "/v1/rooms/keep/status?consistent=true",
+                Some(t),
+            )
+            .await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+    }
+    let (_, pool) = b
+        .admin(2, Method::GET, "/v1/pools/chat?consistent=true", None)
+        .await;
+    assert_eq!(pool["total"], 1);
+    // And the new cluster takes writes.
+    assert_eq!(b.join(3, "keep", None).await["state"], "waiting");
+}
+
+fn make_certs(dir: &Path, specs: &[&str]) {
+    let out = Command::new("bash")
+        .arg(repo().join("deploy/tls/make-certs.sh"))
+        .arg(dir)
+        .args(specs)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_between_nodes_and_to_clients() {
+    let tls = tempfile::tempdir().unwrap();
+    make_certs(
+        tls.path(),
+        &[
+            "node1:127.0.0.1,localhost",
+            "node2:127.0.0.1,localhost",
+            "node3:127.0.0.1,localhost",
+        ],
+    );
+    let section = |n: u64, d: &Path| {
+        format!(
+            "[tls]\nca = \"{d}/ca.pem\"\ncert = \"{d}/node{n}.pem\"\nkey = \"{d}/node{n}-key.pem\"\n\n[http_tls]\ncert = \"{d}/node{n}.pem\"\nkey = \"{d}/node{n}-key.pem\"\n",
+            d = d.display()
+        )
+    };
+    // Three nodes, each with its own certificate from the CA.
+    let dir = tempfile::tempdir().unwrap();
+    let ports: BTreeMap<u64, (u16, u16, u16)> = (1..=4)
+        .map(|id| (id, (free_port(), free_port(), free_port())))
+        .collect();
+    let three: BTreeMap<u64, (u16, u16, u16)> = ports
+        .iter()
+        .filter(|(id, _)| **id <= 3)
+        .map(|(k, v)| (*k, *v))
+        .collect();
+    let ca = std::fs::read(tls.path().join("ca.pem")).unwrap();
+    let https = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(&ca).unwrap())
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let mut c = Cluster {
+        dir,
+        nodes: BTreeMap::new(),
+        http: https.clone(),
+    };
+    for id in 1..=3u64 {
+        let path = c.dir.path().join(format!("n{id}.toml"));
+        let text = config(id, c.dir.path(), &three, "");
+        std::fs::write(&path, format!("{text}\n{}", section(id, tls.path()))).unwrap();
+        let (h, g, r) = ports[&id];
+        c.nodes.insert(
+            id,
+            Node {
+                id,
+                http: format!("localhost:{h}"),
+                grpc: format!("127.0.0.1:{g}"),
+                raft: format!("127.0.0.1:{r}"),
+                config: path,
+                child: None,
+            },
+        );
+        c.spawn(id);
+    }
+    // Clients connect over HTTPS (the harness talks https:// to every node).
+    let url = |n: &Node, p: &str| format!("https://{}{p}", n.http);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for n in c.nodes.values() {
+        while !https
+            .get(url(n, "/readyz"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success())
+        {
+            assert!(
+                Instant::now() < deadline,
+                "node {} not ready over TLS",
+                n.id
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    let r = https
+        .put(url(c.node(1), "/v1/rooms/secure"))
+        .bearer_auth(TOKEN)
+        .json(&room_config(10))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    let r = https
+        .post(url(c.node(2), "/v1/rooms/secure/join"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    // Plain HTTP to a TLS node fails.
+    let plain = reqwest::Client::new()
+        .get(format!("http://{}/readyz", c.node(1).http))
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await;
+    assert!(plain.map(|r| !r.status().is_success()).unwrap_or(true));
+    // A node whose certificate comes from another CA cannot join.
+    let rogue_tls = tempfile::tempdir().unwrap();
+    make_certs(rogue_tls.path(), &["node4:127.0.0.1,localhost"]);
+    let path = c.dir.path().join("n4.toml");
+    let text = config(4, c.dir.path(), &ports, "").replace("bootstrap = true", "bootstrap = false");
+    std::fs::write(&path, format!("{text}\n{}", section(4, rogue_tls.path()))).unwrap();
+    let (h, g, r) = ports[&4];
+    c.nodes.insert(
+        4,
+        Node {
+            id: 4,
+            http: format!("localhost:{h}"),
+            grpc: format!("127.0.0.1:{g}"),
+            raft: format!("127.0.0.1:{r}"),
+            config: path,
+            child: None,
+        },
+    );
+    c.spawn(4);
+    let learner = json!({"id": 4, "raft_addr": format!("127.0.0.1:{r}"), "http_addr": format!("localhost:{h}")});
+    let r = https
+        .post(url(c.node(1), "/v1/cluster/learners"))
+        .bearer_auth(TOKEN)
+        .json(&learner)
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    for _ in 0..10 {
+        https
+            .post(url(c.node(1), "/v1/rooms/secure/join"))
+            .send()
+            .await
+            .unwrap();
+    }
+    // Wait until the honest nodes have all applied the writes, then look at the rogue one.
+    wait_for(
+        "the honest nodes apply every write",
+        Duration::from_secs(20),
+        || {
+            let (https, nodes) = (
+                https.clone(),
+                [
+                    url(c.node(1), "/v1/cluster"),
+                    url(c.node(2), "/v1/cluster"),
+                    url(c.node(3), "/v1/cluster"),
+                ],
+            );
+            async move {
+                let mut seen = Vec::new();
+                for u in nodes {
+                    let Ok(r) = https.get(u).bearer_auth(TOKEN).send().await else {
+                        return false;
+                    };
+                    let Ok(v) = r.json::<Value>().await else {
+                        return false;
+                    };
+                    seen.push((
+                        v["applied_index"].as_u64().unwrap_or(0),
+                        v["last_log_index"].as_u64().unwrap_or(1),
+                    ));
+                }
+                seen.iter().all(|(a, l)| a == l) && seen.windows(2).all(|w| w[0] == w[1])
+            }
+        },
+    )
+    .await;
+    let leader_view: Value = https
+        .get(url(c.node(1), "/v1/cluster"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let leader = leader_view["leader"].as_u64().unwrap();
+    let status: Value = https
+        .get(url(c.node(leader), "/v1/cluster"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        status["replication"]["4"]["matched_index"]
+            .as_u64()
+            .unwrap_or(0),
+        0,
+        "the rogue node received the log: {status}"
+    );
+    let rogue = reqwest::Client::builder()
+        .add_root_certificate(
+            reqwest::Certificate::from_pem(
+                &std::fs::read(rogue_tls.path().join("ca.pem")).unwrap(),
+            )
+            .unwrap(),
+        )
+        .build()
+        .unwrap();
+    let r: Value = rogue
+        .get(url(c.node(4), "/v1/cluster"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(r["applied_index"], 0, "{r}");
+}
