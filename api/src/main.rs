@@ -12,6 +12,11 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+// mimalloc returns freed memory to the system promptly and keeps fragmentation across the runtime's
+// threads low: with glibc's allocator a node holding a million waiters sat up to 50 MiB higher.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "sluice",

@@ -9,8 +9,9 @@
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use base64::Engine;
+use ed25519_dalek::Signer;
 use hmac::{Hmac, Mac};
-use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use jsonwebtoken::Algorithm;
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 use sluice_statemachine::limits::NAME_LEN_MAX;
@@ -199,7 +200,10 @@ pub struct AdmissionClaims {
 pub struct JwtKeys {
     kid: String,
     issuer: String,
-    encoding: EncodingKey,
+    /// The signing key, parsed once: signing is one scalar multiplication per token.
+    signing: ed25519_dalek::SigningKey,
+    /// The token header (`alg`, `kid`, `typ`), base64url-encoded once.
+    header_b64: String,
     public: [u8; 32],
 }
 
@@ -212,17 +216,17 @@ impl std::fmt::Debug for JwtKeys {
 impl JwtKeys {
     /// A key from a 32-byte Ed25519 seed.
     pub fn from_seed(kid: &str, issuer: &str, seed: &[u8]) -> Result<Self, String> {
-        use ed25519_dalek::pkcs8::EncodePrivateKey;
         let seed: [u8; 32] = seed
             .try_into()
             .map_err(|_| "the token signing seed must be 32 bytes".to_string())?;
-        let sk = ed25519_dalek::SigningKey::from_bytes(&seed);
-        let der = sk.to_pkcs8_der().map_err(|e| e.to_string())?;
+        let signing = ed25519_dalek::SigningKey::from_bytes(&seed);
+        let header = serde_json::json!({"alg": "EdDSA", "kid": kid, "typ": "JWT"});
         Ok(Self {
             kid: kid.to_string(),
             issuer: issuer.to_string(),
-            encoding: EncodingKey::from_ed_der(der.as_bytes()),
-            public: sk.verifying_key().to_bytes(),
+            header_b64: B64.encode(header.to_string()),
+            public: signing.verifying_key().to_bytes(),
+            signing,
         })
     }
 
@@ -237,10 +241,15 @@ impl JwtKeys {
             iat,
             exp,
         };
-        let mut header = Header::new(Algorithm::EdDSA);
-        header.kid = Some(self.kid.clone());
-        jsonwebtoken::encode(&header, &claims, &self.encoding)
-            .expect("signing with a valid key cannot fail")
+        let claims = serde_json::to_vec(&claims).expect("claims serialize");
+        let mut token = String::with_capacity(self.header_b64.len() + 2 * claims.len() + 90);
+        token.push_str(&self.header_b64);
+        token.push('.');
+        B64.encode_string(&claims, &mut token);
+        let signature = self.signing.sign(token.as_bytes());
+        token.push('.');
+        B64.encode_string(signature.to_bytes(), &mut token);
+        token
     }
 
     /// Verifies a token (signature, expiry, audience) and returns its claims.
@@ -351,5 +360,10 @@ mod tests {
             "another key's signature"
         );
         assert_eq!(j.jwks()["keys"][0]["kty"], "OKP");
+        let header = jsonwebtoken::decode_header(&t).unwrap();
+        assert_eq!(
+            (header.alg, header.kid.as_deref()),
+            (Algorithm::EdDSA, Some("j1"))
+        );
     }
 }

@@ -48,7 +48,7 @@ impl SmState {
     }
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 struct SnapHeader {
     meta: SnapshotMeta,
     members_ever: BTreeSet<u64>,
@@ -241,7 +241,9 @@ fn latest_snapshot_file(dir: &Path) -> io::Result<Option<PathBuf>> {
 pub struct SnapshotBuilder {
     dir: PathBuf,
     meta: SnapshotMeta,
-    bytes: Vec<u8>,
+    header: Option<SnapHeader>,
+    /// A copy of the state taken at `meta`: encoding it does not hold up applying entries.
+    sm: Option<StateMachine>,
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
@@ -250,15 +252,19 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     async fn build_snapshot(
         &mut self,
     ) -> Result<SnapshotOf<TypeConfig, Self::SnapshotData>, io::Error> {
-        let (dir, name, bytes) = (
-            self.dir.clone(),
-            file_name(&self.meta),
-            std::mem::take(&mut self.bytes),
-        );
-        let bytes =
-            tokio::task::spawn_blocking(move || store_snapshot(&dir, &name, &bytes).map(|_| bytes))
-                .await
-                .map_err(io::Error::other)??;
+        let (dir, name) = (self.dir.clone(), file_name(&self.meta));
+        let (header, sm) = self
+            .header
+            .take()
+            .zip(self.sm.take())
+            .ok_or_else(|| io::Error::other("a snapshot builder builds once"))?;
+        let bytes = tokio::task::spawn_blocking(move || {
+            let bytes = encode_snapshot(&header, &sm.snapshot());
+            drop(sm);
+            store_snapshot(&dir, &name, &bytes).map(|_| bytes)
+        })
+        .await
+        .map_err(io::Error::other)??;
         tracing::info!(last = ?self.meta.last_log_id, size = bytes.len(), "snapshot built");
         Ok(Snapshot {
             meta: self.meta.clone(),
@@ -321,11 +327,13 @@ impl RaftStateMachine<TypeConfig> for SmStore {
             meta: meta.clone(),
             members_ever: st.members_ever.clone(),
         };
-        let bytes = encode_snapshot(&header, &st.sm.snapshot());
+        // Cloning takes a fraction of the encoding's time; the encoding runs on a blocking thread.
+        let sm = st.sm.clone();
         SnapshotBuilder {
             dir: self.dir.clone(),
             meta,
-            bytes,
+            header: Some(header),
+            sm: Some(sm),
         }
     }
 

@@ -39,7 +39,7 @@ pub(crate) struct Ended {
     pub at_ms: u64,
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Room {
     pub name: String,
     pub config: RoomConfig,
