@@ -288,6 +288,28 @@ mod tests {
     }
 
     #[test]
+    fn the_compose_and_kubernetes_configurations_parse_and_validate() {
+        let compose = include_str!("../../deploy/compose/sluice.toml");
+        let k8s = include_str!("../../deploy/k8s/sluice.yaml");
+        // The ConfigMap's `sluice.toml: |` block, indented by four spaces, up to the next document.
+        let embedded: String = k8s
+            .split("sluice.toml: |\n")
+            .nth(1)
+            .expect("the ConfigMap holds sluice.toml")
+            .split("\n---")
+            .next()
+            .unwrap()
+            .lines()
+            .map(|l| format!("{}\n", l.strip_prefix("    ").unwrap_or(l)))
+            .collect();
+        for (name, text) in [("compose", compose), ("k8s", embedded.as_str())] {
+            let c = ServerConfig::from_toml(text).unwrap_or_else(|e| panic!("{name}: {e}"));
+            c.validate().unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(c.peers.len(), 3, "{name}");
+        }
+    }
+
+    #[test]
     fn unknown_keys_and_bad_values_are_refused() {
         assert!(
             ServerConfig::from_toml(&format!("{SAMPLE}\nsurprise = 1\n"))
