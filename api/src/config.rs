@@ -118,7 +118,8 @@ pub struct RaftTuning {
     pub election_timeout_min_ms: u64,
     /// Election timeout upper bound, ms.
     pub election_timeout_max_ms: u64,
-    /// Log entries between snapshots.
+    /// Log entries between snapshots (each node adds up to a quarter, so that nodes take theirs
+    /// at different log indexes).
     pub snapshot_every: u64,
 }
 

@@ -34,6 +34,28 @@ pub use node::{
 pub use sm_store::SmState;
 pub use types::{NodeAddr, TypeConfig};
 
-pub(crate) fn snapshot_policy(every: u64) -> openraft::SnapshotPolicy {
-    openraft::SnapshotPolicy::LogsSinceLast(every.max(1))
+/// Node `node` snapshots every `every × (1 + (node mod 5)/16)` entries. The periods differ per
+/// node so that replicas do not all stop to encode and fsync a snapshot at the same log index: a
+/// majority stays responsive while one node snapshots, also when replicas share hardware.
+pub(crate) fn snapshot_policy(every: u64, node: u64) -> openraft::SnapshotPolicy {
+    let every = every.max(1);
+    openraft::SnapshotPolicy::LogsSinceLast(every + every * (node % 5) / 16)
+}
+
+#[cfg(test)]
+mod policy_tests {
+    use super::snapshot_policy;
+    use openraft::SnapshotPolicy::LogsSinceLast;
+
+    #[test]
+    fn snapshot_periods_differ_per_node_and_never_shrink() {
+        let periods: Vec<u64> = (1..=5)
+            .map(|n| match snapshot_policy(20_000, n) {
+                LogsSinceLast(p) => p,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(periods, vec![21_250, 22_500, 23_750, 25_000, 20_000]);
+        assert!(matches!(snapshot_policy(0, 3), LogsSinceLast(1)));
+    }
 }

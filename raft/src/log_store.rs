@@ -87,7 +87,10 @@ impl LogStore {
     /// A log store over `db`, starting its flusher thread (which ends when every clone is dropped).
     pub fn new(db: Arc<DB>) -> io::Result<Self> {
         let (tx, rx) = mpsc::channel::<IOFlushed<TypeConfig>>();
-        let flush_db = db.clone();
+        // The flusher holds the database weakly: the last strong reference is the node's own, so
+        // the database closes when the node is dropped, never later on this thread (a close racing
+        // with process exit aborts inside RocksDB).
+        let flush_db = Arc::downgrade(&db);
         std::thread::Builder::new()
             .name("sluice-wal-flush".into())
             .spawn(move || flusher(flush_db, rx))?;
@@ -130,13 +133,16 @@ impl LogStore {
 
 /// Group commit: wait for one callback, take every other one queued, sync the WAL once, then
 /// report them all.
-fn flusher(db: Arc<DB>, rx: mpsc::Receiver<IOFlushed<TypeConfig>>) {
+fn flusher(db: std::sync::Weak<DB>, rx: mpsc::Receiver<IOFlushed<TypeConfig>>) {
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         batch.extend(rx.try_iter());
-        let result = db.flush_wal(true);
+        let result = match db.upgrade() {
+            Some(db) => db.flush_wal(true).map_err(|e| e.to_string()),
+            None => Err("the database is closed".to_string()),
+        };
         for cb in batch {
-            cb.io_completed(result.clone().map_err(io_err));
+            cb.io_completed(result.clone().map_err(io::Error::other));
         }
     }
 }

@@ -56,7 +56,8 @@ pub struct NodeConfig {
     pub heartbeat_ms: u64,
     /// Election timeout range.
     pub election_timeout_ms: (u64, u64),
-    /// Entries between snapshots.
+    /// Entries between snapshots (each node adds up to a quarter, so that nodes take theirs at
+    /// different log indexes).
     pub snapshot_every: u64,
     /// Log entries kept behind a snapshot for lagging followers.
     pub logs_kept_after_snapshot: u64,
@@ -270,7 +271,7 @@ impl RaftNode {
             election_timeout_max: cfg.election_timeout_ms.1,
             install_snapshot_timeout: 120_000,
             max_payload_entries: 256,
-            snapshot_policy: snapshot_policy(cfg.snapshot_every),
+            snapshot_policy: snapshot_policy(cfg.snapshot_every, cfg.id),
             max_in_snapshot_log_to_keep: cfg.logs_kept_after_snapshot,
             purge_batch_size: 256,
             replication_lag_threshold: cfg.logs_kept_after_snapshot.max(1),
