@@ -280,19 +280,7 @@ async fn backup_restores_into_a_new_cluster_with_the_same_state() {
             out.contains(agreed["content_digest"].as_str().unwrap()),
             "{out}"
         );
-        let (h, g, r) = ports[&id];
-        b.nodes.insert(
-            id,
-            Node {
-                id,
-                http: format!("127.0.0.1:{h}"),
-                grpc: format!("127.0.0.1:{g}"),
-                raft: format!("127.0.0.1:{r}"),
-                config: path,
-                child: None,
-            },
-        );
-        b.spawn(id);
+        b.add_node(id, ports[&id], "127.0.0.1", path);
     }
     b.wait_ready().await;
     // Restoring into a directory that already holds a node is refused.
@@ -387,19 +375,7 @@ async fn tls_between_nodes_and_to_clients() {
         let path = c.dir.path().join(format!("n{id}.toml"));
         let text = config(id, c.dir.path(), &three, "");
         std::fs::write(&path, format!("{text}\n{}", section(id, tls.path()))).unwrap();
-        let (h, g, r) = ports[&id];
-        c.nodes.insert(
-            id,
-            Node {
-                id,
-                http: format!("localhost:{h}"),
-                grpc: format!("127.0.0.1:{g}"),
-                raft: format!("127.0.0.1:{r}"),
-                config: path,
-                child: None,
-            },
-        );
-        c.spawn(id);
+        c.add_node(id, ports[&id], "localhost", path);
     }
     // Clients connect over HTTPS (the harness talks https:// to every node).
     let url = |n: &Node, p: &str| format!("https://{}{p}", n.http);
@@ -446,19 +422,8 @@ async fn tls_between_nodes_and_to_clients() {
     let path = c.dir.path().join("n4.toml");
     let text = config(4, c.dir.path(), &ports, "").replace("bootstrap = true", "bootstrap = false");
     std::fs::write(&path, format!("{text}\n{}", section(4, rogue_tls.path()))).unwrap();
-    let (h, g, r) = ports[&4];
-    c.nodes.insert(
-        4,
-        Node {
-            id: 4,
-            http: format!("localhost:{h}"),
-            grpc: format!("127.0.0.1:{g}"),
-            raft: format!("127.0.0.1:{r}"),
-            config: path,
-            child: None,
-        },
-    );
-    c.spawn(4);
+    c.add_node(4, ports[&4], "localhost", path);
+    let (h, _, r) = ports[&4];
     let learner = json!({"id": 4, "raft_addr": format!("127.0.0.1:{r}"), "http_addr": format!("localhost:{h}")});
     let r = https
         .post(url(c.node(1), "/v1/cluster/learners"))

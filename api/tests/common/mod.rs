@@ -123,22 +123,28 @@ impl Cluster {
         for id in 1..=n {
             let path = c.dir.path().join(format!("n{id}.toml"));
             std::fs::write(&path, config(id, c.dir.path(), &ports, extra)).unwrap();
-            let (h, g, r) = ports[&id];
-            c.nodes.insert(
-                id,
-                Node {
-                    id,
-                    http: format!("127.0.0.1:{h}"),
-                    grpc: format!("127.0.0.1:{g}"),
-                    raft: format!("127.0.0.1:{r}"),
-                    config: path,
-                    child: None,
-                },
-            );
-            c.spawn(id);
+            c.add_node(id, ports[&id], "127.0.0.1", path);
         }
         c.wait_ready().await;
         c
+    }
+
+    /// Starts node `id` from the configuration at `config` on `ports` (http, grpc, raft). `host`
+    /// names the node in HTTP URLs (a certificate may need `localhost`).
+    pub fn add_node(&mut self, id: u64, ports: (u16, u16, u16), host: &str, config: PathBuf) {
+        let (h, g, r) = ports;
+        self.nodes.insert(
+            id,
+            Node {
+                id,
+                http: format!("{host}:{h}"),
+                grpc: format!("127.0.0.1:{g}"),
+                raft: format!("127.0.0.1:{r}"),
+                config,
+                child: None,
+            },
+        );
+        self.spawn(id);
     }
 
     pub fn spawn(&mut self, id: u64) {
