@@ -164,17 +164,16 @@ async fn rolling_restart_under_load_loses_nothing_and_errors_are_retriable() {
     let acked = acked.lock().unwrap().clone();
     assert!(acked.len() > 80, "too few writes: {}", acked.len());
     for t in &acked {
-        let (s, v) = c
-            .visitor(
-                1,
-                Method::GET,
-                "/v1/rooms/roll/status?consistent=true",
-                Some(t),
-            )
-            .await;
-        assert_eq!(s, StatusCode::OK, "{v}");
-        assert_eq!(v["state"], "admitted");
+        assert_eq!(consistent_status(&c, "roll", t).await["state"], "admitted");
     }
+}
+
+/// A visitor's linearizable status read through node 1; it must answer 200.
+async fn consistent_status(c: &Cluster, room: &str, ticket: &str) -> Value {
+    let path = format!("/v1/rooms/{room}/status?consistent=true");
+    let (s, v) = c.visitor(1, Method::GET, &path, Some(ticket)).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    v
 }
 
 fn run_sluice(args: &[&str]) -> String {
@@ -301,15 +300,7 @@ async fn backup_restores_into_a_new_cluster_with_the_same_state() {
         assert_eq!(v["content_digest"], agreed["content_digest"], "{v}");
     }
     for t in &tickets {
-        let (s, v) = b
-            .visitor(
-                1,
-                Method::GET,
-                "/v1/rooms/keep/status?consistent=true",
-                Some(t),
-            )
-            .await;
-        assert_eq!(s, StatusCode::OK, "{v}");
+        consistent_status(&b, "keep", t).await;
     }
     let (_, pool) = b
         .admin(2, Method::GET, "/v1/pools/chat?consistent=true", None)
