@@ -121,6 +121,9 @@ pub struct RaftTuning {
     /// Log entries between snapshots (each node adds up to a quarter, so that nodes take theirs
     /// at different log indexes).
     pub snapshot_every: u64,
+    /// Proposals the leader (or a follower forwarding) keeps in flight at once. Commands that
+    /// arrive meanwhile wait and share the next proposal: fewer makes larger batches.
+    pub proposals_in_flight: usize,
 }
 
 impl Default for RaftTuning {
@@ -130,6 +133,7 @@ impl Default for RaftTuning {
             election_timeout_min_ms: 500,
             election_timeout_max_ms: 1_000,
             snapshot_every: 20_000,
+            proposals_in_flight: 2,
         }
     }
 }
@@ -220,6 +224,9 @@ impl ServerConfig {
         }
         if self.admin_token.is_none() && self.admin_token_file.is_none() {
             return Err("admin_token or admin_token_file is required".into());
+        }
+        if !(1..=1024).contains(&self.raft.proposals_in_flight) {
+            return Err("raft.proposals_in_flight must be between 1 and 1024".into());
         }
         if !matches!(self.log_format.as_str(), "text" | "json") {
             return Err("log_format must be text or json".into());
@@ -323,5 +330,8 @@ mod tests {
         let mut c = ServerConfig::from_toml(SAMPLE).unwrap();
         c.node_id = 9;
         assert!(c.validate().unwrap_err().contains("peers must include"));
+        let mut c = ServerConfig::from_toml(SAMPLE).unwrap();
+        c.raft.proposals_in_flight = 0;
+        assert!(c.validate().unwrap_err().contains("proposals_in_flight"));
     }
 }

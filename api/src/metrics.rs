@@ -191,6 +191,18 @@ impl Metrics {
             "",
             &sluice.node.inner().commit_latency.snapshot(),
         );
+        header(
+            w,
+            "sluice_raft_wal_fsync_seconds",
+            "Duration of each WAL sync (one per group commit of log appends).",
+            "histogram",
+        );
+        histogram(
+            w,
+            "sluice_raft_wal_fsync_seconds",
+            "",
+            &sluice.node.inner().wal_sync.snapshot(),
+        );
 
         header(
             w,

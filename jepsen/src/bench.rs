@@ -286,7 +286,7 @@ jwt_seed = \"YmVuY2gtand0LXNlZWQtb2YtZXhhY3RseS0zMmJ5dGU=\"\n[limits]\nvisitor_r
         let mut cmd = Command::new(&self.bin);
         cmd.args(["serve", "--config"])
             .arg(self.dir.join(format!("n{id}.toml")))
-            .env("RUST_LOG", "error")
+            .env("RUST_LOG", "warn,sluice_raft::sm_store=info")
             .stderr(log);
         let child = spawn_listening(cmd, "sluice")?;
         self.children.insert(id, child);
@@ -582,6 +582,8 @@ pub struct BenchOpts {
     pub client_steps: Vec<usize>,
     /// Where the processes keep data and logs.
     pub dir: PathBuf,
+    /// Only the Sluice join steps and the half-peak latency step.
+    pub joins_only: bool,
 }
 
 fn http_client() -> reqwest::Client {
@@ -696,6 +698,20 @@ pub async fn run(opts: &BenchOpts) -> Result<Value> {
         join_rate.insert(clients, s.per_sec);
         join_table.push(json!({"clients": clients, "per_sec": s.per_sec, "p99_ms": s.p99_ms}));
         note(s);
+    }
+
+    if opts.joins_only {
+        let peak = join_rate.values().cloned().fold(0.0, f64::max);
+        let half_stats = half_peak(&visitors, peak, d).await;
+        let half_p99 = half_stats.p99_ms;
+        note(half_stats);
+        println!("summary: peak {peak:.0} joins/s; join p99 at half peak {half_p99:.2} ms");
+        return Ok(json!({
+            "steps": steps,
+            "joins_vs_clients": join_table,
+            "join_p99_ms_at_half_peak": half_p99,
+            "peak_join_per_sec": peak,
+        }));
     }
 
     // etcd: the same join, every client on one hot room, and every client on its own room; plain puts.
@@ -904,28 +920,7 @@ pub async fn run(opts: &BenchOpts) -> Result<Value> {
     note(mix);
 
     // Join latency at half the peak rate (open loop).
-    let half = (peak / 2.0) as u64;
-    let half_stats = open_loop(
-        &format!("sluice join at half peak ({half}/s)"),
-        half.max(1),
-        d,
-        {
-            let v = visitors.clone();
-            move |c, _| {
-                let mut v = v[c % v.len()].clone();
-                async move {
-                    v.join(pb::sluice::JoinRequest {
-                        room: "hot".into(),
-                        ticket: String::new(),
-                    })
-                    .await
-                    .map(|_| 0)
-                    .map_err(|s| format!("{:?}", s.code()))
-                }
-            }
-        },
-    )
-    .await;
+    let half_stats = half_peak(&visitors, peak, d).await;
     let half_p99 = half_stats.p99_ms;
     note(half_stats);
 
@@ -1061,6 +1056,22 @@ pub async fn run(opts: &BenchOpts) -> Result<Value> {
     drop(etcd);
     drop(hello);
     Ok(report)
+}
+
+/// Open-loop joins on the hot room at half of `peak` joins/s.
+async fn half_peak(
+    visitors: &[pb::sluice::visitor_client::VisitorClient<tonic::transport::Channel>],
+    peak: f64,
+    d: Duration,
+) -> Stats {
+    let half = (peak / 2.0) as u64;
+    open_loop(
+        &format!("sluice join at half peak ({half}/s)"),
+        half.max(1),
+        d,
+        sluice_join_op(visitors.to_vec(), "hot"),
+    )
+    .await
 }
 
 async fn steps_tickets(

@@ -8,6 +8,7 @@
 //!   commit) and only then reports the entries durable.
 
 use crate::codec;
+use crate::metrics::LatencyHistogram;
 use crate::types::{Entry, LogId, TypeConfig, Vote};
 use openraft::storage::{IOFlushed, LogState, RaftLogReader, RaftLogStorage};
 use openraft::OptionalSend;
@@ -20,12 +21,15 @@ use std::ops::{Bound, RangeBounds};
 use std::path::Path;
 use std::sync::mpsc;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 const CF_LOGS: &str = "logs";
 const CF_META: &str = "meta";
 const KEY_VOTE: &[u8] = b"vote";
 const KEY_COMMITTED: &[u8] = b"committed";
 const KEY_PURGED: &[u8] = b"last_purged";
+/// A WAL sync at least this slow is logged: it holds up every write in its group.
+const SLOW_SYNC: Duration = Duration::from_millis(100);
 
 fn io_err(e: rocksdb::Error) -> io::Error {
     io::Error::other(e.to_string())
@@ -75,6 +79,8 @@ pub fn seed_position(db: &DB, log_id: &LogId, node_id: u64) -> io::Result<()> {
 pub struct LogStore {
     db: Arc<DB>,
     flusher: mpsc::Sender<IOFlushed<TypeConfig>>,
+    /// Duration of each WAL sync (one per group commit).
+    pub wal_sync: Arc<LatencyHistogram>,
 }
 
 impl Debug for LogStore {
@@ -91,10 +97,16 @@ impl LogStore {
         // the database closes when the node is dropped, never later on this thread (a close racing
         // with process exit aborts inside RocksDB).
         let flush_db = Arc::downgrade(&db);
+        let wal_sync = Arc::new(LatencyHistogram::default());
+        let hist = wal_sync.clone();
         std::thread::Builder::new()
             .name("sluice-wal-flush".into())
-            .spawn(move || flusher(flush_db, rx))?;
-        Ok(Self { db, flusher: tx })
+            .spawn(move || flusher(flush_db, rx, &hist))?;
+        Ok(Self {
+            db,
+            flusher: tx,
+            wal_sync,
+        })
     }
 
     fn cf(&self, name: &str) -> &rocksdb::ColumnFamily {
@@ -133,14 +145,28 @@ impl LogStore {
 
 /// Group commit: wait for one callback, take every other one queued, sync the WAL once, then
 /// report them all.
-fn flusher(db: std::sync::Weak<DB>, rx: mpsc::Receiver<IOFlushed<TypeConfig>>) {
+fn flusher(
+    db: std::sync::Weak<DB>,
+    rx: mpsc::Receiver<IOFlushed<TypeConfig>>,
+    hist: &LatencyHistogram,
+) {
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         batch.extend(rx.try_iter());
+        let started = Instant::now();
         let result = match db.upgrade() {
             Some(db) => db.flush_wal(true).map_err(|e| e.to_string()),
             None => Err("the database is closed".to_string()),
         };
+        let took = started.elapsed();
+        hist.observe(took);
+        if took >= SLOW_SYNC {
+            tracing::warn!(
+                ms = took.as_millis() as u64,
+                appends = batch.len(),
+                "slow WAL sync"
+            );
+        }
         for cb in batch {
             cb.io_completed(result.clone().map_err(io::Error::other));
         }

@@ -2,8 +2,8 @@
 //!
 //! - Writes: commands queue on a bounded channel; one batcher drains it into proposals (many
 //!   commands per log entry), stamps each with the leader's wall time, and submits them to Raft
-//!   in order while several proposals are in flight. On a follower the batch is forwarded to the
-//!   leader over the node-to-node service. A write that found no leader is retried until its
+//!   in order with a few proposals in flight. On a follower the batch is forwarded to the
+//!   leader over the node-to-node service, where its commands join the leader's own queue. A write that found no leader is retried until its
 //!   deadline; a write whose fate is unknown reports `Indeterminate`.
 //! - Ticks: while leader, proposes `Tick` whenever the state machine says something is due.
 //! - Reads: local reads of applied state (with the applied index), and linearizable reads via the
@@ -65,7 +65,9 @@ pub struct NodeConfig {
     pub tick_interval_ms: u64,
     /// Commands that may wait for a proposal before writes are refused as `Busy`.
     pub write_queue_max: usize,
-    /// Proposals submitted and not yet applied, at most.
+    /// Proposals submitted and not yet applied, at most (on a follower: forwards awaiting their
+    /// reply). Writes that arrive while all are in flight queue and share the next proposal, so
+    /// a small number gives large batches under load and costs one commit's wait at most.
     pub proposals_in_flight: usize,
     /// Deadline for one write or linearizable read.
     pub request_timeout: Duration,
@@ -86,7 +88,7 @@ impl NodeConfig {
             logs_kept_after_snapshot: 5_000,
             tick_interval_ms: 20,
             write_queue_max: 200_000,
-            proposals_in_flight: 32,
+            proposals_in_flight: 2,
             request_timeout: Duration::from_secs(5),
         }
     }
@@ -158,6 +160,8 @@ pub struct ClusterStatus {
 
 struct Pending {
     cmd: Command,
+    /// Forwarded here by a follower: proposed only while this node leads, never forwarded on.
+    forwarded: bool,
     tx: oneshot::Sender<Result<(Outcome, u64), ClusterError>>,
 }
 
@@ -173,6 +177,8 @@ pub struct NodeInner {
     tick_in_flight: AtomicBool,
     /// Time from proposal submission to applied outcome on the leader.
     pub commit_latency: Arc<LatencyHistogram>,
+    /// Duration of each WAL sync.
+    pub wal_sync: Arc<LatencyHistogram>,
     cancel: CancellationToken,
     cfg: NodeConfig,
     db: Arc<rocksdb::DB>,
@@ -298,6 +304,7 @@ impl RaftNode {
             stamp: AtomicU64::new(0),
             tick_in_flight: AtomicBool::new(false),
             commit_latency: Arc::default(),
+            wal_sync: log_reader.wal_sync.clone(),
             cancel: CancellationToken::new(),
             cfg: cfg.clone(),
             db,
@@ -572,8 +579,9 @@ async fn batcher(inner: Arc<NodeInner>, mut rx: mpsc::Receiver<Pending>) {
                 Err(_) => break,
             }
         }
-        let (cmds, txs): (Vec<Command>, Vec<_>) = batch.into_iter().map(|p| (p.cmd, p.tx)).unzip();
         if inner.raft.is_leader() {
+            let (cmds, txs): (Vec<Command>, Vec<_>) =
+                batch.into_iter().map(|p| (p.cmd, p.tx)).unzip();
             match inner.propose(cmds).await {
                 Ok(done) => {
                     tokio::spawn(async move {
@@ -584,6 +592,19 @@ async fn batcher(inner: Arc<NodeInner>, mut rx: mpsc::Receiver<Pending>) {
                 Err(e) => fail_all(txs, e),
             }
         } else {
+            // Leadership moved while these waited: the follower that forwarded a command retries
+            // it itself, so it is not forwarded a second time from here.
+            let (forwarded, local): (Vec<Pending>, Vec<Pending>) =
+                batch.into_iter().partition(|p| p.forwarded);
+            fail_all(
+                forwarded.into_iter().map(|p| p.tx).collect(),
+                ClusterError::NoLeader,
+            );
+            let (cmds, txs): (Vec<Command>, Vec<_>) =
+                local.into_iter().map(|p| (p.cmd, p.tx)).unzip();
+            if cmds.is_empty() {
+                continue;
+            }
             let inner = inner.clone();
             tokio::spawn(async move {
                 deliver(txs, inner.forward(cmds).await);
@@ -636,6 +657,7 @@ impl NodeInner {
             self.queue
                 .try_send(Pending {
                     cmd: cmd.clone(),
+                    forwarded: false,
                     tx,
                 })
                 .map_err(|e| match e {
@@ -716,7 +738,8 @@ impl NodeInner {
         })
     }
 
-    /// For commands forwarded by a follower: propose them here if this node leads.
+    /// For commands forwarded by a follower: they join this node's own write queue, so that they
+    /// share proposals with every other write, if this node leads.
     pub(crate) async fn submit_as_leader(
         &self,
         cmds: Vec<Command>,
@@ -725,10 +748,32 @@ impl NodeInner {
         if !self.raft.is_leader() {
             return vec![Err(ClusterError::NoLeader); n];
         }
-        match self.propose(cmds).await {
-            Ok(done) => done.await,
-            Err(e) => vec![Err(e); n],
+        let mut waiting = Vec::with_capacity(n);
+        for cmd in cmds {
+            let (tx, rx) = oneshot::channel();
+            let queued = self.queue.try_send(Pending {
+                cmd,
+                forwarded: true,
+                tx,
+            });
+            waiting.push(match queued {
+                Ok(()) => Ok(rx),
+                Err(mpsc::error::TrySendError::Full(_)) => Err(ClusterError::Busy),
+                Err(mpsc::error::TrySendError::Closed(_)) => Err(ClusterError::ShuttingDown),
+            });
         }
+        let mut results = Vec::with_capacity(n);
+        for w in waiting {
+            results.push(match w {
+                Ok(rx) => match tokio::time::timeout(self.cfg.request_timeout, rx).await {
+                    Err(_) => Err(ClusterError::Timeout),
+                    Ok(Err(_)) => Err(ClusterError::ShuttingDown),
+                    Ok(Ok(r)) => r,
+                },
+                Err(e) => Err(e),
+            });
+        }
+        results
     }
 
     fn leader_addr(&self) -> Result<(u64, String), ClusterError> {

@@ -23,6 +23,7 @@ use std::fmt::Debug;
 use std::io::{self, Cursor, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock, RwLockReadGuard};
+use std::time::Instant;
 
 const SNAP_MAGIC: &[u8; 4] = b"SLRS";
 const SNAP_VERSION: u8 = 1;
@@ -244,6 +245,8 @@ pub struct SnapshotBuilder {
     header: Option<SnapHeader>,
     /// A copy of the state taken at `meta`: encoding it does not hold up applying entries.
     sm: Option<StateMachine>,
+    /// How long the copy held the state lock.
+    clone_ms: u64,
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
@@ -258,14 +261,25 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             .take()
             .zip(self.sm.take())
             .ok_or_else(|| io::Error::other("a snapshot builder builds once"))?;
-        let bytes = tokio::task::spawn_blocking(move || {
+        let (bytes, encode_ms, store_ms) = tokio::task::spawn_blocking(move || {
+            let t = Instant::now();
             let bytes = encode_snapshot(&header, &sm.snapshot());
             drop(sm);
-            store_snapshot(&dir, &name, &bytes).map(|_| bytes)
+            let encode_ms = t.elapsed().as_millis() as u64;
+            let t = Instant::now();
+            store_snapshot(&dir, &name, &bytes)?;
+            Ok::<_, io::Error>((bytes, encode_ms, t.elapsed().as_millis() as u64))
         })
         .await
         .map_err(io::Error::other)??;
-        tracing::info!(last = ?self.meta.last_log_id, size = bytes.len(), "snapshot built");
+        tracing::info!(
+            last = ?self.meta.last_log_id,
+            size = bytes.len(),
+            clone_ms = self.clone_ms,
+            encode_ms,
+            store_ms,
+            "snapshot built"
+        );
         Ok(Snapshot {
             meta: self.meta.clone(),
             snapshot: Cursor::new(bytes),
@@ -328,12 +342,14 @@ impl RaftStateMachine<TypeConfig> for SmStore {
             members_ever: st.members_ever.clone(),
         };
         // Cloning takes a fraction of the encoding's time; the encoding runs on a blocking thread.
+        let t = Instant::now();
         let sm = st.sm.clone();
         SnapshotBuilder {
             dir: self.dir.clone(),
             meta,
             header: Some(header),
             sm: Some(sm),
+            clone_ms: t.elapsed().as_millis() as u64,
         }
     }
 

@@ -103,6 +103,56 @@ async fn election_replication_and_identical_digests() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_writes_through_every_node_share_log_entries() {
+    let c = TestCluster::start(3, quick).await;
+    c.create_room("r").await;
+    c.wait_converged().await;
+    let before = c.leader().unwrap().read(|st| st.applied_index()).unwrap().0;
+    // 48 writers, 16 through each node, each writing 20 joins one after another: the
+    // followers forward theirs, and all of them queue behind the few proposals in flight on
+    // the leader.
+    let nodes: Vec<_> = c.nodes.values().cloned().collect();
+    let writers = (0..48u64).map(|w| {
+        let node = nodes[(w % 3) as usize].clone();
+        async move {
+            let mut out = Vec::new();
+            for k in 0..20 {
+                out.push((node.id(), node.write(join("r", w * 20 + k)).await));
+            }
+            out
+        }
+    });
+    let results = futures::future::join_all(writers).await;
+    // Log index → the nodes its commands came in through.
+    let mut origins: std::collections::BTreeMap<u64, std::collections::BTreeSet<u64>> =
+        Default::default();
+    for (via, r) in results.into_iter().flatten() {
+        let (o, index) = r.expect("write");
+        assert!(matches!(o, Outcome::Visitor(_)), "{o:?}");
+        origins.entry(index).or_default().insert(via);
+    }
+    let (after, _) = c.wait_converged().await;
+    let entries = after - before;
+    // One log entry per command would be 960 (with 32 proposals in flight it takes about 200).
+    assert!(
+        entries <= 160,
+        "960 writes took {entries} log entries ({} with writes)",
+        origins.len()
+    );
+    // Forwarded commands join the leader's own queue: entries mix writes that came in through
+    // different nodes.
+    assert!(
+        origins.values().any(|o| o.len() >= 2),
+        "no entry mixes commands from different nodes: {origins:?}"
+    );
+    for n in c.nodes.values() {
+        let (room, _) = n.read(|st| st.sm.room("r").unwrap()).unwrap();
+        assert_eq!(room.totals.joined, 960);
+    }
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_killed_new_leader_and_nothing_committed_is_lost() {
     let mut c = TestCluster::start(3, quick).await;
     c.create_room("r").await;

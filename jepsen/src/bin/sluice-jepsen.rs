@@ -69,6 +69,9 @@ enum Cmd {
         clients: String,
         #[arg(long, default_value = "bench-results")]
         out: PathBuf,
+        /// Only the Sluice join steps and the half-peak latency step (no etcd, reads, memory).
+        #[arg(long)]
+        joins_only: bool,
     },
     /// Every fault × workload, for each node count.
     Matrix {
@@ -249,6 +252,7 @@ async fn main() -> Result<()> {
             waiters,
             clients,
             out,
+            joins_only,
         } => {
             let opts = sluice_jepsen::bench::BenchOpts {
                 secs,
@@ -258,12 +262,19 @@ async fn main() -> Result<()> {
                     .filter_map(|c| c.trim().parse().ok())
                     .collect(),
                 dir: out.join("data"),
+                joins_only,
             };
             let report = sluice_jepsen::bench::run(&opts).await?;
             std::fs::write(
                 out.join("report.json"),
                 serde_json::to_string_pretty(&report)?,
             )?;
+            // Keep the nodes' logs; drop their data.
+            for e in std::fs::read_dir(out.join("data").join("sluice"))?.flatten() {
+                if e.path().extension().is_some_and(|x| x == "log") {
+                    std::fs::copy(e.path(), out.join(e.file_name()))?;
+                }
+            }
             let _ = std::fs::remove_dir_all(out.join("data"));
             Ok(())
         }
