@@ -582,8 +582,19 @@ pub struct BenchOpts {
     pub client_steps: Vec<usize>,
     /// Where the processes keep data and logs.
     pub dir: PathBuf,
-    /// Only the Sluice join steps and the half-peak latency step.
-    pub joins_only: bool,
+    /// Which steps to run.
+    pub only: Steps,
+}
+
+/// A subset of the benchmark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Steps {
+    /// Everything.
+    All,
+    /// The Sluice join steps and the half-peak latency step.
+    Joins,
+    /// Memory with the waiters, restart and failover.
+    Memory,
 }
 
 fn http_client() -> reqwest::Client {
@@ -660,7 +671,16 @@ pub async fn run(opts: &BenchOpts) -> Result<Value> {
         steps.push(s);
     };
     let hello = Hello::start()?;
-    let mut sluice = SluiceCluster::start(&opts.dir.join("sluice"), 3).await?;
+    if opts.only == Steps::Memory {
+        let (rss, restart_ms, first) = memory_restart_failover(opts).await?;
+        return Ok(json!({
+            "rss_bytes_with_waiters": rss,
+            "waiters": opts.waiters,
+            "restart_to_serving_ms": restart_ms,
+            "leader_kill_to_first_ack_ms": first.as_millis() as u64,
+        }));
+    }
+    let sluice = SluiceCluster::start(&opts.dir.join("sluice"), 3).await?;
     let etcd = EtcdCluster::start(&opts.dir).await?;
     let http = http_client();
 
@@ -700,7 +720,7 @@ pub async fn run(opts: &BenchOpts) -> Result<Value> {
         note(s);
     }
 
-    if opts.joins_only {
+    if opts.only == Steps::Joins {
         let peak = join_rate.values().cloned().fold(0.0, f64::max);
         let half_stats = half_peak(&visitors, peak, d).await;
         let half_p99 = half_stats.p99_ms;
@@ -924,7 +944,51 @@ pub async fn run(opts: &BenchOpts) -> Result<Value> {
     let half_p99 = half_stats.p99_ms;
     note(half_stats);
 
-    // Memory with `waiters` waiters in one room, and restart of a node holding them.
+    // Memory, restart and failover on a fresh cluster holding only the waiters.
+    drop(sluice);
+    let (rss_all, restart_ms, first) = memory_restart_failover(opts).await?;
+    let target = opts.waiters;
+
+    let report = json!({
+        "steps": steps,
+        "joins_vs_clients": join_table,
+        "ratios": {
+            "sluice_join_hot_64_over_etcd_join_own_room_64": r_own,
+            "sluice_join_hot_64_over_etcd_join_hot_room_64": r_hot,
+            "sluice_join_hot_256_over_etcd_put_256": r_put,
+            "gate_over_hello_world": r_gate,
+            "follower_status_over_hello_world": r_status,
+        },
+        "join_p99_ms_at_half_peak": half_p99,
+        "peak_join_per_sec": peak,
+        "rss_bytes_with_waiters": rss_all,
+        "waiters": target,
+        "restart_to_serving_ms": restart_ms,
+        "leader_kill_to_first_ack_ms": first.as_millis() as u64,
+    });
+    println!(
+        "summary: joins/s vs etcd own-room {:.1}x, vs etcd hot-room {:.1}x, vs etcd puts {:.2}x; gate/hello {:.2}; status/hello {:.2}; join p99 at half peak {:.2} ms; rss {} MB; restart {} ms; failover {} ms",
+        r_own,
+        r_hot,
+        r_put,
+        r_gate,
+        r_status,
+        half_p99,
+        rss_all.values().max().copied().unwrap_or(0) / (1 << 20),
+        restart_ms,
+        first.as_millis()
+    );
+    drop(etcd);
+    drop(hello);
+    Ok(report)
+}
+
+/// Resident memory of each node of a fresh cluster holding `opts.waiters` waiters in one room,
+/// then a follower's restart to serving, then the leader's death to the first acknowledged write.
+async fn memory_restart_failover(opts: &BenchOpts) -> Result<(BTreeMap<u64, u64>, u64, Duration)> {
+    let mut sluice = SluiceCluster::start(&opts.dir.join("sluice-memory"), 3).await?;
+    put_room(&sluice, "hot", json!({"capacity": 10_000_000, "admit_per_minute": 60_000_000, "admit_burst": 1_000_000, "max_waiting": 10_000_000, "session_ttl_secs": 3600})).await?;
+    let visitors = grpc_visitors(&sluice).await?;
     put_room(
         &sluice,
         "big",
@@ -1024,38 +1088,7 @@ pub async fn run(opts: &BenchOpts) -> Result<Value> {
         first.as_millis()
     );
 
-    let report = json!({
-        "steps": steps,
-        "joins_vs_clients": join_table,
-        "ratios": {
-            "sluice_join_hot_64_over_etcd_join_own_room_64": r_own,
-            "sluice_join_hot_64_over_etcd_join_hot_room_64": r_hot,
-            "sluice_join_hot_256_over_etcd_put_256": r_put,
-            "gate_over_hello_world": r_gate,
-            "follower_status_over_hello_world": r_status,
-        },
-        "join_p99_ms_at_half_peak": half_p99,
-        "peak_join_per_sec": peak,
-        "rss_bytes_with_waiters": rss_all,
-        "waiters": target,
-        "restart_to_serving_ms": restart_ms,
-        "leader_kill_to_first_ack_ms": first.as_millis() as u64,
-    });
-    println!(
-        "summary: joins/s vs etcd own-room {:.1}x, vs etcd hot-room {:.1}x, vs etcd puts {:.2}x; gate/hello {:.2}; status/hello {:.2}; join p99 at half peak {:.2} ms; rss {} MB; restart {} ms; failover {} ms",
-        r_own,
-        r_hot,
-        r_put,
-        r_gate,
-        r_status,
-        half_p99,
-        rss_all.values().max().copied().unwrap_or(0) / (1 << 20),
-        restart_ms,
-        first.as_millis()
-    );
-    drop(etcd);
-    drop(hello);
-    Ok(report)
+    Ok((rss_all, restart_ms, first))
 }
 
 /// Open-loop joins on the hot room at half of `peak` joins/s.

@@ -10,7 +10,7 @@ async fn the_load_generator_runs_every_step() {
         waiters: 3_000,
         client_steps: vec![1, 8],
         dir: dir.path().to_path_buf(),
-        joins_only: false,
+        only: sluice_jepsen::bench::Steps::All,
     };
     let report = sluice_jepsen::bench::run(&opts)
         .await

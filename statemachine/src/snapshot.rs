@@ -125,13 +125,19 @@ fn bad(msg: impl Into<String>) -> DecodeError {
 impl StateMachine {
     /// The canonical snapshot encoding of the whole state.
     pub fn snapshot(&self) -> Vec<u8> {
+        self.snapshot_into(Vec::new())
+    }
+
+    /// [`snapshot`](Self::snapshot), appended to `out` (which may already hold a header), so
+    /// that a snapshot file is encoded in one buffer without copying.
+    pub fn snapshot_into(&self, mut out: Vec<u8>) -> Vec<u8> {
         let state = StateOut {
             clock_ms: self.clock_ms,
             last_applied: self.last_applied.map(|p| (p.term, p.index)),
             rooms: self.rooms.values().map(room_out).collect(),
             pools: self.pools.iter().map(|(n, p)| (n.as_str(), p)).collect(),
         };
-        let mut out = Vec::with_capacity(
+        out.reserve(
             64 + self
                 .rooms
                 .values()

@@ -1127,6 +1127,10 @@ fn identical_logs_give_identical_digests_and_snapshots_restore_exactly() {
     b.index = a.index;
     assert_eq!(a.sm.digest(), b.sm.digest());
     assert_eq!(b.sm.snapshot(), snap);
+    // Appended after a header, the encoding is the same bytes.
+    let mut framed = b"header".to_vec();
+    framed.extend_from_slice(&snap);
+    assert_eq!(a.sm.snapshot_into(b"header".to_vec()), framed);
     for s in 1..40 {
         for h in [&mut a, &mut b] {
             h.at(15_000 + s * 700).tick();

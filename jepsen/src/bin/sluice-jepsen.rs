@@ -69,9 +69,10 @@ enum Cmd {
         clients: String,
         #[arg(long, default_value = "bench-results")]
         out: PathBuf,
-        /// Only the Sluice join steps and the half-peak latency step (no etcd, reads, memory).
+        /// Run only some steps: `joins` (Sluice joins and the half-peak latency) or `memory`
+        /// (memory with the waiters, restart, failover).
         #[arg(long)]
-        joins_only: bool,
+        only: Option<String>,
     },
     /// Every fault × workload, for each node count.
     Matrix {
@@ -252,8 +253,14 @@ async fn main() -> Result<()> {
             waiters,
             clients,
             out,
-            joins_only,
+            only,
         } => {
+            let only = match only.as_deref() {
+                None => sluice_jepsen::bench::Steps::All,
+                Some("joins") => sluice_jepsen::bench::Steps::Joins,
+                Some("memory") => sluice_jepsen::bench::Steps::Memory,
+                Some(o) => anyhow::bail!("--only takes joins or memory, not {o}"),
+            };
             let opts = sluice_jepsen::bench::BenchOpts {
                 secs,
                 waiters,
@@ -262,7 +269,7 @@ async fn main() -> Result<()> {
                     .filter_map(|c| c.trim().parse().ok())
                     .collect(),
                 dir: out.join("data"),
-                joins_only,
+                only,
             };
             let report = sluice_jepsen::bench::run(&opts).await?;
             std::fs::write(
@@ -270,9 +277,15 @@ async fn main() -> Result<()> {
                 serde_json::to_string_pretty(&report)?,
             )?;
             // Keep the nodes' logs; drop their data.
-            for e in std::fs::read_dir(out.join("data").join("sluice"))?.flatten() {
-                if e.path().extension().is_some_and(|x| x == "log") {
-                    std::fs::copy(e.path(), out.join(e.file_name()))?;
+            for cluster in ["sluice", "sluice-memory"] {
+                let Ok(files) = std::fs::read_dir(out.join("data").join(cluster)) else {
+                    continue;
+                };
+                for e in files.flatten() {
+                    if e.path().extension().is_some_and(|x| x == "log") {
+                        let name = format!("{cluster}-{}", e.file_name().to_string_lossy());
+                        std::fs::copy(e.path(), out.join(name))?;
+                    }
                 }
             }
             let _ = std::fs::remove_dir_all(out.join("data"));
