@@ -62,6 +62,14 @@ async fn python_grpc_client_pyjwt_and_promtool() {
         "{metrics}"
     );
     assert!(metrics.contains("sluice_raft_commit_latency_seconds_bucket"));
+    // Every node has synced its WAL for the entries written so far.
+    let syncs: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("sluice_raft_wal_fsync_seconds_count "))
+        .expect("the WAL sync histogram")
+        .parse()
+        .unwrap();
+    assert!(syncs > 0, "{metrics}");
     assert!(metrics.contains("sluice_http_requests_total{method=\"PUT\",route=\"/v1/rooms/{room}\",status=\"201\"} 1"), "{metrics}");
     assert!(
         metrics.contains("sluice_grpc_requests_total{method=\"Visitor/Join\",code=\"OK\"} 1"),
