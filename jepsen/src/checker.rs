@@ -4,7 +4,7 @@
 use crate::history::{pair, to_jsonl, Event, Kind, Op};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sluice_statemachine::{Proposal, StateMachine, VisitorId, VisitorState};
+use sluice_statemachine::{Command, Outcome, Proposal, StateMachine, VisitorId, VisitorState};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
@@ -354,15 +354,27 @@ pub struct LogEntry {
     pub proposal: Option<Vec<u8>>,
 }
 
+fn state_name(s: &VisitorState) -> &'static str {
+    match s {
+        VisitorState::Waiting { .. } => "waiting",
+        VisitorState::Admitted { .. } => "admitted",
+        VisitorState::Ended { .. } => "rejected",
+    }
+}
+
 /// Replays the log through the state machine (the same deterministic code every replica runs)
 /// and checks every observed visitor state at the index it was observed at, and the final digest.
+/// A status read observes the state after its whole entry; a join observes its own command's
+/// outcome, which later commands of the same entry (a draw, say) may already have changed.
 pub fn lottery_replay(
     events: &[Event],
     room: &str,
     log: &[LogEntry],
     node_digest: Option<&(u64, String)>,
 ) -> Verdict {
-    let mut obs: BTreeMap<u64, Vec<(u64, String, String)>> = BTreeMap::new();
+    // Index → (visitor, observed state, is a join, the operation).
+    type Observation = (u64, String, bool, String);
+    let mut obs: BTreeMap<u64, Vec<Observation>> = BTreeMap::new();
     for op in pair(events)
         .iter()
         .filter(|o| (o.f == "status" || o.f == "join") && o.kind == Kind::Ok)
@@ -372,18 +384,34 @@ pub fn lottery_replay(
             op.value["state"].as_str(),
             op.value["index"].as_u64(),
         ) {
-            obs.entry(index)
-                .or_default()
-                .push((v, state.to_string(), describe(op)));
+            obs.entry(index).or_default().push((
+                v,
+                state.to_string(),
+                op.f == "join",
+                describe(op),
+            ));
         }
     }
     let mut sm = StateMachine::new();
     let mut checked = 0;
     for e in log {
+        // The state each join of this entry answered with, by visitor.
+        let mut joined: BTreeMap<VisitorId, Vec<&'static str>> = BTreeMap::new();
         match &e.proposal {
             Some(bytes) => match Proposal::decode(bytes) {
                 Ok(p) => {
-                    sm.apply(e.term, e.index, &p);
+                    let outcomes = sm.apply(e.term, e.index, &p);
+                    for (c, o) in p.commands.iter().zip(&outcomes) {
+                        if let (Command::Join { room: r, visitor }, Outcome::Visitor(view)) = (c, o)
+                        {
+                            if r == room {
+                                joined
+                                    .entry(*visitor)
+                                    .or_default()
+                                    .push(state_name(&view.state));
+                            }
+                        }
+                    }
                 }
                 Err(err) => {
                     return Verdict::bad(
@@ -395,16 +423,22 @@ pub fn lottery_replay(
             },
             None => sm.apply_empty(e.term, e.index),
         }
-        for (v, state, op) in obs.remove(&e.index).unwrap_or_default() {
+        for (v, state, is_join, op) in obs.remove(&e.index).unwrap_or_default() {
             checked += 1;
             let id = VisitorId::from_u128(crate::ticket::VISITOR_BASE + v as u128);
-            let replayed = match sm.visitor(room, id).map(|view| view.state) {
-                Ok(VisitorState::Waiting { .. }) => "waiting",
-                Ok(VisitorState::Admitted { .. }) => "admitted",
-                Ok(VisitorState::Ended { .. }) => "rejected",
+            let after_entry = match sm.visitor(room, id) {
+                Ok(view) => state_name(&view.state),
                 Err(_) => "unknown",
             };
-            if replayed != state {
+            let answers = joined.get(&id).filter(|_| is_join);
+            let matches = match answers {
+                // A join in this very entry: its own answer.
+                Some(a) => a.contains(&state.as_str()),
+                // A read, or a join answered from an earlier entry (a repeated join).
+                None => after_entry == state,
+            };
+            let replayed = answers.map_or(after_entry.to_string(), |a| a.join(" or "));
+            if !matches {
                 return Verdict::bad(
                     "lottery replay",
                     format!(

@@ -337,3 +337,61 @@ fn lottery_replay_catches_a_draw_that_does_not_match_the_log() {
     let wrong = (5u64, "00".repeat(32));
     assert!(!checker::lottery_replay(&truth.events(), room, &log, Some(&wrong)).valid);
 }
+
+#[test]
+fn lottery_replay_judges_a_join_by_its_own_answer_not_by_the_end_of_its_entry() {
+    // One entry holds a join into a paused room and then the room's resumption: the join answers
+    // "waiting", and by the end of the entry the visitor is admitted.
+    let room = "lot";
+    let v = VisitorId::from_u128(sluice_jepsen::ticket::VISITOR_BASE + 1);
+    let proposals = [
+        Proposal {
+            time_ms: 1_000,
+            commands: vec![Command::CreateRoom {
+                room: room.into(),
+                config: RoomConfig {
+                    paused: true,
+                    ..RoomConfig::default()
+                },
+            }],
+        },
+        Proposal {
+            time_ms: 1_001,
+            commands: vec![
+                Command::Join {
+                    room: room.into(),
+                    visitor: v,
+                },
+                Command::Resume { room: room.into() },
+            ],
+        },
+    ];
+    let log: Vec<LogEntry> = proposals
+        .iter()
+        .enumerate()
+        .map(|(i, p)| LogEntry {
+            index: i as u64 + 1,
+            term: 1,
+            proposal: Some(p.encode()),
+        })
+        .collect();
+    let observed = |f: &str, state: &str| {
+        let h = History::new();
+        op(
+            &h,
+            0,
+            f,
+            json!(1),
+            Kind::Ok,
+            json!({"v": 1, "state": state, "index": 2}),
+        );
+        checker::lottery_replay(&h.events(), room, &log, None).valid
+    };
+    assert!(observed("join", "waiting"), "the join's own answer");
+    assert!(!observed("join", "admitted"), "not what the join answered");
+    assert!(
+        observed("status", "admitted"),
+        "a read sees the whole entry"
+    );
+    assert!(!observed("status", "waiting"));
+}
