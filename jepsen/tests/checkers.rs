@@ -258,6 +258,19 @@ fn diverged_digests_are_reported() {
     assert!(!checker::convergence(&behind).valid);
 }
 
+/// The proposals as a log of term 1 starting at index 1.
+fn log_of(proposals: &[Proposal]) -> Vec<LogEntry> {
+    proposals
+        .iter()
+        .enumerate()
+        .map(|(i, p)| LogEntry {
+            index: i as u64 + 1,
+            term: 1,
+            proposal: Some(p.encode()),
+        })
+        .collect()
+}
+
 #[test]
 fn lottery_replay_catches_a_draw_that_does_not_match_the_log() {
     // A real log: a lottery room, four joins, admissions by draw.
@@ -285,15 +298,7 @@ fn lottery_replay_catches_a_draw_that_does_not_match_the_log() {
             }],
         });
     }
-    let log: Vec<LogEntry> = proposals
-        .iter()
-        .enumerate()
-        .map(|(i, p)| LogEntry {
-            index: i as u64 + 1,
-            term: 1,
-            proposal: Some(p.encode()),
-        })
-        .collect();
+    let log = log_of(&proposals);
     let mut sm = StateMachine::new();
     for e in &log {
         sm.apply(
@@ -366,15 +371,7 @@ fn lottery_replay_judges_a_join_by_its_own_answer_not_by_the_end_of_its_entry() 
             ],
         },
     ];
-    let log: Vec<LogEntry> = proposals
-        .iter()
-        .enumerate()
-        .map(|(i, p)| LogEntry {
-            index: i as u64 + 1,
-            term: 1,
-            proposal: Some(p.encode()),
-        })
-        .collect();
+    let log = log_of(&proposals);
     let observed = |f: &str, state: &str| {
         let h = History::new();
         op(

@@ -3,8 +3,9 @@
 //! - Writes: commands queue on a bounded channel; one batcher drains it into proposals (many
 //!   commands per log entry), stamps each with the leader's wall time, and submits them to Raft
 //!   in order with a few proposals in flight. On a follower the batch is forwarded to the
-//!   leader over the node-to-node service, where its commands join the leader's own queue. A write that found no leader is retried until its
-//!   deadline; a write whose fate is unknown reports `Indeterminate`.
+//!   leader over the node-to-node service, where its commands join the leader's own queue. A
+//!   write that found no leader is retried until its deadline; a write whose fate is unknown
+//!   reports `Indeterminate`.
 //! - Ticks: while leader, proposes `Tick` whenever the state machine says something is due.
 //! - Reads: local reads of applied state (with the applied index), and linearizable reads via the
 //!   leader's read index, on any node.
@@ -762,10 +763,11 @@ impl NodeInner {
                 Err(mpsc::error::TrySendError::Closed(_)) => Err(ClusterError::ShuttingDown),
             });
         }
+        let deadline = tokio::time::Instant::now() + self.cfg.request_timeout;
         let mut results = Vec::with_capacity(n);
         for w in waiting {
             results.push(match w {
-                Ok(rx) => match tokio::time::timeout(self.cfg.request_timeout, rx).await {
+                Ok(rx) => match tokio::time::timeout_at(deadline, rx).await {
                     Err(_) => Err(ClusterError::Timeout),
                     Ok(Err(_)) => Err(ClusterError::ShuttingDown),
                     Ok(Ok(r)) => r,
