@@ -33,8 +33,7 @@ pub struct QueueEntry {
 
 /// The deterministic room engine. Apply the same entries in the same order on any replica and
 /// the state (and its [`digest`](StateMachine::digest)) is the same.
-/// Cloning copies the whole state: a snapshot is encoded from a clone, off the apply path.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub struct StateMachine {
     pub(crate) rooms: BTreeMap<String, Room>,
     pub(crate) pools: BTreeMap<String, Pool>,

@@ -39,7 +39,7 @@ pub(crate) struct Ended {
     pub at_ms: u64,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub(crate) struct Room {
     pub name: String,
     pub config: RoomConfig,
