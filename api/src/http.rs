@@ -853,21 +853,30 @@ pub fn router(app: Arc<App>) -> Router {
         .with_state(app)
 }
 
-/// Replaces the plain-text 413 of the body-limit layer with our JSON error.
+/// Replaces the plain-text 413 of the body-limit layer with our JSON error, and closes the
+/// connection after any 413: the rest of the refused body is never read, so the connection cannot
+/// carry another request, and a client that is not told so would send its next request into a
+/// socket the server is about to close.
 async fn body_limit_json(resp: Response) -> Response {
-    if resp.status() == StatusCode::PAYLOAD_TOO_LARGE
-        && resp
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .is_none_or(|v| v != "application/json")
+    if resp.status() != StatusCode::PAYLOAD_TOO_LARGE {
+        return resp;
+    }
+    let mut resp = if resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_none_or(|v| v != "application/json")
     {
-        return ApiError::new(
+        ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "body_too_large",
             "the request body is too large",
         )
-        .into_response();
-    }
+        .into_response()
+    } else {
+        resp
+    };
+    resp.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
     resp
 }
 
