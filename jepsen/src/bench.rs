@@ -314,6 +314,24 @@ jwt_seed = \"YmVuY2gtand0LXNlZWQtb2YtZXhhY3RseS0zMmJ5dGU=\"\n[limits]\nvisitor_r
         Ok(())
     }
 
+    /// Writes each running node's `/metrics` to `metrics-n{id}.txt` next to its log (commit
+    /// latency and WAL sync histograms, for reading a run afterwards). Best effort.
+    pub async fn save_metrics(&self) {
+        let http = reqwest::Client::new();
+        for id in self.children.keys() {
+            let text = match http
+                .get(format!("http://{}/metrics", self.addrs[id].0))
+                .bearer_auth(TOKEN)
+                .send()
+                .await
+            {
+                Ok(r) => r.text().await.unwrap_or_default(),
+                Err(e) => format!("# not scraped: {e}\n"),
+            };
+            let _ = std::fs::write(self.dir.join(format!("metrics-n{id}.txt")), text);
+        }
+    }
+
     /// The leader's id.
     pub async fn leader(&self) -> Result<u64> {
         let http = reqwest::Client::new();
@@ -681,7 +699,6 @@ pub async fn run(opts: &BenchOpts) -> Result<Value> {
         }));
     }
     let sluice = SluiceCluster::start(&opts.dir.join("sluice"), 3).await?;
-    let etcd = EtcdCluster::start(&opts.dir).await?;
     let http = http_client();
 
     // Joins: one hot room, at several client counts.
@@ -707,6 +724,7 @@ pub async fn run(opts: &BenchOpts) -> Result<Value> {
         let half_stats = half_peak(&visitors, peak, d).await;
         let half_p99 = half_stats.p99_ms;
         note(half_stats);
+        sluice.save_metrics().await;
         println!("summary: peak {peak:.0} joins/s; join p99 at half peak {half_p99:.2} ms");
         return Ok(json!({
             "steps": steps,
@@ -716,6 +734,7 @@ pub async fn run(opts: &BenchOpts) -> Result<Value> {
         }));
     }
 
+    let etcd = EtcdCluster::start(&opts.dir).await?;
     // etcd: the same join, every client on one hot room, and every client on its own room; plain puts.
     let mut kvs = Vec::new();
     for ep in &etcd.endpoints {
@@ -944,6 +963,7 @@ pub async fn run(opts: &BenchOpts) -> Result<Value> {
     let half_stats = half_peak(&visitors, peak, d).await;
     let half_p99 = half_stats.p99_ms;
     note(half_stats);
+    sluice.save_metrics().await;
 
     // Memory, restart and failover on a fresh cluster holding only the waiters.
     drop(sluice);

@@ -276,13 +276,16 @@ async fn main() -> Result<()> {
                 out.join("report.json"),
                 serde_json::to_string_pretty(&report)?,
             )?;
-            // Keep the nodes' logs; drop their data.
+            // Keep the nodes' logs and metrics; drop their data.
             for cluster in ["sluice", "sluice-memory"] {
                 let Ok(files) = std::fs::read_dir(out.join("data").join(cluster)) else {
                     continue;
                 };
                 for e in files.flatten() {
-                    if e.path().extension().is_some_and(|x| x == "log") {
+                    if e.path()
+                        .extension()
+                        .is_some_and(|x| x == "log" || x == "txt")
+                    {
                         let name = format!("{cluster}-{}", e.file_name().to_string_lossy());
                         std::fs::copy(e.path(), out.join(name))?;
                     }
