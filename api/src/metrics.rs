@@ -203,6 +203,22 @@ impl Metrics {
             "",
             &sluice.node.inner().wal_sync.snapshot(),
         );
+        let inner = sluice.node.inner();
+        for (name, help, h) in [
+            (
+                "sluice_raft_queue_wait_seconds",
+                "Time a write waits in the node's queue before it is proposed (leader) or forwarded (follower).",
+                &inner.queue_wait,
+            ),
+            (
+                "sluice_raft_forward_seconds",
+                "Round trip of each batch of writes forwarded from this follower to the leader.",
+                &inner.forward_latency,
+            ),
+        ] {
+            header(w, name, help, "histogram");
+            histogram(w, name, "", &h.snapshot());
+        }
 
         header(
             w,

@@ -11,6 +11,7 @@
 
 pub mod codec;
 pub mod error;
+mod forward;
 pub mod log_store;
 pub mod metrics;
 pub mod network;

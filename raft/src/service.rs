@@ -14,11 +14,14 @@ use sluice_statemachine::limits::COMMANDS_PER_PROPOSAL_MAX;
 use sluice_statemachine::Command;
 use std::io::Cursor;
 use std::sync::Arc;
+use tokio::sync::Semaphore;
 use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
 
 /// Largest single gRPC message between nodes.
 pub const MESSAGE_BYTES_MAX: usize = 64 << 20;
+/// Batches a forwarding stream may have waiting for outcomes at once; more wait to be read.
+pub const FORWARD_STREAM_BATCHES_MAX: usize = 1_024;
 /// Largest snapshot a node accepts.
 pub const SNAPSHOT_BYTES_MAX: usize = 4 << 30;
 
@@ -97,6 +100,58 @@ impl RaftService for RaftRpc {
         let results: Vec<Result<(sluice_statemachine::Outcome, u64), ClusterError>> =
             self.node.submit_as_leader(cmds).await;
         reply(&results)
+    }
+
+    type ForwardStreamStream =
+        std::pin::Pin<Box<dyn tokio_stream::Stream<Item = Result<pb::Payload, Status>> + Send>>;
+
+    async fn forward_stream(
+        &self,
+        req: Request<Streaming<pb::Payload>>,
+    ) -> Result<Response<Self::ForwardStreamStream>, Status> {
+        let mut inbound = req.into_inner();
+        let (tx, rx) = tokio::sync::mpsc::channel(FORWARD_STREAM_BATCHES_MAX);
+        let node = self.node.clone();
+        tokio::spawn(async move {
+            let in_flight = Arc::new(Semaphore::new(FORWARD_STREAM_BATCHES_MAX));
+            // Ends with the node, so that the server's graceful shutdown is not held open by a
+            // follower's stream; the follower treats what it had sent as indeterminate.
+            loop {
+                let msg = tokio::select! {
+                    _ = node.cancel.cancelled() => break,
+                    m = inbound.next() => match m {
+                        Some(Ok(m)) => m,
+                        _ => break,
+                    },
+                };
+                let (id, cmds): (u64, Vec<Command>) = match codec::decode(&msg.data) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        let _ = tx.send(Err(Status::invalid_argument(e.to_string()))).await;
+                        break;
+                    }
+                };
+                if cmds.len() > COMMANDS_PER_PROPOSAL_MAX {
+                    let _ = tx
+                        .send(Err(Status::invalid_argument("too many commands")))
+                        .await;
+                    break;
+                }
+                let Ok(permit) = in_flight.clone().acquire_owned().await else {
+                    break;
+                };
+                let (node, tx) = (node.clone(), tx.clone());
+                tokio::spawn(async move {
+                    let results = node.submit_as_leader(cmds).await;
+                    let data = codec::encode(&(id, results));
+                    let _ = tx.send(Ok(pb::Payload { data })).await;
+                    drop(permit);
+                });
+            }
+        });
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
     }
 
     async fn membership(&self, req: Request<pb::Payload>) -> Result<Response<pb::Payload>, Status> {

@@ -157,8 +157,11 @@ async fn leader_killed_new_leader_and_nothing_committed_is_lost() {
     let mut c = TestCluster::start(3, quick).await;
     c.create_room("r").await;
     let old = c.wait_leader().await;
+    // Half of the writes go through the followers, which forward them on their streams to the
+    // old leader.
+    let ids: Vec<u64> = c.nodes.keys().copied().collect();
     for i in 0..30u64 {
-        let node = c.nodes[&old].clone();
+        let node = c.nodes[&ids[i as usize % ids.len()]].clone();
         c.write_via(&node, join("r", i)).await;
     }
     let killed_at = std::time::Instant::now();
@@ -173,9 +176,12 @@ async fn leader_killed_new_leader_and_nothing_committed_is_lost() {
     );
     let survivor = c.nodes[&new].clone();
     c.write_via(&survivor, join("r", 1000)).await;
+    // The remaining follower's stream went to the old leader; its writes now reach the new one.
+    let follower = c.any_follower().clone();
+    c.write_via(&follower, join("r", 1001)).await;
     for n in c.nodes.values() {
         let ((), _) = n.read_linearizable(|_| ()).await.unwrap();
-        for i in (0..30).chain([1000]) {
+        for i in (0..30).chain([1000, 1001]) {
             assert!(present(n, "r", i), "node {} lost visitor {i}", n.id());
         }
     }
@@ -436,6 +442,19 @@ async fn garbage_on_the_wire_is_an_error_and_changes_nothing() {
                 .await
                 .unwrap_err()
                 .code(),
+            tonic::Code::InvalidArgument
+        );
+    }
+    // A forwarding stream that carries garbage is ended with an error; nothing is proposed.
+    for g in &garbage {
+        let msg = sluice_raft::pb::Payload { data: g.clone() };
+        let mut replies = client
+            .forward_stream(tokio_stream::iter(vec![msg]))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(
+            replies.message().await.unwrap_err().code(),
             tonic::Code::InvalidArgument
         );
     }
