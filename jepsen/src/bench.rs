@@ -613,6 +613,8 @@ pub enum Steps {
     Joins,
     /// Memory with the waiters, restart and failover.
     Memory,
+    /// Hello-world, gate checks and follower status reads.
+    Reads,
 }
 
 fn http_client() -> reqwest::Client {
@@ -700,6 +702,18 @@ pub async fn run(opts: &BenchOpts) -> Result<Value> {
     }
     let sluice = SluiceCluster::start(&opts.dir.join("sluice"), 3).await?;
     let http = http_client();
+    if opts.only == Steps::Reads {
+        let (hello_stats, gate, status) = reads(&sluice, &hello, &http, d).await?;
+        let (r_gate, r_status) = (
+            gate.per_sec / hello_stats.per_sec.max(1e-9),
+            status.per_sec / hello_stats.per_sec.max(1e-9),
+        );
+        println!("summary: gate/hello {r_gate:.2}; status/hello {r_status:.2}");
+        return Ok(json!({
+            "steps": [hello_stats, gate, status],
+            "ratios": {"gate_over_hello_world": r_gate, "follower_status_over_hello_world": r_status},
+        }));
+    }
 
     // Joins: one hot room, at several client counts.
     put_room(&sluice, "hot", json!({"capacity": 10_000_000, "admit_per_minute": 60_000_000, "admit_burst": 1_000_000, "max_waiting": 10_000_000, "session_ttl_secs": 3600})).await?;
@@ -805,107 +819,10 @@ pub async fn run(opts: &BenchOpts) -> Result<Value> {
     note(sluice64);
     note(sluice256);
 
-    // The baseline, measured right before the reads it is compared with: on a shared machine the
-    // speed drifts over minutes.
-    let url = format!("http://{}/", hello.addr);
-    let h = http.clone();
-    let hello_stats = closed_loop("hello-world GET /", 64, d, move |_, _| {
-        let (h, url) = (h.clone(), url.clone());
-        async move {
-            h.get(&url)
-                .send()
-                .await
-                .and_then(|r| r.error_for_status())
-                .map(|_| 0)
-                .map_err(|e| e.to_string())
-        }
-    })
-    .await;
+    let (hello_stats, gate, status) = reads(&sluice, &hello, &http, d).await?;
     let hello_rate = hello_stats.per_sec;
     note(hello_stats);
-
-    // Gate checks and follower status reads, against hello-world.
-    put_room(&sluice, "gate", json!({"capacity": 10_000_000, "admit_per_minute": 60_000_000, "admit_burst": 1_000_000, "session_ttl_secs": 3600})).await?;
-    put_room(
-        &sluice,
-        "line",
-        json!({"paused": true, "max_waiting": 10_000_000, "waiter_ttl_secs": 86_400}),
-    )
-    .await?;
-    let mut admitted = Vec::new();
-    let mut waiting = Vec::new();
     let http_addrs: Vec<String> = sluice.addrs.values().map(|(h, _)| h.clone()).collect();
-    for i in 0..200 {
-        let h = &http_addrs[i % http_addrs.len()];
-        let a: Value = http
-            .post(format!("http://{h}/v1/rooms/gate/join"))
-            .send()
-            .await?
-            .json()
-            .await?;
-        admitted.push(a["ticket"].as_str().unwrap_or_default().to_string());
-        let w: Value = http
-            .post(format!("http://{h}/v1/rooms/line/join"))
-            .send()
-            .await?
-            .json()
-            .await?;
-        waiting.push(w["ticket"].as_str().unwrap_or_default().to_string());
-    }
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let leader = sluice.leader().await?;
-    let followers: Vec<String> = sluice
-        .addrs
-        .iter()
-        .filter(|(id, _)| **id != leader)
-        .map(|(_, (h, _))| h.clone())
-        .collect();
-    let (h, tickets, addrs) = (
-        http.clone(),
-        Arc::new(admitted),
-        Arc::new(http_addrs.clone()),
-    );
-    let gate = closed_loop("gate check (any node)", 64, d, move |c, i| {
-        let (h, t, a) = (h.clone(), tickets.clone(), addrs.clone());
-        async move {
-            let url = format!("http://{}/gate/gate/check", a[c % a.len()]);
-            let cookie = format!("sluice_ticket={}", t[(c + i as usize) % t.len()]);
-            let r = h
-                .get(&url)
-                .header("cookie", cookie)
-                .send()
-                .await
-                .map_err(|e| e.to_string())?;
-            if r.status().is_success() {
-                Ok(0)
-            } else {
-                Err(r.status().to_string())
-            }
-        }
-    })
-    .await;
-    let (h, tickets, fol) = (http.clone(), Arc::new(waiting), Arc::new(followers.clone()));
-    let status = closed_loop("status read (followers)", 64, d, move |c, i| {
-        let (h, t, f) = (h.clone(), tickets.clone(), fol.clone());
-        async move {
-            let url = format!("http://{}/v1/rooms/line/status", f[c % f.len()]);
-            let r = h
-                .get(&url)
-                .header(
-                    "authorization",
-                    format!("Ticket {}", t[(c + i as usize) % t.len()]),
-                )
-                .send()
-                .await
-                .map_err(|e| e.to_string())?;
-            if r.status().is_success() {
-                Ok(0)
-            } else {
-                Err(r.status().to_string())
-            }
-        }
-    })
-    .await;
     let (r_gate, r_status) = (
         gate.per_sec / hello_rate.max(1e-9),
         status.per_sec / hello_rate.max(1e-9),
@@ -1110,6 +1027,115 @@ async fn memory_restart_failover(opts: &BenchOpts) -> Result<(BTreeMap<u64, u64>
     );
 
     Ok((rss_all, restart_ms, first))
+}
+
+/// Hello-world, then gate checks and follower status reads, back to back (64 clients each).
+async fn reads(
+    sluice: &SluiceCluster,
+    hello: &Hello,
+    http: &reqwest::Client,
+    d: Duration,
+) -> Result<(Stats, Stats, Stats)> {
+    // The baseline, measured right before the reads it is compared with: on a shared machine the
+    // speed drifts over minutes.
+    let url = format!("http://{}/", hello.addr);
+    let h = http.clone();
+    let hello_stats = closed_loop("hello-world GET /", 64, d, move |_, _| {
+        let (h, url) = (h.clone(), url.clone());
+        async move {
+            h.get(&url)
+                .send()
+                .await
+                .and_then(|r| r.error_for_status())
+                .map(|_| 0)
+                .map_err(|e| e.to_string())
+        }
+    })
+    .await;
+
+    // Gate checks and follower status reads, against hello-world.
+    put_room(&sluice, "gate", json!({"capacity": 10_000_000, "admit_per_minute": 60_000_000, "admit_burst": 1_000_000, "session_ttl_secs": 3600})).await?;
+    put_room(
+        &sluice,
+        "line",
+        json!({"paused": true, "max_waiting": 10_000_000, "waiter_ttl_secs": 86_400}),
+    )
+    .await?;
+    let mut admitted = Vec::new();
+    let mut waiting = Vec::new();
+    let http_addrs: Vec<String> = sluice.addrs.values().map(|(h, _)| h.clone()).collect();
+    for i in 0..200 {
+        let h = &http_addrs[i % http_addrs.len()];
+        let a: Value = http
+            .post(format!("http://{h}/v1/rooms/gate/join"))
+            .send()
+            .await?
+            .json()
+            .await?;
+        admitted.push(a["ticket"].as_str().unwrap_or_default().to_string());
+        let w: Value = http
+            .post(format!("http://{h}/v1/rooms/line/join"))
+            .send()
+            .await?
+            .json()
+            .await?;
+        waiting.push(w["ticket"].as_str().unwrap_or_default().to_string());
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let leader = sluice.leader().await?;
+    let followers: Vec<String> = sluice
+        .addrs
+        .iter()
+        .filter(|(id, _)| **id != leader)
+        .map(|(_, (h, _))| h.clone())
+        .collect();
+    let (h, tickets, addrs) = (
+        http.clone(),
+        Arc::new(admitted),
+        Arc::new(http_addrs.clone()),
+    );
+    let gate = closed_loop("gate check (any node)", 64, d, move |c, i| {
+        let (h, t, a) = (h.clone(), tickets.clone(), addrs.clone());
+        async move {
+            let url = format!("http://{}/gate/gate/check", a[c % a.len()]);
+            let cookie = format!("sluice_ticket={}", t[(c + i as usize) % t.len()]);
+            let r = h
+                .get(&url)
+                .header("cookie", cookie)
+                .send()
+                .await
+                .map_err(|e| e.to_string())?;
+            if r.status().is_success() {
+                Ok(0)
+            } else {
+                Err(r.status().to_string())
+            }
+        }
+    })
+    .await;
+    let (h, tickets, fol) = (http.clone(), Arc::new(waiting), Arc::new(followers.clone()));
+    let status = closed_loop("status read (followers)", 64, d, move |c, i| {
+        let (h, t, f) = (h.clone(), tickets.clone(), fol.clone());
+        async move {
+            let url = format!("http://{}/v1/rooms/line/status", f[c % f.len()]);
+            let r = h
+                .get(&url)
+                .header(
+                    "authorization",
+                    format!("Ticket {}", t[(c + i as usize) % t.len()]),
+                )
+                .send()
+                .await
+                .map_err(|e| e.to_string())?;
+            if r.status().is_success() {
+                Ok(0)
+            } else {
+                Err(r.status().to_string())
+            }
+        }
+    })
+    .await;
+    Ok((hello_stats, gate, status))
 }
 
 /// Open-loop joins on the hot room at half of `peak` joins/s.

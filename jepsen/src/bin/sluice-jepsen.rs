@@ -69,8 +69,9 @@ enum Cmd {
         clients: String,
         #[arg(long, default_value = "bench-results")]
         out: PathBuf,
-        /// Run only some steps: `joins` (Sluice joins and the half-peak latency) or `memory`
-        /// (memory with the waiters, restart, failover).
+        /// Run only some steps: `joins` (Sluice joins and the half-peak latency), `memory`
+        /// (memory with the waiters, restart, failover) or `reads` (hello-world, gate checks,
+        /// follower status reads).
         #[arg(long)]
         only: Option<String>,
     },
@@ -259,7 +260,8 @@ async fn main() -> Result<()> {
                 None => sluice_jepsen::bench::Steps::All,
                 Some("joins") => sluice_jepsen::bench::Steps::Joins,
                 Some("memory") => sluice_jepsen::bench::Steps::Memory,
-                Some(o) => anyhow::bail!("--only takes joins or memory, not {o}"),
+                Some("reads") => sluice_jepsen::bench::Steps::Reads,
+                Some(o) => anyhow::bail!("--only takes joins, memory or reads, not {o}"),
             };
             let opts = sluice_jepsen::bench::BenchOpts {
                 secs,
