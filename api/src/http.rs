@@ -772,14 +772,12 @@ async fn rate_limit(State(app): AppState, req: Request, next: Next) -> Response 
 async fn record(State(app): AppState, req: Request, next: Next) -> Response {
     let started = Instant::now();
     let method = req.method().clone();
-    let route = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or("unmatched".to_string(), |p| p.as_str().to_string());
+    // A shared copy of the route template, not a new string per request.
+    let route = req.extensions().get::<MatchedPath>().cloned();
     let resp = next.run(req).await;
     app.metrics.http(
         method.as_str(),
-        &route,
+        route.as_ref().map_or("unmatched", |p| p.as_str()),
         resp.status().as_u16(),
         started.elapsed(),
     );

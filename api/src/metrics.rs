@@ -11,10 +11,18 @@ use std::time::Duration;
 /// Request counters and latencies.
 #[derive(Debug, Default)]
 pub struct Metrics {
-    http: Mutex<BTreeMap<(String, String, u16), u64>>,
-    http_latency: Mutex<BTreeMap<String, Arc<LatencyHistogram>>>,
+    /// By route template. Looked up by `&str`, so a request to a known route allocates nothing.
+    http: Mutex<BTreeMap<String, HttpRoute>>,
     grpc: Mutex<BTreeMap<(String, String), u64>>,
     grpc_latency: Mutex<BTreeMap<String, Arc<LatencyHistogram>>>,
+}
+
+/// One route's requests by method and status, and their latency.
+#[derive(Debug, Default)]
+struct HttpRoute {
+    /// (method, status, count); a handful per route, searched in place.
+    counts: Vec<(String, u16, u64)>,
+    latency: LatencyHistogram,
 }
 
 /// Distinct routes and methods tracked, at most (they are fixed by the code, not by clients).
@@ -24,20 +32,23 @@ impl Metrics {
     /// Records one HTTP request (`route` is the matched route template, never the raw path).
     pub fn http(&self, method: &str, route: &str, status: u16, took: Duration) {
         let mut m = self.http.lock().expect("metrics lock");
-        if m.len() < SERIES_MAX || m.contains_key(&(method.to_string(), route.to_string(), status))
-        {
-            *m.entry((method.to_string(), route.to_string(), status))
-                .or_default() += 1;
-        }
-        drop(m);
-        let h = {
-            let mut l = self.http_latency.lock().expect("metrics lock");
-            if l.len() >= SERIES_MAX && !l.contains_key(route) {
+        if !m.contains_key(route) {
+            if m.len() >= SERIES_MAX {
                 return;
             }
-            l.entry(route.to_string()).or_default().clone()
-        };
-        h.observe(took);
+            m.insert(route.to_string(), HttpRoute::default());
+        }
+        let r = m.get_mut(route).expect("route present");
+        if let Some(c) = r
+            .counts
+            .iter_mut()
+            .find(|(me, st, _)| *st == status && me == method)
+        {
+            c.2 += 1;
+        } else if r.counts.len() < SERIES_MAX {
+            r.counts.push((method.to_string(), status, 1));
+        }
+        r.latency.observe(took);
     }
 
     /// Records one gRPC call.
@@ -226,13 +237,18 @@ impl Metrics {
             "HTTP requests by method, route and status.",
             "counter",
         );
-        for ((m, r, st), n) in self.http.lock().expect("metrics lock").iter() {
-            let _ = writeln!(
-                w,
-                "sluice_http_requests_total{{method=\"{}\",route=\"{}\",status=\"{st}\"}} {n}",
-                esc(m),
-                esc(r)
-            );
+        let http = self.http.lock().expect("metrics lock");
+        for (r, route) in http.iter() {
+            let mut counts: Vec<_> = route.counts.iter().collect();
+            counts.sort();
+            for (m, st, n) in counts {
+                let _ = writeln!(
+                    w,
+                    "sluice_http_requests_total{{method=\"{}\",route=\"{}\",status=\"{st}\"}} {n}",
+                    esc(m),
+                    esc(r)
+                );
+            }
         }
         header(
             w,
@@ -240,14 +256,15 @@ impl Metrics {
             "HTTP request latency by route.",
             "histogram",
         );
-        for (r, h) in self.http_latency.lock().expect("metrics lock").iter() {
+        for (r, route) in http.iter() {
             histogram(
                 w,
                 "sluice_http_request_duration_seconds",
                 &format!("route=\"{}\"", esc(r)),
-                &h.snapshot(),
+                &route.latency.snapshot(),
             );
         }
+        drop(http);
         header(
             w,
             "sluice_grpc_requests_total",
