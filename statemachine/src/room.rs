@@ -650,8 +650,12 @@ impl Room {
         due
     }
 
-    /// Sessions sorted by sequence number (for snapshots).
-    pub fn sessions_sorted(&self) -> Vec<(VisitorId, Session)> {
+    /// Sessions in sequence-number order (for snapshots), copied out and sorted. Placing
+    /// references at their number's offset instead (no sort) was twice as slow at 1,000,000
+    /// sessions (202 ms against 106 ms to encode, `cargo bench -p sluice-statemachine`): the hash
+    /// map's order is random, and each reference costs a cache miss when placed and another when
+    /// read.
+    pub fn sessions_by_seq(&self) -> Vec<(VisitorId, Session)> {
         let mut v: Vec<(VisitorId, Session)> =
             self.sessions.iter().map(|(k, s)| (*k, *s)).collect();
         v.sort_unstable_by_key(|(_, s)| s.seq);
@@ -664,5 +668,40 @@ impl Room {
         let map = self.waiting.capacity() * (1 + std::mem::size_of::<(VisitorId, u64)>());
         let heap = self.waiter_due.capacity() * std::mem::size_of::<Reverse<(u64, u64)>>();
         map + heap + self.queue.heap_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seqs(room: &Room) -> Vec<u64> {
+        room.sessions_by_seq().iter().map(|(_, s)| s.seq).collect()
+    }
+
+    fn with_sessions(seqs: &[u64]) -> Room {
+        let mut room = Room::new("r".into(), RoomConfig::default(), 0);
+        for (i, &seq) in seqs.iter().enumerate() {
+            let s = Session {
+                seq,
+                admitted_at_ms: i as u64,
+                last_active_ms: i as u64,
+            };
+            room.sessions
+                .insert(VisitorId((i as u128 * 7919).to_be_bytes()), s);
+        }
+        room
+    }
+
+    #[test]
+    fn sessions_come_in_sequence_order() {
+        let shuffled: Vec<u64> = (0..1000).map(|i| 500 + (i * 37) % 1000).collect();
+        assert_eq!(
+            seqs(&with_sessions(&shuffled)),
+            (500..1500).collect::<Vec<_>>()
+        );
+        let sparse = [9_000_000, 3, 77, 5_000];
+        assert_eq!(seqs(&with_sessions(&sparse)), vec![3, 77, 5_000, 9_000_000]);
+        assert!(with_sessions(&[]).sessions_by_seq().is_empty());
     }
 }

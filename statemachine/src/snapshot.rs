@@ -39,6 +39,19 @@ impl Serialize for Waiters<'_> {
     }
 }
 
+/// Sessions in sequence-number order, written from the one sorted copy.
+struct Sessions(Vec<(VisitorId, Session)>);
+
+impl Serialize for Sessions {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+        for (id, v) in &self.0 {
+            seq.serialize_element(&(id, v.seq, v.admitted_at_ms, v.last_active_ms))?;
+        }
+        seq.end()
+    }
+}
+
 #[derive(Serialize)]
 struct RoomOut<'a> {
     name: &'a str,
@@ -53,7 +66,7 @@ struct RoomOut<'a> {
     window_latest: u64,
     totals: Totals,
     waiters: Waiters<'a>,
-    sessions: Vec<(VisitorId, u64, u64, u64)>,
+    sessions: Sessions,
     ended: Vec<(VisitorId, u64, EndReason, u64)>,
 }
 
@@ -105,11 +118,7 @@ fn room_out(r: &Room) -> RoomOut<'_> {
         window_latest: r.window_latest,
         totals: r.totals,
         waiters: Waiters(&r.queue),
-        sessions: r
-            .sessions_sorted()
-            .into_iter()
-            .map(|(id, s)| (id, s.seq, s.admitted_at_ms, s.last_active_ms))
-            .collect(),
+        sessions: Sessions(r.sessions_by_seq()),
         ended: r
             .ended
             .iter()
