@@ -7,7 +7,7 @@ use crate::error::ApiError;
 use crate::http::App;
 use crate::model::{BrandingBody, RoomConfigBody};
 use crate::pages::{esc, STYLE};
-use axum::extract::{Form, Path, State};
+use axum::extract::{Form, FromRequest, Path, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use hmac::{Hmac, Mac};
@@ -109,8 +109,23 @@ fn see_other(to: &str) -> Response {
     r
 }
 
+/// A dashboard form's fields; a refused body (too large, wrong type) is our JSON error.
+#[derive(Debug)]
+pub struct AdminForm(Fields);
+
+impl<S: Send + Sync> FromRequest<S> for AdminForm {
+    type Rejection = ApiError;
+
+    async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, ApiError> {
+        Form::<Fields>::from_request(req, state)
+            .await
+            .map(|Form(f)| AdminForm(f))
+            .map_err(crate::error::form_rejection)
+    }
+}
+
 /// `POST /admin/login`.
-pub async fn login(State(app): AppState, Form(f): Form<Fields>) -> Response {
+pub async fn login(State(app): AppState, AdminForm(f): AdminForm) -> Response {
     let ok = f
         .get("token")
         .is_some_and(|t| bool::from(t.trim().as_bytes().ct_eq(app.admin_token.as_bytes())));
@@ -131,7 +146,7 @@ pub async fn login(State(app): AppState, Form(f): Form<Fields>) -> Response {
 }
 
 /// `POST /admin/logout`.
-pub async fn logout(State(app): AppState, headers: HeaderMap, Form(f): Form<Fields>) -> Response {
+pub async fn logout(State(app): AppState, headers: HeaderMap, AdminForm(f): AdminForm) -> Response {
     if let Some(s) = session(&app, &headers) {
         if !check_csrf(&app, &s, &f) {
             return (StatusCode::FORBIDDEN, "bad CSRF token").into_response();
@@ -435,7 +450,7 @@ pub async fn save_config(
     State(app): AppState,
     Path(room): Path<String>,
     headers: HeaderMap,
-    Form(f): Form<Fields>,
+    AdminForm(f): AdminForm,
 ) -> Response {
     let Some(s) = session(&app, &headers) else {
         return see_other("/admin");
@@ -485,7 +500,7 @@ pub async fn save_config(
 pub async fn create_room(
     State(app): AppState,
     headers: HeaderMap,
-    Form(f): Form<Fields>,
+    AdminForm(f): AdminForm,
 ) -> Response {
     let Some(s) = session(&app, &headers) else {
         return see_other("/admin");
@@ -515,7 +530,7 @@ pub async fn action(
     State(app): AppState,
     Path(room): Path<String>,
     headers: HeaderMap,
-    Form(f): Form<Fields>,
+    AdminForm(f): AdminForm,
 ) -> Response {
     let Some(s) = session(&app, &headers) else {
         return see_other("/admin");

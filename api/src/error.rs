@@ -169,6 +169,36 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// Turns a refused raw body (too large, unreadable) into our error format.
+pub fn bytes_rejection(e: axum::extract::rejection::BytesRejection) -> ApiError {
+    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            e.body_text(),
+        )
+    } else {
+        ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", e.body_text())
+    }
+}
+
+/// Turns axum's form body rejections (the operator dashboard's forms) into our error format.
+pub fn form_rejection(r: axum::extract::rejection::FormRejection) -> ApiError {
+    match r.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            r.body_text(),
+        ),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "expected Content-Type: application/x-www-form-urlencoded",
+        ),
+        _ => ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", r.body_text()),
+    }
+}
+
 /// Turns axum's JSON body rejections into our error format.
 pub fn json_rejection(r: axum::extract::rejection::JsonRejection) -> ApiError {
     use axum::extract::rejection::JsonRejection::*;
@@ -189,17 +219,7 @@ pub fn json_rejection(r: axum::extract::rejection::JsonRejection) -> ApiError {
             "unsupported_media_type",
             "expected Content-Type: application/json",
         ),
-        BytesRejection(e) => {
-            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "body_too_large",
-                    e.body_text(),
-                )
-            } else {
-                ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", e.body_text())
-            }
-        }
+        BytesRejection(e) => bytes_rejection(e),
         other => ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", other.body_text()),
     }
 }

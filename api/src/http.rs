@@ -7,7 +7,7 @@ use crate::metrics::Metrics;
 use crate::model::*;
 use crate::pages;
 use axum::body::Bytes;
-use axum::extract::{ConnectInfo, MatchedPath, Path, Query, Request, State};
+use axum::extract::{ConnectInfo, FromRequest, MatchedPath, Path, Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -355,6 +355,20 @@ fn status_stream(
     })
 }
 
+/// A request body within the configured limit; a refused one is our JSON error.
+struct Body(Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for Body {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        Bytes::from_request(req, state)
+            .await
+            .map(Body)
+            .map_err(crate::error::bytes_rejection)
+    }
+}
+
 /// Forward-auth for reverse proxies: 200 when the cookie's ticket holds an active admission.
 #[utoipa::path(get, path = "/gate/{room}/check", params(("room" = String, Path)),
     responses((status = 200, description = "admitted"), (status = 401, description = "not admitted")))]
@@ -389,7 +403,7 @@ async fn gate(State(app): AppState, Path(room): Path<String>, headers: HeaderMap
 #[utoipa::path(put, path = "/v1/rooms/{room}", request_body = RoomConfigBody, params(("room" = String, Path)),
     responses((status = 201, body = RoomBody), (status = 200, body = RoomBody), (status = 400), (status = 401)),
     security(("bearer" = [])))]
-async fn put_room(State(app): AppState, Path(room): Path<String>, body: Bytes) -> Response {
+async fn put_room(State(app): AppState, Path(room): Path<String>, Body(body): Body) -> Response {
     let b: RoomConfigBody = match parse_body(&body) {
         Ok(b) => b,
         Err(e) => return e.into_response(),
@@ -506,7 +520,7 @@ async fn queue(
 /// Create or reconfigure a pool.
 #[utoipa::path(put, path = "/v1/pools/{pool}", request_body = PoolBody, params(("pool" = String, Path)),
     responses((status = 200, body = PoolReply)), security(("bearer" = [])))]
-async fn put_pool(State(app): AppState, Path(pool): Path<String>, body: Bytes) -> Response {
+async fn put_pool(State(app): AppState, Path(pool): Path<String>, Body(body): Body) -> Response {
     match parse_required::<PoolBody>(&body) {
         Ok(b) => respond(app.sluice.put_pool(&pool, &b).await),
         Err(e) => e.into_response(),
@@ -562,7 +576,7 @@ async fn cluster(State(app): AppState) -> Response {
 /// Add a learner.
 #[utoipa::path(post, path = "/v1/cluster/learners", request_body = LearnerBody,
     responses((status = 200, description = "ClusterStatus"), (status = 400)), security(("bearer" = [])))]
-async fn add_learner(State(app): AppState, body: Bytes) -> Response {
+async fn add_learner(State(app): AppState, Body(body): Body) -> Response {
     match parse_required::<LearnerBody>(&body) {
         Ok(b) => respond(app.sluice.add_learner(&b).await),
         Err(e) => e.into_response(),
@@ -572,7 +586,7 @@ async fn add_learner(State(app): AppState, body: Bytes) -> Response {
 /// Promote a learner or remove a node.
 #[utoipa::path(post, path = "/v1/cluster/membership", request_body = MembershipBody,
     responses((status = 200, description = "ClusterStatus"), (status = 400)), security(("bearer" = [])))]
-async fn membership(State(app): AppState, body: Bytes) -> Response {
+async fn membership(State(app): AppState, Body(body): Body) -> Response {
     match parse_required::<MembershipBody>(&body) {
         Ok(b) => respond(app.sluice.change_membership(&b).await),
         Err(e) => e.into_response(),
@@ -845,36 +859,28 @@ pub fn router(app: Arc<App>) -> Router {
             .into_response()
         })
         .route_layer(middleware::from_fn_with_state(app.clone(), record))
+        // Every handler that reads a body does it through an extractor (`Body`, `AdminForm`)
+        // that honours this limit, and maps its refusal to our JSON error.
         .layer(axum::extract::DefaultBodyLimit::max(body_max))
-        .layer(tower_http::limit::RequestBodyLimitLayer::new(body_max))
-        .layer(middleware::map_response(body_limit_json))
+        .layer(middleware::from_fn(close_after_refused_body))
         .with_state(app)
 }
 
-/// Replaces the plain-text 413 of the body-limit layer with our JSON error, and closes the
-/// connection after any 413: the rest of the refused body is never read, so the connection cannot
-/// carry another request, and a client that is not told so would send its next request into a
-/// socket the server is about to close.
-async fn body_limit_json(resp: Response) -> Response {
-    if resp.status() != StatusCode::PAYLOAD_TOO_LARGE {
-        return resp;
+/// Closes the connection after an error answer to a request that carried a body. The body may
+/// have been refused unread (too large, wrong type, no operator token, no such route); then the
+/// connection cannot carry another request, and a client that is not told so sends its next
+/// request into a socket the server is closing.
+async fn close_after_refused_body(req: Request, next: Next) -> Response {
+    let has_body = req.headers().contains_key(header::TRANSFER_ENCODING)
+        || req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .is_some_and(|v| v != "0");
+    let mut resp = next.run(req).await;
+    if has_body && (resp.status().is_client_error() || resp.status().is_server_error()) {
+        resp.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
-    let mut resp = if resp
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .is_none_or(|v| v != "application/json")
-    {
-        ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "body_too_large",
-            "the request body is too large",
-        )
-        .into_response()
-    } else {
-        resp
-    };
-    resp.headers_mut()
-        .insert(header::CONNECTION, HeaderValue::from_static("close"));
     resp
 }
 
