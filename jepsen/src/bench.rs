@@ -93,6 +93,15 @@ impl Stats {
 
 type OpResult = Result<u64, String>;
 
+/// A request that got a success status is done; any other status is an error of that kind.
+fn answered(r: &reqwest::Response) -> OpResult {
+    if r.status().is_success() {
+        Ok(0)
+    } else {
+        Err(r.status().to_string())
+    }
+}
+
 /// Closed loop: `clients` tasks each issue the next operation as soon as the last completes.
 /// The operation returns the number of retries it needed.
 pub async fn closed_loop<F, Fut>(name: &str, clients: usize, duration: Duration, op: F) -> Stats
@@ -866,11 +875,7 @@ pub async fn run(opts: &BenchOpts) -> Result<Value> {
                 }
             };
             let r = r.map_err(|e| e.to_string())?;
-            if r.status().is_success() {
-                Ok(0)
-            } else {
-                Err(r.status().to_string())
-            }
+            answered(&r)
         }
     })
     .await;
@@ -1105,11 +1110,7 @@ async fn reads(
                 .send()
                 .await
                 .map_err(|e| e.to_string())?;
-            if r.status().is_success() {
-                Ok(0)
-            } else {
-                Err(r.status().to_string())
-            }
+            answered(&r)
         }
     })
     .await;
@@ -1127,11 +1128,7 @@ async fn reads(
                 .send()
                 .await
                 .map_err(|e| e.to_string())?;
-            if r.status().is_success() {
-                Ok(0)
-            } else {
-                Err(r.status().to_string())
-            }
+            answered(&r)
         }
     })
     .await;

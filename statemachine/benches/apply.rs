@@ -48,7 +48,7 @@ fn proposals(from: u64, to: u64, now: u64) -> Vec<Proposal> {
         .collect()
 }
 
-fn new_machine(now: u64) -> StateMachine {
+fn new_machine(now: u64, config: RoomConfig) -> StateMachine {
     let mut sm = StateMachine::new();
     sm.apply(
         1,
@@ -57,7 +57,7 @@ fn new_machine(now: u64) -> StateMachine {
             time_ms: now,
             commands: vec![Command::CreateRoom {
                 room: "bench".into(),
-                config: room_config(),
+                config,
             }],
         },
     );
@@ -69,7 +69,7 @@ fn main() {
 
     // Memory: grow the line in small batches so the only lasting allocation is the state.
     let rss0 = rss_bytes();
-    let mut sm = new_machine(now);
+    let mut sm = new_machine(now, room_config());
     let mut index = 1;
     for start in (0..WAITERS).step_by(PER_ENTRY as usize * 16) {
         for p in proposals(start, (start + PER_ENTRY * 16).min(WAITERS), now) {
@@ -131,23 +131,15 @@ fn main() {
 
     // Snapshot encode with 1,000,000 admitted sessions (the sessions are written in admission
     // order; a node takes its snapshot while applies wait).
-    let mut sm = StateMachine::new();
-    sm.apply(
-        1,
-        1,
-        &Proposal {
-            time_ms: now,
-            commands: vec![Command::CreateRoom {
-                room: "bench".into(),
-                config: RoomConfig {
-                    capacity: WAITERS + 1,
-                    admit_per_minute: 60_000_000,
-                    admit_burst: 1_000_000,
-                    session_ttl_secs: 3_600,
-                    max_waiting: WAITERS + 1,
-                    ..RoomConfig::default()
-                },
-            }],
+    let mut sm = new_machine(
+        now,
+        RoomConfig {
+            capacity: WAITERS + 1,
+            admit_per_minute: 60_000_000,
+            admit_burst: 1_000_000,
+            session_ttl_secs: 3_600,
+            max_waiting: WAITERS + 1,
+            ..RoomConfig::default()
         },
     );
     for (i, p) in proposals(0, WAITERS, now).iter().enumerate() {
@@ -165,7 +157,7 @@ fn main() {
 
     // Throughput: apply 1,000,000 joins, pre-encoded commands decoded first as Raft would.
     for round in 0..3 {
-        let mut sm = new_machine(now);
+        let mut sm = new_machine(now, room_config());
         let batch = proposals(0, WAITERS, now);
         let t = Instant::now();
         for (i, p) in batch.iter().enumerate() {
