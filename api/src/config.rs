@@ -121,8 +121,9 @@ pub struct RaftTuning {
     /// Log entries between snapshots (each node adds up to a quarter, so that nodes take theirs
     /// at different log indexes).
     pub snapshot_every: u64,
-    /// Proposals the leader (or a follower forwarding) keeps in flight at once. Commands that
-    /// arrive meanwhile wait and share the next proposal: fewer makes larger batches.
+    /// Proposals the leader keeps in flight at once. Commands that arrive meanwhile (a
+    /// follower's forwarded ones included) wait and share the next proposal: fewer makes larger
+    /// batches.
     pub proposals_in_flight: usize,
 }
 

@@ -3,7 +3,8 @@
 //! - Writes: commands queue on a bounded channel; one batcher drains it into proposals (many
 //!   commands per log entry), stamps each with the leader's wall time, and submits them to Raft
 //!   in order with a few proposals in flight. On a follower the batch is forwarded to the
-//!   leader over the node-to-node service, where its commands join the leader's own queue. A
+//!   leader on a long-lived stream (`forward.rs`), where its commands join the leader's own
+//!   queue. A
 //!   write that found no leader is retried until its deadline; a write whose fate is unknown
 //!   reports `Indeterminate`.
 //! - Ticks: while leader, proposes `Tick` whenever the state machine says something is due.
@@ -72,9 +73,9 @@ pub struct NodeConfig {
     pub tick_interval_ms: u64,
     /// Commands that may wait for a proposal before writes are refused as `Busy`.
     pub write_queue_max: usize,
-    /// Proposals submitted and not yet applied, at most (on a follower: forwards awaiting their
-    /// reply). Writes that arrive while all are in flight queue and share the next proposal, so
-    /// a small number gives large batches under load and costs one commit's wait at most.
+    /// Proposals submitted and not yet applied, at most. Writes that arrive while all are in
+    /// flight queue and share the next proposal, so a small number gives large batches under load
+    /// and costs one commit's wait at most. (A follower forwards with its own, larger limit.)
     pub proposals_in_flight: usize,
     /// Deadline for one write or linearizable read.
     pub request_timeout: Duration,
