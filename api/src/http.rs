@@ -859,28 +859,88 @@ pub fn router(app: Arc<App>) -> Router {
             .into_response()
         })
         .route_layer(middleware::from_fn_with_state(app.clone(), record))
-        // Every handler that reads a body does it through an extractor (`Body`, `AdminForm`)
-        // that honours this limit, and maps its refusal to our JSON error.
+        // Bodies reach the handlers read whole and within this limit (`read_body_first`); the
+        // extractors that take them (`Body`, `AdminForm`) keep the same limit.
         .layer(axum::extract::DefaultBodyLimit::max(body_max))
-        .layer(middleware::from_fn(close_after_refused_body))
+        .layer(middleware::from_fn_with_state(body_max, read_body_first))
         .with_state(app)
 }
 
-/// Closes the connection after an error answer to a request that carried a body. The body may
-/// have been refused unread (too large, wrong type, no operator token, no such route); then the
-/// connection cannot carry another request, and a client that is not told so sends its next
-/// request into a socket the server is closing.
-async fn close_after_refused_body(req: Request, next: Next) -> Response {
-    let has_body = req.headers().contains_key(header::TRANSFER_ENCODING)
-        || req
-            .headers()
-            .get(header::CONTENT_LENGTH)
-            .is_some_and(|v| v != "0");
-    let mut resp = next.run(req).await;
-    if has_body && (resp.status().is_client_error() || resp.status().is_server_error()) {
-        resp.headers_mut()
-            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+/// How many bytes past the body limit are read and thrown away so that the refusal can be
+/// answered on a connection that stays usable; a longer body gets its answer and a closed
+/// connection.
+const DRAIN_BYTES_MAX: usize = 1024 * 1024;
+/// How long a client may take to send its body.
+const BODY_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Reads every request body whole, before routing, so that no answer leaves unread bytes in the
+/// socket. A server that closes a connection holding unread input makes the kernel send a reset,
+/// and a reset can destroy the answer in the client's buffers before it is read (RFC 9112
+/// §9.6). A body over the limit is read and discarded up to [`DRAIN_BYTES_MAX`] past it and
+/// answered 413 with the connection kept; a longer one is answered without being read, and the
+/// client is told that the connection closes.
+async fn read_body_first(State(max): State<usize>, req: Request, next: Next) -> Response {
+    use futures::StreamExt;
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    let chunked = req.headers().contains_key(header::TRANSFER_ENCODING);
+    if !chunked && declared.unwrap_or(0) == 0 {
+        return next.run(req).await;
     }
+    let too_large = || {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            format!("the body is longer than {max} bytes"),
+        )
+    };
+    let drain_max = max.saturating_add(DRAIN_BYTES_MAX);
+    if declared.is_some_and(|n| n > drain_max as u64) {
+        return closing(too_large().into_response());
+    }
+    let (parts, body) = req.into_parts();
+    let mut stream = body.into_data_stream();
+    let mut kept = Vec::with_capacity(declared.map_or(0, |n| (n as usize).min(max)));
+    let mut seen = 0usize;
+    let read = tokio::time::timeout(BODY_READ_TIMEOUT, async {
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| {
+                ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", e.to_string())
+            })?;
+            seen = seen.saturating_add(chunk.len());
+            if seen > drain_max {
+                return Err(too_large());
+            } else if seen <= max {
+                kept.extend_from_slice(&chunk);
+            }
+        }
+        Ok(())
+    })
+    .await;
+    match read {
+        Ok(Ok(())) if seen > max => too_large().into_response(),
+        Ok(Ok(())) => {
+            next.run(Request::from_parts(parts, axum::body::Body::from(kept)))
+                .await
+        }
+        Ok(Err(e)) => closing(e.into_response()),
+        Err(_) => closing(
+            ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "body_timeout",
+                format!("the body was not received within {BODY_READ_TIMEOUT:?}"),
+            )
+            .into_response(),
+        ),
+    }
+}
+
+/// Marks an answer as the connection's last.
+fn closing(mut resp: Response) -> Response {
+    resp.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
     resp
 }
 

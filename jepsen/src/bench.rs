@@ -198,13 +198,20 @@ where
     Stats::new(name, 0, rate, started.elapsed().as_secs_f64(), &h, e, 0)
 }
 
-/// A free loopback port.
+/// A loopback port that is free now and was never handed out before by this process. Ports come
+/// from below the kernel's ephemeral range (32768 and up), so an outgoing connection cannot take
+/// one before the node binds it; each process starts at its own offset.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    loop {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        assert!(n < 20_000, "no free loopback port");
+        let port = 10_000 + (std::process::id().wrapping_mul(7_919).wrapping_add(n) % 20_000);
+        if std::net::TcpListener::bind(("127.0.0.1", port as u16)).is_ok() {
+            return port as u16;
+        }
+    }
 }
 
 fn find_bin(name: &str) -> Result<PathBuf> {

@@ -12,12 +12,20 @@ use std::time::{Duration, Instant};
 
 pub const TOKEN: &str = "test-operator-token-0123456789";
 
+/// A loopback port that is free now and was never handed out before by this process. Ports come
+/// from below the kernel's ephemeral range (32768 and up), so an outgoing connection cannot take
+/// one before the node binds it; each process starts at its own offset.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    loop {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        assert!(n < 20_000, "no free loopback port");
+        let port = 10_000 + (std::process::id().wrapping_mul(7_919).wrapping_add(n) % 20_000);
+        if std::net::TcpListener::bind(("127.0.0.1", port as u16)).is_ok() {
+            return port as u16;
+        }
+    }
 }
 
 pub async fn wait_for<F, Fut>(what: &str, timeout: Duration, mut cond: F)
