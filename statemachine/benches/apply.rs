@@ -2,8 +2,8 @@
 //!
 //! Prints: commands/s for joins (1,000,000 visitors into one room, 1,024 commands per entry),
 //! bytes per waiter (resident-memory growth and the structures' own accounting), snapshot encode
-//! and decode time at 1,000,000 waiters, snapshot encode time at 1,000,000 sessions, and status
-//! reads/s.
+//! and decode time at 1,000,000 waiters, status reads/s, and at 1,000,000 sessions the bytes per
+//! session, snapshot encode time and gate checks/s.
 
 use sluice_statemachine::*;
 use std::time::Instant;
@@ -129,8 +129,9 @@ fn main() {
     );
     drop(sm);
 
-    // Snapshot encode with 1,000,000 admitted sessions (the sessions are written in admission
-    // order; a node takes its snapshot while applies wait).
+    // Sessions: 1,000,000 admitted visitors. Resident growth, snapshot encode (a node takes its
+    // snapshot while applies wait) and gate checks (`session_active`) spread over them.
+    let rss0 = rss_bytes();
     let mut sm = new_machine(
         now,
         RoomConfig {
@@ -142,16 +143,35 @@ fn main() {
             ..RoomConfig::default()
         },
     );
-    for (i, p) in proposals(0, WAITERS, now).iter().enumerate() {
-        sm.apply(1, i as u64 + 2, p);
+    let mut index = 1;
+    for start in (0..WAITERS).step_by(PER_ENTRY as usize * 16) {
+        for p in proposals(start, (start + PER_ENTRY * 16).min(WAITERS), now) {
+            index += 1;
+            sm.apply(1, index, &p);
+        }
     }
+    let rss1 = rss_bytes();
     assert_eq!(sm.room("bench").unwrap().active, WAITERS);
     let t = Instant::now();
     let bytes = sm.snapshot();
     println!(
-        "snapshot: {WAITERS} sessions, {:.1} MB, encode {:.0} ms",
+        "sessions: {WAITERS}, resident growth {:.1} bytes/session; snapshot {:.1} MB, encode {:.0} ms",
+        (rss1 - rss0) as f64 / WAITERS as f64,
         bytes.len() as f64 / 1e6,
         t.elapsed().as_secs_f64() * 1e3
+    );
+    let checks = 1_000_000u64;
+    let t = Instant::now();
+    let mut active = 0u64;
+    for i in 0..checks {
+        let v = (i * 7_919) % WAITERS;
+        let id = VisitorId::from_u128(v as u128 * 0x9e37_79b9_7f4a_7c15 + 1);
+        active += u64::from(sm.session_active("bench", id, now));
+    }
+    assert_eq!(active, checks);
+    println!(
+        "gate: {:.0} session checks/s at {WAITERS} sessions",
+        checks as f64 / t.elapsed().as_secs_f64()
     );
     drop((sm, bytes));
 

@@ -10,6 +10,7 @@
 //! - [`machine`]: [`StateMachine`]: `apply`, read-only queries, `next_due_ms` for the tick proposer.
 //! - `room`: the rules of one room: join, leave, touch, expiry, token bucket, admission, schedule.
 //! - `queue`: the waiting line with exact positions (ranks) in O(n / 256).
+//! - `sessions`: admitted sessions, indexed by visitor and kept in sequence-number order.
 //! - [`draw`]: seeded lottery draws and shuffles (`sluice-draw-v1`).
 //! - `pool`: capacity-bounded room sets, handed out first-fit.
 //! - [`snapshot`]: canonical encoding, restore, and the state digest.
@@ -25,6 +26,7 @@ pub mod outcome;
 mod pool;
 mod queue;
 mod room;
+mod sessions;
 pub mod snapshot;
 pub mod types;
 

@@ -345,8 +345,8 @@ impl StateMachine {
     pub fn session_active(&self, room: &str, visitor: VisitorId, now_ms: u64) -> bool {
         self.rooms.get(room).is_some_and(|r| {
             r.sessions
-                .get(&visitor)
-                .is_some_and(|s| s.last_active_ms + r.config.session_ttl_secs * 1000 > now_ms)
+                .key(&visitor)
+                .is_some_and(|(_, last)| last + r.config.session_ttl_secs * 1000 > now_ms)
         })
     }
 

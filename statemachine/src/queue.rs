@@ -269,14 +269,14 @@ mod tests {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            if model.is_empty() || x % 3 != 0 {
+            if model.is_empty() || !x.is_multiple_of(3) {
                 let qidx = q.push(slot(next));
                 qidx_of.insert(next, qidx);
                 model.push(next);
                 next += 1;
             } else {
                 // Remove from the front half the time, otherwise anywhere.
-                let i = if x % 2 == 0 {
+                let i = if x.is_multiple_of(2) {
                     0
                 } else {
                     (x / 7) as usize % model.len()

@@ -13,6 +13,7 @@ use crate::draw::LazyDraw;
 use crate::limits::*;
 use crate::outcome::{EndReason, Outcome, Rejection, RoomView, Totals, VisitorState, VisitorView};
 use crate::queue::{Slot, WaitQueue};
+use crate::sessions::Sessions;
 use crate::types::{Health, Mode, RoomConfig, VisitorId};
 use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
@@ -52,7 +53,7 @@ pub(crate) struct Room {
     pub waiting: FxHashMap<VisitorId, u64>,
     /// (last_seen_ms when pushed, qidx); an entry whose slot is gone is stale and skipped.
     waiter_due: BinaryHeap<Reverse<(u64, u64)>>,
-    pub sessions: FxHashMap<VisitorId, Session>,
+    pub sessions: Sessions,
     /// (last_active_ms when pushed, seq, visitor); stale unless the visitor's session has this seq.
     session_due: BinaryHeap<Reverse<(u64, u64, VisitorId)>>,
     /// Recently ended visitors, oldest first, and an index of the latest end per visitor.
@@ -97,7 +98,7 @@ impl Room {
             queue: WaitQueue::default(),
             waiting: FxHashMap::default(),
             waiter_due: BinaryHeap::new(),
-            sessions: FxHashMap::default(),
+            sessions: Sessions::default(),
             session_due: BinaryHeap::new(),
             ended: VecDeque::new(),
             ended_index: FxHashMap::default(),
@@ -150,8 +151,8 @@ impl Room {
             if s.seq == 0 || s.seq >= room.next_seq || room.waiting.contains_key(&id) {
                 return Err(format!("room {}: bad session for {id}", room.name));
             }
-            if room.sessions.insert(id, s).is_some() {
-                return Err(format!("room {}: visitor {id} has two sessions", room.name));
+            if let Err(e) = room.sessions.insert(id, s) {
+                return Err(format!("room {}: bad session for {id}: {e}", room.name));
             }
             due.push(Reverse((s.last_active_ms, s.seq, id)));
         }
@@ -189,17 +190,17 @@ impl Room {
                 break;
             }
             self.session_due.pop();
-            let Some(s) = self.sessions.get(&id).copied() else {
+            let Some((s_seq, last_active_ms)) = self.sessions.key(&id) else {
                 continue;
             };
-            if s.seq != seq {
+            if s_seq != seq {
                 continue; // an entry of an earlier session of the same visitor
             }
-            if s.last_active_ms + ttl <= now {
+            if last_active_ms + ttl <= now {
                 self.sessions.remove(&id);
                 gone.push((seq, id, EndReason::Expired));
             } else {
-                self.session_due.push(Reverse((s.last_active_ms, seq, id)));
+                self.session_due.push(Reverse((last_active_ms, seq, id)));
             }
         }
         let ttl = self.config.waiter_ttl_secs * 1000;
@@ -290,7 +291,7 @@ impl Room {
             self.waiter_due.pop();
         }
         while let Some(&Reverse((_, seq, id))) = self.session_due.peek() {
-            if self.sessions.get(&id).is_some_and(|s| s.seq == seq) {
+            if self.sessions.key(&id).is_some_and(|(s, _)| s == seq) {
                 break;
             }
             self.session_due.pop();
@@ -339,8 +340,9 @@ impl Room {
             admitted_at_ms: now,
             last_active_ms: now,
         };
-        let prev = self.sessions.insert(slot.id, s);
-        assert!(prev.is_none(), "visitor admitted twice");
+        self.sessions
+            .insert(slot.id, s)
+            .expect("a waiter has no session");
         self.session_due.push(Reverse((now, slot.seq, slot.id)));
         self.totals.admitted += 1;
         self.roll_windows(now);
@@ -427,8 +429,8 @@ impl Room {
     // ---- commands -----------------------------------------------------------------------------
 
     pub fn join(&mut self, id: VisitorId, now: u64, draw: &mut LazyDraw) -> Outcome {
-        if let Some(s) = self.sessions.get_mut(&id) {
-            s.last_active_ms = now;
+        if self.sessions.touch(&id, now) {
+            // An admitted visitor who joins again renews the session.
         } else if let Some(&qidx) = self.waiting.get(&id) {
             self.queue
                 .get_mut(qidx)
@@ -463,8 +465,7 @@ impl Room {
 
     /// Records activity: renews a session or checks a waiter in. Returns false for unknown visitors.
     fn touch_one(&mut self, id: VisitorId, now: u64) -> Option<bool> {
-        if let Some(s) = self.sessions.get_mut(&id) {
-            s.last_active_ms = now;
+        if self.sessions.touch(&id, now) {
             Some(true)
         } else if let Some(&qidx) = self.waiting.get(&id) {
             self.queue
@@ -527,12 +528,9 @@ impl Room {
     }
 
     pub fn revoke_all(&mut self, now: u64, draw: &mut LazyDraw) -> Outcome {
-        let mut all: Vec<(u64, VisitorId)> =
-            self.sessions.iter().map(|(id, s)| (s.seq, *id)).collect();
-        all.sort_unstable();
-        self.sessions.clear();
-        for &(seq, id) in &all {
-            self.record_end(id, seq, EndReason::Revoked, now);
+        let all = self.sessions.take_all();
+        for &(id, s) in &all {
+            self.record_end(id, s.seq, EndReason::Revoked, now);
         }
         self.session_due.clear();
         self.pump(now, draw);
@@ -650,58 +648,11 @@ impl Room {
         due
     }
 
-    /// Sessions in sequence-number order (for snapshots), copied out and sorted. Placing
-    /// references at their number's offset instead (no sort) was twice as slow at 1,000,000
-    /// sessions (202 ms against 106 ms to encode, `cargo bench -p sluice-statemachine`): the hash
-    /// map's order is random, and each reference costs a cache miss when placed and another when
-    /// read.
-    pub fn sessions_by_seq(&self) -> Vec<(VisitorId, Session)> {
-        let mut v: Vec<(VisitorId, Session)> =
-            self.sessions.iter().map(|(k, s)| (*k, *s)).collect();
-        v.sort_unstable_by_key(|(_, s)| s.seq);
-        v
-    }
-
     /// Approximate heap bytes held by the waiting line and its indexes.
     pub fn waiter_heap_bytes(&self) -> usize {
         // hashbrown: one control byte plus key and value per bucket; buckets ≥ capacity.
         let map = self.waiting.capacity() * (1 + std::mem::size_of::<(VisitorId, u64)>());
         let heap = self.waiter_due.capacity() * std::mem::size_of::<Reverse<(u64, u64)>>();
         map + heap + self.queue.heap_bytes()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn seqs(room: &Room) -> Vec<u64> {
-        room.sessions_by_seq().iter().map(|(_, s)| s.seq).collect()
-    }
-
-    fn with_sessions(seqs: &[u64]) -> Room {
-        let mut room = Room::new("r".into(), RoomConfig::default(), 0);
-        for (i, &seq) in seqs.iter().enumerate() {
-            let s = Session {
-                seq,
-                admitted_at_ms: i as u64,
-                last_active_ms: i as u64,
-            };
-            room.sessions
-                .insert(VisitorId((i as u128 * 7919).to_be_bytes()), s);
-        }
-        room
-    }
-
-    #[test]
-    fn sessions_come_in_sequence_order() {
-        let shuffled: Vec<u64> = (0..1000).map(|i| 500 + (i * 37) % 1000).collect();
-        assert_eq!(
-            seqs(&with_sessions(&shuffled)),
-            (500..1500).collect::<Vec<_>>()
-        );
-        let sparse = [9_000_000, 3, 77, 5_000];
-        assert_eq!(seqs(&with_sessions(&sparse)), vec![3, 77, 5_000, 9_000_000]);
-        assert!(with_sessions(&[]).sessions_by_seq().is_empty());
     }
 }

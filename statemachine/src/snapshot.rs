@@ -15,6 +15,7 @@ use crate::outcome::{EndReason, Totals};
 use crate::pool::Pool;
 use crate::queue::{Slot, WaitQueue};
 use crate::room::{Ended, Room, RoomParts, Session, WINDOWS};
+use crate::sessions::Sessions;
 use crate::types::{validate_name, RoomConfig, VisitorId};
 use serde::ser::{SerializeSeq, Serializer};
 use serde::{Deserialize, Serialize};
@@ -39,13 +40,13 @@ impl Serialize for Waiters<'_> {
     }
 }
 
-/// Sessions in sequence-number order, written from the one sorted copy.
-struct Sessions(Vec<(VisitorId, Session)>);
+/// Sessions in sequence-number order, as the room keeps them.
+struct SessionsOut<'a>(&'a Sessions);
 
-impl Serialize for Sessions {
+impl Serialize for SessionsOut<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut seq = s.serialize_seq(Some(self.0.len()))?;
-        for (id, v) in &self.0 {
+        for (id, v) in self.0.iter() {
             seq.serialize_element(&(id, v.seq, v.admitted_at_ms, v.last_active_ms))?;
         }
         seq.end()
@@ -66,7 +67,7 @@ struct RoomOut<'a> {
     window_latest: u64,
     totals: Totals,
     waiters: Waiters<'a>,
-    sessions: Sessions,
+    sessions: SessionsOut<'a>,
     ended: Vec<(VisitorId, u64, EndReason, u64)>,
 }
 
@@ -118,7 +119,7 @@ fn room_out(r: &Room) -> RoomOut<'_> {
         window_latest: r.window_latest,
         totals: r.totals,
         waiters: Waiters(&r.queue),
-        sessions: Sessions(r.sessions_by_seq()),
+        sessions: SessionsOut(&r.sessions),
         ended: r
             .ended
             .iter()
