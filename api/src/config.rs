@@ -119,7 +119,7 @@ pub struct RaftTuning {
     /// Election timeout upper bound, ms.
     pub election_timeout_max_ms: u64,
     /// Log entries between snapshots (each node adds up to a quarter, so that nodes take theirs
-    /// at different log indexes).
+    /// at different log indexes; the leader waits four times as long).
     pub snapshot_every: u64,
     /// Proposals the leader keeps in flight at once. Commands that arrive meanwhile (a
     /// follower's forwarded ones included) wait and share the next proposal: fewer makes larger

@@ -22,6 +22,7 @@ use std::collections::BTreeSet;
 use std::fmt::Debug;
 use std::io::{self, Cursor, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 use std::time::Instant;
 
@@ -55,11 +56,41 @@ struct SnapHeader {
     members_ever: BTreeSet<u64>,
 }
 
+/// When the leader may put off a snapshot. Encoding one stops applies for its duration, and on
+/// the leader every client write waits meanwhile; on a follower nothing waits. So the leader
+/// declines the snapshots its policy asks for until `leader_every` entries have passed since its
+/// last one, while followers take theirs at the policy's pace. A lagging follower is served from
+/// the leader's longer log; a snapshot Raft needs to send is always built.
+#[derive(Debug, Default)]
+pub struct SnapshotDeferral {
+    /// Whether this node leads (set by the node as leadership changes).
+    pub leading: AtomicBool,
+    /// Entries the leader lets pass between its snapshots (0: never defers).
+    pub leader_every: AtomicU64,
+    /// The log index of the newest snapshot built, installed or found on disk.
+    last_index: AtomicU64,
+}
+
+impl SnapshotDeferral {
+    /// Whether a snapshot asked for at `applied`, not forced, waits.
+    fn defers(&self, applied: u64) -> bool {
+        self.leading.load(Ordering::Relaxed)
+            && applied.saturating_sub(self.last_index.load(Ordering::Relaxed))
+                < self.leader_every.load(Ordering::Relaxed)
+    }
+
+    fn taken_at(&self, meta: &SnapshotMeta) {
+        let index = meta.last_log_id.as_ref().map_or(0, |l| l.index);
+        self.last_index.fetch_max(index, Ordering::Relaxed);
+    }
+}
+
 /// The state machine store handed to openraft. Clones share the state.
 #[derive(Clone, Debug)]
 pub struct SmStore {
     state: Arc<RwLock<SmState>>,
     dir: PathBuf,
+    deferral: Arc<SnapshotDeferral>,
 }
 
 impl SmStore {
@@ -69,7 +100,13 @@ impl SmStore {
         Ok(Self {
             state: Arc::default(),
             dir: dir.to_path_buf(),
+            deferral: Arc::default(),
         })
+    }
+
+    /// The shared switch that lets the leader put off snapshots.
+    pub fn deferral(&self) -> Arc<SnapshotDeferral> {
+        self.deferral.clone()
     }
 
     /// Read access to the applied state.
@@ -327,6 +364,15 @@ impl RaftStateMachine<TypeConfig> for SmStore {
         Ok(())
     }
 
+    async fn try_create_snapshot_builder(&mut self, force: bool) -> Option<Self::SnapshotBuilder> {
+        let applied = self.read().applied_index();
+        if !force && self.deferral.defers(applied) {
+            tracing::debug!(applied, "snapshot put off: this node leads");
+            return None;
+        }
+        Some(self.get_snapshot_builder().await)
+    }
+
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
         let st = self.read();
         let meta = SnapshotMeta {
@@ -347,6 +393,7 @@ impl RaftStateMachine<TypeConfig> for SmStore {
             tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(encode),
             _ => encode(),
         };
+        self.deferral.taken_at(&meta);
         SnapshotBuilder {
             dir: self.dir.clone(),
             meta,
@@ -382,6 +429,7 @@ impl RaftStateMachine<TypeConfig> for SmStore {
             membership: meta.last_membership.clone(),
             members_ever,
         };
+        self.deferral.taken_at(meta);
         tracing::info!(last = ?meta.last_log_id, "snapshot installed");
         Ok(())
     }
@@ -401,6 +449,7 @@ impl RaftStateMachine<TypeConfig> for SmStore {
         match read {
             Some(bytes) => {
                 let (header, _) = decode_snapshot(&bytes)?;
+                self.deferral.taken_at(&header.meta);
                 Ok(Some(Snapshot {
                     meta: header.meta,
                     snapshot: Cursor::new(bytes),

@@ -221,6 +221,38 @@ async fn follower_restart_recovers_from_snapshot_and_log() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_leader_puts_off_snapshots_that_followers_take() {
+    // Snapshots every ~40 entries; the leader waits four times as long.
+    let c = TestCluster::start(3, snapshots_often).await;
+    c.create_room("r").await;
+    let leader = c.wait_leader().await;
+    let leader_node = c.nodes[&leader].clone();
+    for i in 0..100u64 {
+        c.write_via(&leader_node, join("r", i)).await;
+    }
+    c.wait_converged().await;
+    for (id, n) in &c.nodes {
+        let snap = n.status().snapshot_index;
+        if *id == leader {
+            assert_eq!(snap, 0, "the leader put its snapshots off");
+        } else {
+            assert!(snap > 0, "follower {id} took a snapshot");
+        }
+    }
+    // Past four periods the leader takes one too.
+    for i in 100..260u64 {
+        c.write_via(&leader_node, join("r", i)).await;
+    }
+    wait_for("the leader's snapshot", Duration::from_secs(20), || {
+        let n = leader_node.clone();
+        async move { n.status().snapshot_index > 0 }
+    })
+    .await;
+    assert_eq!(c.wait_leader().await, leader, "one leader throughout");
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lagging_learner_catches_up_by_snapshot_then_membership_changes_under_writes() {
     let c = TestCluster::start(3, snapshots_often).await;
     c.create_room("stream").await;
