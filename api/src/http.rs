@@ -862,7 +862,7 @@ pub fn router(app: Arc<App>) -> Router {
         // Bodies reach the handlers read whole and within this limit (`read_body_first`); the
         // extractors that take them (`Body`, `AdminForm`) keep the same limit.
         .layer(axum::extract::DefaultBodyLimit::max(body_max))
-        .layer(middleware::from_fn_with_state(body_max, read_body_first))
+        .layer(middleware::from_fn_with_state(app.clone(), read_body_first))
         .with_state(app)
 }
 
@@ -879,7 +879,25 @@ const BODY_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// §9.6). A body over the limit is read and discarded up to [`DRAIN_BYTES_MAX`] past it and
 /// answered 413 with the connection kept; a longer one is answered without being read, and the
 /// client is told that the connection closes.
-async fn read_body_first(State(max): State<usize>, req: Request, next: Next) -> Response {
+async fn read_body_first(State(app): AppState, req: Request, next: Next) -> Response {
+    let (method, started) = (req.method().clone(), Instant::now());
+    match read_body(app.body_bytes_max, req, next).await {
+        Ok(resp) => resp,
+        Err(refused) => {
+            // Refused before routing: counted without a route.
+            app.metrics.http(
+                method.as_str(),
+                "unmatched",
+                refused.status().as_u16(),
+                started.elapsed(),
+            );
+            refused
+        }
+    }
+}
+
+/// [`read_body_first`]'s work: `Ok` with the handler's answer, `Err` with a refusal.
+async fn read_body(max: usize, req: Request, next: Next) -> Result<Response, Response> {
     use futures::StreamExt;
     let declared = req
         .headers()
@@ -887,7 +905,7 @@ async fn read_body_first(State(max): State<usize>, req: Request, next: Next) -> 
         .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     let chunked = req.headers().contains_key(header::TRANSFER_ENCODING);
     if !chunked && declared.unwrap_or(0) == 0 {
-        return next.run(req).await;
+        return Ok(next.run(req).await);
     }
     let too_large = || {
         ApiError::new(
@@ -898,7 +916,7 @@ async fn read_body_first(State(max): State<usize>, req: Request, next: Next) -> 
     };
     let drain_max = max.saturating_add(DRAIN_BYTES_MAX);
     if declared.is_some_and(|n| n > drain_max as u64) {
-        return closing(too_large().into_response());
+        return Err(closing(too_large().into_response()));
     }
     let (parts, body) = req.into_parts();
     let mut stream = body.into_data_stream();
@@ -920,20 +938,19 @@ async fn read_body_first(State(max): State<usize>, req: Request, next: Next) -> 
     })
     .await;
     match read {
-        Ok(Ok(())) if seen > max => too_large().into_response(),
-        Ok(Ok(())) => {
-            next.run(Request::from_parts(parts, axum::body::Body::from(kept)))
-                .await
-        }
-        Ok(Err(e)) => closing(e.into_response()),
-        Err(_) => closing(
+        Ok(Ok(())) if seen > max => Err(too_large().into_response()),
+        Ok(Ok(())) => Ok(next
+            .run(Request::from_parts(parts, axum::body::Body::from(kept)))
+            .await),
+        Ok(Err(e)) => Err(closing(e.into_response())),
+        Err(_) => Err(closing(
             ApiError::new(
                 StatusCode::REQUEST_TIMEOUT,
                 "body_timeout",
                 format!("the body was not received within {BODY_READ_TIMEOUT:?}"),
             )
             .into_response(),
-        ),
+        )),
     }
 }
 

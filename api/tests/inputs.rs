@@ -507,4 +507,21 @@ async fn a_refused_body_leaves_the_connection_usable() {
     let mut rest = Vec::new();
     sock.read_to_end(&mut rest).await.unwrap();
     assert!(rest.is_empty());
+    // Refused before routing, they are still counted.
+    let metrics = c
+        .http
+        .get(c.node(1).url("/metrics"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains(
+            "sluice_http_requests_total{method=\"PUT\",route=\"unmatched\",status=\"413\"} 2"
+        ),
+        "{metrics}"
+    );
 }
