@@ -47,16 +47,7 @@ async fn python_grpc_client_pyjwt_and_promtool() {
     assert_eq!(claims["room"], "py");
     assert_eq!(claims["sub"], v["visitor_id"]);
 
-    let metrics = c
-        .http
-        .get(c.node(1).url("/metrics"))
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = c.metrics(1).await;
     assert!(
         metrics.contains("sluice_room_active{room=\"py\"} 1"),
         "{metrics}"

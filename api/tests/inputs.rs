@@ -508,16 +508,7 @@ async fn a_refused_body_leaves_the_connection_usable() {
     sock.read_to_end(&mut rest).await.unwrap();
     assert!(rest.is_empty());
     // Refused before routing, they are still counted.
-    let metrics = c
-        .http
-        .get(c.node(1).url("/metrics"))
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = c.metrics(1).await;
     assert!(
         metrics.contains(
             "sluice_http_requests_total{method=\"PUT\",route=\"unmatched\",status=\"413\"} 2"

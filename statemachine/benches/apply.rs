@@ -64,12 +64,9 @@ fn new_machine(now: u64, config: RoomConfig) -> StateMachine {
     sm
 }
 
-fn main() {
-    let now = 1_750_000_000_000;
-
-    // Memory: grow the line in small batches so the only lasting allocation is the state.
-    let rss0 = rss_bytes();
-    let mut sm = new_machine(now, room_config());
+/// Joins `WAITERS` visitors in small batches of entries, so that the only lasting allocation is
+/// the state.
+fn fill(sm: &mut StateMachine, now: u64) {
     let mut index = 1;
     for start in (0..WAITERS).step_by(PER_ENTRY as usize * 16) {
         for p in proposals(start, (start + PER_ENTRY * 16).min(WAITERS), now) {
@@ -77,6 +74,15 @@ fn main() {
             sm.apply(1, index, &p);
         }
     }
+}
+
+fn main() {
+    let now = 1_750_000_000_000;
+
+    // Memory: grow the line.
+    let rss0 = rss_bytes();
+    let mut sm = new_machine(now, room_config());
+    fill(&mut sm, now);
     let rss1 = rss_bytes();
     assert_eq!(sm.room("bench").unwrap().waiting, WAITERS);
     println!(
@@ -143,13 +149,7 @@ fn main() {
             ..RoomConfig::default()
         },
     );
-    let mut index = 1;
-    for start in (0..WAITERS).step_by(PER_ENTRY as usize * 16) {
-        for p in proposals(start, (start + PER_ENTRY * 16).min(WAITERS), now) {
-            index += 1;
-            sm.apply(1, index, &p);
-        }
-    }
+    fill(&mut sm, now);
     let rss1 = rss_bytes();
     assert_eq!(sm.room("bench").unwrap().active, WAITERS);
     let t = Instant::now();

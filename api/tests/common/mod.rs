@@ -230,6 +230,19 @@ impl Cluster {
         &self.nodes[&id]
     }
 
+    /// Node `id`'s Prometheus text.
+    pub async fn metrics(&self, id: u64) -> String {
+        self.http
+            .get(self.node(id).url("/metrics"))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
     /// Sends an operator request, retrying while the cluster has no leader.
     pub async fn admin(
         &self,
