@@ -4,9 +4,8 @@
 //!   commands per log entry), stamps each with the leader's wall time, and submits them to Raft
 //!   in order with a few proposals in flight. On a follower the batch is forwarded to the
 //!   leader on a long-lived stream (`forward.rs`), where its commands join the leader's own
-//!   queue. A
-//!   write that found no leader is retried until its deadline; a write whose fate is unknown
-//!   reports `Indeterminate`.
+//!   queue. A write that found no leader is retried until its deadline; a write whose fate is
+//!   unknown reports `Indeterminate`.
 //! - Ticks: while leader, proposes `Tick` whenever the state machine says something is due.
 //! - Reads: local reads of applied state (with the applied index), and linearizable reads via the
 //!   leader's read index, on any node.
@@ -653,7 +652,6 @@ async fn batcher(inner: Arc<NodeInner>, mut rx: mpsc::Receiver<Pending>) {
     }
 }
 
-/// Proposes `Tick` while leader whenever the state machine has something due.
 /// Keeps the snapshot deferral's view of whether this node leads up to date.
 async fn track_leadership(inner: Arc<NodeInner>, deferral: Arc<SnapshotDeferral>) {
     let mut m = inner.raft.server_metrics();
@@ -667,6 +665,7 @@ async fn track_leadership(inner: Arc<NodeInner>, deferral: Arc<SnapshotDeferral>
     }
 }
 
+/// Proposes `Tick` while leader whenever the state machine has something due.
 async fn ticker(inner: Arc<NodeInner>) {
     let every = Duration::from_millis(inner.cfg.tick_interval_ms.max(1));
     loop {

@@ -60,7 +60,7 @@ struct SnapHeader {
 /// the leader every client write waits meanwhile; on a follower nothing waits. So the leader
 /// declines the snapshots its policy asks for until `leader_every` entries have passed since its
 /// last one, while followers take theirs at the policy's pace. A lagging follower is served from
-/// the leader's longer log; a snapshot Raft needs to send is always built.
+/// the leader's longer log, or from its latest snapshot: the log is only purged behind one.
 #[derive(Debug, Default)]
 pub struct SnapshotDeferral {
     /// Whether this node leads (set by the node as leadership changes).
