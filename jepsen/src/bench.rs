@@ -1073,27 +1073,27 @@ async fn reads(
         json!({"paused": true, "max_waiting": 10_000_000, "waiter_ttl_secs": 86_400}),
     )
     .await?;
-    let mut admitted = Vec::new();
-    let mut waiting = Vec::new();
     let http_addrs: Vec<String> = sluice.addrs.values().map(|(h, _)| h.clone()).collect();
-    for i in 0..200 {
-        let h = &http_addrs[i % http_addrs.len()];
-        let a: Value = http
-            .post(format!("http://{h}/v1/rooms/gate/join"))
+    let admitted = steps_tickets(http, &http_addrs, "gate", 200).await?;
+    let waiting = steps_tickets(http, &http_addrs, "line", 200).await?;
+    // Every node answers the gate from its applied state: wait until each has applied the last
+    // admission. (Status reads wait for the ticket's own write themselves.)
+    let last = admitted.last().cloned().unwrap_or_default();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for h in &http_addrs {
+        while !http
+            .get(format!("http://{h}/gate/gate/check"))
+            .header("cookie", format!("sluice_ticket={last}"))
             .send()
-            .await?
-            .json()
-            .await?;
-        admitted.push(a["ticket"].as_str().unwrap_or_default().to_string());
-        let w: Value = http
-            .post(format!("http://{h}/v1/rooms/line/join"))
-            .send()
-            .await?
-            .json()
-            .await?;
-        waiting.push(w["ticket"].as_str().unwrap_or_default().to_string());
+            .await
+            .is_ok_and(|r| r.status().is_success())
+        {
+            if Instant::now() > deadline {
+                bail!("node {h} did not apply the gate room's admissions");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
     let leader = sluice.leader().await?;
     let followers: Vec<String> = sluice
         .addrs
