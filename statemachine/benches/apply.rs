@@ -5,10 +5,12 @@
 //! and decode time at 1,000,000 waiters, status reads/s, and at 1,000,000 sessions the bytes per
 //! session, snapshot encode time and gate checks/s.
 
+mod common;
+
+use common::*;
 use sluice_statemachine::*;
 use std::time::Instant;
 
-const WAITERS: u64 = 1_000_000;
 const PER_ENTRY: u64 = 1_024;
 
 fn rss_bytes() -> u64 {
@@ -21,18 +23,6 @@ fn rss_bytes() -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
-fn room_config() -> RoomConfig {
-    // Nobody is admitted: every join becomes a waiter.
-    RoomConfig {
-        capacity: 1,
-        admit_per_minute: 1,
-        waiter_ttl_secs: 3_600,
-        max_waiting: WAITERS + 1,
-        paused: true,
-        ..RoomConfig::default()
-    }
-}
-
 fn proposals(from: u64, to: u64, now: u64) -> Vec<Proposal> {
     (from..to)
         .step_by(PER_ENTRY as usize)
@@ -41,27 +31,11 @@ fn proposals(from: u64, to: u64, now: u64) -> Vec<Proposal> {
             commands: (start..(start + PER_ENTRY).min(to))
                 .map(|v| Command::Join {
                     room: "bench".into(),
-                    visitor: VisitorId::from_u128(v as u128 * 0x9e37_79b9_7f4a_7c15 + 1),
+                    visitor: visitor(v),
                 })
                 .collect(),
         })
         .collect()
-}
-
-fn new_machine(now: u64, config: RoomConfig) -> StateMachine {
-    let mut sm = StateMachine::new();
-    sm.apply(
-        1,
-        1,
-        &Proposal {
-            time_ms: now,
-            commands: vec![Command::CreateRoom {
-                room: "bench".into(),
-                config,
-            }],
-        },
-    );
-    sm
 }
 
 /// Joins `WAITERS` visitors in small batches of entries, so that the only lasting allocation is
@@ -114,12 +88,7 @@ fn main() {
     let mut positions = 0u64;
     for i in 0..reads {
         let v = (i * 7_919) % WAITERS;
-        let view = sm
-            .visitor(
-                "bench",
-                VisitorId::from_u128(v as u128 * 0x9e37_79b9_7f4a_7c15 + 1),
-            )
-            .unwrap();
+        let view = sm.visitor("bench", visitor(v)).unwrap();
         if let VisitorState::Waiting {
             position: Some(p), ..
         } = view.state
@@ -138,17 +107,7 @@ fn main() {
     // Sessions: 1,000,000 admitted visitors. Resident growth, snapshot encode (a node takes its
     // snapshot while applies wait) and gate checks (`session_active`) spread over them.
     let rss0 = rss_bytes();
-    let mut sm = new_machine(
-        now,
-        RoomConfig {
-            capacity: WAITERS + 1,
-            admit_per_minute: 60_000_000,
-            admit_burst: 1_000_000,
-            session_ttl_secs: 3_600,
-            max_waiting: WAITERS + 1,
-            ..RoomConfig::default()
-        },
-    );
+    let mut sm = new_machine(now, sessions_config());
     fill(&mut sm, now);
     let rss1 = rss_bytes();
     assert_eq!(sm.room("bench").unwrap().active, WAITERS);
@@ -165,7 +124,7 @@ fn main() {
     let mut active = 0u64;
     for i in 0..checks {
         let v = (i * 7_919) % WAITERS;
-        let id = VisitorId::from_u128(v as u128 * 0x9e37_79b9_7f4a_7c15 + 1);
+        let id = visitor(v);
         active += u64::from(sm.session_active("bench", id, now));
     }
     assert_eq!(active, checks);

@@ -20,6 +20,7 @@
 
 pub mod command;
 pub mod draw;
+mod idmap;
 pub mod limits;
 pub mod machine;
 pub mod outcome;

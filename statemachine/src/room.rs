@@ -10,12 +10,12 @@
 //! the iteration order of a hash map, and is the same after a snapshot restore.
 
 use crate::draw::LazyDraw;
+use crate::idmap::IdMap;
 use crate::limits::*;
 use crate::outcome::{EndReason, Outcome, Rejection, RoomView, Totals, VisitorState, VisitorView};
 use crate::queue::{Slot, WaitQueue};
 use crate::sessions::Sessions;
 use crate::types::{Health, Mode, RoomConfig, VisitorId};
-use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
@@ -50,7 +50,7 @@ pub(crate) struct Room {
     pub next_seq: u64,
     pub queue: WaitQueue,
     /// Waiter → qidx.
-    pub waiting: FxHashMap<VisitorId, u64>,
+    pub waiting: IdMap<u64>,
     /// (last_seen_ms when pushed, qidx); an entry whose slot is gone is stale and skipped.
     waiter_due: BinaryHeap<Reverse<(u64, u64)>>,
     pub sessions: Sessions,
@@ -58,7 +58,7 @@ pub(crate) struct Room {
     session_due: BinaryHeap<Reverse<(u64, u64, VisitorId)>>,
     /// Recently ended visitors, oldest first, and an index of the latest end per visitor.
     pub ended: VecDeque<(VisitorId, Ended)>,
-    ended_index: FxHashMap<VisitorId, Ended>,
+    ended_index: IdMap<Ended>,
     pub bucket_units: u64,
     pub bucket_at_ms: u64,
     pub windows: [u64; WINDOWS],
@@ -96,12 +96,12 @@ impl Room {
             opened_at_ms: 0,
             next_seq: 1,
             queue: WaitQueue::default(),
-            waiting: FxHashMap::default(),
+            waiting: IdMap::default(),
             waiter_due: BinaryHeap::new(),
             sessions: Sessions::default(),
             session_due: BinaryHeap::new(),
             ended: VecDeque::new(),
-            ended_index: FxHashMap::default(),
+            ended_index: IdMap::default(),
             bucket_units,
             bucket_at_ms: now,
             windows: [0; WINDOWS],
@@ -650,8 +650,7 @@ impl Room {
 
     /// Approximate heap bytes held by the waiting line and its indexes.
     pub fn waiter_heap_bytes(&self) -> usize {
-        // hashbrown: one control byte plus key and value per bucket; buckets ≥ capacity.
-        let map = self.waiting.capacity() * (1 + std::mem::size_of::<(VisitorId, u64)>());
+        let map = self.waiting.heap_bytes();
         let heap = self.waiter_due.capacity() * std::mem::size_of::<Reverse<(u64, u64)>>();
         map + heap + self.queue.heap_bytes()
     }

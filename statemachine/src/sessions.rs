@@ -6,15 +6,15 @@
 //! beside it holds what the hot lookups need (the gate asks only for `last_active_ms`), so they
 //! cost one hash probe.
 
+use crate::idmap::IdMap;
 use crate::room::Session;
 use crate::types::VisitorId;
-use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 
 #[derive(Debug, Default)]
 pub(crate) struct Sessions {
     /// Visitor → (seq, last_active_ms).
-    index: FxHashMap<VisitorId, (u64, u64)>,
+    index: IdMap<(u64, u64)>,
     /// Seq → the session; `last_active_ms` here always equals the index's.
     by_seq: BTreeMap<u64, (VisitorId, Session)>,
 }
