@@ -18,6 +18,7 @@
 //! - [`types`]: ids, names and room configuration with validation.
 //! - [`limits`]: every bound, in one place.
 
+mod chunked;
 pub mod command;
 pub mod draw;
 mod idmap;

@@ -6,6 +6,7 @@
 //! [`CHUNK`] slots make `rank` (how many wait ahead) and `select` (the k-th waiter, for lottery
 //! draws) cost O(len / CHUNK + CHUNK) instead of O(len).
 
+use crate::chunked::Chunks;
 use crate::types::VisitorId;
 use std::collections::VecDeque;
 
@@ -36,7 +37,7 @@ impl Slot {
 pub(crate) struct WaitQueue {
     /// qidx of `slots[0]`.
     base: u64,
-    slots: VecDeque<Slot>,
+    slots: Chunks<Slot>,
     /// Live slots in chunk `chunk_base + i`, which covers qidx `[(chunk_base+i)*CHUNK, …+CHUNK)`.
     chunk_live: VecDeque<u32>,
     chunk_base: u64,
@@ -70,6 +71,12 @@ impl WaitQueue {
         qidx
     }
 
+    fn live_at(&self, qidx: u64) -> bool {
+        self.offset(qidx)
+            .and_then(|o| self.slots.get(o))
+            .is_some_and(Slot::is_live)
+    }
+
     fn offset(&self, qidx: u64) -> Option<usize> {
         if qidx < self.base {
             return None;
@@ -80,23 +87,24 @@ impl WaitQueue {
 
     pub fn get(&self, qidx: u64) -> Option<&Slot> {
         self.offset(qidx)
-            .map(|o| &self.slots[o])
+            .and_then(|o| self.slots.get(o))
             .filter(|s| s.is_live())
     }
 
     pub fn get_mut(&mut self, qidx: u64) -> Option<&mut Slot> {
         let o = self.offset(qidx)?;
-        Some(&mut self.slots[o]).filter(|s| s.is_live())
+        self.slots.get_mut(o).filter(|s| s.is_live())
     }
 
     /// Removes the waiter at `qidx`, if any.
     pub fn remove(&mut self, qidx: u64) -> Option<Slot> {
         let o = self.offset(qidx)?;
-        let slot = self.slots[o];
+        let cell = self.slots.get_mut(o)?;
+        let slot = *cell;
         if !slot.is_live() {
             return None;
         }
-        self.slots[o] = Slot::HOLE;
+        *cell = Slot::HOLE;
         let chunk = (qidx / CHUNK - self.chunk_base) as usize;
         self.chunk_live[chunk] -= 1;
         self.live -= 1;
@@ -135,9 +143,7 @@ impl WaitQueue {
         let chunk_start = (qidx / CHUNK) * CHUNK;
         let c = (qidx / CHUNK - self.chunk_base) as usize;
         let in_chunk_from = chunk_start.max(self.base);
-        let in_chunk = (in_chunk_from..qidx)
-            .filter(|&q| self.slots[(q - self.base) as usize].is_live())
-            .count() as u64;
+        let in_chunk = (in_chunk_from..qidx).filter(|&q| self.live_at(q)).count() as u64;
         // Sum whichever side of the chunk is shorter.
         if c <= self.chunk_live.len() / 2 {
             let before: u64 = self.chunk_live.iter().take(c).map(|&n| n as u64).sum();
@@ -158,7 +164,7 @@ impl WaitQueue {
                 let start = ((self.chunk_base + i as u64) * CHUNK).max(self.base);
                 let end = ((self.chunk_base + i as u64 + 1) * CHUNK).min(self.next_qidx());
                 for q in start..end {
-                    if self.slots[(q - self.base) as usize].is_live() {
+                    if self.live_at(q) {
                         if k == 0 {
                             return q;
                         }
@@ -191,7 +197,7 @@ impl WaitQueue {
         };
         let base = self.base;
         self.slots
-            .range((start - base) as usize..)
+            .iter_from((start - base) as usize)
             .enumerate()
             .filter(|(_, s)| s.is_live())
             .map(move |(i, s)| (start + i as u64, s))
@@ -212,12 +218,8 @@ impl WaitQueue {
         self.chunk_live.clear();
         self.chunk_base = first / CHUNK;
         self.live = 0;
-        self.slots.reserve(order.len());
         for s in order {
             self.push(s);
-        }
-        if self.slots.capacity() > 2 * self.slots.len() + 1024 {
-            self.slots.shrink_to_fit();
         }
         first
     }
@@ -229,7 +231,7 @@ impl WaitQueue {
 
     /// Approximate heap bytes held.
     pub fn heap_bytes(&self) -> usize {
-        self.slots.capacity() * std::mem::size_of::<Slot>() + self.chunk_live.capacity() * 4
+        self.slots.heap_bytes() + self.chunk_live.capacity() * 4
     }
 }
 

@@ -9,6 +9,7 @@
 //! The ordering of every effect comes from ordered data (the line, sequence numbers), never from
 //! the iteration order of a hash map, and is the same after a snapshot restore.
 
+use crate::chunked::MinHeap;
 use crate::draw::LazyDraw;
 use crate::idmap::IdMap;
 use crate::limits::*;
@@ -16,8 +17,7 @@ use crate::outcome::{EndReason, Outcome, Rejection, RoomView, Totals, VisitorSta
 use crate::queue::{Slot, WaitQueue};
 use crate::sessions::Sessions;
 use crate::types::{Health, Mode, RoomConfig, VisitorId};
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
 /// Bucket units per token: ms per minute × permille, so refill is exact integer arithmetic.
 pub(crate) const UNITS_PER_TOKEN: u64 = 60_000 * 1_000;
@@ -52,10 +52,10 @@ pub(crate) struct Room {
     /// Waiter → qidx.
     pub waiting: IdMap<u64>,
     /// (last_seen_ms when pushed, qidx); an entry whose slot is gone is stale and skipped.
-    waiter_due: BinaryHeap<Reverse<(u64, u64)>>,
+    waiter_due: MinHeap<(u64, u64)>,
     pub sessions: Sessions,
     /// (last_active_ms when pushed, seq, visitor); stale unless the visitor's session has this seq.
-    session_due: BinaryHeap<Reverse<(u64, u64, VisitorId)>>,
+    session_due: MinHeap<(u64, u64, VisitorId)>,
     /// Recently ended visitors, oldest first, and an index of the latest end per visitor.
     pub ended: VecDeque<(VisitorId, Ended)>,
     ended_index: IdMap<Ended>,
@@ -97,9 +97,9 @@ impl Room {
             next_seq: 1,
             queue: WaitQueue::default(),
             waiting: IdMap::default(),
-            waiter_due: BinaryHeap::new(),
+            waiter_due: MinHeap::default(),
             sessions: Sessions::default(),
-            session_due: BinaryHeap::new(),
+            session_due: MinHeap::default(),
             ended: VecDeque::new(),
             ended_index: IdMap::default(),
             bucket_units,
@@ -143,9 +143,9 @@ impl Room {
             if room.waiting.insert(s.id, qidx).is_some() {
                 return Err(format!("room {}: visitor {} waits twice", room.name, s.id));
             }
-            due.push(Reverse((s.last_seen_ms, qidx)));
+            due.push((s.last_seen_ms, qidx));
         }
-        room.waiter_due = BinaryHeap::from(due);
+        room.waiter_due = MinHeap::from_vec(due);
         let mut due = Vec::with_capacity(p.sessions.len());
         for (id, s) in p.sessions {
             if s.seq == 0 || s.seq >= room.next_seq || room.waiting.contains_key(&id) {
@@ -154,9 +154,9 @@ impl Room {
             if let Err(e) = room.sessions.insert(id, s) {
                 return Err(format!("room {}: bad session for {id}: {e}", room.name));
             }
-            due.push(Reverse((s.last_active_ms, s.seq, id)));
+            due.push((s.last_active_ms, s.seq, id));
         }
-        room.session_due = BinaryHeap::from(due);
+        room.session_due = MinHeap::from_vec(due);
         if p.ended.len() > ENDED_PER_ROOM_MAX {
             return Err(format!("room {}: too many ended records", room.name));
         }
@@ -183,7 +183,7 @@ impl Room {
         let ttl = self.config.session_ttl_secs * 1000;
         let mut gone: Vec<(u64, VisitorId, EndReason)> = Vec::new();
         while gone.len() < EXPIRIES_PER_APPLY_MAX {
-            let Some(&Reverse((t, seq, id))) = self.session_due.peek() else {
+            let Some(&(t, seq, id)) = self.session_due.peek() else {
                 break;
             };
             if t + ttl > now {
@@ -200,12 +200,12 @@ impl Room {
                 self.sessions.remove(&id);
                 gone.push((seq, id, EndReason::Expired));
             } else {
-                self.session_due.push(Reverse((last_active_ms, seq, id)));
+                self.session_due.push((last_active_ms, seq, id));
             }
         }
         let ttl = self.config.waiter_ttl_secs * 1000;
         while gone.len() < EXPIRIES_PER_APPLY_MAX {
-            let Some(&Reverse((t, qidx))) = self.waiter_due.peek() else {
+            let Some(&(t, qidx)) = self.waiter_due.peek() else {
                 break;
             };
             if t + ttl > now {
@@ -220,7 +220,7 @@ impl Room {
                 self.waiting.remove(&slot.id);
                 gone.push((slot.seq, slot.id, EndReason::Abandoned));
             } else {
-                self.waiter_due.push(Reverse((slot.last_seen_ms, qidx)));
+                self.waiter_due.push((slot.last_seen_ms, qidx));
             }
         }
         gone.sort_unstable_by_key(|&(seq, _, _)| seq);
@@ -256,10 +256,10 @@ impl Room {
         let mut due = Vec::with_capacity(self.queue.len() as usize);
         for (qidx, s) in self.queue.iter() {
             *self.waiting.get_mut(&s.id).expect("waiter without index") = qidx;
-            due.push(Reverse((s.last_seen_ms, qidx)));
+            due.push((s.last_seen_ms, qidx));
         }
         debug_assert!(self.queue.front().is_none_or(|(q, _)| q == first));
-        self.waiter_due = BinaryHeap::from(due);
+        self.waiter_due = MinHeap::from_vec(due);
     }
 
     fn maybe_compact(&mut self) {
@@ -284,13 +284,13 @@ impl Room {
 
     /// Pops expiry entries of visitors who are gone, so `next_due` does not ask for useless ticks.
     fn drop_stale_due(&mut self) {
-        while let Some(&Reverse((_, qidx))) = self.waiter_due.peek() {
+        while let Some(&(_, qidx)) = self.waiter_due.peek() {
             if self.queue.get(qidx).is_some() {
                 break;
             }
             self.waiter_due.pop();
         }
-        while let Some(&Reverse((_, seq, id))) = self.session_due.peek() {
+        while let Some(&(_, seq, id)) = self.session_due.peek() {
             if self.sessions.key(&id).is_some_and(|(s, _)| s == seq) {
                 break;
             }
@@ -343,7 +343,7 @@ impl Room {
         self.sessions
             .insert(slot.id, s)
             .expect("a waiter has no session");
-        self.session_due.push(Reverse((now, slot.seq, slot.id)));
+        self.session_due.push((now, slot.seq, slot.id));
         self.totals.admitted += 1;
         self.roll_windows(now);
         self.windows[((now / WINDOW_MS) % WINDOWS as u64) as usize] += 1;
@@ -456,7 +456,7 @@ impl Room {
                 last_seen_ms: now,
             });
             self.waiting.insert(id, qidx);
-            self.waiter_due.push(Reverse((now, qidx)));
+            self.waiter_due.push((now, qidx));
             self.totals.joined += 1;
         }
         self.pump(now, draw);
@@ -626,10 +626,10 @@ impl Room {
         if !self.opened {
             consider(self.config.opens_at_ms.unwrap_or(now));
         }
-        if let Some(Reverse((t, _, _))) = self.session_due.peek() {
+        if let Some((t, _, _)) = self.session_due.peek() {
             consider(t + self.config.session_ttl_secs * 1000);
         }
-        if let Some(Reverse((t, _))) = self.waiter_due.peek() {
+        if let Some((t, _)) = self.waiter_due.peek() {
             consider(t + self.config.waiter_ttl_secs * 1000);
         }
         if self.opened && !self.config.paused && self.queue.len() > 0 {
@@ -651,7 +651,7 @@ impl Room {
     /// Approximate heap bytes held by the waiting line and its indexes.
     pub fn waiter_heap_bytes(&self) -> usize {
         let map = self.waiting.heap_bytes();
-        let heap = self.waiter_due.capacity() * std::mem::size_of::<Reverse<(u64, u64)>>();
+        let heap = self.waiter_due.heap_bytes();
         map + heap + self.queue.heap_bytes()
     }
 }
