@@ -14,6 +14,9 @@ use std::time::Duration;
 
 // mimalloc returns freed memory to the system promptly and keeps fragmentation across the runtime's
 // threads low: with glibc's allocator a node holding a million waiters sat up to 50 MiB higher.
+// It is built without transparent huge pages (`no_thp`): with them, a page fault in a fresh region
+// could wait milliseconds for the kernel to assemble a 2 MiB page, and the state machine's growing
+// tables took such faults on every node at the same log entry.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
