@@ -1,7 +1,12 @@
 //! Snapshots and the state digest.
 //!
 //! A snapshot is the canonical encoding of the whole state: the magic `SLSM`, one version byte
-//! ([`SNAPSHOT_VERSION`]), then postcard. Canonical means every collection is written in an order
+//! ([`SNAPSHOT_VERSION`]), then the state. Version 2 writes the state's small parts (clock, pools,
+//! each room's configuration, counters and ended visitors) with postcard and each room's waiters
+//! and sessions, which can number millions, as packed records: the 16 bytes of the visitor, then
+//! its numbers as LEB128 varints (postcard's integer encoding), with no per-field dispatch. A
+//! node encodes its snapshot while its applies wait, so the encoding's speed is a pause. Version 1
+//! (all postcard) is still read. Canonical means every collection is written in an order
 //! that depends on the state alone (rooms and pools by name, waiters in line order, sessions by
 //! sequence number, ended visitors oldest first), never on hash-map layout or on the history of
 //! how the state was reached. Derived indexes (expiry heaps, hash maps, holes in the line) are
@@ -17,44 +22,123 @@ use crate::queue::{Slot, WaitQueue};
 use crate::room::{Ended, Room, RoomParts, Session, WINDOWS};
 use crate::sessions::Sessions;
 use crate::types::{validate_name, RoomConfig, VisitorId};
-use serde::ser::{SerializeSeq, Serializer};
 use serde::{Deserialize, Serialize};
 
 /// Magic bytes that open every snapshot.
 pub const SNAPSHOT_MAGIC: &[u8; 4] = b"SLSM";
 /// The current snapshot encoding version.
-pub const SNAPSHOT_VERSION: u8 = 1;
+pub const SNAPSHOT_VERSION: u8 = 2;
+/// The first version, all postcard; still read.
+const SNAPSHOT_V1: u8 = 1;
 
 /// The digest of a state: BLAKE3 of its canonical snapshot encoding.
 pub type Digest = [u8; 32];
 
-struct Waiters<'a>(&'a WaitQueue);
+/// Appends `v` as an LEB128 varint, as postcard writes integers.
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
 
-impl Serialize for Waiters<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut seq = s.serialize_seq(Some(self.0.len() as usize))?;
-        for (_, w) in self.0.iter() {
-            seq.serialize_element(&(w.id, w.seq, w.last_seen_ms))?;
-        }
-        seq.end()
+/// The bytes a packed waiter takes with a sequence number below 2^28 and a time before the year
+/// 6000 (varints of 4 and 7 bytes); the encoder reserves this much per waiter.
+const WAITER_BYTES: usize = 16 + 4 + 7;
+/// The same for a packed session (one more time).
+const SESSION_BYTES: usize = WAITER_BYTES + 7;
+
+/// The waiters in line order: count, then (visitor, seq, last seen) records.
+fn put_waiters(out: &mut Vec<u8>, q: &WaitQueue) {
+    put_varint(out, q.len());
+    for (_, w) in q.iter() {
+        out.extend_from_slice(&w.id.0);
+        put_varint(out, w.seq);
+        put_varint(out, w.last_seen_ms);
     }
 }
 
-/// Sessions in sequence-number order, as the room keeps them.
-struct SessionsOut<'a>(&'a Sessions);
-
-impl Serialize for SessionsOut<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut seq = s.serialize_seq(Some(self.0.len()))?;
-        for (id, v) in self.0.iter() {
-            seq.serialize_element(&(id, v.seq, v.admitted_at_ms, v.last_active_ms))?;
-        }
-        seq.end()
+/// The sessions in sequence-number order, as the room keeps them: count, then (visitor, seq,
+/// admitted at, last active) records.
+fn put_sessions(out: &mut Vec<u8>, sessions: &Sessions) {
+    put_varint(out, sessions.len() as u64);
+    for (id, v) in sessions.iter() {
+        out.extend_from_slice(&id.0);
+        put_varint(out, v.seq);
+        put_varint(out, v.admitted_at_ms);
+        put_varint(out, v.last_active_ms);
     }
 }
 
+/// Reads the packed records [`put_waiters`] and [`put_sessions`] write.
+struct Packed<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Packed<'a> {
+    fn varint(&mut self) -> Result<u64, DecodeError> {
+        let mut v = 0u64;
+        for (i, &b) in self.rest.iter().enumerate().take(10) {
+            if i == 9 && b > 1 {
+                break;
+            }
+            v |= u64::from(b & 0x7f) << (7 * i);
+            if b & 0x80 == 0 {
+                self.rest = &self.rest[i + 1..];
+                return Ok(v);
+            }
+        }
+        Err(bad("bad or truncated varint"))
+    }
+
+    fn visitor(&mut self) -> Result<VisitorId, DecodeError> {
+        let (id, rest) = self
+            .rest
+            .split_first_chunk::<16>()
+            .ok_or_else(|| bad("truncated visitor"))?;
+        self.rest = rest;
+        Ok(VisitorId(*id))
+    }
+
+    /// A record count, bounded by `max`; also returns how many records to reserve room for,
+    /// which the remaining bytes bound (every record takes at least 17), so a forged count
+    /// cannot make the decoder allocate.
+    fn count(&mut self, max: u64, what: &str) -> Result<(u64, usize), DecodeError> {
+        let n = self.varint()?;
+        if n > max {
+            return Err(DecodeError::TooLarge(format!("{n} {what}")));
+        }
+        Ok((n, (n as usize).min(self.rest.len() / 17)))
+    }
+
+    fn waiters(&mut self) -> Result<Vec<(VisitorId, u64, u64)>, DecodeError> {
+        let (n, cap) = self.count(WAITERS_PER_ROOM_MAX, "waiters")?;
+        let mut v = Vec::with_capacity(cap);
+        for _ in 0..n {
+            v.push((self.visitor()?, self.varint()?, self.varint()?));
+        }
+        Ok(v)
+    }
+
+    fn sessions(&mut self) -> Result<Vec<(VisitorId, u64, u64, u64)>, DecodeError> {
+        let (n, cap) = self.count(CAPACITY_MAX, "sessions")?;
+        let mut v = Vec::with_capacity(cap);
+        for _ in 0..n {
+            v.push((
+                self.visitor()?,
+                self.varint()?,
+                self.varint()?,
+                self.varint()?,
+            ));
+        }
+        Ok(v)
+    }
+}
+
+/// A room's small parts; its waiters and sessions follow packed.
 #[derive(Serialize)]
-struct RoomOut<'a> {
+struct RoomHeadOut<'a> {
     name: &'a str,
     config: &'a RoomConfig,
     created_at_ms: u64,
@@ -66,11 +150,64 @@ struct RoomOut<'a> {
     windows: [u64; WINDOWS],
     window_latest: u64,
     totals: Totals,
-    waiters: Waiters<'a>,
-    sessions: SessionsOut<'a>,
     ended: Vec<(VisitorId, u64, EndReason, u64)>,
 }
 
+#[derive(Deserialize)]
+struct RoomHeadIn {
+    name: String,
+    config: RoomConfig,
+    created_at_ms: u64,
+    opened: bool,
+    opened_at_ms: u64,
+    next_seq: u64,
+    bucket_units: u64,
+    bucket_at_ms: u64,
+    windows: [u64; WINDOWS],
+    window_latest: u64,
+    totals: Totals,
+    ended: Vec<(VisitorId, u64, EndReason, u64)>,
+}
+
+/// The state's opening; `rooms` rooms follow.
+#[derive(Serialize)]
+struct HeadOut<'a> {
+    clock_ms: u64,
+    last_applied: Option<(u64, u64)>,
+    pools: Vec<(&'a str, &'a Pool)>,
+    rooms: u64,
+}
+
+#[derive(Deserialize)]
+struct HeadIn {
+    clock_ms: u64,
+    last_applied: Option<(u64, u64)>,
+    pools: Vec<(String, Pool)>,
+    rooms: u64,
+}
+
+fn room_head(r: &Room) -> RoomHeadOut<'_> {
+    RoomHeadOut {
+        name: &r.name,
+        config: &r.config,
+        created_at_ms: r.created_at_ms,
+        opened: r.opened,
+        opened_at_ms: r.opened_at_ms,
+        next_seq: r.next_seq,
+        bucket_units: r.bucket_units,
+        bucket_at_ms: r.bucket_at_ms,
+        windows: r.windows,
+        window_latest: r.window_latest,
+        totals: r.totals,
+        ended: r
+            .ended
+            .iter()
+            .map(|(id, e)| (*id, e.seq, e.reason, e.at_ms))
+            .collect(),
+    }
+}
+
+/// A room as decoded, whichever the version.
 #[derive(Deserialize)]
 struct RoomIn {
     name: String,
@@ -89,43 +226,13 @@ struct RoomIn {
     ended: Vec<(VisitorId, u64, EndReason, u64)>,
 }
 
-#[derive(Serialize)]
-struct StateOut<'a> {
-    clock_ms: u64,
-    last_applied: Option<(u64, u64)>,
-    rooms: Vec<RoomOut<'a>>,
-    pools: Vec<(&'a str, &'a Pool)>,
-}
-
+/// The state as version 1 wrote it.
 #[derive(Deserialize)]
 struct StateIn {
     clock_ms: u64,
     last_applied: Option<(u64, u64)>,
     rooms: Vec<RoomIn>,
     pools: Vec<(String, Pool)>,
-}
-
-fn room_out(r: &Room) -> RoomOut<'_> {
-    RoomOut {
-        name: &r.name,
-        config: &r.config,
-        created_at_ms: r.created_at_ms,
-        opened: r.opened,
-        opened_at_ms: r.opened_at_ms,
-        next_seq: r.next_seq,
-        bucket_units: r.bucket_units,
-        bucket_at_ms: r.bucket_at_ms,
-        windows: r.windows,
-        window_latest: r.window_latest,
-        totals: r.totals,
-        waiters: Waiters(&r.queue),
-        sessions: SessionsOut(&r.sessions),
-        ended: r
-            .ended
-            .iter()
-            .map(|(id, e)| (*id, e.seq, e.reason, e.at_ms))
-            .collect(),
-    }
 }
 
 fn bad(msg: impl Into<String>) -> DecodeError {
@@ -140,23 +247,37 @@ impl StateMachine {
 
     /// [`snapshot`](Self::snapshot), appended to `out` (which may already hold a header), so
     /// that a snapshot file is encoded in one buffer without copying.
-    pub fn snapshot_into(&self, mut out: Vec<u8>) -> Vec<u8> {
-        let state = StateOut {
-            clock_ms: self.clock_ms,
-            last_applied: self.last_applied.map(|p| (p.term, p.index)),
-            rooms: self.rooms.values().map(room_out).collect(),
-            pools: self.pools.iter().map(|(n, p)| (n.as_str(), p)).collect(),
-        };
+    pub fn snapshot_into(&self, out: Vec<u8>) -> Vec<u8> {
+        self.encode(self.last_applied.map(|p| (p.term, p.index)), out)
+    }
+
+    fn encode(&self, last_applied: Option<(u64, u64)>, mut out: Vec<u8>) -> Vec<u8> {
+        // One reservation for the packed records, so the buffer is not regrown (and copied)
+        // while a large state is written.
         out.reserve(
-            64 + self
+            256 + self
                 .rooms
                 .values()
-                .map(|r| r.queue.len() as usize * 28)
+                .map(|r| {
+                    256 + r.queue.len() as usize * WAITER_BYTES + r.sessions.len() * SESSION_BYTES
+                })
                 .sum::<usize>(),
         );
         out.extend_from_slice(SNAPSHOT_MAGIC);
         out.push(SNAPSHOT_VERSION);
-        postcard::to_extend(&state, out).expect("encoding into a Vec cannot fail")
+        let head = HeadOut {
+            clock_ms: self.clock_ms,
+            last_applied,
+            pools: self.pools.iter().map(|(n, p)| (n.as_str(), p)).collect(),
+            rooms: self.rooms.len() as u64,
+        };
+        out = postcard::to_extend(&head, out).expect("encoding into a Vec cannot fail");
+        for r in self.rooms.values() {
+            out = postcard::to_extend(&room_head(r), out).expect("encoding into a Vec cannot fail");
+            put_waiters(&mut out, &r.queue);
+            put_sessions(&mut out, &r.sessions);
+        }
+        out
     }
 
     /// Rebuilds a state from [`snapshot`](Self::snapshot) bytes, checking its consistency.
@@ -167,14 +288,18 @@ impl StateMachine {
         if &bytes[..4] != SNAPSHOT_MAGIC {
             return Err(bad("not a snapshot (bad magic)"));
         }
-        if bytes[4] != SNAPSHOT_VERSION {
-            return Err(DecodeError::Version(bytes[4]));
-        }
-        let (s, tail): (StateIn, &[u8]) =
-            postcard::take_from_bytes(&bytes[5..]).map_err(|e| bad(e.to_string()))?;
-        if !tail.is_empty() {
-            return Err(bad(format!("{} trailing bytes", tail.len())));
-        }
+        let s = match bytes[4] {
+            SNAPSHOT_VERSION => decode_v2(&bytes[5..])?,
+            SNAPSHOT_V1 => {
+                let (s, tail): (StateIn, &[u8]) =
+                    postcard::take_from_bytes(&bytes[5..]).map_err(|e| bad(e.to_string()))?;
+                if !tail.is_empty() {
+                    return Err(bad(format!("{} trailing bytes", tail.len())));
+                }
+                s
+            }
+            v => return Err(DecodeError::Version(v)),
+        };
         if s.rooms.len() > ROOMS_MAX || s.pools.len() > POOLS_MAX {
             return Err(DecodeError::TooLarge("too many rooms or pools".into()));
         }
@@ -262,17 +387,51 @@ impl StateMachine {
     /// cluster restored from a backup and the cluster the backup was taken from, although the
     /// restored cluster's log goes on from there with entries of its own.
     pub fn content_digest(&self) -> Digest {
-        let state = StateOut {
-            clock_ms: self.clock_ms,
-            last_applied: None,
-            rooms: self.rooms.values().map(room_out).collect(),
-            pools: self.pools.iter().map(|(n, p)| (n.as_str(), p)).collect(),
-        };
-        let mut out = SNAPSHOT_MAGIC.to_vec();
-        out.push(SNAPSHOT_VERSION);
-        *blake3::hash(&postcard::to_extend(&state, out).expect("encoding into a Vec cannot fail"))
-            .as_bytes()
+        *blake3::hash(&self.encode(None, Vec::new())).as_bytes()
     }
+}
+
+/// The state after the version byte of a version 2 snapshot.
+fn decode_v2(bytes: &[u8]) -> Result<StateIn, DecodeError> {
+    let (head, mut rest): (HeadIn, &[u8]) =
+        postcard::take_from_bytes(bytes).map_err(|e| bad(e.to_string()))?;
+    if head.rooms > ROOMS_MAX as u64 {
+        return Err(DecodeError::TooLarge("too many rooms".into()));
+    }
+    let mut rooms = Vec::with_capacity(head.rooms as usize);
+    for _ in 0..head.rooms {
+        let (r, tail): (RoomHeadIn, &[u8]) =
+            postcard::take_from_bytes(rest).map_err(|e| bad(e.to_string()))?;
+        let mut packed = Packed { rest: tail };
+        let waiters = packed.waiters()?;
+        let sessions = packed.sessions()?;
+        rest = packed.rest;
+        rooms.push(RoomIn {
+            name: r.name,
+            config: r.config,
+            created_at_ms: r.created_at_ms,
+            opened: r.opened,
+            opened_at_ms: r.opened_at_ms,
+            next_seq: r.next_seq,
+            bucket_units: r.bucket_units,
+            bucket_at_ms: r.bucket_at_ms,
+            windows: r.windows,
+            window_latest: r.window_latest,
+            totals: r.totals,
+            waiters,
+            sessions,
+            ended: r.ended,
+        });
+    }
+    if !rest.is_empty() {
+        return Err(bad(format!("{} trailing bytes", rest.len())));
+    }
+    Ok(StateIn {
+        clock_ms: head.clock_ms,
+        last_applied: head.last_applied,
+        rooms,
+        pools: head.pools,
+    })
 }
 
 /// A digest as lowercase hex.

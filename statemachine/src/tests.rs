@@ -1145,6 +1145,80 @@ fn identical_logs_give_identical_digests_and_snapshots_restore_exactly() {
     assert!(a.room("r").totals.abandoned > 0);
 }
 
+/// A state with every part a snapshot writes: two rooms (one a lottery), waiters, sessions,
+/// ended visitors and a pool. `tests/fixtures/snapshot-v1.bin` is this state as version 1 wrote it.
+fn every_part() -> H {
+    let mut h = H::new();
+    h.create(
+        "a",
+        RoomConfig {
+            waiter_ttl_secs: 20,
+            session_ttl_secs: 60,
+            ..cfg(3, 120)
+        },
+    );
+    h.create(
+        "b",
+        RoomConfig {
+            mode: Mode::Lottery,
+            ..cfg(2, 60)
+        },
+    );
+    for v in 1..=12u64 {
+        h.at(v * 250).join("a", v as u128);
+        h.join("b", 100 + v as u128);
+    }
+    h.at(4_000).run(Command::Leave {
+        room: "a".into(),
+        visitor: vid(1),
+    });
+    h.run(Command::Leave {
+        room: "a".into(),
+        visitor: vid(9),
+    });
+    h.run(Command::PutPool {
+        pool: "p".into(),
+        room_capacity: 5,
+        rooms_max: 3,
+    });
+    h.run(Command::PoolAssign { pool: "p".into() });
+    h.at(9_000).tick();
+    h
+}
+
+#[test]
+fn version_1_snapshots_still_restore_to_the_same_state() {
+    let h = every_part();
+    let room = h.room("a");
+    assert!(
+        room.waiting > 0 && room.active > 0 && room.totals.left == 2,
+        "{room:?}"
+    );
+    let v1 = include_bytes!("../tests/fixtures/snapshot-v1.bin");
+    assert_eq!(v1[4], 1);
+    let restored = StateMachine::restore(v1).unwrap();
+    assert_eq!(restored.digest(), h.sm.digest());
+    // Written again, it is the current version, which restores to the same state too.
+    let v2 = restored.snapshot();
+    assert_eq!(v2[4], crate::snapshot::SNAPSHOT_VERSION);
+    assert_eq!(v2, h.sm.snapshot());
+    assert_eq!(StateMachine::restore(&v2).unwrap().digest(), h.sm.digest());
+}
+
+#[test]
+fn packed_records_keep_extreme_numbers() {
+    let mut h = H::new();
+    h.create("r", cfg(1, 60));
+    // Visitors at both ends of the id range, at the latest instant a schedule accepts.
+    h.at(INSTANT_MS_MAX - T0).join("r", u128::MAX);
+    h.join("r", 0);
+    let snap = h.sm.snapshot();
+    let back = StateMachine::restore(&snap).unwrap();
+    assert_eq!(back.snapshot(), snap);
+    assert!(back.visitor("r", vid(u128::MAX)).is_ok());
+    assert!(back.visitor("r", vid(0)).is_ok());
+}
+
 #[test]
 fn restore_rejects_garbage() {
     let mut h = H::new();
