@@ -153,8 +153,10 @@ struct RoomHeadOut<'a> {
     ended: Vec<(VisitorId, u64, EndReason, u64)>,
 }
 
+/// A room's scalar parts as both versions write them (postcard writes a nested struct as its
+/// fields in order, so nesting changes no byte).
 #[derive(Deserialize)]
-struct RoomHeadIn {
+struct RoomFieldsIn {
     name: String,
     config: RoomConfig,
     created_at_ms: u64,
@@ -166,6 +168,11 @@ struct RoomHeadIn {
     windows: [u64; WINDOWS],
     window_latest: u64,
     totals: Totals,
+}
+
+#[derive(Deserialize)]
+struct RoomHeadIn {
+    fields: RoomFieldsIn,
     ended: Vec<(VisitorId, u64, EndReason, u64)>,
 }
 
@@ -207,20 +214,10 @@ fn room_head(r: &Room) -> RoomHeadOut<'_> {
     }
 }
 
-/// A room as decoded, whichever the version.
+/// A room as decoded, whichever the version; version 1 wrote it so, all postcard.
 #[derive(Deserialize)]
 struct RoomIn {
-    name: String,
-    config: RoomConfig,
-    created_at_ms: u64,
-    opened: bool,
-    opened_at_ms: u64,
-    next_seq: u64,
-    bucket_units: u64,
-    bucket_at_ms: u64,
-    windows: [u64; WINDOWS],
-    window_latest: u64,
-    totals: Totals,
+    fields: RoomFieldsIn,
     waiters: Vec<(VisitorId, u64, u64)>,
     sessions: Vec<(VisitorId, u64, u64, u64)>,
     ended: Vec<(VisitorId, u64, EndReason, u64)>,
@@ -311,21 +308,22 @@ impl StateMachine {
             ..Default::default()
         };
         for r in s.rooms {
-            validate_name("room", &r.name).map_err(|e| bad(e.to_string()))?;
-            r.config
+            let f = r.fields;
+            validate_name("room", &f.name).map_err(|e| bad(e.to_string()))?;
+            f.config
                 .validate()
-                .map_err(|e| bad(format!("room {}: {e}", r.name)))?;
+                .map_err(|e| bad(format!("room {}: {e}", f.name)))?;
             if r.waiters.len() as u64 > WAITERS_PER_ROOM_MAX || r.ended.len() > ENDED_PER_ROOM_MAX {
-                return Err(DecodeError::TooLarge(format!("room {}", r.name)));
+                return Err(DecodeError::TooLarge(format!("room {}", f.name)));
             }
-            let name = r.name.clone();
+            let name = f.name.clone();
             let parts = RoomParts {
-                name: r.name,
-                config: r.config,
-                created_at_ms: r.created_at_ms,
-                opened: r.opened,
-                opened_at_ms: r.opened_at_ms,
-                next_seq: r.next_seq,
+                name: f.name,
+                config: f.config,
+                created_at_ms: f.created_at_ms,
+                opened: f.opened,
+                opened_at_ms: f.opened_at_ms,
+                next_seq: f.next_seq,
                 waiters: r
                     .waiters
                     .into_iter()
@@ -354,11 +352,11 @@ impl StateMachine {
                     .into_iter()
                     .map(|(id, seq, reason, at_ms)| (id, Ended { seq, reason, at_ms }))
                     .collect(),
-                bucket_units: r.bucket_units,
-                bucket_at_ms: r.bucket_at_ms,
-                windows: r.windows,
-                window_latest: r.window_latest,
-                totals: r.totals,
+                bucket_units: f.bucket_units,
+                bucket_at_ms: f.bucket_at_ms,
+                windows: f.windows,
+                window_latest: f.window_latest,
+                totals: f.totals,
             };
             let room = Room::from_parts(parts).map_err(bad)?;
             if sm.rooms.insert(name.clone(), room).is_some() {
@@ -407,17 +405,7 @@ fn decode_v2(bytes: &[u8]) -> Result<StateIn, DecodeError> {
         let sessions = packed.sessions()?;
         rest = packed.rest;
         rooms.push(RoomIn {
-            name: r.name,
-            config: r.config,
-            created_at_ms: r.created_at_ms,
-            opened: r.opened,
-            opened_at_ms: r.opened_at_ms,
-            next_seq: r.next_seq,
-            bucket_units: r.bucket_units,
-            bucket_at_ms: r.bucket_at_ms,
-            windows: r.windows,
-            window_latest: r.window_latest,
-            totals: r.totals,
+            fields: r.fields,
             waiters,
             sessions,
             ended: r.ended,
