@@ -223,7 +223,7 @@ struct RoomIn {
     ended: Vec<(VisitorId, u64, EndReason, u64)>,
 }
 
-/// The state as version 1 wrote it.
+/// The state as decoded, whichever the version; version 1 wrote it so, all postcard.
 #[derive(Deserialize)]
 struct StateIn {
     clock_ms: u64,
