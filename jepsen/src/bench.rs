@@ -46,6 +46,10 @@ pub struct Stats {
     pub errors: BTreeMap<String, u64>,
     /// Compare-and-retry attempts beyond the first (etcd joins).
     pub retries: u64,
+    /// CPU time (user and system) per successful operation, µs, of each Sluice node (`n1`..)
+    /// and of the generator itself, over the step; Sluice join steps only.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub cpu_us_per_op: BTreeMap<String, f64>,
 }
 
 impl Stats {
@@ -72,7 +76,21 @@ impl Stats {
             max_ms: h.max() as f64 / 1000.0,
             errors,
             retries,
+            cpu_us_per_op: BTreeMap::new(),
         }
+    }
+
+    /// Records the CPU each process used between `before` and `after` (from [`CpuUse::now`]),
+    /// per successful operation of this step.
+    fn cpu_between(mut self, before: &CpuUse, after: &CpuUse) -> Self {
+        let ops = self.ops.max(1) as f64;
+        for (who, &end) in &after.0 {
+            if let Some(&start) = before.0.get(who) {
+                let us = end.saturating_sub(start) as f64 * 1e6 / USER_HZ as f64;
+                self.cpu_us_per_op.insert(who.clone(), us / ops);
+            }
+        }
+        self
     }
 
     /// One line for humans.
@@ -87,7 +105,48 @@ impl Stats {
             self.p999_ms,
             self.max_ms,
             self.errors.values().sum::<u64>()
-        )
+        ) + &if self.cpu_us_per_op.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "  cpu/op {:.0} µs",
+                self.cpu_us_per_op.values().sum::<f64>()
+            )
+        }
+    }
+}
+
+/// The unit of the CPU times in `/proc/<pid>/stat`: Linux fixes it at 100 per second for user
+/// space on every architecture it runs on.
+const USER_HZ: u64 = 100;
+
+/// CPU time (user and system) a process has used, in 1/[`USER_HZ`] s, from `/proc/<pid>/stat`;
+/// 0 if it cannot be read.
+pub fn cpu_ticks(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            // The fields after the command name (in parentheses, and it may hold spaces) start
+            // at field 3; utime and stime are fields 14 and 15.
+            let f: Vec<&str> = s.get(s.rfind(')')? + 1..)?.split_whitespace().collect();
+            Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+        })
+        .unwrap_or(0)
+}
+
+/// CPU time used so far by each Sluice node (`n1`..) and by this process (`generator`).
+#[derive(Debug, Clone)]
+struct CpuUse(BTreeMap<String, u64>);
+
+impl CpuUse {
+    fn now(c: &SluiceCluster) -> Self {
+        let mut m: BTreeMap<String, u64> = c
+            .children
+            .iter()
+            .map(|(id, ch)| (format!("n{id}"), cpu_ticks(ch.id())))
+            .collect();
+        m.insert("generator".into(), cpu_ticks(std::process::id()));
+        CpuUse(m)
     }
 }
 
@@ -618,6 +677,8 @@ pub struct BenchOpts {
     pub dir: PathBuf,
     /// Which steps to run.
     pub only: Steps,
+    /// The open-loop latency step's rate, joins/s, instead of half the measured peak.
+    pub rate: Option<u64>,
 }
 
 /// A subset of the benchmark.
@@ -737,11 +798,12 @@ pub async fn run(opts: &BenchOpts) -> Result<Value> {
     let mut join_rate: BTreeMap<usize, f64> = BTreeMap::new();
     let mut join_table = Vec::new();
     for &clients in &opts.client_steps {
-        let s = closed_loop(
+        let s = join_step(
+            &sluice,
+            &visitors,
             "sluice join, hot room (gRPC)",
             clients,
             d,
-            sluice_join_op(visitors.clone(), "hot"),
         )
         .await;
         join_rate.insert(clients, s.per_sec);
@@ -751,7 +813,7 @@ pub async fn run(opts: &BenchOpts) -> Result<Value> {
 
     if opts.only == Steps::Joins {
         let peak = join_rate.values().cloned().fold(0.0, f64::max);
-        let half_stats = half_peak(&visitors, peak, d).await;
+        let half_stats = half_peak(&sluice, &visitors, peak, opts.rate, d).await;
         let half_p99 = half_stats.p99_ms;
         note(half_stats);
         sluice.save_metrics().await;
@@ -806,18 +868,20 @@ pub async fn run(opts: &BenchOpts) -> Result<Value> {
         }
     })
     .await;
-    let sluice64 = closed_loop(
+    let sluice64 = join_step(
+        &sluice,
+        &visitors,
         "sluice join, hot room, 64 clients",
         64,
         d,
-        sluice_join_op(visitors.clone(), "hot"),
     )
     .await;
-    let sluice256 = closed_loop(
+    let sluice256 = join_step(
+        &sluice,
+        &visitors,
         "sluice join, hot room, 256 clients",
         256,
         d,
-        sluice_join_op(visitors.clone(), "hot"),
     )
     .await;
     let (r_own, r_hot, r_put) = (
@@ -889,7 +953,7 @@ pub async fn run(opts: &BenchOpts) -> Result<Value> {
     note(mix);
 
     // Join latency at half the peak rate (open loop).
-    let half_stats = half_peak(&visitors, peak, d).await;
+    let half_stats = half_peak(&sluice, &visitors, peak, opts.rate, d).await;
     let half_p99 = half_stats.p99_ms;
     note(half_stats);
     sluice.save_metrics().await;
@@ -1066,9 +1130,9 @@ async fn reads(
     .await;
 
     // Gate checks and follower status reads, against hello-world.
-    put_room(&sluice, "gate", json!({"capacity": 10_000_000, "admit_per_minute": 60_000_000, "admit_burst": 1_000_000, "session_ttl_secs": 3600})).await?;
+    put_room(sluice, "gate", json!({"capacity": 10_000_000, "admit_per_minute": 60_000_000, "admit_burst": 1_000_000, "session_ttl_secs": 3600})).await?;
     put_room(
-        &sluice,
+        sluice,
         "line",
         json!({"paused": true, "max_waiting": 10_000_000, "waiter_ttl_secs": 86_400}),
     )
@@ -1142,20 +1206,44 @@ async fn reads(
     Ok((hello_stats, gate, status))
 }
 
-/// Open-loop joins on the hot room at half of `peak` joins/s.
-async fn half_peak(
+/// Closed-loop joins on the hot room by `clients` clients, with the CPU each process used.
+async fn join_step(
+    sluice: &SluiceCluster,
     visitors: &[pb::sluice::visitor_client::VisitorClient<tonic::transport::Channel>],
-    peak: f64,
+    name: &str,
+    clients: usize,
     d: Duration,
 ) -> Stats {
-    let half = (peak / 2.0) as u64;
+    let before = CpuUse::now(sluice);
+    closed_loop(name, clients, d, sluice_join_op(visitors.to_vec(), "hot"))
+        .await
+        .cpu_between(&before, &CpuUse::now(sluice))
+}
+
+/// Open-loop joins on the hot room at half of `peak` joins/s, or at `rate` if given.
+async fn half_peak(
+    sluice: &SluiceCluster,
+    visitors: &[pb::sluice::visitor_client::VisitorClient<tonic::transport::Channel>],
+    peak: f64,
+    rate: Option<u64>,
+    d: Duration,
+) -> Stats {
+    let (name, rate) = match rate {
+        Some(r) => (format!("sluice join at a set rate ({r}/s)"), r),
+        None => {
+            let half = (peak / 2.0) as u64;
+            (format!("sluice join at half peak ({half}/s)"), half)
+        }
+    };
+    let before = CpuUse::now(sluice);
     open_loop(
-        &format!("sluice join at half peak ({half}/s)"),
-        half.max(1),
+        &name,
+        rate.max(1),
         d,
         sluice_join_op(visitors.to_vec(), "hot"),
     )
     .await
+    .cpu_between(&before, &CpuUse::now(sluice))
 }
 
 async fn steps_tickets(
@@ -1178,4 +1266,26 @@ async fn steps_tickets(
         out.push(v["ticket"].as_str().unwrap_or_default().to_string());
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_ticks_count_this_process_working() {
+        let me = std::process::id();
+        let start = cpu_ticks(me);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut x = 0u64;
+        while cpu_ticks(me) < start + 3 {
+            for i in 0..100_000u64 {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(i);
+            }
+            assert!(Instant::now() < deadline, "30 ms of work never showed");
+        }
+        assert_ne!(x, 1);
+        // No such process: nothing to count.
+        assert_eq!(cpu_ticks(u32::MAX), 0);
+    }
 }

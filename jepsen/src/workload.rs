@@ -135,7 +135,7 @@ async fn queue_append_worker(ctx: Ctx, i: usize, mut rng: ChaCha8Rng) {
         // Spread over nodes; move on after each operation so faults hit every path.
         let (node, url) = node_of(&ctx, i + round);
         round += 1;
-        let key = (rng.next_u64() % 3) as u64;
+        let key = rng.next_u64() % 3;
         if rng.next_u64() % 2 == 0 {
             let v = ctx.next_value.fetch_add(1, Ordering::SeqCst);
             let room = format!("q{key}");

@@ -11,6 +11,7 @@ async fn the_load_generator_runs_every_step() {
         client_steps: vec![1, 8],
         dir: dir.path().to_path_buf(),
         only: sluice_jepsen::bench::Steps::All,
+        rate: None,
     };
     let report = sluice_jepsen::bench::run(&opts)
         .await
@@ -19,6 +20,18 @@ async fn the_load_generator_runs_every_step() {
     assert!(steps.len() >= 10, "{report}");
     for s in steps {
         assert!(s["ops"].as_u64().unwrap() > 0, "a step did nothing: {s}");
+    }
+    // Sluice's join steps carry each process's CPU per join; the generator always used some.
+    let joins: Vec<_> = steps
+        .iter()
+        .filter(|s| s["name"].as_str().unwrap().starts_with("sluice join"))
+        .collect();
+    assert!(joins.len() >= 3, "{report}");
+    for s in joins {
+        let cpu = s["cpu_us_per_op"].as_object().expect("CPU per join");
+        let keys: Vec<&str> = cpu.keys().map(String::as_str).collect();
+        assert_eq!(keys, ["generator", "n1", "n2", "n3"], "{s}");
+        assert!(cpu["generator"].as_f64().unwrap() > 0.0, "{s}");
     }
     for (k, v) in report["ratios"].as_object().unwrap() {
         assert!(v.as_f64().unwrap() > 0.0, "{k}");

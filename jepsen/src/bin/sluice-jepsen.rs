@@ -74,6 +74,10 @@ enum Cmd {
         /// follower status reads).
         #[arg(long)]
         only: Option<String>,
+        /// Run the open-loop latency step at this many joins/s instead of half the measured
+        /// peak, to compare two builds at the same load.
+        #[arg(long)]
+        rate: Option<u64>,
     },
     /// Every fault × workload, for each node count.
     Matrix {
@@ -255,6 +259,7 @@ async fn main() -> Result<()> {
             clients,
             out,
             only,
+            rate,
         } => {
             let only = match only.as_deref() {
                 None => sluice_jepsen::bench::Steps::All,
@@ -272,6 +277,7 @@ async fn main() -> Result<()> {
                     .collect(),
                 dir: out.join("data"),
                 only,
+                rate,
             };
             let report = sluice_jepsen::bench::run(&opts).await?;
             std::fs::write(
