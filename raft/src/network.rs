@@ -7,17 +7,20 @@ use crate::pb;
 use crate::pb::raft_service_client::RaftServiceClient;
 use crate::types::{NodeAddr, TypeConfig, Vote};
 use openraft::alias::SnapshotOf;
+use openraft::base::{BoxFuture, BoxStream};
 use openraft::errors::{
     NetworkError, RPCError, RaftError, ReplicationClosed, StreamingError, Unreachable,
 };
 use openraft::network::{RPCOption, RaftNetworkFactory};
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, StreamAppendResult, VoteRequest,
+    VoteResponse,
 };
 use openraft::{OptionalSend, RaftNetworkV2};
 use std::collections::HashMap;
 use std::future::Future;
 use std::io::Cursor;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
@@ -132,6 +135,56 @@ fn status_to_rpc(target: u64, s: tonic::Status) -> RPCError<TypeConfig> {
     }
 }
 
+fn unreachable(target: u64, e: impl std::fmt::Display) -> RPCError<TypeConfig> {
+    RPCError::Unreachable(Unreachable::from_string(format!("node {target}: {e}")))
+}
+
+/// The results of a replication stream, one per request, in order. openraft waits for them
+/// without a limit, so a request left unanswered for `timeout` ends the stream as `Unreachable`
+/// here, as a unary AppendEntries would have timed out. `sent` counts the requests handed to the
+/// transport so far.
+fn stream_results<R>(
+    target: u64,
+    responses: R,
+    sent: Arc<AtomicU64>,
+    timeout: Duration,
+) -> impl futures::Stream<Item = Result<StreamAppendResult<TypeConfig>, RPCError<TypeConfig>>> + Send
+where
+    R: futures::Stream<Item = Result<pb::Payload, tonic::Status>> + Send + Unpin,
+{
+    use futures::StreamExt as _;
+    futures::stream::unfold(Some((responses, 0u64)), move |state| {
+        let sent = sent.clone();
+        async move {
+            let (mut responses, answered) = state?;
+            // Requests sent before this wait began must be answered within `timeout`; those
+            // sent during it get a window of their own.
+            let mut owed = sent.load(Ordering::Relaxed);
+            loop {
+                match tokio::time::timeout(timeout, responses.next()).await {
+                    Ok(None) => return None,
+                    Ok(Some(Err(s))) => return Some((Err(status_to_rpc(target, s)), None)),
+                    Ok(Some(Ok(p))) => {
+                        let r: Result<StreamAppendResult<TypeConfig>, _> = codec::decode(&p.data)
+                            .map_err(|e| {
+                                RPCError::Network(NetworkError::from_string(format!(
+                                    "node {target}: {e}"
+                                )))
+                            });
+                        let next = r.is_ok().then_some((responses, answered + 1));
+                        return Some((r, next));
+                    }
+                    Err(_) if owed > answered => {
+                        let e = format!("an append unanswered for {timeout:?}");
+                        return Some((Err(unreachable(target, e)), None));
+                    }
+                    Err(_) => owed = sent.load(Ordering::Relaxed),
+                }
+            }
+        }
+    })
+}
+
 impl PeerConn {
     async fn call<Req, Resp, F, Fut>(
         &self,
@@ -188,6 +241,52 @@ impl RaftNetworkV2<TypeConfig> for PeerConn {
             c.append_entries(r).await
         })
         .await
+    }
+
+    /// Replication on one gRPC stream per session (`AppendStream`), so that openraft can have
+    /// several requests on the way to a follower, each a message on the stream rather than a
+    /// call of its own. openraft's default sends one request and waits for its answer.
+    fn stream_append<'s, S>(
+        &'s mut self,
+        input: S,
+        option: RPCOption,
+    ) -> BoxFuture<
+        's,
+        Result<
+            BoxStream<'s, Result<StreamAppendResult<TypeConfig>, RPCError<TypeConfig>>>,
+            RPCError<TypeConfig>,
+        >,
+    >
+    where
+        S: futures::Stream<Item = AppendEntriesRequest<TypeConfig>>
+            + OptionalSend
+            + Unpin
+            + 'static,
+    {
+        use futures::StreamExt as _;
+        let target = self.target;
+        let timeout = option.hard_ttl().max(APPEND_TIMEOUT_MIN);
+        let client = self.peers.client(&self.addr);
+        Box::pin(async move {
+            let mut client = client.map_err(|e| unreachable(target, e))?;
+            let sent = Arc::new(AtomicU64::new(0));
+            let counted = sent.clone();
+            let requests = input.map(move |rpc| {
+                counted.fetch_add(1, Ordering::Relaxed);
+                pb::Payload {
+                    data: codec::encode(&rpc),
+                }
+            });
+            let responses = match tokio::time::timeout(timeout, client.append_stream(requests))
+                .await
+            {
+                Err(_) => return Err(unreachable(target, format!("no answer within {timeout:?}"))),
+                Ok(r) => r.map_err(|s| status_to_rpc(target, s))?.into_inner(),
+            };
+            let results: BoxStream<'s, _> =
+                Box::pin(stream_results(target, responses, sent, timeout));
+            Ok(results)
+        })
     }
 
     async fn vote(
@@ -248,5 +347,93 @@ impl RaftNetworkV2<TypeConfig> for PeerConn {
                 )))),
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::StreamExt;
+
+    const WAIT: Duration = Duration::from_millis(50);
+
+    fn answer() -> Result<pb::Payload, tonic::Status> {
+        let r: StreamAppendResult<TypeConfig> = Ok(None);
+        Ok(pb::Payload {
+            data: codec::encode(&r),
+        })
+    }
+
+    /// A results stream over a channel the test feeds, with `sent` requests counted as sent.
+    fn results(
+        sent: u64,
+    ) -> (
+        tokio::sync::mpsc::UnboundedSender<Result<pb::Payload, tonic::Status>>,
+        Arc<AtomicU64>,
+        impl futures::Stream<Item = Result<StreamAppendResult<TypeConfig>, RPCError<TypeConfig>>>,
+    ) {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let sent = Arc::new(AtomicU64::new(sent));
+        let rx = tokio_stream::wrappers::UnboundedReceiverStream::new(rx);
+        let s = stream_results(7, rx, sent.clone(), WAIT);
+        (tx, sent, s)
+    }
+
+    #[tokio::test]
+    async fn results_come_in_order_and_end_with_the_stream() {
+        let (tx, _sent, s) = results(2);
+        let mut s = Box::pin(s);
+        tx.send(answer()).unwrap();
+        tx.send(answer()).unwrap();
+        drop(tx);
+        assert!(matches!(s.next().await, Some(Ok(Ok(None)))));
+        assert!(matches!(s.next().await, Some(Ok(Ok(None)))));
+        assert!(s.next().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn an_unanswered_request_ends_the_stream_as_unreachable() {
+        let (_tx, _sent, s) = results(1);
+        let mut s = Box::pin(s);
+        let first = tokio::time::timeout(WAIT * 40, s.next())
+            .await
+            .expect("gives up after its timeout");
+        match first {
+            Some(Err(RPCError::Unreachable(e))) => assert!(e.to_string().contains("node 7")),
+            other => panic!("{other:?}"),
+        }
+        assert!(s.next().await.is_none(), "nothing after the error");
+    }
+
+    #[tokio::test]
+    async fn an_idle_stream_waits_for_requests_without_limit() {
+        let (tx, sent, s) = results(0);
+        let mut s = Box::pin(s);
+        // Several timeouts pass with nothing owed: no error.
+        assert!(tokio::time::timeout(WAIT * 4, s.next()).await.is_err());
+        sent.fetch_add(1, Ordering::Relaxed);
+        tx.send(answer()).unwrap();
+        assert!(matches!(s.next().await, Some(Ok(Ok(None)))));
+    }
+
+    #[tokio::test]
+    async fn garbage_and_transport_errors_end_the_stream() {
+        let (tx, _sent, s) = results(1);
+        let mut s = Box::pin(s);
+        tx.send(Ok(pb::Payload {
+            data: vec![0xff; 3],
+        }))
+        .unwrap();
+        assert!(matches!(s.next().await, Some(Err(RPCError::Network(_)))));
+        assert!(s.next().await.is_none());
+
+        let (tx, _sent, s) = results(1);
+        let mut s = Box::pin(s);
+        tx.send(Err(tonic::Status::unavailable("gone"))).unwrap();
+        assert!(matches!(
+            s.next().await,
+            Some(Err(RPCError::Unreachable(_)))
+        ));
+        assert!(s.next().await.is_none());
     }
 }

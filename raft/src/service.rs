@@ -51,6 +51,40 @@ impl RaftService for RaftRpc {
         reply(&self.node.raft.append_entries(rpc).await)
     }
 
+    type AppendStreamStream =
+        std::pin::Pin<Box<dyn tokio_stream::Stream<Item = Result<pb::Payload, Status>> + Send>>;
+
+    async fn append_stream(
+        &self,
+        req: Request<Streaming<pb::Payload>>,
+    ) -> Result<Response<Self::AppendStreamStream>, Status> {
+        // A request that fails to arrive or to decode ends the input; openraft then answers what
+        // came before it and ends the output, which the leader sees end short of its requests.
+        let input = futures::StreamExt::scan(req.into_inner(), (), |_, m| {
+            let rpc = match m {
+                Ok(p) => match decode::<AppendEntriesRequest<TypeConfig>>(&p) {
+                    Ok(rpc) => Some(rpc),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "undecodable append request; ending the stream");
+                        None
+                    }
+                },
+                Err(_) => None,
+            };
+            futures::future::ready(rpc)
+        });
+        let output = StreamExt::map(self.node.raft.stream_append(input), |r| match r {
+            Ok(result) => Ok(pb::Payload {
+                data: codec::encode(&result),
+            }),
+            Err(fatal) => Err(Status::unavailable(fatal.to_string())),
+        });
+        // Ends with the node, so that a graceful shutdown is not held open by the stream.
+        let output =
+            futures::StreamExt::take_until(output, self.node.cancel.clone().cancelled_owned());
+        Ok(Response::new(Box::pin(output)))
+    }
+
     async fn vote(&self, req: Request<pb::Payload>) -> Result<Response<pb::Payload>, Status> {
         let rpc: VoteRequest<TypeConfig> = decode(req.get_ref())?;
         reply(&self.node.raft.vote(rpc).await)
