@@ -25,6 +25,10 @@ pub const FORWARD_STREAM_BATCHES_MAX: usize = 1_024;
 /// Largest snapshot a node accepts.
 pub const SNAPSHOT_BYTES_MAX: usize = 4 << 30;
 
+/// The answers of a streaming call: payloads, or the status that ends the stream.
+type PayloadStream =
+    std::pin::Pin<Box<dyn tokio_stream::Stream<Item = Result<pb::Payload, Status>> + Send>>;
+
 /// The node-to-node gRPC service.
 #[derive(Clone, Debug)]
 pub struct RaftRpc {
@@ -51,8 +55,7 @@ impl RaftService for RaftRpc {
         reply(&self.node.raft.append_entries(rpc).await)
     }
 
-    type AppendStreamStream =
-        std::pin::Pin<Box<dyn tokio_stream::Stream<Item = Result<pb::Payload, Status>> + Send>>;
+    type AppendStreamStream = PayloadStream;
 
     async fn append_stream(
         &self,
@@ -136,8 +139,7 @@ impl RaftService for RaftRpc {
         reply(&results)
     }
 
-    type ForwardStreamStream =
-        std::pin::Pin<Box<dyn tokio_stream::Stream<Item = Result<pb::Payload, Status>> + Send>>;
+    type ForwardStreamStream = PayloadStream;
 
     async fn forward_stream(
         &self,
