@@ -129,7 +129,7 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
 fn status_to_rpc(target: u64, s: tonic::Status) -> RPCError<TypeConfig> {
     match s.code() {
         tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled => {
-            RPCError::Unreachable(Unreachable::from_string(format!("node {target}: {s}")))
+            unreachable(target, s)
         }
         _ => RPCError::Network(NetworkError::from_string(format!("node {target}: {s}"))),
     }
@@ -198,22 +198,18 @@ impl PeerConn {
         F: FnOnce(RaftServiceClient<Channel>, tonic::Request<pb::Payload>) -> Fut,
         Fut: Future<Output = Result<tonic::Response<pb::Payload>, tonic::Status>>,
     {
-        let client = self.peers.client(&self.addr).map_err(|e| {
-            RPCError::Unreachable(Unreachable::from_string(format!(
-                "node {}: {e}",
-                self.target
-            )))
-        })?;
+        let client = self
+            .peers
+            .client(&self.addr)
+            .map_err(|e| unreachable(self.target, e))?;
         let mut request = tonic::Request::new(pb::Payload {
             data: codec::encode(req),
         });
         request.set_timeout(timeout);
         let reply = match tokio::time::timeout(timeout, rpc(client, request)).await {
             Err(_) => {
-                return Err(RPCError::Unreachable(Unreachable::from_string(format!(
-                    "node {}: no reply within {timeout:?}",
-                    self.target
-                ))))
+                let e = format!("no reply within {timeout:?}");
+                return Err(unreachable(self.target, e));
             }
             Ok(r) => r.map_err(|s| status_to_rpc(self.target, s))?,
         };
