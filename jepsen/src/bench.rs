@@ -50,6 +50,9 @@ pub struct Stats {
     /// and of the generator itself, over the step; Sluice join steps only.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub cpu_us_per_op: BTreeMap<String, f64>,
+    /// When the step started, ms since the Unix epoch: to line it up with the nodes' logs
+    /// (snapshots, slow WAL syncs).
+    pub started_unix_ms: u64,
 }
 
 impl Stats {
@@ -63,6 +66,9 @@ impl Stats {
         retries: u64,
     ) -> Self {
         let q = |x: f64| h.value_at_quantile(x) as f64 / 1000.0;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
         Stats {
             name: name.into(),
             clients,
@@ -77,6 +83,9 @@ impl Stats {
             errors,
             retries,
             cpu_us_per_op: BTreeMap::new(),
+            started_unix_ms: now
+                .saturating_sub(Duration::from_secs_f64(secs))
+                .as_millis() as u64,
         }
     }
 
@@ -569,6 +578,31 @@ impl Drop for EtcdCluster {
     }
 }
 
+/// A plain etcd put of a new key per call, spread over `kvs`.
+fn etcd_put_op(
+    kvs: &[pb::etcd::kv_client::KvClient<tonic::transport::Channel>],
+    next: &Arc<AtomicU64>,
+) -> impl Fn(usize, u64) -> std::pin::Pin<Box<dyn Future<Output = OpResult> + Send>>
+       + Send
+       + Sync
+       + 'static {
+    let (kvs, next) = (kvs.to_vec(), next.clone());
+    move |c, _| {
+        let mut kv = kvs[c % kvs.len()].clone();
+        let v = next.fetch_add(1, Ordering::Relaxed);
+        Box::pin(async move {
+            kv.put(pb::etcd::PutRequest {
+                key: format!("k/{v}").into_bytes(),
+                value: b"x".to_vec(),
+                lease: 0,
+            })
+            .await
+            .map(|_| 0)
+            .map_err(|s| format!("{:?}", s.code()))
+        })
+    }
+}
+
 /// etcd's equivalent of a join: read the room's sequence key, then one transaction that, if the
 /// key is unchanged, increments it and writes the visitor's key; retried on a failed compare.
 pub async fn etcd_join(
@@ -852,22 +886,17 @@ pub async fn run(opts: &BenchOpts) -> Result<Value> {
     };
     let etcd_hot64 = etcd_join_step("etcd join, hot room", 64, false).await;
     let etcd_own64 = etcd_join_step("etcd join, own room each", 64, true).await;
-    let (kv2, next2) = (kvs.clone(), next.clone());
-    let etcd_put256 = closed_loop("etcd plain put", 256, d, move |c, _| {
-        let mut kv = kv2[c % kv2.len()].clone();
-        let v = next2.fetch_add(1, Ordering::Relaxed);
-        async move {
-            kv.put(pb::etcd::PutRequest {
-                key: format!("k/{v}").into_bytes(),
-                value: b"x".to_vec(),
-                lease: 0,
-            })
-            .await
-            .map(|_| 0)
-            .map_err(|s| format!("{:?}", s.code()))
-        }
-    })
+    let etcd_put256 = closed_loop("etcd plain put", 256, d, etcd_put_op(&kvs, &next)).await;
+    // etcd's own latency at half of its own peak, the reference for Sluice's half-peak figure.
+    let etcd_put_half_rate = (etcd_put256.per_sec / 2.0) as u64;
+    let etcd_put_half = open_loop(
+        &format!("etcd plain put at half its peak ({etcd_put_half_rate}/s)"),
+        etcd_put_half_rate.max(1),
+        d,
+        etcd_put_op(&kvs, &next),
+    )
     .await;
+    let etcd_put_half_p99 = etcd_put_half.p99_ms;
     let sluice64 = join_step(
         &sluice,
         &visitors,
@@ -896,6 +925,7 @@ pub async fn run(opts: &BenchOpts) -> Result<Value> {
     note(etcd_hot64);
     note(etcd_own64);
     note(etcd_put256);
+    note(etcd_put_half);
     note(sluice64);
     note(sluice256);
 
@@ -956,6 +986,17 @@ pub async fn run(opts: &BenchOpts) -> Result<Value> {
     let half_stats = half_peak(&sluice, &visitors, peak, opts.rate, d).await;
     let half_p99 = half_stats.p99_ms;
     note(half_stats);
+    // And at the rate etcd's puts ran at half of etcd's peak: the two latencies at the same load.
+    let at_etcd = join_at(
+        &sluice,
+        &visitors,
+        &format!("sluice join at etcd's half-peak rate ({etcd_put_half_rate}/s)"),
+        etcd_put_half_rate,
+        d,
+    )
+    .await;
+    let at_etcd_p99 = at_etcd.p99_ms;
+    note(at_etcd);
     sluice.save_metrics().await;
 
     // Memory, restart and failover on a fresh cluster holding only the waiters.
@@ -974,6 +1015,8 @@ pub async fn run(opts: &BenchOpts) -> Result<Value> {
             "follower_status_over_hello_world": r_status,
         },
         "join_p99_ms_at_half_peak": half_p99,
+        "etcd_put_p99_ms_at_half_its_peak": etcd_put_half_p99,
+        "join_p99_ms_at_etcd_half_peak_rate": at_etcd_p99,
         "peak_join_per_sec": peak,
         "rss_bytes_with_waiters": rss_all,
         "waiters": target,
@@ -981,13 +1024,15 @@ pub async fn run(opts: &BenchOpts) -> Result<Value> {
         "leader_kill_to_first_ack_ms": first.as_millis() as u64,
     });
     println!(
-        "summary: joins/s vs etcd own-room {:.1}x, vs etcd hot-room {:.1}x, vs etcd puts {:.2}x; gate/hello {:.2}; status/hello {:.2}; join p99 at half peak {:.2} ms; rss {} MB; restart {} ms; failover {} ms",
+        "summary: joins/s vs etcd own-room {:.1}x, vs etcd hot-room {:.1}x, vs etcd puts {:.2}x; gate/hello {:.2}; status/hello {:.2}; join p99 at half peak {:.2} ms (etcd put p99 at half its peak {:.2} ms, join p99 at that rate {:.2} ms); rss {} MB; restart {} ms; failover {} ms",
         r_own,
         r_hot,
         r_put,
         r_gate,
         r_status,
         half_p99,
+        etcd_put_half_p99,
+        at_etcd_p99,
         rss_all.values().max().copied().unwrap_or(0) / (1 << 20),
         restart_ms,
         first.as_millis()
@@ -1228,16 +1273,42 @@ async fn half_peak(
     rate: Option<u64>,
     d: Duration,
 ) -> Stats {
-    let (name, rate) = match rate {
-        Some(r) => (format!("sluice join at a set rate ({r}/s)"), r),
+    match rate {
+        Some(r) => {
+            join_at(
+                sluice,
+                visitors,
+                &format!("sluice join at a set rate ({r}/s)"),
+                r,
+                d,
+            )
+            .await
+        }
         None => {
             let half = (peak / 2.0) as u64;
-            (format!("sluice join at half peak ({half}/s)"), half)
+            join_at(
+                sluice,
+                visitors,
+                &format!("sluice join at half peak ({half}/s)"),
+                half,
+                d,
+            )
+            .await
         }
-    };
+    }
+}
+
+/// Open-loop joins on the hot room at `rate` joins/s.
+async fn join_at(
+    sluice: &SluiceCluster,
+    visitors: &[pb::sluice::visitor_client::VisitorClient<tonic::transport::Channel>],
+    name: &str,
+    rate: u64,
+    d: Duration,
+) -> Stats {
     let before = CpuUse::now(sluice);
     open_loop(
-        &name,
+        name,
         rate.max(1),
         d,
         sluice_join_op(visitors.to_vec(), "hot"),

@@ -21,6 +21,12 @@ async fn the_load_generator_runs_every_step() {
     for s in steps {
         assert!(s["ops"].as_u64().unwrap() > 0, "a step did nothing: {s}");
     }
+    // Steps are reported in the order they ran, each with its start time.
+    let starts: Vec<u64> = steps
+        .iter()
+        .map(|s| s["started_unix_ms"].as_u64().unwrap())
+        .collect();
+    assert!(starts.windows(2).all(|w| w[0] <= w[1]), "{starts:?}");
     // Sluice's join steps carry each process's CPU per join; the generator always used some.
     let joins: Vec<_> = steps
         .iter()
@@ -41,6 +47,12 @@ async fn the_load_generator_runs_every_step() {
         .unwrap()
         .values()
         .all(|v| v.as_u64().unwrap() > 1 << 20));
+    for k in [
+        "join_p99_ms_at_half_peak",
+        "etcd_put_p99_ms_at_half_its_peak",
+    ] {
+        assert!(report[k].as_f64().unwrap() > 0.0, "{k}: {report}");
+    }
     assert!(report["restart_to_serving_ms"].as_u64().is_some());
     assert!(report["leader_kill_to_first_ack_ms"].as_u64().is_some());
 }
