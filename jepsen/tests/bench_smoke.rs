@@ -56,3 +56,80 @@ async fn the_load_generator_runs_every_step() {
     assert!(report["restart_to_serving_ms"].as_u64().is_some());
     assert!(report["leader_kill_to_first_ack_ms"].as_u64().is_some());
 }
+
+/// The processes whose parent is `pid`, from `/proc`.
+fn children_of(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(child) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid ...`; the command name may hold spaces and parentheses.
+        let after = &stat[stat.rfind(')').unwrap() + 1..];
+        let ppid: u32 = after.split_whitespace().nth(1).unwrap().parse().unwrap();
+        if ppid == pid {
+            out.push(child);
+        }
+    }
+    out
+}
+
+/// Ctrl-C stops the benchmark and every process it started: none is left running.
+#[test]
+fn an_interrupted_benchmark_leaves_no_process_behind() {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    // Its errors go to a file: a pipe would stay open in any process left behind.
+    let errors = dir.path().join("stderr.txt");
+    let mut bench = std::process::Command::new(env!("CARGO_BIN_EXE_sluice-jepsen"))
+        .args([
+            "bench",
+            "--only",
+            "joins",
+            "--secs",
+            "120",
+            "--clients",
+            "1",
+        ])
+        .arg("--out")
+        .arg(dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&errors).unwrap())
+        .spawn()
+        .unwrap();
+    // The hello-world server and the three nodes.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let children = loop {
+        let c = children_of(bench.id());
+        if c.len() >= 4 {
+            break c;
+        }
+        assert!(bench.try_wait().unwrap().is_none(), "the benchmark ended");
+        assert!(Instant::now() < deadline, "only {c:?} started");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    kill(Pid::from_raw(bench.id() as i32), Signal::SIGINT).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = bench.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the benchmark did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(!status.success());
+    let stderr = std::fs::read_to_string(&errors).unwrap();
+    assert!(stderr.contains("interrupted by SIGINT"), "{stderr}");
+    // Each was killed and reaped by the benchmark; one left running would still be in /proc.
+    for pid in children {
+        assert!(
+            !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+            "process {pid} outlived the benchmark"
+        );
+    }
+}

@@ -192,6 +192,21 @@ async fn run_all(specs: Vec<Spec>, out: &PathBuf) -> Result<()> {
     Ok(())
 }
 
+/// Waits for SIGINT or SIGTERM and names it.
+async fn stop_signal() -> &'static str {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = int.recv() => "SIGINT",
+        _ = term.recv() => "SIGTERM",
+    }
+}
+
 #[tokio::main]
 async fn main() -> Result<()> {
     let cli = Cli::parse();
@@ -279,7 +294,14 @@ async fn main() -> Result<()> {
                 only,
                 rate,
             };
-            let report = sluice_jepsen::bench::run(&opts).await?;
+            // On Ctrl-C or SIGTERM the run is dropped, and with it every process it started
+            // (nodes, etcd, hello-world), so that none is left running.
+            let report = tokio::select! {
+                r = sluice_jepsen::bench::run(&opts) => r?,
+                sig = stop_signal() => {
+                    anyhow::bail!("interrupted by {sig}: the benchmark's processes were stopped")
+                }
+            };
             std::fs::write(
                 out.join("report.json"),
                 serde_json::to_string_pretty(&report)?,
