@@ -22,7 +22,7 @@ use std::future::Future;
 use std::io::Cursor;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 /// Bytes per snapshot chunk on the wire.
@@ -30,6 +30,9 @@ pub const SNAPSHOT_CHUNK_BYTES: usize = 1 << 20;
 /// The shortest timeout used for AppendEntries, whatever openraft suggests (its suggestion is
 /// the heartbeat interval, too short for a large batch behind a follower's fsync).
 pub const APPEND_TIMEOUT_MIN: Duration = Duration::from_millis(1_000);
+/// How long a peer that answered `AppendStream` with `Unimplemented` (a node of an older version,
+/// during a rolling upgrade) is replicated to by unary AppendEntries before streaming is tried again.
+pub const UNARY_FALLBACK: Duration = Duration::from_secs(60);
 
 /// TLS material for node-to-node traffic (mutual authentication), PEM-encoded.
 #[derive(Clone, Debug)]
@@ -48,6 +51,8 @@ pub struct TlsMaterial {
 #[derive(Clone, Debug)]
 pub struct Peers {
     channels: Arc<Mutex<HashMap<String, Channel>>>,
+    /// Peers without `AppendStream`, by address, and since when.
+    unary_only: Arc<Mutex<HashMap<String, Instant>>>,
     tls: Option<TlsMaterial>,
 }
 
@@ -56,8 +61,27 @@ impl Peers {
     pub fn new(tls: Option<TlsMaterial>) -> Self {
         Self {
             channels: Arc::default(),
+            unary_only: Arc::default(),
             tls,
         }
+    }
+
+    /// Whether `addr` answered `AppendStream` with `Unimplemented` less than [`UNARY_FALLBACK`] ago.
+    fn is_unary_only(&self, addr: &str) -> bool {
+        let mut map = self.unary_only.lock().expect("unary map lock");
+        match map.get(addr) {
+            Some(since) if since.elapsed() < UNARY_FALLBACK => true,
+            Some(_) => {
+                map.remove(addr);
+                false
+            }
+            None => false,
+        }
+    }
+
+    fn set_unary_only(&self, addr: &str) {
+        let mut map = self.unary_only.lock().expect("unary map lock");
+        map.insert(addr.to_string(), Instant::now());
     }
 
     /// The channel to `addr` (`host:port`), created lazily on first use and kept.
@@ -241,7 +265,9 @@ impl RaftNetworkV2<TypeConfig> for PeerConn {
 
     /// Replication on one gRPC stream per session (`AppendStream`), so that openraft can have
     /// several requests on the way to a follower, each a message on the stream rather than a
-    /// call of its own. openraft's default sends one request and waits for its answer.
+    /// call of its own. openraft's default sends one request and waits for its answer; it is
+    /// used for a peer that answers `AppendStream` with `Unimplemented` (an older node): that
+    /// session ends with the error, and openraft's next one goes unary.
     fn stream_append<'s, S>(
         &'s mut self,
         input: S,
@@ -260,9 +286,13 @@ impl RaftNetworkV2<TypeConfig> for PeerConn {
             + 'static,
     {
         use futures::StreamExt as _;
+        if self.peers.is_unary_only(&self.addr) {
+            return openraft::network::stream_append_sequential(self, input, option);
+        }
         let target = self.target;
         let timeout = option.hard_ttl().max(APPEND_TIMEOUT_MIN);
         let client = self.peers.client(&self.addr);
+        let (peers, addr) = (self.peers.clone(), self.addr.clone());
         Box::pin(async move {
             let mut client = client.map_err(|e| unreachable(target, e))?;
             let sent = Arc::new(AtomicU64::new(0));
@@ -277,6 +307,14 @@ impl RaftNetworkV2<TypeConfig> for PeerConn {
                 .await
             {
                 Err(_) => return Err(unreachable(target, format!("no answer within {timeout:?}"))),
+                Ok(Err(s)) if s.code() == tonic::Code::Unimplemented => {
+                    tracing::warn!(
+                        node = target,
+                        "no AppendStream (an older node?): replicating to it by unary calls"
+                    );
+                    peers.set_unary_only(&addr);
+                    return Err(status_to_rpc(target, s));
+                }
                 Ok(r) => r.map_err(|s| status_to_rpc(target, s))?.into_inner(),
             };
             let results: BoxStream<'s, _> =
@@ -431,5 +469,128 @@ mod tests {
             Some(Err(RPCError::Unreachable(_)))
         ));
         assert!(s.next().await.is_none());
+    }
+
+    /// A node of an older version: unary AppendEntries only, and nothing else used here.
+    struct UnaryOnly {
+        appends: Arc<AtomicU64>,
+    }
+
+    type NoStream =
+        std::pin::Pin<Box<dyn futures::Stream<Item = Result<pb::Payload, tonic::Status>> + Send>>;
+
+    #[tonic::async_trait]
+    impl pb::raft_service_server::RaftService for UnaryOnly {
+        async fn append_entries(
+            &self,
+            _: tonic::Request<pb::Payload>,
+        ) -> Result<tonic::Response<pb::Payload>, tonic::Status> {
+            self.appends.fetch_add(1, Ordering::Relaxed);
+            let r: Result<AppendEntriesResponse<TypeConfig>, RaftError<TypeConfig>> =
+                Ok(AppendEntriesResponse::Success);
+            Ok(tonic::Response::new(pb::Payload {
+                data: codec::encode(&r),
+            }))
+        }
+        async fn vote(
+            &self,
+            _: tonic::Request<pb::Payload>,
+        ) -> Result<tonic::Response<pb::Payload>, tonic::Status> {
+            Err(tonic::Status::unimplemented("vote"))
+        }
+        type AppendStreamStream = NoStream;
+        async fn append_stream(
+            &self,
+            _: tonic::Request<tonic::Streaming<pb::Payload>>,
+        ) -> Result<tonic::Response<NoStream>, tonic::Status> {
+            Err(tonic::Status::unimplemented("AppendStream"))
+        }
+        async fn install_snapshot(
+            &self,
+            _: tonic::Request<tonic::Streaming<pb::SnapshotChunk>>,
+        ) -> Result<tonic::Response<pb::Payload>, tonic::Status> {
+            Err(tonic::Status::unimplemented("install_snapshot"))
+        }
+        async fn read_index(
+            &self,
+            _: tonic::Request<pb::Empty>,
+        ) -> Result<tonic::Response<pb::Payload>, tonic::Status> {
+            Err(tonic::Status::unimplemented("read_index"))
+        }
+        async fn forward(
+            &self,
+            _: tonic::Request<pb::Payload>,
+        ) -> Result<tonic::Response<pb::Payload>, tonic::Status> {
+            Err(tonic::Status::unimplemented("forward"))
+        }
+        type ForwardStreamStream = NoStream;
+        async fn forward_stream(
+            &self,
+            _: tonic::Request<tonic::Streaming<pb::Payload>>,
+        ) -> Result<tonic::Response<NoStream>, tonic::Status> {
+            Err(tonic::Status::unimplemented("forward_stream"))
+        }
+        async fn membership(
+            &self,
+            _: tonic::Request<pb::Payload>,
+        ) -> Result<tonic::Response<pb::Payload>, tonic::Status> {
+            Err(tonic::Status::unimplemented("membership"))
+        }
+        async fn status(
+            &self,
+            _: tonic::Request<pb::Empty>,
+        ) -> Result<tonic::Response<pb::Payload>, tonic::Status> {
+            Err(tonic::Status::unimplemented("status"))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_peer_without_append_stream_is_replicated_to_by_unary_calls() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let appends = Arc::new(AtomicU64::new(0));
+        let svc = pb::raft_service_server::RaftServiceServer::new(UnaryOnly {
+            appends: appends.clone(),
+        });
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(svc)
+                .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+        );
+        let mut conn = PeerConn {
+            target: 7,
+            addr: addr.to_string(),
+            peers: Peers::new(None),
+        };
+        let heartbeat = || AppendEntriesRequest::<TypeConfig> {
+            vote: Vote::new(1, 1),
+            prev_log_id: None,
+            entries: Vec::new(),
+            leader_commit: None,
+        };
+        let option = || RPCOption::new(Duration::from_secs(2));
+        // The first session finds no AppendStream and ends with the error.
+        let first = match conn
+            .stream_append(tokio_stream::iter(vec![heartbeat()]), option())
+            .await
+        {
+            Ok(_) => None,
+            Err(e) => Some(e),
+        };
+        assert!(matches!(first, Some(RPCError::Network(_))), "{first:?}");
+        assert_eq!(appends.load(Ordering::Relaxed), 0);
+        // The next goes unary: one call per request, answered in order.
+        let results: Vec<_> = conn
+            .stream_append(tokio_stream::iter(vec![heartbeat(), heartbeat()]), option())
+            .await
+            .expect("a unary session")
+            .collect()
+            .await;
+        assert_eq!(results.len(), 2, "{results:?}");
+        assert!(
+            results.iter().all(|r| matches!(r, Ok(Ok(None)))),
+            "{results:?}"
+        );
+        assert_eq!(appends.load(Ordering::Relaxed), 2);
     }
 }
