@@ -1273,29 +1273,14 @@ async fn half_peak(
     rate: Option<u64>,
     d: Duration,
 ) -> Stats {
-    match rate {
-        Some(r) => {
-            join_at(
-                sluice,
-                visitors,
-                &format!("sluice join at a set rate ({r}/s)"),
-                r,
-                d,
-            )
-            .await
-        }
+    let (name, rate) = match rate {
+        Some(r) => (format!("sluice join at a set rate ({r}/s)"), r),
         None => {
             let half = (peak / 2.0) as u64;
-            join_at(
-                sluice,
-                visitors,
-                &format!("sluice join at half peak ({half}/s)"),
-                half,
-                d,
-            )
-            .await
+            (format!("sluice join at half peak ({half}/s)"), half)
         }
-    }
+    };
+    join_at(sluice, visitors, &name, rate, d).await
 }
 
 /// Open-loop joins on the hot room at `rate` joins/s.
