@@ -192,19 +192,18 @@ async fn run_all(specs: Vec<Spec>, out: &PathBuf) -> Result<()> {
     Ok(())
 }
 
-/// Waits for SIGINT or SIGTERM and names it.
-async fn stop_signal() -> &'static str {
+/// Listens for SIGINT and SIGTERM from now on (their default action, ending the process at
+/// once, no longer applies); the future names the first to come.
+fn stop_signal() -> std::io::Result<impl std::future::Future<Output = &'static str>> {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut int), Ok(mut term)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = int.recv() => "SIGINT",
-        _ = term.recv() => "SIGTERM",
-    }
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut term = signal(SignalKind::terminate())?;
+    Ok(async move {
+        tokio::select! {
+            _ = int.recv() => "SIGINT",
+            _ = term.recv() => "SIGTERM",
+        }
+    })
 }
 
 #[tokio::main]
@@ -295,10 +294,12 @@ async fn main() -> Result<()> {
                 rate,
             };
             // On Ctrl-C or SIGTERM the run is dropped, and with it every process it started
-            // (nodes, etcd, hello-world), so that none is left running.
+            // (nodes, etcd, hello-world), so that none is left running. The handlers are in
+            // place before the first process starts.
+            let stop = stop_signal()?;
             let report = tokio::select! {
                 r = sluice_jepsen::bench::run(&opts) => r?,
-                sig = stop_signal() => {
+                sig = stop => {
                     anyhow::bail!("interrupted by {sig}: the benchmark's processes were stopped")
                 }
             };
