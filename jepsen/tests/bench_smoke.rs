@@ -27,6 +27,19 @@ async fn the_load_generator_runs_every_step() {
         .map(|s| s["started_unix_ms"].as_u64().unwrap())
         .collect();
     assert!(starts.windows(2).all(|w| w[0] <= w[1]), "{starts:?}");
+    // Open-loop steps say how late the generator started their operations; closed-loop ones
+    // have no schedule to be late for.
+    for s in steps {
+        let open = s["target_rate"].as_u64().unwrap() > 0;
+        assert_eq!(s.get("start_lag_p99_ms").is_some(), open, "{s}");
+        if open {
+            let (p50, p99) = (
+                s["start_lag_p50_ms"].as_f64().unwrap(),
+                s["start_lag_p99_ms"].as_f64().unwrap(),
+            );
+            assert!(p50 <= p99 && p99 <= s["max_ms"].as_f64().unwrap(), "{s}");
+        }
+    }
     // Sluice's join steps carry each process's CPU per join; the generator always used some.
     let joins: Vec<_> = steps
         .iter()
