@@ -290,12 +290,15 @@ async fn events(
         .into_response()
 }
 
+type SentStatus = (String, Option<u64>, Option<u64>, Option<u64>);
+
 struct StreamState {
     app: Arc<App>,
     room: String,
     src: TicketSource,
     pending: Option<VisitorReply>,
-    last: Option<(String, Option<u64>, Option<u64>, Option<u64>)>,
+    /// The last reply sent (state, position, ETA, waiting), to send only changes.
+    last: Option<SentStatus>,
     done: bool,
 }
 

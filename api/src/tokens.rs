@@ -260,7 +260,7 @@ impl JwtKeys {
         let key = jsonwebtoken::DecodingKey::from_ed_der(&self.public);
         let mut v = jsonwebtoken::Validation::new(Algorithm::EdDSA);
         v.set_audience(&[format!("sluice:{room}")]);
-        v.set_issuer(&[self.issuer.clone()]);
+        v.set_issuer(std::slice::from_ref(&self.issuer));
         v.leeway = 0;
         v.validate_exp = false; // checked below against the caller's clock
         let data =

@@ -27,7 +27,8 @@ async fn a_table_of_bad_inputs() {
     let url = |p: &str| c.node(1).url(p);
     let big = "x".repeat(200 * 1024);
     // (method, path, body, auth, expected status, expected code)
-    let cases: Vec<(Method, &str, Option<&str>, bool, StatusCode, &str)> = vec![
+    type Case<'a> = (Method, &'a str, Option<&'a str>, bool, StatusCode, &'a str);
+    let cases: Vec<Case> = vec![
         (
             Method::PUT,
             "/v1/rooms/r",

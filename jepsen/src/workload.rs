@@ -136,7 +136,7 @@ async fn queue_append_worker(ctx: Ctx, i: usize, mut rng: ChaCha8Rng) {
         let (node, url) = node_of(&ctx, i + round);
         round += 1;
         let key = rng.next_u64() % 3;
-        if rng.next_u64() % 2 == 0 {
+        if rng.next_u64().is_multiple_of(2) {
             let v = ctx.next_value.fetch_add(1, Ordering::SeqCst);
             let room = format!("q{key}");
             let micro = json!([["append", key, v]]);
@@ -305,7 +305,7 @@ async fn visitor_worker(ctx: Ctx, i: usize, mut rng: ChaCha8Rng, w: Workload) {
         if state == "admitted" {
             // Browse a little, then leave (or just go away and let the session expire).
             tokio::time::sleep(Duration::from_millis(rng.next_u64() % 800)).await;
-            if rng.next_u64() % 2 == 0 {
+            if rng.next_u64().is_multiple_of(2) {
                 let lp = ctx.process();
                 ctx.history
                     .record(Kind::Invoke, lp, "leave", json!(v), node, None);

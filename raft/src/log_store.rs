@@ -70,7 +70,7 @@ pub fn seed_position(db: &DB, log_id: &LogId, node_id: u64) -> io::Result<()> {
         .map_err(io_err)?;
     db.put_cf_opt(cf, KEY_PURGED, codec::encode(log_id), &wo)
         .map_err(io_err)?;
-    db.put_cf_opt(cf, KEY_COMMITTED, codec::encode(&Some(log_id.clone())), &wo)
+    db.put_cf_opt(cf, KEY_COMMITTED, codec::encode(&Some(*log_id)), &wo)
         .map_err(io_err)
 }
 
@@ -232,7 +232,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, io::Error> {
         let last_purged: Option<LogId> = self.get_meta(KEY_PURGED)?;
-        let last = self.last_entry_id()?.or_else(|| last_purged.clone());
+        let last = self.last_entry_id()?.or(last_purged);
         Ok(LogState {
             last_purged_log_id: last_purged,
             last_log_id: last,

@@ -398,11 +398,13 @@ mod tests {
         })
     }
 
+    type Feed = tokio::sync::mpsc::UnboundedSender<Result<pb::Payload, tonic::Status>>;
+
     /// A results stream over a channel the test feeds, with `sent` requests counted as sent.
     fn results(
         sent: u64,
     ) -> (
-        tokio::sync::mpsc::UnboundedSender<Result<pb::Payload, tonic::Status>>,
+        Feed,
         Arc<AtomicU64>,
         impl futures::Stream<Item = Result<StreamAppendResult<TypeConfig>, RPCError<TypeConfig>>>,
     ) {
@@ -570,13 +572,10 @@ mod tests {
         };
         let option = || RPCOption::new(Duration::from_secs(2));
         // The first session finds no AppendStream and ends with the error.
-        let first = match conn
+        let first = conn
             .stream_append(tokio_stream::iter(vec![heartbeat()]), option())
             .await
-        {
-            Ok(_) => None,
-            Err(e) => Some(e),
-        };
+            .err();
         assert!(matches!(first, Some(RPCError::Network(_))), "{first:?}");
         assert_eq!(appends.load(Ordering::Relaxed), 0);
         // The next goes unary: one call per request, answered in order.

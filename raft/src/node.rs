@@ -256,9 +256,9 @@ pub fn wall_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-fn raft_err<E: std::error::Error>(e: RaftError<TypeConfig, E>) -> ClusterError
+fn raft_err<E>(e: RaftError<TypeConfig, E>) -> ClusterError
 where
-    E: openraft::TryAsRef<openraft::errors::ForwardToLeader<TypeConfig>>,
+    E: std::error::Error + openraft::TryAsRef<openraft::errors::ForwardToLeader<TypeConfig>>,
 {
     if e.forward_to_leader().is_some() {
         ClusterError::NoLeader

@@ -159,7 +159,7 @@ fn decode_snapshot(bytes: &[u8]) -> io::Result<(SnapHeader, &[u8])> {
 /// The current state as a snapshot file's bytes: what a backup holds.
 pub fn export(st: &SmState) -> Vec<u8> {
     let meta = SnapshotMeta {
-        last_log_id: st.last_applied.clone(),
+        last_log_id: st.last_applied,
         last_membership: st.membership.clone(),
     };
     encode_snapshot(
@@ -214,14 +214,13 @@ pub fn seed_from_backup(
     let log_id = header
         .meta
         .last_log_id
-        .clone()
         .ok_or_else(|| bad("the backup holds no applied entry"))?;
     let voters: BTreeSet<u64> = members.keys().copied().collect();
     let membership =
         openraft::Membership::new(vec![voters.clone()], members).map_err(|e| bad(e.to_string()))?;
     let meta = SnapshotMeta {
-        last_log_id: Some(log_id.clone()),
-        last_membership: StoredMembership::new(Some(log_id.clone()), membership),
+        last_log_id: Some(log_id),
+        last_membership: StoredMembership::new(Some(log_id), membership),
     };
     let mut file = snapshot_header(&SnapHeader {
         meta: meta.clone(),
@@ -326,7 +325,7 @@ impl RaftStateMachine<TypeConfig> for SmStore {
 
     async fn applied_state(&mut self) -> Result<(Option<LogId>, StoredMembership), io::Error> {
         let st = self.read();
-        Ok((st.last_applied.clone(), st.membership.clone()))
+        Ok((st.last_applied, st.membership.clone()))
     }
 
     async fn apply<Strm>(&mut self, mut entries: Strm) -> Result<(), io::Error>
@@ -346,15 +345,14 @@ impl RaftStateMachine<TypeConfig> for SmStore {
                     }
                     EntryPayload::Normal(req) => Response(st.sm.apply(term, index, &req.0)),
                     EntryPayload::Membership(m) => {
-                        st.membership =
-                            StoredMembership::new(Some(entry.log_id.clone()), m.clone());
+                        st.membership = StoredMembership::new(Some(entry.log_id), m.clone());
                         let ids: Vec<u64> = m.nodes().map(|(id, _)| *id).collect();
                         st.members_ever.extend(ids);
                         st.sm.apply_empty(term, index);
                         Response::default()
                     }
                 };
-                st.last_applied = Some(entry.log_id.clone());
+                st.last_applied = Some(entry.log_id);
                 response
             };
             if let Some(r) = responder {
@@ -376,7 +374,7 @@ impl RaftStateMachine<TypeConfig> for SmStore {
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
         let st = self.read();
         let meta = SnapshotMeta {
-            last_log_id: st.last_applied.clone(),
+            last_log_id: st.last_applied,
             last_membership: st.membership.clone(),
         };
         let header = SnapHeader {
@@ -425,7 +423,7 @@ impl RaftStateMachine<TypeConfig> for SmStore {
         members_ever.extend(meta.last_membership.nodes().map(|(id, _)| *id));
         *st = SmState {
             sm,
-            last_applied: meta.last_log_id.clone(),
+            last_applied: meta.last_log_id,
             membership: meta.last_membership.clone(),
             members_ever,
         };
