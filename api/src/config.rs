@@ -94,6 +94,15 @@ pub struct Limits {
     pub request_timeout_ms: u64,
     /// Concurrent HTTP requests per node.
     pub concurrent_requests_max: usize,
+    /// Open HTTP connections per node; past it the node accepts a new connection only when
+    /// one closes (the rest wait in the listen backlog).
+    pub connections_max: usize,
+    /// How long an HTTP client may take to send a request's headers (HTTP/1) or to finish its
+    /// TLS handshake, ms, counted from the connection's start or from the previous response;
+    /// then the connection is closed. Longer than the idle timeout of a reverse proxy's kept-
+    /// alive upstream connections (nginx 60 s, Traefik 90 s), so that the proxy closes an idle
+    /// connection first and never sends a request on one that Sluice is closing.
+    pub header_read_timeout_ms: u64,
 }
 
 impl Default for Limits {
@@ -104,6 +113,8 @@ impl Default for Limits {
             visitor_burst: 40,
             request_timeout_ms: 5_000,
             concurrent_requests_max: 10_000,
+            connections_max: 20_000,
+            header_read_timeout_ms: 120_000,
         }
     }
 }
@@ -226,6 +237,12 @@ impl ServerConfig {
         if self.admin_token.is_none() && self.admin_token_file.is_none() {
             return Err("admin_token or admin_token_file is required".into());
         }
+        if !(1..=1_000_000).contains(&self.limits.connections_max) {
+            return Err("limits.connections_max must be between 1 and 1000000".into());
+        }
+        if !(100..=600_000).contains(&self.limits.header_read_timeout_ms) {
+            return Err("limits.header_read_timeout_ms must be between 100 and 600000".into());
+        }
         if !(1..=1024).contains(&self.raft.proposals_in_flight) {
             return Err("raft.proposals_in_flight must be between 1 and 1024".into());
         }
@@ -334,5 +351,11 @@ mod tests {
         let mut c = ServerConfig::from_toml(SAMPLE).unwrap();
         c.raft.proposals_in_flight = 0;
         assert!(c.validate().unwrap_err().contains("proposals_in_flight"));
+        let mut c = ServerConfig::from_toml(SAMPLE).unwrap();
+        c.limits.connections_max = 0;
+        assert!(c.validate().unwrap_err().contains("connections_max"));
+        let mut c = ServerConfig::from_toml(SAMPLE).unwrap();
+        c.limits.header_read_timeout_ms = 0;
+        assert!(c.validate().unwrap_err().contains("header_read_timeout_ms"));
     }
 }

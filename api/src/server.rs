@@ -148,26 +148,23 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
     let concurrency = cfg.limits.concurrent_requests_max.max(1);
     let http =
         router(app.clone()).layer(tower::limit::GlobalConcurrencyLimitLayer::new(concurrency));
-    let c = cancel.clone();
-    match &cfg.http_tls {
-        None => servers.push(tokio::spawn(async move {
-            use axum::serve::ListenerExt;
-            let svc = http.into_make_service_with_connect_info::<SocketAddr>();
-            let listener = http_listener.tap_io(|tcp| {
-                let _ = tcp.set_nodelay(true);
-            });
-            if let Err(e) = axum::serve(listener, svc)
-                .with_graceful_shutdown(c.cancelled_owned())
-                .await
-            {
-                tracing::error!(error = %e, "HTTP server stopped");
-            }
-        })),
-        Some(t) => {
-            let tls = rustls_config(&read(&t.cert)?, &read(&t.key)?)?;
-            servers.push(tokio::spawn(serve_https(http_listener, http, tls, c)));
-        }
-    }
+    let tls = match &cfg.http_tls {
+        None => None,
+        Some(t) => Some(tokio_rustls::TlsAcceptor::from(rustls_config(
+            &read(&t.cert)?,
+            &read(&t.key)?,
+        )?)),
+    };
+    servers.push(tokio::spawn(serve_http(
+        http_listener,
+        http,
+        tls,
+        HttpLimits {
+            connections_max: cfg.limits.connections_max.max(1),
+            header_read_timeout: Duration::from_millis(cfg.limits.header_read_timeout_ms),
+        },
+        cancel.clone(),
+    )));
 
     let grpc = Grpc {
         sluice: sluice.clone(),
@@ -267,49 +264,199 @@ fn rustls_config(
     Ok(Arc::new(cfg))
 }
 
-/// Serves the router over TLS until cancelled; connections in flight finish gracefully.
-async fn serve_https(
+/// The limits of the HTTP listener itself (requests have theirs in the router).
+struct HttpLimits {
+    connections_max: usize,
+    header_read_timeout: Duration,
+}
+
+/// Serves the router, over TLS if `tls` is given, until cancelled; then lets the connections
+/// in flight finish (each gets up to 10 s) before returning. At most `connections_max`
+/// connections are open at once: past that the listener is not accepted from until one closes.
+/// A client gets `header_read_timeout` for its TLS handshake, and as long for each request's
+/// headers on HTTP/1 (idle keep-alive time included).
+async fn serve_http(
     listener: tokio::net::TcpListener,
     router: axum::Router,
-    tls: Arc<tokio_rustls::rustls::ServerConfig>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    limits: HttpLimits,
     cancel: CancellationToken,
 ) {
-    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+    use tokio::io::AsyncReadExt;
+    let open = Arc::new(tokio::sync::Semaphore::new(limits.connections_max));
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout);
+    // HTTP/2 connections have no header timeout in hyper; pings find the peers that are gone.
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(Some(Duration::from_secs(30)))
+        .keep_alive_timeout(Duration::from_secs(20));
+    let builder = Arc::new(builder);
+    let connections = tokio_util::task::TaskTracker::new();
     loop {
+        let permit = tokio::select! {
+            _ = cancel.cancelled() => break,
+            p = open.clone().acquire_owned() => p.expect("semaphore never closed"),
+        };
         let (stream, peer) = tokio::select! {
             _ = cancel.cancelled() => break,
             r = listener.accept() => match r {
                 Ok(x) => x,
                 Err(e) => {
+                    // Out of file descriptors, say: back off instead of spinning on it.
                     tracing::warn!(error = %e, "accept");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }
             },
         };
         let _ = stream.set_nodelay(true);
-        let (acceptor, router, cancel) = (acceptor.clone(), router.clone(), cancel.clone());
-        tokio::spawn(async move {
-            let Ok(Ok(tls)) =
-                tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream)).await
-            else {
-                return;
-            };
+        let (tls, router, cancel, builder) =
+            (tls.clone(), router.clone(), cancel.clone(), builder.clone());
+        let header_timeout = limits.header_read_timeout;
+        connections.spawn(async move {
+            let _permit = permit;
             let svc = hyper_util::service::TowerToHyperService::new(
                 router.layer(axum::Extension(axum::extract::ConnectInfo(peer))),
             );
-            let builder =
-                hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
-            let conn =
-                builder.serve_connection_with_upgrades(hyper_util::rt::TokioIo::new(tls), svc);
-            tokio::pin!(conn);
-            tokio::select! {
-                _ = conn.as_mut() => {}
-                _ = cancel.cancelled() => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = tokio::time::timeout(Duration::from_secs(10), conn).await;
+            match tls {
+                None => {
+                    // hyper's header timeout starts with the first byte (before it, the server
+                    // is still telling HTTP/1 from HTTP/2): a client that sends nothing at all
+                    // gets the same time.
+                    let mut byte = [0u8; 1];
+                    let first = tokio::time::timeout(header_timeout, stream.peek(&mut byte)).await;
+                    if !matches!(first, Ok(Ok(1))) {
+                        return;
+                    }
+                    serve_connection(&builder, TokioIo::new(stream), svc, &cancel).await
+                }
+                Some(acceptor) => {
+                    let Ok(Ok(tls)) =
+                        tokio::time::timeout(header_timeout, acceptor.accept(stream)).await
+                    else {
+                        return;
+                    };
+                    // The protocol is the one agreed in the handshake: nothing to tell apart.
+                    let builder = if tls.get_ref().1.alpn_protocol() == Some(b"h2") {
+                        builder.as_ref().clone().http2_only()
+                    } else {
+                        builder.as_ref().clone().http1_only()
+                    };
+                    // As above, the first bytes must come in time; a TLS stream cannot be peeked
+                    // at, so they are read here and handed to hyper in front of the rest.
+                    let mut tls = tls;
+                    let mut first = vec![0u8; 4096];
+                    let n = match tokio::time::timeout(header_timeout, tls.read(&mut first)).await {
+                        Ok(Ok(n)) if n > 0 => n,
+                        _ => return,
+                    };
+                    first.truncate(n);
+                    let io = Prefixed {
+                        prefix: first,
+                        at: 0,
+                        inner: tls,
+                    };
+                    serve_connection(&builder, TokioIo::new(io), svc, &cancel).await
                 }
             }
         });
+    }
+    connections.close();
+    connections.wait().await;
+}
+
+/// A stream with the bytes already read from it put back in front.
+struct Prefixed<S> {
+    prefix: Vec<u8>,
+    at: usize,
+    inner: S,
+}
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Prefixed<S> {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        if this.at < this.prefix.len() {
+            let n = (this.prefix.len() - this.at).min(buf.remaining());
+            buf.put_slice(&this.prefix[this.at..this.at + n]);
+            this.at += n;
+            return std::task::Poll::Ready(Ok(()));
+        }
+        std::pin::Pin::new(&mut this.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Prefixed<S> {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+/// Serves one connection until it ends or `cancel` fires; then finishes its requests in flight
+/// (up to 10 s) and closes it.
+async fn serve_connection<I, S>(
+    builder: &hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor>,
+    io: I,
+    svc: S,
+    cancel: &CancellationToken,
+) where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    S: hyper::service::Service<
+            hyper::Request<hyper::body::Incoming>,
+            Response = axum::response::Response,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let conn = builder.serve_connection_with_upgrades(io, svc);
+    tokio::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => {}
+        _ = cancel.cancelled() => {
+            conn.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(Duration::from_secs(10), conn).await;
+        }
     }
 }
 

@@ -509,3 +509,84 @@ async fn tls_between_nodes_and_to_clients() {
         .unwrap();
     assert_eq!(r["applied_index"], 0, "{r}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_clients_that_stall_are_cut_off() {
+    use rustls_pki_types::pem::PemObject;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio_rustls::rustls;
+    let tls = tempfile::tempdir().unwrap();
+    make_certs(tls.path(), &["node1:127.0.0.1,localhost"]);
+    let ports: BTreeMap<u64, (u16, u16, u16)> =
+        BTreeMap::from([(1, (free_port(), free_port(), free_port()))]);
+    let ca = std::fs::read(tls.path().join("ca.pem")).unwrap();
+    let https = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(&ca).unwrap())
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let mut c = Cluster {
+        dir: tempfile::tempdir().unwrap(),
+        nodes: BTreeMap::new(),
+        http: https.clone(),
+    };
+    let path = c.dir.path().join("n1.toml");
+    let text = config(
+        1,
+        c.dir.path(),
+        &ports,
+        "[limits]\nheader_read_timeout_ms = 400\n",
+    );
+    let d = tls.path().display();
+    std::fs::write(
+        &path,
+        format!("{text}\n[http_tls]\ncert = \"{d}/node1.pem\"\nkey = \"{d}/node1-key.pem\"\n"),
+    )
+    .unwrap();
+    c.add_node(1, ports[&1], "localhost", path);
+    let addr = format!("127.0.0.1:{}", ports[&1].0);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !https
+        .get(format!("https://localhost:{}/readyz", ports[&1].0))
+        .send()
+        .await
+        .is_ok_and(|r| r.status().is_success())
+    {
+        assert!(Instant::now() < deadline, "not ready over TLS");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let closed = |mut s: Box<dyn tokio::io::AsyncRead + Unpin + Send>, what: &'static str| async move {
+        let mut rest = Vec::new();
+        let r = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut rest)).await;
+        assert!(r.is_ok(), "the server keeps a {what} connection open");
+        rest
+    };
+    // No handshake at all.
+    let sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    closed(Box::new(sock), "silent TCP").await;
+    // A handshake (HTTP/1.1 agreed), then nothing; then one that sends a request in time.
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pki_types::CertificateDer::pem_slice_iter(&ca) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(cfg));
+    let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+    let sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let quiet = connector.connect(name.clone(), sock).await.unwrap();
+    closed(Box::new(quiet), "silent TLS").await;
+    let sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let mut prompt = connector.connect(name, sock).await.unwrap();
+    prompt
+        .write_all(b"GET /healthz HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let answer = closed(Box::new(prompt), "closing").await;
+    assert!(answer.starts_with(b"HTTP/1.1 200"), "{answer:?}");
+}

@@ -7,6 +7,7 @@ use base64::Engine;
 use common::*;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
+use std::time::Duration;
 
 async fn room_state(c: &Cluster) -> Value {
     let (_, mut v) = c
@@ -516,4 +517,88 @@ async fn a_refused_body_leaves_the_connection_usable() {
         ),
         "{metrics}"
     );
+}
+
+/// Reads until the server closes `sock`, within `within`; what it sent meanwhile.
+async fn closed_by_server(
+    what: &str,
+    sock: &mut tokio::net::TcpStream,
+    within: Duration,
+) -> Vec<u8> {
+    use tokio::io::AsyncReadExt;
+    let mut got = Vec::new();
+    if tokio::time::timeout(within, sock.read_to_end(&mut got))
+        .await
+        .is_err()
+    {
+        panic!("the server keeps the {what} connection open");
+    }
+    got
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_slow_to_send_its_headers_is_cut_off() {
+    use tokio::io::AsyncWriteExt;
+    let c = Cluster::start_with(1, "[limits]\nheader_read_timeout_ms = 300\n").await;
+    let addr = c.node(1).url("").trim_start_matches("http://").to_string();
+    // Half a request, then nothing (slowloris): the node closes the connection.
+    let mut slow = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    slow.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n")
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    closed_by_server("slow", &mut slow, Duration::from_secs(10)).await;
+    assert!(started.elapsed() >= Duration::from_millis(250));
+    // A connection that never sends a byte is closed the same way.
+    let mut silent = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    closed_by_server("silent", &mut silent, Duration::from_secs(10)).await;
+    // A prompt client is answered, and its idle keep-alive connection is closed in time too.
+    let mut prompt = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let (h, _) = exchange(&mut prompt, "GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n", b"").await;
+    assert!(h.starts_with("http/1.1 200"), "{h}");
+    closed_by_server("idle", &mut prompt, Duration::from_secs(10)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_past_the_limit_wait_until_one_closes() {
+    let c = Cluster::start_with(1, "[limits]\nconnections_max = 3\n").await;
+    let addr = c.node(1).url("").trim_start_matches("http://").to_string();
+    let healthz = "GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n";
+    // Open keep-alive connections, each answered, until one is not: the limit is reached (the
+    // test harness's own pooled connection may hold one of the three).
+    let mut open = Vec::new();
+    let waiting = loop {
+        let mut sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        match tokio::time::timeout(
+            Duration::from_millis(500),
+            exchange(&mut sock, healthz, b""),
+        )
+        .await
+        {
+            Ok((h, _)) => {
+                assert!(h.starts_with("http/1.1 200"), "{h}");
+                open.push(sock);
+                assert!(open.len() <= 3, "more connections served than the limit");
+            }
+            Err(_) => break sock,
+        }
+    };
+    assert!(open.len() >= 2, "{} served", open.len());
+    // The one waiting is served as soon as another closes; its request was kept.
+    drop(open.pop());
+    let mut waiting = waiting;
+    let answer = tokio::time::timeout(Duration::from_secs(10), async {
+        use tokio::io::AsyncReadExt;
+        let mut got = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = waiting.read(&mut buf).await.unwrap();
+            assert!(n > 0, "closed without an answer");
+            got.extend_from_slice(&buf[..n]);
+        }
+        String::from_utf8_lossy(&got).to_lowercase()
+    })
+    .await
+    .expect("served once a connection closed");
+    assert!(answer.starts_with("http/1.1 200"), "{answer}");
 }
