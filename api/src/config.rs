@@ -94,8 +94,8 @@ pub struct Limits {
     pub request_timeout_ms: u64,
     /// Concurrent HTTP requests per node.
     pub concurrent_requests_max: usize,
-    /// Open HTTP connections per node; past it the node accepts a new connection only when
-    /// one closes (the rest wait in the listen backlog).
+    /// Open HTTP connections per node, and as many public gRPC connections; past it the node
+    /// accepts a new connection only when one closes (the rest wait in the listen backlog).
     pub connections_max: usize,
     /// How long an HTTP client may take to send a request's headers (HTTP/1) or to finish its
     /// TLS handshake, ms, counted from the connection's start or from the previous response;

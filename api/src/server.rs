@@ -9,7 +9,7 @@ use crate::pb;
 use crate::renew::Renewer;
 use crate::tokens::{JwtKeys, TicketKeys};
 use anyhow::Context;
-use sluice_raft::{nodelay, NodeAddr, NodeConfig, RaftNode, TlsMaterial};
+use sluice_raft::{NodeAddr, NodeConfig, RaftNode, TlsMaterial};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -188,7 +188,10 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
     let mut builder = tonic::transport::Server::builder()
         .tcp_nodelay(true)
         .concurrency_limit_per_connection(1024)
-        .timeout(Duration::from_secs(30));
+        .timeout(Duration::from_secs(30))
+        // Pings find the peers that are gone; `gated_incoming` bounds the connections.
+        .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .http2_keepalive_timeout(Some(Duration::from_secs(20)));
     if let Some(t) = &cfg.http_tls {
         let identity = tonic::transport::Identity::from_pem(read(&t.cert)?, read(&t.key)?);
         builder =
@@ -207,10 +210,15 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
             operator_interceptor(token),
         ));
     let c = cancel.clone();
+    let incoming = gated_incoming(
+        grpc_listener,
+        HttpLimits {
+            connections_max: cfg.limits.connections_max.max(1),
+            header_read_timeout: Duration::from_millis(cfg.limits.header_read_timeout_ms),
+        },
+        cancel.clone(),
+    );
     servers.push(tokio::spawn(async move {
-        let incoming = nodelay(tokio_stream::wrappers::TcpListenerStream::new(
-            grpc_listener,
-        ));
         if let Err(e) = router
             .serve_with_incoming_shutdown(incoming, c.cancelled_owned())
             .await
@@ -369,6 +377,114 @@ async fn serve_http(
     }
     connections.close();
     connections.wait().await;
+}
+
+/// The public gRPC listener's connections, for tonic: at most `connections_max` open at once
+/// (past it the listener is not accepted from until one closes), and each handed to tonic only
+/// once its first 24 bytes (an HTTP/2 preface, or the start of a TLS handshake) have come within
+/// `header_read_timeout`; hyper's HTTP/2 server would wait for them forever.
+fn gated_incoming(
+    listener: tokio::net::TcpListener,
+    limits: HttpLimits,
+    cancel: CancellationToken,
+) -> tokio_stream::wrappers::ReceiverStream<std::io::Result<Gated>> {
+    use tokio::io::AsyncReadExt;
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    tokio::spawn(async move {
+        let open = Arc::new(tokio::sync::Semaphore::new(limits.connections_max));
+        loop {
+            let slot = tokio::select! {
+                _ = cancel.cancelled() => break,
+                p = open.clone().acquire_owned() => p.expect("semaphore never closed"),
+            };
+            let mut stream = tokio::select! {
+                _ = cancel.cancelled() => break,
+                r = listener.accept() => match r {
+                    Ok((s, _)) => s,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "accept");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+            };
+            let _ = stream.set_nodelay(true);
+            let (tx, timeout) = (tx.clone(), limits.header_read_timeout);
+            tokio::spawn(async move {
+                let mut first = vec![0u8; 24];
+                let read = tokio::time::timeout(timeout, stream.read_exact(&mut first)).await;
+                if matches!(read, Ok(Ok(_))) {
+                    let io = Prefixed {
+                        prefix: first,
+                        at: 0,
+                        inner: stream,
+                    };
+                    let _ = tx.send(Ok(Gated { io, _slot: slot })).await;
+                }
+            });
+        }
+    });
+    tokio_stream::wrappers::ReceiverStream::new(rx)
+}
+
+/// A public gRPC connection holding its slot until it closes.
+struct Gated {
+    io: Prefixed<tokio::net::TcpStream>,
+    _slot: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl tonic::transport::server::Connected for Gated {
+    type ConnectInfo = tonic::transport::server::TcpConnectInfo;
+
+    fn connect_info(&self) -> Self::ConnectInfo {
+        self.io.inner.connect_info()
+    }
+}
+
+impl tokio::io::AsyncRead for Gated {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for Gated {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
 }
 
 /// A stream with the bytes already read from it put back in front.

@@ -589,4 +589,28 @@ async fn tls_clients_that_stall_are_cut_off() {
         .unwrap();
     let answer = closed(Box::new(prompt), "closing").await;
     assert!(answer.starts_with(b"HTTP/1.1 200"), "{answer:?}");
+    // gRPC over TLS gets through the same first-bytes check (the handshake's start is read
+    // before tonic sees the connection, then handed back to it).
+    let ch = tonic::transport::Endpoint::from_shared(format!("https://localhost:{}", ports[&1].1))
+        .unwrap()
+        .tls_config(
+            tonic::transport::ClientTlsConfig::new()
+                .ca_certificate(tonic::transport::Certificate::from_pem(&ca))
+                .domain_name("localhost"),
+        )
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let reply = sluice_api::pb::visitor_client::VisitorClient::new(ch)
+        .join(sluice_api::pb::JoinRequest {
+            room: "none-such".into(),
+            ticket: String::new(),
+        })
+        .await;
+    assert_eq!(reply.unwrap_err().code(), tonic::Code::NotFound);
+    let sock = tokio::net::TcpStream::connect(format!("127.0.0.1:{}", ports[&1].1))
+        .await
+        .unwrap();
+    closed(Box::new(sock), "silent gRPC").await;
 }

@@ -602,3 +602,17 @@ async fn connections_past_the_limit_wait_until_one_closes() {
     .expect("served once a connection closed");
     assert!(answer.starts_with("http/1.1 200"), "{answer}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grpc_client_that_sends_nothing_is_cut_off() {
+    use tokio::io::AsyncWriteExt;
+    let c = Cluster::start_with(1, "[limits]\nheader_read_timeout_ms = 300\n").await;
+    let grpc = c.node(1).grpc.clone();
+    let mut silent = tokio::net::TcpStream::connect(&grpc).await.unwrap();
+    let got = closed_by_server("silent gRPC", &mut silent, Duration::from_secs(10)).await;
+    assert!(got.is_empty(), "{got:?}");
+    // Half a preface, then nothing: the same.
+    let mut slow = tokio::net::TcpStream::connect(&grpc).await.unwrap();
+    slow.write_all(b"PRI * HTTP/2.0\r\n").await.unwrap();
+    closed_by_server("slow gRPC", &mut slow, Duration::from_secs(10)).await;
+}
