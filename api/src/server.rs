@@ -272,6 +272,9 @@ fn rustls_config(
     Ok(Arc::new(cfg))
 }
 
+/// Longest a client may take over its TLS handshake (less if `header_read_timeout` is).
+const TLS_HANDSHAKE_MAX: Duration = Duration::from_secs(10);
+
 /// The limits of the HTTP listener itself (requests have theirs in the router).
 struct HttpLimits {
     connections_max: usize,
@@ -281,8 +284,9 @@ struct HttpLimits {
 /// Serves the router, over TLS if `tls` is given, until cancelled; then lets the connections
 /// in flight finish (each gets up to 10 s) before returning. At most `connections_max`
 /// connections are open at once: past that the listener is not accepted from until one closes.
-/// A client gets `header_read_timeout` for its TLS handshake, and as long for each request's
-/// headers on HTTP/1 (idle keep-alive time included).
+/// A client gets `header_read_timeout` (at most [`TLS_HANDSHAKE_MAX`]) for its TLS handshake,
+/// and `header_read_timeout` for each request's headers on HTTP/1 (idle keep-alive time
+/// included).
 async fn serve_http(
     listener: tokio::net::TcpListener,
     router: axum::Router,
@@ -345,8 +349,11 @@ async fn serve_http(
                     serve_connection(&builder, TokioIo::new(stream), svc, &cancel).await
                 }
                 Some(acceptor) => {
-                    let Ok(Ok(tls)) =
-                        tokio::time::timeout(header_timeout, acceptor.accept(stream)).await
+                    let Ok(Ok(tls)) = tokio::time::timeout(
+                        header_timeout.min(TLS_HANDSHAKE_MAX),
+                        acceptor.accept(stream),
+                    )
+                    .await
                     else {
                         return;
                     };
@@ -369,6 +376,7 @@ async fn serve_http(
                         prefix: first,
                         at: 0,
                         inner: tls,
+                        _slot: None,
                     };
                     serve_connection(&builder, TokioIo::new(io), svc, &cancel).await
                 }
@@ -387,7 +395,7 @@ fn gated_incoming(
     listener: tokio::net::TcpListener,
     limits: HttpLimits,
     cancel: CancellationToken,
-) -> tokio_stream::wrappers::ReceiverStream<std::io::Result<Gated>> {
+) -> tokio_stream::wrappers::ReceiverStream<std::io::Result<Prefixed<tokio::net::TcpStream>>> {
     use tokio::io::AsyncReadExt;
     let (tx, rx) = tokio::sync::mpsc::channel(64);
     tokio::spawn(async move {
@@ -418,8 +426,9 @@ fn gated_incoming(
                         prefix: first,
                         at: 0,
                         inner: stream,
+                        _slot: Some(slot),
                     };
-                    let _ = tx.send(Ok(Gated { io, _slot: slot })).await;
+                    let _ = tx.send(Ok(io)).await;
                 }
             });
         }
@@ -427,71 +436,21 @@ fn gated_incoming(
     tokio_stream::wrappers::ReceiverStream::new(rx)
 }
 
-/// A public gRPC connection holding its slot until it closes.
-struct Gated {
-    io: Prefixed<tokio::net::TcpStream>,
-    _slot: tokio::sync::OwnedSemaphorePermit,
-}
-
-impl tonic::transport::server::Connected for Gated {
+impl tonic::transport::server::Connected for Prefixed<tokio::net::TcpStream> {
     type ConnectInfo = tonic::transport::server::TcpConnectInfo;
 
     fn connect_info(&self) -> Self::ConnectInfo {
-        self.io.inner.connect_info()
+        self.inner.connect_info()
     }
 }
 
-impl tokio::io::AsyncRead for Gated {
-    fn poll_read(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
-    }
-}
-
-impl tokio::io::AsyncWrite for Gated {
-    fn poll_write(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &[u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        std::pin::Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        std::pin::Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
-    }
-
-    fn poll_flush(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.get_mut().io).poll_flush(cx)
-    }
-
-    fn poll_shutdown(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
-    }
-}
-
-/// A stream with the bytes already read from it put back in front.
+/// A stream with the bytes already read from it put back in front, holding its listener's
+/// connection slot, if it has one, until it is dropped.
 struct Prefixed<S> {
     prefix: Vec<u8>,
     at: usize,
     inner: S,
+    _slot: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Prefixed<S> {

@@ -310,6 +310,15 @@ async fn backup_restores_into_a_new_cluster_with_the_same_state() {
     assert_eq!(b.join(3, "keep", None).await["state"], "waiting");
 }
 
+/// An HTTPS client that trusts the test CA `ca` (PEM).
+fn https_client(ca: &[u8]) -> reqwest::Client {
+    reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(ca).unwrap())
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap()
+}
+
 fn make_certs(dir: &Path, specs: &[&str]) {
     let out = Command::new("bash")
         .arg(repo().join("deploy/tls/make-certs.sh"))
@@ -352,11 +361,7 @@ async fn tls_between_nodes_and_to_clients() {
         .map(|(k, v)| (*k, *v))
         .collect();
     let ca = std::fs::read(tls.path().join("ca.pem")).unwrap();
-    let https = reqwest::Client::builder()
-        .add_root_certificate(reqwest::Certificate::from_pem(&ca).unwrap())
-        .timeout(Duration::from_secs(10))
-        .build()
-        .unwrap();
+    let https = https_client(&ca);
     let mut c = Cluster {
         dir,
         nodes: BTreeMap::new(),
@@ -520,11 +525,7 @@ async fn tls_clients_that_stall_are_cut_off() {
     let ports: BTreeMap<u64, (u16, u16, u16)> =
         BTreeMap::from([(1, (free_port(), free_port(), free_port()))]);
     let ca = std::fs::read(tls.path().join("ca.pem")).unwrap();
-    let https = reqwest::Client::builder()
-        .add_root_certificate(reqwest::Certificate::from_pem(&ca).unwrap())
-        .timeout(Duration::from_secs(10))
-        .build()
-        .unwrap();
+    let https = https_client(&ca);
     let mut c = Cluster {
         dir: tempfile::tempdir().unwrap(),
         nodes: BTreeMap::new(),
