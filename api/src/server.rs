@@ -155,14 +155,15 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
             &read(&t.key)?,
         )?)),
     };
+    let listener_limits = HttpLimits {
+        connections_max: cfg.limits.connections_max.max(1),
+        header_read_timeout: Duration::from_millis(cfg.limits.header_read_timeout_ms),
+    };
     servers.push(tokio::spawn(serve_http(
         http_listener,
         http,
         tls,
-        HttpLimits {
-            connections_max: cfg.limits.connections_max.max(1),
-            header_read_timeout: Duration::from_millis(cfg.limits.header_read_timeout_ms),
-        },
+        listener_limits,
         cancel.clone(),
     )));
 
@@ -210,14 +211,7 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
             operator_interceptor(token),
         ));
     let c = cancel.clone();
-    let incoming = gated_incoming(
-        grpc_listener,
-        HttpLimits {
-            connections_max: cfg.limits.connections_max.max(1),
-            header_read_timeout: Duration::from_millis(cfg.limits.header_read_timeout_ms),
-        },
-        cancel.clone(),
-    );
+    let incoming = gated_incoming(grpc_listener, listener_limits, cancel.clone());
     servers.push(tokio::spawn(async move {
         if let Err(e) = router
             .serve_with_incoming_shutdown(incoming, c.cancelled_owned())
@@ -275,7 +269,9 @@ fn rustls_config(
 /// Longest a client may take over its TLS handshake (less if `header_read_timeout` is).
 const TLS_HANDSHAKE_MAX: Duration = Duration::from_secs(10);
 
-/// The limits of the HTTP listener itself (requests have theirs in the router).
+/// The limits of the HTTP and public gRPC listeners themselves (requests have theirs in the
+/// router), each applied to each listener.
+#[derive(Clone, Copy)]
 struct HttpLimits {
     connections_max: usize,
     header_read_timeout: Duration,
