@@ -281,8 +281,8 @@ struct HttpLimits {
 /// in flight finish (each gets up to 10 s) before returning. At most `connections_max`
 /// connections are open at once: past that the listener is not accepted from until one closes.
 /// A client gets `header_read_timeout` (at most [`TLS_HANDSHAKE_MAX`]) for its TLS handshake,
-/// and `header_read_timeout` for each request's headers on HTTP/1 (idle keep-alive time
-/// included).
+/// `header_read_timeout` for its first bytes (the whole preface on HTTP/2), and
+/// `header_read_timeout` for each request's headers on HTTP/1 (idle keep-alive time included).
 async fn serve_http(
     listener: tokio::net::TcpListener,
     router: axum::Router,
@@ -291,7 +291,6 @@ async fn serve_http(
     cancel: CancellationToken,
 ) {
     use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-    use tokio::io::AsyncReadExt;
     let open = Arc::new(tokio::sync::Semaphore::new(limits.connections_max));
     let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
     builder
@@ -311,7 +310,7 @@ async fn serve_http(
             _ = cancel.cancelled() => break,
             p = open.clone().acquire_owned() => p.expect("semaphore never closed"),
         };
-        let (stream, peer) = tokio::select! {
+        let (mut stream, peer) = tokio::select! {
             _ = cancel.cancelled() => break,
             r = listener.accept() => match r {
                 Ok(x) => x,
@@ -334,18 +333,19 @@ async fn serve_http(
             );
             match tls {
                 None => {
-                    // hyper's header timeout starts with the first byte (before it, the server
-                    // is still telling HTTP/1 from HTTP/2): a client that sends nothing at all
-                    // gets the same time.
-                    let mut byte = [0u8; 1];
-                    let first = tokio::time::timeout(header_timeout, stream.peek(&mut byte)).await;
-                    if !matches!(first, Ok(Ok(1))) {
+                    let Some(opening) = read_opening(&mut stream, header_timeout).await else {
                         return;
-                    }
-                    serve_connection(&builder, TokioIo::new(stream), svc, &cancel).await
+                    };
+                    let io = Prefixed {
+                        prefix: opening,
+                        at: 0,
+                        inner: stream,
+                        _slot: None,
+                    };
+                    serve_connection(&builder, TokioIo::new(io), svc, &cancel).await
                 }
                 Some(acceptor) => {
-                    let Ok(Ok(tls)) = tokio::time::timeout(
+                    let Ok(Ok(mut tls)) = tokio::time::timeout(
                         header_timeout.min(TLS_HANDSHAKE_MAX),
                         acceptor.accept(stream),
                     )
@@ -359,15 +359,9 @@ async fn serve_http(
                     } else {
                         builder.as_ref().clone().http1_only()
                     };
-                    // As above, the first bytes must come in time; a TLS stream cannot be peeked
-                    // at, so they are read here and handed to hyper in front of the rest.
-                    let mut tls = tls;
-                    let mut first = vec![0u8; 4096];
-                    let n = match tokio::time::timeout(header_timeout, tls.read(&mut first)).await {
-                        Ok(Ok(n)) if n > 0 => n,
-                        _ => return,
+                    let Some(first) = read_opening(&mut tls, header_timeout).await else {
+                        return;
                     };
-                    first.truncate(n);
                     let io = Prefixed {
                         prefix: first,
                         at: 0,
@@ -381,6 +375,30 @@ async fn serve_http(
     }
     connections.close();
     connections.wait().await;
+}
+
+/// The first bytes of a connection, read within `within`: until they can no longer be the start
+/// of an HTTP/2 preface, or hold all of one. hyper's header timeout only starts once it has told
+/// HTTP/1 from HTTP/2 by these bytes, and its HTTP/2 server waits for the preface forever, so a
+/// client that sends nothing, or part of a preface, is cut off here. `None` if the client closed
+/// or was too slow. The bytes are handed to hyper in front of the rest ([`Prefixed`]).
+async fn read_opening<S: tokio::io::AsyncRead + Unpin>(
+    s: &mut S,
+    within: Duration,
+) -> Option<Vec<u8>> {
+    use tokio::io::AsyncReadExt;
+    const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    let mut got = Vec::with_capacity(1024);
+    let read = async {
+        while got.len() < PREFACE.len() && PREFACE.starts_with(&got) {
+            if s.read_buf(&mut got).await.ok()? == 0 {
+                return None;
+            }
+        }
+        Some(())
+    };
+    tokio::time::timeout(within, read).await.ok()??;
+    Some(got)
 }
 
 /// The public gRPC listener's connections, for tonic: at most `connections_max` open at once

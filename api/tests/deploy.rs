@@ -577,11 +577,22 @@ async fn tls_clients_that_stall_are_cut_off() {
         .with_root_certificates(roots)
         .with_no_client_auth();
     cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let connector = tokio_rustls::TlsConnector::from(Arc::new(cfg));
+    let cfg = Arc::new(cfg);
+    let connector = tokio_rustls::TlsConnector::from(cfg.clone());
     let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
     let sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
     let quiet = connector.connect(name.clone(), sock).await.unwrap();
     closed(Box::new(quiet), "silent TLS").await;
+    // HTTP/2 agreed in the handshake, then half a preface: cut off the same way.
+    let mut h2_cfg = (*cfg).clone();
+    h2_cfg.alpn_protocols = vec![b"h2".to_vec()];
+    let h2_connector = tokio_rustls::TlsConnector::from(Arc::new(h2_cfg));
+    let sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let mut half = h2_connector.connect(name.clone(), sock).await.unwrap();
+    assert_eq!(half.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    half.write_all(b"PRI * HTTP/2.0\r\n").await.unwrap();
+    half.flush().await.unwrap();
+    closed(Box::new(half), "half-preface TLS").await;
     let sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
     let mut prompt = connector.connect(name, sock).await.unwrap();
     prompt

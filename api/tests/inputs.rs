@@ -560,6 +560,45 @@ async fn a_client_slow_to_send_its_headers_is_cut_off() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http2_client_must_send_its_whole_preface_in_time() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let c = Cluster::start_with(1, "[limits]\nheader_read_timeout_ms = 300\n").await;
+    let addr = c.node(1).url("").trim_start_matches("http://").to_string();
+    // Part of an HTTP/2 preface (or a first byte that could start one), then nothing: until the
+    // rest comes the server cannot tell HTTP/1 from HTTP/2, and the node closes the connection.
+    for part in [&b"PRI * HTTP/2.0\r\n"[..], b"P"] {
+        let mut slow = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        slow.write_all(part).await.unwrap();
+        let got = closed_by_server("half-preface", &mut slow, Duration::from_secs(10)).await;
+        assert!(got.is_empty(), "{got:?}");
+    }
+    // A whole preface sent a byte at a time is served over HTTP/2 (h2c with prior knowledge):
+    // the node answers with its SETTINGS frame (type 4).
+    let mut h2 = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    h2.set_nodelay(true).unwrap();
+    for b in b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" {
+        h2.write_all(&[*b]).await.unwrap();
+    }
+    h2.write_all(&[0, 0, 0, 4, 0, 0, 0, 0, 0]).await.unwrap();
+    let mut frame = [0u8; 9];
+    tokio::time::timeout(Duration::from_secs(10), h2.read_exact(&mut frame))
+        .await
+        .expect("an answer")
+        .unwrap();
+    assert_eq!(frame[3], 4, "{frame:?}");
+    // So is an HTTP/1 request whose first byte could have begun a preface.
+    let mut post = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    post.write_all(b"P").await.unwrap();
+    let (h, _) = exchange(
+        &mut post,
+        "OST /v1/rooms/nope/join HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n",
+        b"",
+    )
+    .await;
+    assert!(h.starts_with("http/1.1 404"), "{h}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_past_the_limit_wait_until_one_closes() {
     let c = Cluster::start_with(1, "[limits]\nconnections_max = 3\n").await;
     let addr = c.node(1).url("").trim_start_matches("http://").to_string();
