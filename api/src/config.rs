@@ -97,12 +97,13 @@ pub struct Limits {
     /// Open HTTP connections per node, and as many public gRPC connections; past it the node
     /// accepts a new connection only when one closes (the rest wait in the listen backlog).
     pub connections_max: usize,
-    /// How long an HTTP client may take to send its first bytes (on HTTP/2 its whole preface) and, on HTTP/1, each request's
-    /// headers, ms, counted from the connection's start (or the end of its TLS handshake, which
-    /// gets at most 10 s) or from the previous response; then the connection is closed. A gRPC
-    /// client has as long for its first 24 bytes. Longer than the idle timeout of a reverse proxy's kept-
-    /// alive upstream connections (nginx 60 s, Traefik 90 s), so that the proxy closes an idle
-    /// connection first and never sends a request on one that Sluice is closing.
+    /// How long an HTTP client may take to send its first bytes (on HTTP/2 its whole preface)
+    /// and, on HTTP/1, each request's headers, ms, counted from the connection's start (or the
+    /// end of its TLS handshake, which gets at most 10 s) or from the previous response; then the
+    /// connection is closed. A gRPC client has as long for its first 24 bytes. Longer than the
+    /// idle timeout of a reverse proxy's kept-alive upstream connections (nginx 60 s, Traefik
+    /// 90 s), so that the proxy closes an idle connection first and never sends a request on one
+    /// that Sluice is closing.
     pub header_read_timeout_ms: u64,
 }
 
