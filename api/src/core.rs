@@ -213,10 +213,28 @@ impl Sluice {
         room: &str,
         src: &TicketSource,
     ) -> Result<VisitorReply, ApiError> {
+        self.touch(room, src)?;
+        self.status(room, src, false).await
+    }
+
+    /// Records activity (batched): a waiter keeps its place, a session is renewed.
+    pub fn touch(&self, room: &str, src: &TicketSource) -> Result<(), ApiError> {
         Self::check_room(room)?;
         let t = self.require(room, src)?;
         self.renew.touch(room, t.visitor);
-        self.status(room, src, false).await
+        Ok(())
+    }
+
+    /// How often a visitor who stays connected (an open event stream) is recorded as active: a
+    /// third of the room's waiter TTL, between 1 s and 60 s.
+    pub fn presence_every(&self, room: &str) -> Duration {
+        let ttl = self
+            .node
+            .read(|st| st.sm.room(room).map(|r| r.config.waiter_ttl_secs))
+            .ok()
+            .and_then(|(ttl, _)| ttl)
+            .unwrap_or(0);
+        Duration::from_secs(ttl / 3).clamp(Duration::from_secs(1), Duration::from_secs(60))
     }
 
     /// Leaves the room.

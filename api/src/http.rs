@@ -272,6 +272,7 @@ async fn leave(
 }
 
 /// Server-Sent Events: the visitor's status whenever it changes; ends once admitted or gone.
+/// While it is open the visitor counts as present, as with heartbeats.
 #[utoipa::path(get, path = "/v1/rooms/{room}/events", params(("room" = String, Path)),
     responses((status = 200, description = "text/event-stream of `status` events (VisitorReply JSON)")))]
 async fn events(
@@ -300,6 +301,10 @@ struct StreamState {
     /// The last reply sent (state, position, ETA, waiting), to send only changes.
     last: Option<SentStatus>,
     done: bool,
+    /// A visitor with the stream open is present: recorded as active this often, so that a
+    /// waiter who only listens keeps its place (as one who sends heartbeats does).
+    presence_every: Duration,
+    present_at: tokio::time::Instant,
 }
 
 fn status_stream(
@@ -309,6 +314,8 @@ fn status_stream(
     first: VisitorReply,
 ) -> impl Stream<Item = Result<Event, Infallible>> {
     let st = StreamState {
+        presence_every: app.sluice.presence_every(&room),
+        present_at: tokio::time::Instant::now(),
         app,
         room,
         src,
@@ -333,6 +340,10 @@ fn status_stream(
             tokio::select! {
                 _ = st.app.shutdown.cancelled() => return None,
                 _ = tokio::time::sleep(Duration::from_millis(250)) => {}
+            }
+            if st.present_at.elapsed() >= st.presence_every {
+                st.present_at = tokio::time::Instant::now();
+                let _ = st.app.sluice.touch(&st.room, &st.src);
             }
             match st.app.sluice.status(&st.room, &st.src, false).await {
                 Ok(r) => {

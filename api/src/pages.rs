@@ -171,7 +171,7 @@ function show(s){{if(s.state==='admitted'){{go();return}}if(s.state!=='waiting')
 var p=document.getElementById('pos');if(p)p.textContent=s.position==null?'—':s.position;\
 document.getElementById('eta').textContent=s.eta_secs==null?unknown:fmt(s.eta_secs);\
 if(s.position!=null){{var f=+sessionStorage.getItem(key)||0;if(!f||s.position>f){{f=s.position;sessionStorage.setItem(key,f)}}prog.max=f;prog.value=f-s.position+1}}}}\
-var timer=null;function poll(){{fetch('/v1/rooms/'+room+'/status',{{credentials:'same-origin'}}).then(function(r){{return r.json()}}).then(show).catch(function(){{}});timer=setTimeout(poll,5000)}}\
+var timer=null;function poll(){{fetch('/v1/rooms/'+room+'/heartbeat',{{method:'POST',credentials:'same-origin'}}).then(function(r){{return r.json()}}).then(show).catch(function(){{}});timer=setTimeout(poll,5000)}}\
 if(window.EventSource){{var es=new EventSource('/v1/rooms/'+room+'/events');es.addEventListener('status',function(e){{show(JSON.parse(e.data))}});es.onerror=function(){{es.close();if(!timer)poll()}}}}else{{poll()}}\
 var cd=document.getElementById('cd');if(cd){{setInterval(function(){{var left=+cd.dataset.at-Math.floor(Date.now()/1000);if(left<=0)location.reload();else cd.textContent=fmt(left)}},1000)}}\
 }})();</script>",

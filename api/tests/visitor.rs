@@ -218,6 +218,50 @@ async fn events_stream_pushes_position_then_admission() {
     assert!(second["admission_token"].as_str().is_some());
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_event_stream_keeps_a_waiter_in_line() {
+    let c = Cluster::start(1).await;
+    let cfg = json!({"capacity": 1, "paused": true, "waiter_ttl_secs": 3,
+        "admit_per_minute": 600000, "session_ttl_secs": 600});
+    c.create_room("ttl", cfg).await;
+    // A only listens to its event stream; B, who joined later, neither listens nor sends
+    // heartbeats.
+    let a = c.join(1, "ttl", None).await;
+    let resp = c
+        .http
+        .get(c.node(1).url("/v1/rooms/ttl/events"))
+        .header("cookie", format!("sluice_ticket={}", s(&a, "ticket")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let b = c.join(1, "ttl", None).await;
+    let in_line = || async {
+        let (_, q) = c
+            .admin(1, Method::GET, "/v1/rooms/ttl/queue?consistent=true", None)
+            .await;
+        q["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| s(e, "visitor_id"))
+            .collect::<Vec<_>>()
+    };
+    wait_for("B abandoned", Duration::from_secs(30), || async {
+        !in_line().await.contains(&s(&b, "visitor_id"))
+    })
+    .await;
+    // A's last join is older than B's, yet A keeps its place.
+    assert_eq!(in_line().await, [s(&a, "visitor_id")]);
+    let st = c.status(1, "ttl", &s(&a, "ticket")).await;
+    assert_eq!(
+        (s(&st, "state").as_str(), st["position"].as_u64()),
+        ("waiting", Some(1)),
+        "{st}"
+    );
+    drop(resp);
+}
+
 async fn next_event<S>(body: &mut S, text: &mut String) -> Value
 where
     S: futures::Stream<Item = reqwest::Result<axum::body::Bytes>> + Unpin,
