@@ -46,31 +46,27 @@ fn now_secs() -> u64 {
 }
 
 impl Sluice {
-    fn verify(&self, room: &str, src: &TicketSource) -> Result<Option<Ticket>, ApiError> {
-        let (s, explicit) = match src {
-            TicketSource::None => return Ok(None),
-            TicketSource::Cookie(s) => (s, false),
-            TicketSource::Explicit(s) => (s, true),
+    /// The ticket a join resumes, if any. An explicit ticket must verify and name this room. A
+    /// cookie that does not verify (a key since retired, a damaged value) or names another room
+    /// is ignored, so a browser is given a new ticket rather than locked out by its old cookie.
+    fn resumed(&self, room: &str, src: &TicketSource) -> Result<Option<Ticket>, ApiError> {
+        match src {
+            TicketSource::None => Ok(None),
+            TicketSource::Cookie(s) => Ok(self.tickets.verify(s).ok().filter(|t| t.room == room)),
+            TicketSource::Explicit(_) => self.require(room, src).map(Some),
+        }
+    }
+
+    /// The visitor's ticket, which must verify and name this room.
+    fn require(&self, room: &str, src: &TicketSource) -> Result<Ticket, ApiError> {
+        let (TicketSource::Cookie(s) | TicketSource::Explicit(s)) = src else {
+            return Err(ApiError::missing_ticket());
         };
         let t = self.tickets.verify(s)?;
         if t.room != room {
-            return if explicit {
-                Err(ApiError::wrong_room())
-            } else {
-                Ok(None)
-            };
+            return Err(ApiError::wrong_room());
         }
-        Ok(Some(t))
-    }
-
-    fn require(&self, room: &str, src: &TicketSource) -> Result<Ticket, ApiError> {
-        if matches!(src, TicketSource::None) {
-            return Err(ApiError::missing_ticket());
-        }
-        match self.verify(room, src)? {
-            Some(t) => Ok(t),
-            None => Err(ApiError::wrong_room()),
-        }
+        Ok(t)
     }
 
     /// Renders a visitor's view, re-issuing the ticket (with the admission and the index).
@@ -140,7 +136,7 @@ impl Sluice {
     /// Joins (or resumes a place).
     pub async fn join(&self, room: &str, src: &TicketSource) -> Result<VisitorReply, ApiError> {
         Self::check_room(room)?;
-        let visitor = match self.verify(room, src)? {
+        let visitor = match self.resumed(room, src)? {
             Some(t) => t.visitor,
             None => {
                 let mut b = [0u8; 16];

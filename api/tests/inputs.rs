@@ -377,6 +377,35 @@ async fn forged_tampered_and_other_room_tickets_and_tokens() {
         StatusCode::UNAUTHORIZED
     );
     assert_eq!(c.gate(1, "one", "garbage").await, StatusCode::UNAUTHORIZED);
+    // A browser whose cookie no longer verifies (damaged, or signed with a retired key) gets a
+    // new ticket from a join or the waiting page instead of being locked out; an explicit bad
+    // ticket is still refused (above).
+    for path in ["/v1/rooms/one/join", "/wait/one"] {
+        let method = if path.starts_with("/wait") {
+            Method::GET
+        } else {
+            Method::POST
+        };
+        let r = c
+            .http
+            .request(method, c.node(1).url(path))
+            .header("cookie", "sluice_ticket=garbage")
+            .header("accept", "application/json")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "{path}");
+        let cookie = r.headers()["set-cookie"].to_str().unwrap().to_string();
+        let fresh: Value = r.json().await.unwrap();
+        assert!(
+            cookie.starts_with(&format!(
+                "sluice_ticket={}",
+                fresh["ticket"].as_str().unwrap()
+            )),
+            "{path}: {cookie}"
+        );
+        assert_ne!(fresh["visitor_id"], v["visitor_id"], "{path}");
+    }
     assert_eq!(
         c.gate(1, "one", &"A".repeat(5000)).await,
         StatusCode::UNAUTHORIZED
