@@ -198,7 +198,8 @@ pub struct ServerConfig {
     /// `text` or `json`.
     #[serde(default = "default_log_format")]
     pub log_format: String,
-    /// Use `X-Forwarded-For` as the client address (only behind a trusted proxy).
+    /// Use the last address of `X-Forwarded-For`, the one the proxy in front added, as the client
+    /// address (only behind a trusted proxy).
     #[serde(default)]
     pub trust_forwarded_for: bool,
     /// Mark cookies `Secure` (serve over HTTPS).

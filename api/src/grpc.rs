@@ -51,7 +51,7 @@ pub fn operator_interceptor(
             .metadata()
             .get("authorization")
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
+            .and_then(|v| crate::http::credentials(v, "Bearer"))
             .is_some_and(|t| bool::from(t.as_bytes().ct_eq(token.as_bytes())));
         if ok {
             Ok(req)

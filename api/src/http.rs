@@ -104,8 +104,15 @@ fn header_ticket(headers: &HeaderMap) -> Option<String> {
     headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Ticket "))
-        .map(|t| t.trim().to_string())
+        .and_then(|v| credentials(v, "Ticket"))
+        .map(str::to_string)
+}
+
+/// The credentials of an `Authorization` value in `scheme`, whose name is case-insensitive
+/// (RFC 9110 11.1): `bearer x` is `Bearer x`.
+pub(crate) fn credentials<'a>(value: &'a str, scheme: &str) -> Option<&'a str> {
+    let (name, rest) = value.split_once(' ')?;
+    name.eq_ignore_ascii_case(scheme).then(|| rest.trim())
 }
 
 /// Ticket precedence: body field, `Authorization: Ticket`, query `ticket`, cookie.
@@ -753,8 +760,8 @@ async fn operator_auth(State(app): AppState, req: Request, next: Next) -> Respon
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(|t| bool::from(t.trim().as_bytes().ct_eq(app.admin_token.as_bytes())));
+        .and_then(|v| credentials(v, "Bearer"))
+        .is_some_and(|t| bool::from(t.as_bytes().ct_eq(app.admin_token.as_bytes())));
     if ok {
         next.run(req).await
     } else {
@@ -768,7 +775,9 @@ fn client_ip(app: &App, req: &Request) -> IpAddr {
             .headers()
             .get("x-forwarded-for")
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split(',').next())
+            // The last address is the one the trusted proxy added; the ones before it came with
+            // the request and could be anything.
+            .and_then(|v| v.rsplit(',').next())
             .and_then(|v| v.trim().parse().ok())
         {
             return ip;

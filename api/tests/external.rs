@@ -236,15 +236,18 @@ async fn grpc_flow_health_and_reflection() {
 async fn visitor_endpoints_are_rate_limited_per_client() {
     let c = Cluster::start_with(
         1,
-        "[limits]\nvisitor_requests_per_second = 2\nvisitor_burst = 5",
+        "trust_forwarded_for = true\n[limits]\nvisitor_requests_per_second = 2\nvisitor_burst = 5",
     )
     .await;
     c.create_room("rl", room_config(5)).await;
+    // Behind a proxy that appends the client's address to X-Forwarded-For, the client is the
+    // last address: one that puts another in front each time is still limited.
     let mut limited = None;
-    for _ in 0..20 {
+    for i in 0..20 {
         let r = c
             .http
             .get(c.node(1).url("/v1/rooms/rl/status"))
+            .header("x-forwarded-for", format!("192.0.2.{i}, 198.51.100.7"))
             .send()
             .await
             .unwrap();
@@ -257,11 +260,25 @@ async fn visitor_endpoints_are_rate_limited_per_client() {
     assert!(r.headers().get("retry-after").is_some());
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["error"]["code"], "rate_limited");
-    // The gate and operator endpoints are not visitor-limited.
+    // Another client behind the same proxy is not.
+    let r = c
+        .http
+        .get(c.node(1).url("/v1/rooms/rl/status"))
+        .header("x-forwarded-for", "192.0.2.1, 198.51.100.8")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status(),
+        StatusCode::UNAUTHORIZED,
+        "no ticket, not limited"
+    );
+    // The gate and operator endpoints are not visitor-limited (and an authorization scheme's
+    // name is case-insensitive).
     let r = c
         .http
         .get(c.node(1).url("/v1/rooms"))
-        .bearer_auth(TOKEN)
+        .header("authorization", format!("bearer {TOKEN}"))
         .send()
         .await
         .unwrap();
