@@ -5,9 +5,10 @@
 
 use crate::error::ApiError;
 use crate::http::App;
+use crate::http::Path;
 use crate::model::{BrandingBody, RoomConfigBody};
 use crate::pages::{esc, STYLE};
-use axum::extract::{Form, FromRequest, Path, State};
+use axum::extract::{Form, FromRequest, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use hmac::{Hmac, Mac};

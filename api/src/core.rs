@@ -129,7 +129,8 @@ impl Sluice {
         r
     }
 
-    fn check_room(room: &str) -> Result<(), ApiError> {
+    /// A room name as the API accepts it.
+    pub fn check_room(room: &str) -> Result<(), ApiError> {
         validate_name("room", room).map_err(ApiError::from)
     }
 

@@ -223,3 +223,17 @@ pub fn json_rejection(r: axum::extract::rejection::JsonRejection) -> ApiError {
         other => ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", other.body_text()),
     }
 }
+
+/// A query string that does not parse (`?consistent=yes`).
+impl From<axum::extract::rejection::QueryRejection> for ApiError {
+    fn from(r: axum::extract::rejection::QueryRejection) -> Self {
+        ApiError::new(StatusCode::BAD_REQUEST, "invalid_query", r.body_text())
+    }
+}
+
+/// A path segment that does not decode (`%FF`) or parse.
+impl From<axum::extract::rejection::PathRejection> for ApiError {
+    fn from(r: axum::extract::rejection::PathRejection) -> Self {
+        ApiError::new(StatusCode::BAD_REQUEST, "invalid_path", r.body_text())
+    }
+}

@@ -7,7 +7,7 @@ use crate::metrics::Metrics;
 use crate::model::*;
 use crate::pages;
 use axum::body::Bytes;
-use axum::extract::{ConnectInfo, FromRequest, MatchedPath, Path, Query, Request, State};
+use axum::extract::{ConnectInfo, FromRequest, FromRequestParts, MatchedPath, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -99,6 +99,16 @@ fn cookie_ticket(headers: &HeaderMap) -> Option<String> {
 pub fn cookie_ticket_of(headers: &HeaderMap) -> Option<String> {
     cookie_ticket(headers)
 }
+
+/// axum's path extractor, refusing with our JSON error.
+#[derive(FromRequestParts)]
+#[from_request(via(axum::extract::Path), rejection(ApiError))]
+pub struct Path<T>(pub T);
+
+/// axum's query extractor, refusing with our JSON error.
+#[derive(FromRequestParts)]
+#[from_request(via(axum::extract::Query), rejection(ApiError))]
+pub struct Query<T>(pub T);
 
 fn header_ticket(headers: &HeaderMap) -> Option<String> {
     headers
@@ -393,9 +403,19 @@ impl<S: Send + Sync> FromRequest<S> for Body {
 /// Forward-auth for reverse proxies: 200 when the cookie's ticket holds an active admission.
 #[utoipa::path(get, path = "/gate/{room}/check", params(("room" = String, Path)),
     responses((status = 200, description = "admitted"), (status = 401, description = "not admitted")))]
-async fn gate(State(app): AppState, Path(room): Path<String>, headers: HeaderMap) -> Response {
+async fn gate(
+    State(app): AppState,
+    room: Result<Path<String>, ApiError>,
+    headers: HeaderMap,
+) -> Response {
     let ticket = header_ticket(&headers).or_else(|| cookie_ticket(&headers));
-    match app.sluice.gate(&room, ticket.as_deref()) {
+    // A path that is not a room name is denied like any other (and no waiting page is named).
+    let room = room.ok().filter(|Path(r)| Sluice::check_room(r).is_ok());
+    let checked = match &room {
+        Some(Path(room)) => app.sluice.gate(room, ticket.as_deref()),
+        None => Err(ApiError::invalid("room", "not a room name")),
+    };
+    match checked {
         Ok(v) => {
             let mut r = StatusCode::OK.into_response();
             if let Ok(h) = HeaderValue::from_str(&v.to_string()) {
@@ -406,12 +426,15 @@ async fn gate(State(app): AppState, Path(room): Path<String>, headers: HeaderMap
             r
         }
         Err(mut e) => {
+            // A proxy's forward-auth understands 200 and 401 (and retries on 503), nothing else.
             if e.status != StatusCode::SERVICE_UNAVAILABLE {
                 e.status = StatusCode::UNAUTHORIZED;
             }
             let mut r = e.into_response();
-            if let Ok(h) = HeaderValue::from_str(&format!("/wait/{room}")) {
-                r.headers_mut().insert("x-sluice-wait", h);
+            if let Some(Path(room)) = &room {
+                if let Ok(h) = HeaderValue::from_str(&format!("/wait/{room}")) {
+                    r.headers_mut().insert("x-sluice-wait", h);
+                }
             }
             r
         }
@@ -926,8 +949,9 @@ async fn read_body(max: usize, req: Request, next: Next) -> Result<Response, Res
         .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-    let chunked = req.headers().contains_key(header::TRANSFER_ENCODING);
-    if !chunked && declared.unwrap_or(0) == 0 {
+    // No body: declared empty, or ended with the headers (HTTP/1 without a length or chunks;
+    // an HTTP/2 request may carry a body without declaring its length).
+    if declared == Some(0) || axum::body::HttpBody::is_end_stream(req.body()) {
         return Ok(next.run(req).await);
     }
     let too_large = || {

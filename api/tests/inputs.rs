@@ -168,6 +168,38 @@ async fn a_table_of_bad_inputs() {
         ),
         (
             Method::GET,
+            "/v1/rooms/r/queue?limit=abc",
+            None,
+            true,
+            StatusCode::BAD_REQUEST,
+            "invalid_query",
+        ),
+        (
+            Method::GET,
+            "/v1/rooms/r/status?consistent=yes",
+            None,
+            false,
+            StatusCode::BAD_REQUEST,
+            "invalid_query",
+        ),
+        (
+            Method::GET,
+            "/v1/rooms/%FF/status",
+            None,
+            false,
+            StatusCode::BAD_REQUEST,
+            "invalid_path",
+        ),
+        (
+            Method::GET,
+            "/gate/%FF/check",
+            None,
+            false,
+            StatusCode::UNAUTHORIZED,
+            "invalid_field",
+        ),
+        (
+            Method::GET,
             "/v1/rooms/nope",
             None,
             true,
@@ -286,6 +318,20 @@ async fn a_table_of_bad_inputs() {
                 .is_some_and(|m| !m.is_empty()),
             "{v}"
         );
+    }
+    // The gate names the waiting page only for a room name.
+    for (path, wait) in [
+        ("/gate/r/check", Some("/wait/r")),
+        ("/gate/..%2F..%2Fevil/check", None),
+        ("/gate/%FF/check", None),
+    ] {
+        let r = c.http.get(url(path)).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "{path}");
+        let got = r
+            .headers()
+            .get("x-sluice-wait")
+            .map(|h| h.to_str().unwrap());
+        assert_eq!(got, wait, "{path}");
     }
     // The dashboard's forms refuse bodies the same way.
     for (ctype, body, status, code) in [
@@ -625,6 +671,46 @@ async fn an_http2_client_must_send_its_whole_preface_in_time() {
     )
     .await;
     assert!(h.starts_with("http/1.1 404"), "{h}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http2_body_over_the_limit_without_a_length_is_refused_in_json() {
+    use http_body_util::BodyExt;
+    let c = Cluster::start(1).await;
+    c.create_room("r", room_config(5)).await;
+    let addr = c.node(1).url("").trim_start_matches("http://").to_string();
+    let sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let (mut send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(sock),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    // HTTP/2 needs no Content-Length: a streamed body of unknown length, past the 64 KiB limit.
+    let body = |kib: usize| {
+        let mut chunks = vec![b"{".to_vec()];
+        chunks.extend((0..kib).map(|_| vec![b' '; 1024]));
+        chunks.push(b"}".to_vec());
+        http_body_util::StreamBody::new(futures::stream::iter(chunks.into_iter().map(|c| {
+            Ok::<_, std::convert::Infallible>(hyper::body::Frame::data(axum::body::Bytes::from(c)))
+        })))
+    };
+    for (kib, status, code) in [
+        (70, StatusCode::PAYLOAD_TOO_LARGE, Some("body_too_large")),
+        (1, StatusCode::OK, None),
+    ] {
+        let req = hyper::Request::post(format!("http://{addr}/v1/rooms/r/join"))
+            .header("content-type", "application/json")
+            .body(body(kib))
+            .unwrap();
+        assert!(req.headers().get("content-length").is_none());
+        let resp = send.send_request(req).await.unwrap();
+        assert_eq!(resp.status().as_u16(), status.as_u16(), "{kib} KiB");
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        let v: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(v["error"]["code"].as_str(), code, "{kib} KiB: {v}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
