@@ -13,6 +13,7 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
+use sluice_statemachine::limits::ROOMS_PAGE_MAX;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use subtle::ConstantTimeEq;
@@ -186,7 +187,7 @@ pub async fn dashboard(State(app): AppState, headers: HeaderMap) -> Response {
     let token = csrf(&app, &s);
     let rooms = app
         .sluice
-        .list_rooms(false)
+        .list_rooms(None, ROOMS_PAGE_MAX, false)
         .await
         .map(|l| l.rooms)
         .unwrap_or_default();
@@ -253,7 +254,7 @@ pub async fn stats(State(app): AppState, headers: HeaderMap) -> Response {
     if session(&app, &headers).is_none() {
         return ApiError::unauthorized().into_response();
     }
-    match app.sluice.list_rooms(false).await {
+    match app.sluice.list_rooms(None, ROOMS_PAGE_MAX, false).await {
         Ok(l) => axum::Json(serde_json::json!({
             "rooms": l.rooms.iter().map(|r| serde_json::json!({"name": r.name, "waiting": r.waiting, "active": r.active, "admitted_last_minute": r.admitted_last_minute})).collect::<Vec<_>>()
         }))

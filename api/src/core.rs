@@ -7,7 +7,7 @@ use crate::renew::Renewer;
 use crate::tokens::{JwtKeys, Ticket, TicketKeys};
 use axum::http::StatusCode;
 use sluice_raft::{wall_ms, ClusterError, ClusterStatus, MembershipOp, NodeAddr, RaftNode};
-use sluice_statemachine::limits::QUEUE_PAGE_MAX;
+use sluice_statemachine::limits::{QUEUE_PAGE_MAX, ROOMS_PAGE_MAX};
 use sluice_statemachine::types::validate_name;
 use sluice_statemachine::{
     Command, Health, Mode, Outcome, Rejection, VisitorId, VisitorState, VisitorView,
@@ -333,15 +333,30 @@ impl Sluice {
     }
 
     /// Every room.
-    pub async fn list_rooms(&self, consistent: bool) -> Result<RoomList, ApiError> {
-        let read = |st: &sluice_raft::SmState| st.sm.rooms();
-        let (v, i) = if consistent {
+    pub async fn list_rooms(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+        consistent: bool,
+    ) -> Result<RoomList, ApiError> {
+        if !(1..=ROOMS_PAGE_MAX).contains(&limit) {
+            return Err(ApiError::invalid(
+                "limit",
+                format!("must be from 1 to {ROOMS_PAGE_MAX}"),
+            ));
+        }
+        if let Some(after) = after {
+            validate_name("after", after).map_err(ApiError::from)?;
+        }
+        let read = |st: &sluice_raft::SmState| st.sm.rooms_after(after, limit);
+        let ((page, more), i) = if consistent {
             self.node.read_linearizable(read).await?
         } else {
             self.node.read(read)?
         };
         Ok(RoomList {
-            rooms: v.iter().map(|r| RoomBody::new(r, i)).collect(),
+            next_after: page.last().filter(|_| more).map(|r| r.name.clone()),
+            rooms: page.iter().map(|r| RoomBody::new(r, i)).collect(),
             applied_index: i,
         })
     }

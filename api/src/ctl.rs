@@ -89,8 +89,15 @@ pub enum CtlCmd {
 /// Room commands.
 #[derive(Debug, Subcommand)]
 pub enum RoomsCmd {
-    /// List rooms.
-    List,
+    /// List rooms by name, a page at a time (`next_after` in the answer starts the next page).
+    List {
+        /// Rooms named after this one.
+        #[arg(long)]
+        after: Option<String>,
+        /// Page size, 1 to 1,000.
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
     /// Show a room.
     Get { room: String },
     /// Create or replace a room; fields as JSON (`--json '{"capacity":100}'`) and/or flags.
@@ -203,7 +210,14 @@ pub async fn run(args: CtlArgs) -> anyhow::Result<()> {
     }
     let (method, path, body): (reqwest::Method, String, Option<Value>) = match args.cmd {
         CtlCmd::Backup { .. } => unreachable!("handled above"),
-        CtlCmd::Rooms(RoomsCmd::List) => (reqwest::Method::GET, "/v1/rooms".into(), None),
+        CtlCmd::Rooms(RoomsCmd::List { after, limit }) => (
+            reqwest::Method::GET,
+            match after {
+                Some(a) => format!("/v1/rooms?limit={limit}&after={a}"),
+                None => format!("/v1/rooms?limit={limit}"),
+            },
+            None,
+        ),
         CtlCmd::Rooms(RoomsCmd::Get { room }) => {
             (reqwest::Method::GET, format!("/v1/rooms/{room}"), None)
         }

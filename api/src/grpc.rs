@@ -331,14 +331,20 @@ impl pb::admin_server::Admin for Grpc {
             .await
     }
 
-    async fn list_rooms(&self, req: Request<pb::RoomRef>) -> R<pb::RoomList> {
+    async fn list_rooms(&self, req: Request<pb::ListRoomsRequest>) -> R<pb::RoomList> {
         let r = req.into_inner();
+        let limit = match r.limit {
+            0 => crate::http::ROOMS_PAGE_DEFAULT,
+            n => n.min(usize::MAX as u64) as usize,
+        };
+        let after = Some(r.after.as_str()).filter(|a| !a.is_empty());
         self.call(
             "Admin/ListRooms",
-            self.sluice.list_rooms(r.consistent),
+            self.sluice.list_rooms(after, limit, r.consistent),
             |l| pb::RoomList {
                 rooms: l.rooms.into_iter().map(room).collect(),
                 applied_index: l.applied_index,
+                next_after: l.next_after.unwrap_or_default(),
             },
         )
         .await

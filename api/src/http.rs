@@ -100,13 +100,16 @@ pub fn cookie_ticket_of(headers: &HeaderMap) -> Option<String> {
     cookie_ticket(headers)
 }
 
+/// Rooms per page of `GET /v1/rooms` when the request does not say.
+pub const ROOMS_PAGE_DEFAULT: usize = 100;
+
 /// axum's path extractor, refusing with our JSON error.
-#[derive(FromRequestParts)]
+#[derive(Debug, FromRequestParts)]
 #[from_request(via(axum::extract::Path), rejection(ApiError))]
 pub struct Path<T>(pub T);
 
 /// axum's query extractor, refusing with our JSON error.
-#[derive(FromRequestParts)]
+#[derive(Debug, FromRequestParts)]
 #[from_request(via(axum::extract::Query), rejection(ApiError))]
 pub struct Query<T>(pub T);
 
@@ -195,9 +198,12 @@ pub struct ReadQuery {
     /// Queue page start.
     #[serde(default)]
     pub offset: Option<u64>,
-    /// Queue page size.
+    /// Page size (queue entries, rooms).
     #[serde(default)]
     pub limit: Option<usize>,
+    /// Rooms page start: the rooms named after this one.
+    #[serde(default)]
+    pub after: Option<String>,
     /// Where the waiting page sends an admitted visitor.
     #[serde(default)]
     pub next: Option<String>,
@@ -488,11 +494,21 @@ async fn delete_room(State(app): AppState, Path(room): Path<String>) -> Response
     respond(app.sluice.delete_room(&room).await)
 }
 
-/// Every room.
-#[utoipa::path(get, path = "/v1/rooms", params(("consistent" = Option<bool>, Query)),
+/// Rooms by name, a page at a time (`next_after` names where the next page starts).
+#[utoipa::path(get, path = "/v1/rooms", params(("consistent" = Option<bool>, Query),
+        ("after" = Option<String>, Query, description = "list rooms named after this one"),
+        ("limit" = Option<usize>, Query, description = "page size, 1 to 1,000 (100)")),
     responses((status = 200, body = RoomList)), security(("bearer" = [])))]
 async fn list_rooms(State(app): AppState, Query(q): Query<ReadQuery>) -> Response {
-    respond(app.sluice.list_rooms(q.consistent.unwrap_or(false)).await)
+    respond(
+        app.sluice
+            .list_rooms(
+                q.after.as_deref(),
+                q.limit.unwrap_or(ROOMS_PAGE_DEFAULT),
+                q.consistent.unwrap_or(false),
+            )
+            .await,
+    )
 }
 
 /// Operator actions: `pause`, `resume`, `mode`, `health`, `admit`, `revoke`.

@@ -272,6 +272,9 @@ pub struct RoomList {
     pub rooms: Vec<RoomBody>,
     /// Log index this was read at.
     pub applied_index: u64,
+    /// When more rooms follow: the last name of this page, for `?after=` to get the next.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_after: Option<String>,
 }
 
 /// `POST /mode`.

@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use reqwest::StatusCode;
+use reqwest::{Method, StatusCode};
 use serde_json::Value;
 use sluice_api::pb;
 use std::process::Command;
@@ -283,6 +283,71 @@ async fn visitor_endpoints_are_rate_limited_per_client() {
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::OK);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rooms_are_listed_a_page_at_a_time() {
+    let c = Cluster::start(1).await;
+    for r in ["e", "c", "a", "d", "b"] {
+        c.create_room(r, room_config(5)).await;
+    }
+    let names = |v: &Value| -> Vec<String> {
+        v["rooms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    // Over HTTP: pages of two, each naming where the next starts, the last naming none.
+    let mut seen = Vec::new();
+    let mut path = "/v1/rooms?limit=2".to_string();
+    loop {
+        let (status, v) = c.admin(1, Method::GET, &path, None).await;
+        assert_eq!(status, StatusCode::OK, "{v}");
+        assert!(names(&v).len() <= 2, "{v}");
+        seen.extend(names(&v));
+        match v["next_after"].as_str() {
+            Some(next) => {
+                assert_eq!(Some(next), seen.last().map(String::as_str));
+                path = format!("/v1/rooms?limit=2&after={next}");
+            }
+            None => break,
+        }
+    }
+    assert_eq!(seen, ["a", "b", "c", "d", "e"]);
+    let (_, v) = c.admin(1, Method::GET, "/v1/rooms", None).await;
+    assert_eq!(names(&v).len(), 5);
+    assert!(v.get("next_after").is_none(), "{v}");
+    for bad in ["limit=0", "limit=1001", "after=Not%20a%20name"] {
+        let (status, v) = c
+            .admin(1, Method::GET, &format!("/v1/rooms?{bad}"), None)
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
+        assert_eq!(v["error"]["code"], "invalid_field", "{bad}: {v}");
+    }
+    // Over gRPC the same; a limit of 0 is the default page.
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", c.node(1).grpc))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut admin = pb::admin_client::AdminClient::new(channel);
+    let list = |after: &str, limit: u64| {
+        let mut req = tonic::Request::new(pb::ListRoomsRequest {
+            consistent: true,
+            after: after.into(),
+            limit,
+        });
+        req.metadata_mut()
+            .insert("authorization", format!("Bearer {TOKEN}").parse().unwrap());
+        req
+    };
+    let page = admin.list_rooms(list("b", 2)).await.unwrap().into_inner();
+    let got: Vec<&str> = page.rooms.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!((got, page.next_after.as_str()), (vec!["c", "d"], "d"));
+    let page = admin.list_rooms(list("", 0)).await.unwrap().into_inner();
+    assert_eq!((page.rooms.len(), page.next_after.as_str()), (5, ""));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -38,6 +38,8 @@ pub const EXPIRIES_PER_APPLY_MAX: usize = 100_000;
 pub const ENDED_PER_ROOM_MAX: usize = 65_536;
 /// Most entries one queue listing returns.
 pub const QUEUE_PAGE_MAX: usize = 10_000;
+/// Most rooms one room listing returns (a room with the longest branding is ~4 KB of JSON).
+pub const ROOMS_PAGE_MAX: usize = 1_000;
 
 /// Most rooms (shards) in one pool.
 pub const POOL_ROOMS_MAX: u64 = 10_000;

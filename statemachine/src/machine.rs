@@ -288,6 +288,21 @@ impl StateMachine {
             .collect()
     }
 
+    /// Up to `limit` rooms named after `after` (from the first if `None`), by name, and whether
+    /// more follow.
+    pub fn rooms_after(&self, after: Option<&str>, limit: usize) -> (Vec<RoomView>, bool) {
+        use std::ops::Bound::{Excluded, Unbounded};
+        let mut rest = self
+            .rooms
+            .range::<str, _>((after.map_or(Unbounded, Excluded), Unbounded));
+        let page = rest
+            .by_ref()
+            .take(limit)
+            .map(|(_, r)| r.room_view(self.clock_ms))
+            .collect();
+        (page, rest.next().is_some())
+    }
+
     /// Room names, by name.
     pub fn room_names(&self) -> impl Iterator<Item = &str> {
         self.rooms.keys().map(String::as_str)

@@ -130,6 +130,14 @@ fn room_create_update_delete_list() {
     );
     let names: Vec<String> = h.sm.rooms().into_iter().map(|r| r.name).collect();
     assert_eq!(names, ["a", "b"]);
+    let page = |after, limit| {
+        let (rooms, more) = h.sm.rooms_after(after, limit);
+        (rooms.into_iter().map(|r| r.name).collect::<Vec<_>>(), more)
+    };
+    assert_eq!(page(None, 1), (vec!["a".to_string()], true));
+    assert_eq!(page(Some("a"), 1), (vec!["b".to_string()], false));
+    assert_eq!(page(Some("a0"), 5), (vec!["b".to_string()], false));
+    assert_eq!(page(Some("b"), 5), (vec![], false));
     let o = h.run(Command::UpdateRoom {
         room: "a".into(),
         config: cfg(9, 60),
