@@ -84,9 +84,9 @@ pub struct ServerTlsFiles {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Limits {
-    /// Largest request body.
+    /// Largest request body, and largest gRPC request message.
     pub body_bytes_max: usize,
-    /// Visitor requests per second per client address.
+    /// HTTP visitor requests per second per client address.
     pub visitor_requests_per_second: u32,
     /// Burst above that rate.
     pub visitor_burst: u32,

@@ -41,6 +41,9 @@ pub struct Sluice {
     pub catch_up_timeout: Duration,
 }
 
+/// Longest node address a membership change accepts.
+pub const ADDR_LEN_MAX: usize = 256;
+
 fn now_secs() -> u64 {
     wall_ms() / 1000
 }
@@ -633,10 +636,19 @@ impl Sluice {
         self.node.status()
     }
 
-    /// Adds a learner.
+    /// Adds a learner (addresses are host:port, at most [`ADDR_LEN_MAX`] bytes each).
     pub async fn add_learner(&self, b: &LearnerBody) -> Result<ClusterStatus, ApiError> {
-        if b.raft_addr.is_empty() || b.raft_addr.len() > 256 {
+        if b.raft_addr.is_empty() || b.raft_addr.len() > ADDR_LEN_MAX {
             return Err(ApiError::invalid("raft_addr", "must be host:port"));
+        }
+        // The client addresses are optional (empty: not published), and as bounded.
+        for (field, a) in [("http_addr", &b.http_addr), ("grpc_addr", &b.grpc_addr)] {
+            if a.len() > ADDR_LEN_MAX {
+                return Err(ApiError::invalid(
+                    field,
+                    format!("must be at most {ADDR_LEN_MAX} bytes"),
+                ));
+            }
         }
         let addr = NodeAddr {
             raft: b.raft_addr.clone(),

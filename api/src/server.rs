@@ -198,16 +198,21 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
         builder =
             builder.tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))?;
     }
+    // Requests are bounded as HTTP bodies are (tonic's default is 4 MiB).
+    let max = cfg.limits.body_bytes_max;
+    use tonic::service::interceptor::InterceptedService;
     let router = builder
         .add_service(health_service)
         .add_service(reflection)
-        .add_service(pb::visitor_server::VisitorServer::new(grpc.clone()))
-        .add_service(pb::admin_server::AdminServer::with_interceptor(
-            grpc.clone(),
+        .add_service(
+            pb::visitor_server::VisitorServer::new(grpc.clone()).max_decoding_message_size(max),
+        )
+        .add_service(InterceptedService::new(
+            pb::admin_server::AdminServer::new(grpc.clone()).max_decoding_message_size(max),
             operator_interceptor(token.clone()),
         ))
-        .add_service(pb::cluster_server::ClusterServer::with_interceptor(
-            grpc,
+        .add_service(InterceptedService::new(
+            pb::cluster_server::ClusterServer::new(grpc).max_decoding_message_size(max),
             operator_interceptor(token),
         ));
     let c = cancel.clone();

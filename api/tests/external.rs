@@ -139,6 +139,15 @@ async fn grpc_flow_health_and_reflection() {
         .unwrap()
         .into_inner();
     assert_eq!((b.state.as_str(), b.position), ("waiting", Some(1)));
+    // A request is bounded as an HTTP body is (64 KiB here), not by tonic's 4 MiB.
+    let huge = v
+        .join(pb::JoinRequest {
+            room: "g".into(),
+            ticket: "t".repeat(100 * 1024),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(huge.code(), tonic::Code::OutOfRange, "{huge:?}");
     let gate = v
         .check(pb::GateRequest {
             room: "g".into(),

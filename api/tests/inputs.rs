@@ -27,6 +27,10 @@ async fn a_table_of_bad_inputs() {
     let before = room_state(&c).await;
     let url = |p: &str| c.node(1).url(p);
     let big = "x".repeat(200 * 1024);
+    let long_addr = format!(
+        r#"{{"id": 9, "raft_addr": "127.0.0.1:1", "http_addr": "{}:1"}}"#,
+        "h".repeat(300)
+    );
     // (method, path, body, auth, expected status, expected code)
     type Case<'a> = (Method, &'a str, Option<&'a str>, bool, StatusCode, &'a str);
     let cases: Vec<Case> = vec![
@@ -266,6 +270,14 @@ async fn a_table_of_bad_inputs() {
             Method::PUT,
             "/v1/pools/p",
             Some(r#"{"room_capacity": 0}"#),
+            true,
+            StatusCode::BAD_REQUEST,
+            "invalid_field",
+        ),
+        (
+            Method::POST,
+            "/v1/cluster/learners",
+            Some(long_addr.as_str()),
             true,
             StatusCode::BAD_REQUEST,
             "invalid_field",
