@@ -140,23 +140,41 @@ impl Sluice {
     /// Joins (or resumes a place).
     pub async fn join(&self, room: &str, src: &TicketSource) -> Result<VisitorReply, ApiError> {
         Self::check_room(room)?;
-        let visitor = match self.resumed(room, src)? {
-            Some(t) => t.visitor,
+        let (visitor, fresh) = match self.resumed(room, src)? {
+            Some(t) => (t.visitor, false),
             None => {
                 let mut b = [0u8; 16];
                 getrandom::fill(&mut b).map_err(|e| {
                     ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
                 })?;
-                VisitorId(b)
+                (VisitorId(b), true)
             }
         };
-        let (outcome, index) = self
+        let written = self
             .node
             .write(Command::Join {
                 room: room.into(),
                 visitor,
             })
-            .await?;
+            .await;
+        let (outcome, index) = match written {
+            Ok(w) => w,
+            Err(e) => {
+                let mut e = ApiError::from(e);
+                // The join may still be applied: a new visitor gets its ticket anyway, so that
+                // the retry resumes this place rather than taking another.
+                if fresh {
+                    e.ticket = Some(self.tickets.issue(&Ticket {
+                        room: room.into(),
+                        visitor,
+                        issued_at: now_secs(),
+                        admitted_seq: 0,
+                        min_index: 0,
+                    }));
+                }
+                return Err(e);
+            }
+        };
         match outcome {
             Outcome::Visitor(view) => Ok(self.reply(room, &view, index, index)),
             Outcome::Rejected(r @ (Rejection::RoomClosed | Rejection::RoomRejecting)) => {

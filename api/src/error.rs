@@ -1,7 +1,9 @@
 //! The one place where errors become HTTP statuses and gRPC codes.
 //!
 //! Every error response is JSON `{"error":{"code":"...","message":"..."}}` (plus `field` for
-//! invalid fields) with a fitting status, and `Retry-After` where retrying makes sense.
+//! invalid fields, and `ticket` for a new visitor's join that may still be applied) with a
+//! fitting status, and `Retry-After` where retrying makes sense. Over gRPC the code and the
+//! ticket travel as `sluice-error-code` and `sluice-ticket` metadata.
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -24,6 +26,10 @@ pub struct ApiError {
     pub field: Option<String>,
     /// Seconds to wait before retrying.
     pub retry_after: Option<u64>,
+    /// The ticket of the visitor a join created, when the join may still take effect (it timed
+    /// out, or its leader was lost): a retry with it resumes that place instead of taking a
+    /// second one.
+    pub ticket: Option<String>,
 }
 
 impl ApiError {
@@ -35,6 +41,7 @@ impl ApiError {
             message: message.into(),
             field: None,
             retry_after: None,
+            ticket: None,
         }
     }
 
@@ -98,6 +105,9 @@ impl ApiError {
         if let Ok(v) = self.code.parse() {
             s.metadata_mut().insert("sluice-error-code", v);
         }
+        if let Some(Ok(v)) = self.ticket.as_deref().map(str::parse) {
+            s.metadata_mut().insert("sluice-ticket", v);
+        }
         s
     }
 }
@@ -159,6 +169,9 @@ impl IntoResponse for ApiError {
         let mut body = serde_json::json!({"error": {"code": self.code, "message": self.message}});
         if let Some(f) = &self.field {
             body["error"]["field"] = serde_json::Value::String(f.clone());
+        }
+        if let Some(t) = &self.ticket {
+            body["error"]["ticket"] = serde_json::Value::String(t.clone());
         }
         let mut resp = (self.status, axum::Json(body)).into_response();
         if let Some(s) = self.retry_after {

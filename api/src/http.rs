@@ -165,17 +165,31 @@ fn json_error(e: serde_json::Error) -> ApiError {
 }
 
 fn with_cookie(app: &App, reply: VisitorReply) -> Response {
-    let secure = if app.secure_cookies { "; Secure" } else { "" };
-    let cookie = format!(
-        "{COOKIE}={}; Path=/; HttpOnly; SameSite=Lax; Max-Age=86400{secure}",
-        reply.ticket
-    );
+    let ticket = reply.ticket.clone();
     let mut resp = Json(reply).into_response();
+    set_ticket_cookie(app, &mut resp, &ticket);
+    resp.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    resp
+}
+
+/// Gives the browser `ticket` as its `sluice_ticket` cookie.
+pub(crate) fn set_ticket_cookie(app: &App, resp: &mut Response, ticket: &str) {
+    let secure = if app.secure_cookies { "; Secure" } else { "" };
+    let cookie =
+        format!("{COOKIE}={ticket}; Path=/; HttpOnly; SameSite=Lax; Max-Age=86400{secure}");
     if let Ok(v) = HeaderValue::from_str(&cookie) {
         resp.headers_mut().insert(header::SET_COOKIE, v);
     }
-    resp.headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+}
+
+/// An error answer, with the cookie of the ticket it carries (a join that may still be applied).
+pub(crate) fn error_with_cookie(app: &App, e: ApiError) -> Response {
+    let ticket = e.ticket.clone();
+    let mut resp = e.into_response();
+    if let Some(t) = ticket {
+        set_ticket_cookie(app, &mut resp, &t);
+    }
     resp
 }
 
@@ -230,7 +244,7 @@ async fn join(
     let src = ticket_source(&headers, q.ticket.as_deref(), b.ticket);
     match app.sluice.join(&room, &src).await {
         Ok(r) => with_cookie(&app, r),
-        Err(e) => e.into_response(),
+        Err(e) => error_with_cookie(&app, e),
     }
 }
 

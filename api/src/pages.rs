@@ -259,7 +259,7 @@ pub async fn wait(app: &App, room: &str, next: Option<&str>, headers: &HeaderMap
         .and_then(|(v, _)| v);
     let reply = match reply {
         Ok(r) => r,
-        Err(e) if wants_json => return e.into_response(),
+        Err(e) if wants_json => return crate::http::error_with_cookie(app, e),
         Err(e) => {
             let text = match e.code {
                 "queue_full" => t.full,
@@ -276,15 +276,13 @@ pub async fn wait(app: &App, room: &str, next: Option<&str>, headers: &HeaderMap
                 resp.headers_mut()
                     .insert(header::RETRY_AFTER, HeaderValue::from(s));
             }
+            if let Some(t) = &e.ticket {
+                crate::http::set_ticket_cookie(app, &mut resp, t);
+            }
             return resp;
         }
     };
-    let cookie = format!(
-        "{}={}; Path=/; HttpOnly; SameSite=Lax; Max-Age=86400{}",
-        crate::http::COOKIE,
-        reply.ticket,
-        if app.secure_cookies { "; Secure" } else { "" }
-    );
+    let ticket = reply.ticket.clone();
     let mut resp = if wants_json {
         axum::Json(reply).into_response()
     } else if reply.state == "admitted" {
@@ -307,9 +305,7 @@ pub async fn wait(app: &App, room: &str, next: Option<&str>, headers: &HeaderMap
         )
             .into_response()
     };
-    if let Ok(v) = HeaderValue::from_str(&cookie) {
-        resp.headers_mut().insert(header::SET_COOKIE, v);
-    }
+    crate::http::set_ticket_cookie(app, &mut resp, &ticket);
     resp.headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     resp.headers_mut().insert(

@@ -262,6 +262,55 @@ async fn an_open_event_stream_keeps_a_waiter_in_line() {
     drop(resp);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_join_that_may_still_apply_hands_out_its_ticket() {
+    let mut c = Cluster::start_with(3, "[limits]\nrequest_timeout_ms = 1000\n").await;
+    let cfg = json!({"capacity": 1, "paused": true, "admit_per_minute": 600000,
+        "session_ttl_secs": 600, "waiter_ttl_secs": 600});
+    c.create_room("lost", cfg).await;
+    let leader = c.leader().await;
+    let others: Vec<u64> = (1..=3).filter(|&i| i != leader).collect();
+    for &i in &others {
+        c.kill(i);
+    }
+    // Without a quorum the leader cannot commit: the join fails, yet its entry may still be
+    // applied once the quorum is back.
+    let r = c
+        .http
+        .post(c.node(leader).url("/v1/rooms/lost/join"))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_server_error(), "{}", r.status());
+    let cookie = r.headers()["set-cookie"].to_str().unwrap().to_string();
+    let v: Value = r.json().await.unwrap();
+    let ticket = v["error"]["ticket"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no ticket with {v}"))
+        .to_string();
+    assert!(
+        cookie.starts_with(&format!("sluice_ticket={ticket};")),
+        "{cookie}"
+    );
+    for &i in &others {
+        c.spawn(i);
+    }
+    c.wait_ready().await;
+    // The retry with that ticket resumes the same place: one visitor in line, whether the first
+    // attempt was applied or not.
+    let again = c.join(others[0], "lost", Some(&ticket)).await;
+    let (_, q) = c
+        .admin(
+            others[0],
+            Method::GET,
+            "/v1/rooms/lost/queue?consistent=true",
+            None,
+        )
+        .await;
+    assert_eq!(q["waiting"], 1, "{q}");
+    assert_eq!(q["entries"][0]["visitor_id"], again["visitor_id"], "{q}");
+}
+
 async fn next_event<S>(body: &mut S, text: &mut String) -> Value
 where
     S: futures::Stream<Item = reqwest::Result<axum::body::Bytes>> + Unpin,
