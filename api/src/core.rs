@@ -323,21 +323,32 @@ impl Sluice {
         Self::check_room(room)?;
         let config = body.to_config().map_err(|(f, m)| ApiError::invalid(f, m))?;
         config.validate()?;
-        let existed = self
-            .node
-            .read(|st| st.sm.room(room).is_some())
-            .map(|(e, _)| e)
-            .unwrap_or(false);
-        match self
-            .write(Command::PutRoom {
+        // Create, else replace: whether this request created the room is decided by the log,
+        // so of concurrent requests for a new room exactly one reports it created. A room
+        // deleted between the two attempts is created on the next round.
+        for round in 1.. {
+            let create = Command::CreateRoom {
                 room: room.into(),
-                config,
-            })
-            .await?
-        {
-            (Outcome::Room(v), i) => Ok((RoomBody::new(&v, i), !existed)),
-            (o, _) => Err(unexpected(o)),
+                config: config.clone(),
+            };
+            match self.node.write(create).await? {
+                (Outcome::Room(v), i) => return Ok((RoomBody::new(&v, i), true)),
+                (Outcome::Rejected(Rejection::RoomExists), _) => {}
+                (Outcome::Rejected(r), _) => return Err(r.into()),
+                (o, _) => return Err(unexpected(o)),
+            }
+            let update = Command::UpdateRoom {
+                room: room.into(),
+                config: config.clone(),
+            };
+            match self.node.write(update).await? {
+                (Outcome::Room(v), i) => return Ok((RoomBody::new(&v, i), false)),
+                (Outcome::Rejected(Rejection::RoomNotFound), _) if round < 3 => {}
+                (Outcome::Rejected(r), _) => return Err(r.into()),
+                (o, _) => return Err(unexpected(o)),
+            }
         }
+        unreachable!("the loop returns by its third round")
     }
 
     /// A room.

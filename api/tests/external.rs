@@ -360,6 +360,39 @@ async fn rooms_are_listed_a_page_at_a_time() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn of_concurrent_puts_of_a_new_room_one_creates_it() {
+    let c = Cluster::start(3).await;
+    for round in 0..3 {
+        let room = format!("new{round}");
+        let puts = (1..=3u64).cycle().take(8).map(|node| {
+            let (c, room) = (&c, room.clone());
+            async move {
+                c.admin(
+                    node,
+                    Method::PUT,
+                    &format!("/v1/rooms/{room}"),
+                    Some(room_config(5)),
+                )
+                .await
+                .0
+            }
+        });
+        let statuses = futures::future::join_all(puts).await;
+        let created = statuses
+            .iter()
+            .filter(|s| **s == StatusCode::CREATED)
+            .count();
+        assert_eq!(created, 1, "{statuses:?}");
+        assert!(
+            statuses
+                .iter()
+                .all(|s| *s == StatusCode::CREATED || *s == StatusCode::OK),
+            "{statuses:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_finishes_in_flight_work_and_exits_cleanly() {
     let mut c = Cluster::start(1).await;
     c.create_room("s", room_config(5)).await;
