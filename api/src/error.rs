@@ -3,7 +3,8 @@
 //! Every error response is JSON `{"error":{"code":"...","message":"..."}}` (plus `field` for
 //! invalid fields, and `ticket` for a new visitor's join that may still be applied) with a
 //! fitting status, and `Retry-After` where retrying makes sense. Over gRPC the code and the
-//! ticket travel as `sluice-error-code` and `sluice-ticket` metadata.
+//! ticket travel as `sluice-error-code` and `sluice-ticket` metadata, and the wait as
+//! `retry-after`.
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -107,6 +108,9 @@ impl ApiError {
         }
         if let Some(Ok(v)) = self.ticket.as_deref().map(str::parse) {
             s.metadata_mut().insert("sluice-ticket", v);
+        }
+        if let Some(secs) = self.retry_after {
+            s.metadata_mut().insert("retry-after", secs.into());
         }
         s
     }
@@ -248,5 +252,26 @@ impl From<axum::extract::rejection::QueryRejection> for ApiError {
 impl From<axum::extract::rejection::PathRejection> for ApiError {
     fn from(r: axum::extract::rejection::PathRejection) -> Self {
         ApiError::new(StatusCode::BAD_REQUEST, "invalid_path", r.body_text())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_statuses_carry_the_code_the_wait_and_the_ticket() {
+        let full = ApiError::from(Rejection::QueueFull);
+        assert_eq!(full.retry_after, Some(30));
+        let s = full.to_grpc();
+        assert_eq!(s.code(), tonic::Code::Unavailable);
+        assert_eq!(s.metadata().get("sluice-error-code").unwrap(), "queue_full");
+        assert_eq!(s.metadata().get("retry-after").unwrap(), "30");
+        assert!(s.metadata().get("sluice-ticket").is_none());
+        let mut lost = ApiError::new(StatusCode::GATEWAY_TIMEOUT, "timeout", "no answer in time");
+        lost.ticket = Some("t1.k1.abc.def".into());
+        let s = lost.to_grpc();
+        assert_eq!(s.metadata().get("sluice-ticket").unwrap(), "t1.k1.abc.def");
+        assert!(s.metadata().get("retry-after").is_none());
     }
 }

@@ -110,31 +110,31 @@ fn config_to_pb(c: &RoomConfigBody) -> pb::RoomConfig {
     }
 }
 
+/// A room configuration from gRPC, where an unset field reads as zero: a zero (or empty) field
+/// whose zero is not a valid value takes the default, as a missing field does over HTTP.
 fn config_from_pb(c: pb::RoomConfig) -> RoomConfigBody {
+    let d = RoomConfigBody::default();
+    let or = |v: u64, default: u64| if v == 0 { default } else { v };
     let b = c.branding.unwrap_or_default();
     RoomConfigBody {
-        capacity: c.capacity,
-        admit_per_minute: c.admit_per_minute,
+        capacity: or(c.capacity, d.capacity),
+        admit_per_minute: or(c.admit_per_minute, d.admit_per_minute),
         admit_burst: c.admit_burst,
-        session_ttl_secs: c.session_ttl_secs,
-        waiter_ttl_secs: c.waiter_ttl_secs,
-        mode: if c.mode.is_empty() {
-            "fifo".into()
-        } else {
-            c.mode
-        },
+        session_ttl_secs: or(c.session_ttl_secs, d.session_ttl_secs),
+        waiter_ttl_secs: or(c.waiter_ttl_secs, d.waiter_ttl_secs),
+        mode: if c.mode.is_empty() { d.mode } else { c.mode },
         opens_at: c.opens_at,
         closes_at: c.closes_at,
         shuffle_at_open: c.shuffle_at_open,
-        max_waiting: c.max_waiting,
+        max_waiting: or(c.max_waiting, d.max_waiting),
         paused: c.paused,
         health: if c.health.is_empty() {
-            "ok".into()
+            d.health
         } else {
             c.health
         },
         slow_factor: if c.slow_factor == 0.0 {
-            0.5
+            d.slow_factor
         } else {
             c.slow_factor
         },

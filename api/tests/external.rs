@@ -119,6 +119,27 @@ async fn grpc_flow_health_and_reflection() {
     req.metadata_mut()
         .insert("authorization", format!("Bearer {TOKEN}").parse().unwrap());
     assert!(admin.put_room(req).await.unwrap().into_inner().created);
+    // Unset fields take the defaults, as missing ones do over HTTP.
+    let mut req = tonic::Request::new(pb::PutRoomRequest {
+        room: "defaults".into(),
+        config: Some(pb::RoomConfig {
+            capacity: 7,
+            ..Default::default()
+        }),
+    });
+    req.metadata_mut()
+        .insert("authorization", format!("Bearer {TOKEN}").parse().unwrap());
+    let made = admin.put_room(req).await.unwrap().into_inner();
+    let cfg = made.room.unwrap().config.unwrap();
+    assert_eq!(
+        (
+            cfg.capacity,
+            cfg.admit_per_minute,
+            cfg.waiter_ttl_secs,
+            cfg.mode.as_str()
+        ),
+        (7, 600, 120, "fifo")
+    );
     // The visitor flow over gRPC.
     let mut v = pb::visitor_client::VisitorClient::new(channel.clone());
     let a = v
