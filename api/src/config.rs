@@ -105,6 +105,9 @@ pub struct Limits {
     /// 90 s), so that the proxy closes an idle connection first and never sends a request on one
     /// that Sluice is closing.
     pub header_read_timeout_ms: u64,
+    /// Open event streams (`/events`) per node; past it a new one is answered 503 and the
+    /// waiting page falls back to polling.
+    pub event_streams_max: usize,
 }
 
 impl Default for Limits {
@@ -117,6 +120,7 @@ impl Default for Limits {
             concurrent_requests_max: 10_000,
             connections_max: 20_000,
             header_read_timeout_ms: 120_000,
+            event_streams_max: 10_000,
         }
     }
 }
@@ -243,6 +247,9 @@ impl ServerConfig {
         if !(1..=1_000_000).contains(&self.limits.connections_max) {
             return Err("limits.connections_max must be between 1 and 1000000".into());
         }
+        if !(1..=1_000_000).contains(&self.limits.event_streams_max) {
+            return Err("limits.event_streams_max must be between 1 and 1000000".into());
+        }
         if !(100..=600_000).contains(&self.limits.header_read_timeout_ms) {
             return Err("limits.header_read_timeout_ms must be between 100 and 600000".into());
         }
@@ -357,6 +364,9 @@ mod tests {
         let mut c = ServerConfig::from_toml(SAMPLE).unwrap();
         c.limits.connections_max = 0;
         assert!(c.validate().unwrap_err().contains("connections_max"));
+        let mut c = ServerConfig::from_toml(SAMPLE).unwrap();
+        c.limits.event_streams_max = 0;
+        assert!(c.validate().unwrap_err().contains("event_streams_max"));
         let mut c = ServerConfig::from_toml(SAMPLE).unwrap();
         c.limits.header_read_timeout_ms = 0;
         assert!(c.validate().unwrap_err().contains("header_read_timeout_ms"));

@@ -50,6 +50,8 @@ pub struct App {
     pub shutdown: CancellationToken,
     /// The room the landing page links to (`sluice dev`'s demo room).
     pub demo_room: Option<String>,
+    /// Slots for open event streams: each holds one until it ends.
+    pub event_streams: Arc<tokio::sync::Semaphore>,
 }
 
 impl App {
@@ -73,6 +75,7 @@ impl App {
             body_bytes_max: 64 * 1024,
             shutdown: CancellationToken::new(),
             demo_room: None,
+            event_streams: Arc::new(tokio::sync::Semaphore::new(10_000)),
         }
     }
 }
@@ -319,11 +322,20 @@ async fn events(
     headers: HeaderMap,
 ) -> Response {
     let src = ticket_source(&headers, q.ticket.as_deref(), None);
+    let Ok(slot) = app.event_streams.clone().try_acquire_owned() else {
+        return ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too_many_streams",
+            "this node has as many event streams open as it serves; poll the status instead",
+        )
+        .retry(5)
+        .into_response();
+    };
     let first = match app.sluice.status(&room, &src, false).await {
         Ok(r) => r,
         Err(e) => return e.into_response(),
     };
-    Sse::new(status_stream(app, room, src, first))
+    Sse::new(status_stream(app, room, src, first, slot))
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
         .into_response()
 }
@@ -342,6 +354,8 @@ struct StreamState {
     /// waiter who only listens keeps its place (as one who sends heartbeats does).
     presence_every: Duration,
     present_at: tokio::time::Instant,
+    /// This stream's slot among `limits.event_streams_max`.
+    _slot: tokio::sync::OwnedSemaphorePermit,
 }
 
 fn status_stream(
@@ -349,8 +363,10 @@ fn status_stream(
     room: String,
     src: TicketSource,
     first: VisitorReply,
+    slot: tokio::sync::OwnedSemaphorePermit,
 ) -> impl Stream<Item = Result<Event, Infallible>> {
     let st = StreamState {
+        _slot: slot,
         presence_every: app.sluice.presence_every(&room),
         present_at: tokio::time::Instant::now(),
         app,

@@ -142,6 +142,9 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
     app.body_bytes_max = cfg.limits.body_bytes_max;
     app.shutdown = cancel.clone();
     app.demo_room = demo_room;
+    app.event_streams = Arc::new(tokio::sync::Semaphore::new(
+        cfg.limits.event_streams_max.max(1),
+    ));
     let app = Arc::new(app);
 
     let mut servers = Vec::new();

@@ -311,6 +311,33 @@ async fn a_join_that_may_still_apply_hands_out_its_ticket() {
     assert_eq!(q["entries"][0]["visitor_id"], again["visitor_id"], "{q}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn event_streams_past_the_limit_are_refused_until_one_ends() {
+    let c = Cluster::start_with(1, "[limits]\nevent_streams_max = 1\n").await;
+    c.create_room("es", room_config(1)).await;
+    c.join(1, "es", None).await;
+    let v = c.join(1, "es", None).await;
+    let open = || {
+        c.http
+            .get(c.node(1).url("/v1/rooms/es/events"))
+            .header("cookie", format!("sluice_ticket={}", s(&v, "ticket")))
+            .send()
+    };
+    let first = open().await.unwrap();
+    assert_eq!(first.status(), StatusCode::OK);
+    let refused = open().await.unwrap();
+    assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(refused.headers().get("retry-after").is_some());
+    let e: Value = refused.json().await.unwrap();
+    assert_eq!(e["error"]["code"], "too_many_streams", "{e}");
+    // Once the first stream's client goes away its slot is free again.
+    drop(first);
+    wait_for("a stream slot", Duration::from_secs(20), || async {
+        open().await.unwrap().status() == StatusCode::OK
+    })
+    .await;
+}
+
 async fn next_event<S>(body: &mut S, text: &mut String) -> Value
 where
     S: futures::Stream<Item = reqwest::Result<axum::body::Bytes>> + Unpin,
