@@ -39,6 +39,8 @@ pub struct Sluice {
     pub renew: Renewer,
     /// How long a read waits for this node to catch up with a visitor's latest write.
     pub catch_up_timeout: Duration,
+    /// Open status streams.
+    pub watches: crate::watch::Watches,
 }
 
 /// Longest node address a membership change accepts.

@@ -257,6 +257,20 @@ impl pb::visitor_server::Visitor for Grpc {
         .await
     }
 
+    type WatchStream = std::pin::Pin<
+        Box<dyn futures::Stream<Item = Result<pb::VisitorStatus, Status>> + Send + 'static>,
+    >;
+
+    async fn watch(&self, req: Request<pb::VisitorRequest>) -> R<Self::WatchStream> {
+        use futures::StreamExt;
+        let r = req.into_inner();
+        let opened = crate::watch::open(self.sluice.clone(), r.room, ticket(&r.ticket));
+        self.call("Visitor/Watch", opened, |w| {
+            Box::pin(w.map(|r| r.map(visitor).map_err(|e| e.to_grpc()))) as Self::WatchStream
+        })
+        .await
+    }
+
     async fn leave(&self, req: Request<pb::VisitorRequest>) -> R<pb::VisitorStatus> {
         let r = req.into_inner();
         self.call(

@@ -14,7 +14,6 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use futures::Stream;
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use serde::Deserialize;
 use std::convert::Infallible;
@@ -23,7 +22,6 @@ use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use subtle::ConstantTimeEq;
-use tokio_util::sync::CancellationToken;
 use utoipa::OpenApi;
 
 /// Name of the ticket cookie.
@@ -46,12 +44,8 @@ pub struct App {
     pub secure_cookies: bool,
     /// Largest request body.
     pub body_bytes_max: usize,
-    /// Ends event streams on shutdown.
-    pub shutdown: CancellationToken,
     /// The room the landing page links to (`sluice dev`'s demo room).
     pub demo_room: Option<String>,
-    /// Slots for open event streams: each holds one until it ends.
-    pub event_streams: Arc<tokio::sync::Semaphore>,
 }
 
 impl App {
@@ -73,9 +67,7 @@ impl App {
             trust_forwarded_for: false,
             secure_cookies: false,
             body_bytes_max: 64 * 1024,
-            shutdown: CancellationToken::new(),
             demo_room: None,
-            event_streams: Arc::new(tokio::sync::Semaphore::new(10_000)),
         }
     }
 }
@@ -321,105 +313,27 @@ async fn events(
     Query(q): Query<ReadQuery>,
     headers: HeaderMap,
 ) -> Response {
+    use futures::StreamExt;
     let src = ticket_source(&headers, q.ticket.as_deref(), None);
-    let Ok(slot) = app.event_streams.clone().try_acquire_owned() else {
-        return ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "too_many_streams",
-            "this node has as many event streams open as it serves; poll the status instead",
-        )
-        .retry(5)
-        .into_response();
-    };
-    let first = match app.sluice.status(&room, &src, false).await {
-        Ok(r) => r,
+    let watch = match crate::watch::open(app.sluice.clone(), room, src).await {
+        Ok(w) => w,
         Err(e) => return e.into_response(),
     };
-    Sse::new(status_stream(app, room, src, first, slot))
+    let events = watch.map(|r| {
+        Ok::<_, Infallible>(match r {
+            Ok(r) => Event::default()
+                .event("status")
+                .json_data(&r)
+                .unwrap_or_else(|_| Event::default()),
+            Err(e) => {
+                let body = serde_json::json!({"error": {"code": e.code, "message": e.message}});
+                Event::default().event("error").data(body.to_string())
+            }
+        })
+    });
+    Sse::new(events)
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
         .into_response()
-}
-
-type SentStatus = (String, Option<u64>, Option<u64>, Option<u64>);
-
-struct StreamState {
-    app: Arc<App>,
-    room: String,
-    src: TicketSource,
-    pending: Option<VisitorReply>,
-    /// The last reply sent (state, position, ETA, waiting), to send only changes.
-    last: Option<SentStatus>,
-    done: bool,
-    /// A visitor with the stream open is present: recorded as active this often, so that a
-    /// waiter who only listens keeps its place (as one who sends heartbeats does).
-    presence_every: Duration,
-    present_at: tokio::time::Instant,
-    /// This stream's slot among `limits.event_streams_max`.
-    _slot: tokio::sync::OwnedSemaphorePermit,
-}
-
-fn status_stream(
-    app: Arc<App>,
-    room: String,
-    src: TicketSource,
-    first: VisitorReply,
-    slot: tokio::sync::OwnedSemaphorePermit,
-) -> impl Stream<Item = Result<Event, Infallible>> {
-    let st = StreamState {
-        _slot: slot,
-        presence_every: app.sluice.presence_every(&room),
-        present_at: tokio::time::Instant::now(),
-        app,
-        room,
-        src,
-        pending: Some(first),
-        last: None,
-        done: false,
-    };
-    futures::stream::unfold(st, |mut st| async move {
-        loop {
-            if st.done {
-                return None;
-            }
-            if let Some(r) = st.pending.take() {
-                st.last = Some((r.state.clone(), r.position, r.eta_secs, r.waiting));
-                st.done = r.state != "waiting";
-                let ev = Event::default()
-                    .event("status")
-                    .json_data(&r)
-                    .unwrap_or_else(|_| Event::default());
-                return Some((Ok(ev), st));
-            }
-            tokio::select! {
-                _ = st.app.shutdown.cancelled() => return None,
-                _ = tokio::time::sleep(Duration::from_millis(250)) => {}
-            }
-            if st.present_at.elapsed() >= st.presence_every {
-                st.present_at = tokio::time::Instant::now();
-                let _ = st.app.sluice.touch(&st.room, &st.src);
-            }
-            match st.app.sluice.status(&st.room, &st.src, false).await {
-                Ok(r) => {
-                    if st.last.as_ref()
-                        != Some(&(r.state.clone(), r.position, r.eta_secs, r.waiting))
-                    {
-                        st.pending = Some(r);
-                    }
-                }
-                Err(e)
-                    if e.status == StatusCode::SERVICE_UNAVAILABLE
-                        || e.status == StatusCode::GATEWAY_TIMEOUT => {}
-                Err(e) => {
-                    st.done = true;
-                    let body = serde_json::json!({"error": {"code": e.code, "message": e.message}});
-                    return Some((
-                        Ok(Event::default().event("error").data(body.to_string())),
-                        st,
-                    ));
-                }
-            }
-        }
-    })
 }
 
 /// A request body within the configured limit; a refused one is our JSON error.

@@ -26,6 +26,7 @@ pub mod pages;
 pub mod renew;
 pub mod server;
 pub mod tokens;
+pub mod watch;
 
 /// Generated protobuf types and gRPC stubs of the public API.
 #[allow(missing_docs, clippy::all, missing_debug_implementations)]

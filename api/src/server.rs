@@ -124,6 +124,7 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
         jwt,
         renew: Renewer::start(node.clone(), cancel.clone()),
         catch_up_timeout: Duration::from_secs(2),
+        watches: crate::watch::Watches::new(cfg.limits.event_streams_max, cancel.clone()),
     });
     let metrics = Arc::new(Metrics::default());
     let admin_token = cfg.admin_token().map_err(anyhow::Error::msg)?;
@@ -140,11 +141,7 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
     app.trust_forwarded_for = cfg.trust_forwarded_for;
     app.secure_cookies = cfg.secure_cookies;
     app.body_bytes_max = cfg.limits.body_bytes_max;
-    app.shutdown = cancel.clone();
     app.demo_room = demo_room;
-    app.event_streams = Arc::new(tokio::sync::Semaphore::new(
-        cfg.limits.event_streams_max.max(1),
-    ));
     let app = Arc::new(app);
 
     let mut servers = Vec::new();

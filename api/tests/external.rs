@@ -187,6 +187,18 @@ async fn grpc_flow_health_and_reflection() {
         .unwrap()
         .into_inner();
     assert!(!gate.admitted);
+    // B watches its status: its place now, then, once A leaves, its admission, and the end.
+    let mut watch = v
+        .watch(pb::VisitorRequest {
+            room: "g".into(),
+            ticket: b.ticket.clone(),
+            consistent: false,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let now = watch.message().await.unwrap().unwrap();
+    assert_eq!((now.state.as_str(), now.position), ("waiting", Some(1)));
     v.leave(pb::VisitorRequest {
         room: "g".into(),
         ticket: a.ticket.clone(),
@@ -194,6 +206,17 @@ async fn grpc_flow_health_and_reflection() {
     })
     .await
     .unwrap();
+    let pushed = tokio::time::timeout(Duration::from_secs(10), watch.message())
+        .await
+        .expect("pushed in time")
+        .unwrap()
+        .unwrap();
+    assert_eq!(pushed.state, "admitted");
+    assert!(pushed.admission_token.is_some());
+    assert!(
+        watch.message().await.unwrap().is_none(),
+        "ends once admitted"
+    );
     let st = v
         .status(pb::VisitorRequest {
             room: "g".into(),
