@@ -105,8 +105,8 @@ pub struct Limits {
     /// 90 s), so that the proxy closes an idle connection first and never sends a request on one
     /// that Sluice is closing.
     pub header_read_timeout_ms: u64,
-    /// Open event streams (`/events`) per node; past it a new one is answered 503 and the
-    /// waiting page falls back to polling.
+    /// Open status streams (`/events`, gRPC `Visitor/Watch`) per node; past it a new one is
+    /// answered 503 (`Unavailable`) and the waiting page falls back to polling.
     pub event_streams_max: usize,
 }
 
