@@ -294,10 +294,19 @@ impl RaftNetworkV2<TypeConfig> for PeerConn {
         let client = self.peers.client(&self.addr);
         let (peers, addr) = (self.peers.clone(), self.addr.clone());
         Box::pin(async move {
+            // The first request is taken before the stream is opened. After a failure openraft
+            // backs off inside this request stream (the first item comes late), while connecting
+            // to a peer that is down fails before tonic reads any request: without this, the
+            // leader retried such a peer in a tight loop, a core busy and a warning every 20 µs.
+            let mut input = input;
+            let Some(first) = input.next().await else {
+                let none: BoxStream<'s, _> = Box::pin(futures::stream::empty());
+                return Ok(none);
+            };
             let mut client = client.map_err(|e| unreachable(target, e))?;
             let sent = Arc::new(AtomicU64::new(0));
             let counted = sent.clone();
-            let requests = input.map(move |rpc| {
+            let requests = futures::stream::iter([first]).chain(input).map(move |rpc| {
                 counted.fetch_add(1, Ordering::Relaxed);
                 pb::Payload {
                     data: codec::encode(&rpc),
@@ -591,5 +600,43 @@ mod tests {
             "{results:?}"
         );
         assert_eq!(appends.load(Ordering::Relaxed), 2);
+    }
+
+    #[tokio::test]
+    async fn a_session_to_a_peer_that_is_down_waits_for_its_first_request() {
+        // A port nothing listens on.
+        let addr = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let mut conn = PeerConn {
+            target: 7,
+            addr: addr.to_string(),
+            peers: Peers::new(None),
+        };
+        // openraft's request stream after a failure: the first request comes after a backoff.
+        let (go, wait) = tokio::sync::oneshot::channel::<()>();
+        let input = Box::pin(futures::stream::once(async move {
+            wait.await.ok();
+            AppendEntriesRequest::<TypeConfig> {
+                vote: Vote::new(1, 1),
+                prev_log_id: None,
+                entries: Vec::new(),
+                leader_commit: None,
+            }
+        }));
+        let mut session = conn.stream_append(input, RPCOption::new(Duration::from_secs(2)));
+        // Until the request comes, nothing is tried (so nothing fails at once, in a loop).
+        let early = tokio::time::timeout(Duration::from_millis(300), &mut session).await;
+        assert!(early.is_err(), "the session ended before its first request");
+        go.send(()).unwrap();
+        let ended = tokio::time::timeout(Duration::from_secs(10), session)
+            .await
+            .expect("the session ends once it has a request");
+        assert!(
+            matches!(ended, Err(RPCError::Unreachable(_))),
+            "{:?}",
+            ended.err()
+        );
     }
 }
