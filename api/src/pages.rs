@@ -25,7 +25,8 @@ pub fn esc(s: &str) -> String {
     out
 }
 
-/// Only same-site absolute paths are followed after admission (no open redirects).
+/// Only same-site absolute paths are followed after admission (no open redirects), written as
+/// a URL writes them: no spaces, quotes or angle brackets (those come percent-encoded).
 pub fn safe_next(next: Option<&str>) -> String {
     match next {
         Some(n)
@@ -33,12 +34,33 @@ pub fn safe_next(next: Option<&str>) -> String {
                 && !n.starts_with("//")
                 && !n.contains('\\')
                 && n.len() <= 2048
-                && !n.chars().any(char::is_control) =>
+                && !n
+                    .chars()
+                    .any(|c| c.is_control() || c.is_whitespace() || "<>\"'`".contains(c)) =>
         {
             n.to_string()
         }
         _ => "/".to_string(),
     }
+}
+
+/// A string as a JavaScript literal inside a `<script>` element: JSON, with the characters that
+/// could close the element or start markup (`<`, `>`, `&`) and the line separators JavaScript
+/// does not allow in strings written as `\u` escapes.
+fn script_string(s: &str) -> String {
+    let json = serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into());
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        match c {
+            '<' => out.push_str("\\u003c"),
+            '>' => out.push_str("\\u003e"),
+            '&' => out.push_str("\\u0026"),
+            '\u{2028}' => out.push_str("\\u2028"),
+            '\u{2029}' => out.push_str("\\u2029"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// The shared style: readable, responsive, high contrast, respects reduced motion.
@@ -175,9 +197,9 @@ var timer=null;function poll(){{fetch('/v1/rooms/'+room+'/heartbeat',{{method:'P
 if(window.EventSource){{var es=new EventSource('/v1/rooms/'+room+'/events');es.addEventListener('status',function(e){{show(JSON.parse(e.data))}});es.onerror=function(){{es.close();if(!timer)poll()}}}}else{{poll()}}\
 var cd=document.getElementById('cd');if(cd){{setInterval(function(){{var left=+cd.dataset.at-Math.floor(Date.now()/1000);if(left<=0)location.reload();else cd.textContent=fmt(left)}},1000)}}\
 }})();</script>",
-        room_js = serde_json::to_string(&r.room).unwrap_or_default(),
-        next_js = serde_json::to_string(next).unwrap_or_default(),
-        unknown_js = serde_json::to_string(t.unknown).unwrap_or_default(),
+        room_js = script_string(&r.room),
+        next_js = script_string(next),
+        unknown_js = script_string(t.unknown),
     );
     page(
         lang,
@@ -328,10 +350,24 @@ mod tests {
             "/\\evil",
             "javascript:alert(1)",
             "/a\nb",
+            "/</script><script>alert(1)</script>",
+            "/a b",
+            "/\"onload=\"x",
         ] {
             assert_eq!(safe_next(Some(bad)), "/", "{bad}");
         }
         assert_eq!(safe_next(None), "/");
+    }
+
+    #[test]
+    fn script_strings_cannot_close_their_element() {
+        let s = script_string("</script><b>&\u{2028}\"");
+        assert_eq!(s, r#""\u003c/script\u003e\u003cb\u003e\u0026\u2028\"""#);
+        // Still the same string to JavaScript (and to JSON).
+        assert_eq!(
+            serde_json::from_str::<String>(&s).unwrap(),
+            "</script><b>&\u{2028}\""
+        );
     }
 
     #[test]

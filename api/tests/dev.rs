@@ -89,6 +89,19 @@ async fn dev_mode_serves_a_demo_room() {
     assert_eq!(states[0].0, StatusCode::SEE_OTHER);
     assert_eq!(states[1].0, StatusCode::SEE_OTHER);
     assert_eq!(states[2], (StatusCode::OK, true));
+    // A `next` that would close the page's script is not followed, nor echoed into it.
+    let r = http
+        .get(format!(
+            "{base}/wait/demo?next=/%3C/script%3E%3Cscript%3Ealert(document.domain)%3C/script%3E"
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let body = r.text().await.unwrap();
+    assert!(body.contains("You are in line"));
+    assert!(!body.contains("alert(document.domain)"), "{body}");
+    assert_eq!(body.matches("</script>").count(), 1, "{body}");
     // The printed token works for the operator API.
     let r = http
         .get(format!("{base}/v1/rooms/demo"))
@@ -104,6 +117,7 @@ async fn dev_mode_serves_a_demo_room() {
             v["active"].as_u64(),
             v["waiting"].as_u64()
         ),
-        (Some(2), Some(2), Some(1))
+        (Some(2), Some(2), Some(2)),
+        "two admitted, the third tab and the visitor with the odd `next` in line"
     );
 }
