@@ -253,6 +253,65 @@ impl ServerConfig {
         if !(100..=600_000).contains(&self.limits.header_read_timeout_ms) {
             return Err("limits.header_read_timeout_ms must be between 100 and 600000".into());
         }
+        let (l, r) = (&self.limits, &self.raft);
+        let ranges: [(&str, u64, u64, u64); 8] = [
+            (
+                "limits.body_bytes_max",
+                l.body_bytes_max as u64,
+                1_024,
+                16 << 20,
+            ),
+            (
+                "limits.visitor_requests_per_second",
+                l.visitor_requests_per_second.into(),
+                1,
+                1_000_000_000,
+            ),
+            (
+                "limits.visitor_burst",
+                l.visitor_burst.into(),
+                1,
+                1_000_000_000,
+            ),
+            (
+                "limits.request_timeout_ms",
+                l.request_timeout_ms,
+                100,
+                600_000,
+            ),
+            (
+                "limits.concurrent_requests_max",
+                l.concurrent_requests_max as u64,
+                1,
+                1_000_000,
+            ),
+            ("raft.heartbeat_ms", r.heartbeat_ms, 10, 60_000),
+            (
+                "raft.election_timeout_max_ms",
+                r.election_timeout_max_ms,
+                20,
+                600_000,
+            ),
+            (
+                "raft.snapshot_every",
+                r.snapshot_every,
+                10,
+                1_000_000_000_000,
+            ),
+        ];
+        for (name, v, lo, hi) in ranges {
+            if !(lo..=hi).contains(&v) {
+                return Err(format!("{name} must be between {lo} and {hi}"));
+            }
+        }
+        if !(r.heartbeat_ms < r.election_timeout_min_ms
+            && r.election_timeout_min_ms < r.election_timeout_max_ms)
+        {
+            return Err(
+                "raft timing must be heartbeat_ms < election_timeout_min_ms < election_timeout_max_ms"
+                    .into(),
+            );
+        }
         if !(1..=1024).contains(&self.raft.proposals_in_flight) {
             return Err("raft.proposals_in_flight must be between 1 and 1024".into());
         }
@@ -367,6 +426,39 @@ mod tests {
         let mut c = ServerConfig::from_toml(SAMPLE).unwrap();
         c.limits.event_streams_max = 0;
         assert!(c.validate().unwrap_err().contains("event_streams_max"));
+        // Values that would break a node: no snapshot period, no time for a write, no
+        // heartbeat, an election timeout below the heartbeat.
+        for (field, change) in [
+            (
+                "snapshot_every",
+                Box::new(|c: &mut ServerConfig| c.raft.snapshot_every = 0)
+                    as Box<dyn Fn(&mut ServerConfig)>,
+            ),
+            (
+                "request_timeout_ms",
+                Box::new(|c: &mut ServerConfig| c.limits.request_timeout_ms = 0),
+            ),
+            (
+                "heartbeat_ms",
+                Box::new(|c: &mut ServerConfig| c.raft.heartbeat_ms = 0),
+            ),
+            (
+                "body_bytes_max",
+                Box::new(|c: &mut ServerConfig| c.limits.body_bytes_max = 0),
+            ),
+            (
+                "raft timing",
+                Box::new(|c: &mut ServerConfig| c.raft.election_timeout_min_ms = 50),
+            ),
+            (
+                "raft timing",
+                Box::new(|c: &mut ServerConfig| c.raft.election_timeout_min_ms = 5_000),
+            ),
+        ] {
+            let mut c = ServerConfig::from_toml(SAMPLE).unwrap();
+            change(&mut c);
+            assert!(c.validate().unwrap_err().contains(field), "{field}");
+        }
         let mut c = ServerConfig::from_toml(SAMPLE).unwrap();
         c.limits.header_read_timeout_ms = 0;
         assert!(c.validate().unwrap_err().contains("header_read_timeout_ms"));

@@ -89,10 +89,14 @@ enum Cmd {
         #[arg(long)]
         backup: PathBuf,
         /// The new node's configuration (its data_dir must not hold a node yet).
-        #[arg(long)]
+        #[arg(long, env = "SLUICE_CONFIG")]
         config: PathBuf,
-        /// Overrides the configuration's data_dir.
-        #[arg(long)]
+        /// Overrides the configuration's node_id, as for `serve`.
+        #[arg(long, env = "SLUICE_NODE_ID")]
+        node_id: Option<u64>,
+        /// Overrides the configuration's data_dir, as for `serve` (give the same one the node
+        /// will be started with, e.g. the systemd unit's).
+        #[arg(long, env = "SLUICE_DATA_DIR")]
         data_dir: Option<PathBuf>,
     },
     /// Operator commands against any node.
@@ -257,12 +261,28 @@ async fn main() -> anyhow::Result<()> {
         Cmd::Restore {
             backup,
             config,
+            node_id,
             data_dir,
         } => {
             let text = std::fs::read_to_string(&config)
                 .with_context(|| format!("reading {}", config.display()))?;
-            let cfg = ServerConfig::from_toml(&text)
+            let mut cfg = ServerConfig::from_toml(&text)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", config.display()))?;
+            if let Some(v) = node_id {
+                cfg.node_id = v;
+            }
+            if let Some(v) = data_dir {
+                cfg.data_dir = v;
+            }
+            // The node must be able to start on what is written, as a member of the new cluster.
+            cfg.validate()
+                .map_err(|e| anyhow::anyhow!("{}: {e}", config.display()))?;
+            if !cfg.peers.iter().any(|p| p.id == cfg.node_id) {
+                anyhow::bail!(
+                    "node {} is not among the configuration's [[peers]], the new cluster's members",
+                    cfg.node_id
+                );
+            }
             let bytes =
                 std::fs::read(&backup).with_context(|| format!("reading {}", backup.display()))?;
             let members = cfg
@@ -279,7 +299,7 @@ async fn main() -> anyhow::Result<()> {
                     )
                 })
                 .collect();
-            let dir = data_dir.unwrap_or(cfg.data_dir);
+            let dir = cfg.data_dir;
             let b = sluice_raft::sm_store::seed_from_backup(&dir, &bytes, cfg.node_id, members)
                 .with_context(|| format!("seeding {}", dir.display()))?;
             println!(

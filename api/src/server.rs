@@ -40,6 +40,11 @@ fn read(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
 /// `cfg.bootstrap`, initializes the cluster from `cfg.peers` if it has never been initialized.
 pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Result<Running> {
     cfg.validate().map_err(anyhow::Error::msg)?;
+    // Checked before the node starts (and perhaps bootstraps a cluster), not after.
+    let admin_token = cfg.admin_token().map_err(anyhow::Error::msg)?;
+    if admin_token.len() < 16 {
+        anyhow::bail!("the admin token must be at least 16 characters");
+    }
     let http_listener = tokio::net::TcpListener::bind(cfg.http_addr)
         .await
         .with_context(|| format!("binding {}", cfg.http_addr))?;
@@ -127,10 +132,6 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
         watches: crate::watch::Watches::new(cfg.limits.event_streams_max, cancel.clone()),
     });
     let metrics = Arc::new(Metrics::default());
-    let admin_token = cfg.admin_token().map_err(anyhow::Error::msg)?;
-    if admin_token.len() < 16 {
-        anyhow::bail!("the admin token must be at least 16 characters");
-    }
     let mut app = App::new(
         sluice.clone(),
         metrics.clone(),

@@ -261,20 +261,54 @@ async fn backup_restores_into_a_new_cluster_with_the_same_state() {
         nodes: BTreeMap::new(),
         http: a.http.clone(),
     };
-    for id in 1..=3u64 {
-        let path = b.dir.path().join(format!("n{id}.toml"));
+    let b_dir = b.dir.path().to_path_buf();
+    let new_config = |id: u64| {
+        let path = b_dir.join(format!("n{id}.toml"));
         std::fs::write(
             &path,
-            config(id, b.dir.path(), &ports, "").replace("bootstrap = true", "bootstrap = false"),
+            config(id, &b_dir, &ports, "").replace("bootstrap = true", "bootstrap = false"),
         )
         .unwrap();
-        let out = run_sluice(&[
-            "restore",
-            "--backup",
-            backup.to_str().unwrap(),
-            "--config",
-            path.to_str().unwrap(),
-        ]);
+        path
+    };
+    // A node that is not among the new cluster's peers is refused (it could never start).
+    let stray = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["restore", "--backup", backup.to_str().unwrap(), "--config"])
+        .arg(new_config(1))
+        .args(["--node-id", "9"])
+        .output()
+        .unwrap();
+    assert!(!stray.status.success());
+    assert!(
+        String::from_utf8_lossy(&stray.stderr).contains("not among"),
+        "{stray:?}"
+    );
+    for id in 1..=3u64 {
+        let path = new_config(id);
+        // Node 3 is restored as compose and Kubernetes run it: node 1's configuration, with
+        // the node id and data directory given on the command line.
+        let (restore_config, node_id, data_dir) = if id == 3 {
+            (new_config(1), "3", b_dir.join("n3"))
+        } else {
+            (path.clone(), "", PathBuf::new())
+        };
+        let mut args = vec![
+            "restore".to_string(),
+            "--backup".into(),
+            backup.to_str().unwrap().into(),
+            "--config".into(),
+            restore_config.to_str().unwrap().into(),
+        ];
+        if id == 3 {
+            args.extend([
+                "--node-id".into(),
+                node_id.into(),
+                "--data-dir".into(),
+                data_dir.to_str().unwrap().into(),
+            ]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = run_sluice(&args);
         assert!(
             out.contains(agreed["content_digest"].as_str().unwrap()),
             "{out}"
