@@ -732,7 +732,10 @@ async fn wait_page(
     pages::wait(&app, &room, q.next.as_deref(), &headers).await
 }
 
-async fn not_found() -> Response {
+async fn not_found(State(app): AppState, method: axum::http::Method) -> Response {
+    // Counted here: the metrics layer sees matched routes only.
+    app.metrics
+        .http(method.as_str(), "unmatched", 404, Duration::ZERO);
     ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint").into_response()
 }
 

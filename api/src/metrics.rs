@@ -30,7 +30,11 @@ const SERIES_MAX: usize = 1_000;
 
 impl Metrics {
     /// Records one HTTP request (`route` is the matched route template, never the raw path).
+    /// Methods outside the standard ones are counted as `other`, so that clients cannot add
+    /// series at will.
     pub fn http(&self, method: &str, route: &str, status: u16, took: Duration) {
+        const KNOWN: [&str; 7] = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"];
+        let method = KNOWN.into_iter().find(|m| *m == method).unwrap_or("other");
         let mut m = self.http.lock().expect("metrics lock");
         if !m.contains_key(route) {
             if m.len() >= SERIES_MAX {

@@ -606,6 +606,32 @@ async fn a_refused_body_leaves_the_connection_usable() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_cannot_add_metric_series_at_will() {
+    let c = Cluster::start(1).await;
+    for i in 0..5 {
+        let m = Method::from_bytes(format!("M{i}").as_bytes()).unwrap();
+        let r = c.http.request(m, c.node(1).url("/healthz")).send().await;
+        assert_eq!(r.unwrap().status(), StatusCode::METHOD_NOT_ALLOWED);
+    }
+    let r = c.http.get(c.node(1).url("/no/such/path")).send().await;
+    assert_eq!(r.unwrap().status(), StatusCode::NOT_FOUND);
+    let metrics = c.metrics(1).await;
+    assert!(
+        metrics.contains(
+            "sluice_http_requests_total{method=\"other\",route=\"/healthz\",status=\"405\"} 5"
+        ),
+        "{metrics}"
+    );
+    assert!(!metrics.contains("method=\"M1\""), "{metrics}");
+    assert!(
+        metrics.contains(
+            "sluice_http_requests_total{method=\"GET\",route=\"unmatched\",status=\"404\"} 1"
+        ),
+        "{metrics}"
+    );
+}
+
 /// Reads until the server closes `sock`, within `within`; what it sent meanwhile.
 async fn closed_by_server(
     what: &str,
