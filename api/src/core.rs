@@ -711,6 +711,22 @@ impl Sluice {
         if s.leader.is_none() {
             return Err(ClusterError::NoLeader.into());
         }
+        // A leader that no quorum has acknowledged within the election timeout cannot commit
+        // (its followers are down or cut off, or have elected another).
+        let quorum_gone = s.leader == Some(s.id)
+            && s.voters.len() > 1
+            && self
+                .node
+                .quorum_ack_age()
+                .is_none_or(|age| age > self.node.election_timeout_max());
+        if quorum_gone {
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "no_quorum",
+                "this leader has not heard from a quorum of its cluster within the election timeout",
+            )
+            .retry(1));
+        }
         if s.committed_index.saturating_sub(s.applied_index) > 1_000 {
             return Err(ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,

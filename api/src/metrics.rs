@@ -196,6 +196,34 @@ impl Metrics {
         }
         header(
             w,
+            "sluice_raft_follower_ack_age_seconds",
+            "Since a follower last acknowledged the leader (on the leader; absent until it has).",
+            "gauge",
+        );
+        for (id, age) in sluice.node.follower_ack_ages() {
+            if let Some(age) = age {
+                let _ = writeln!(
+                    w,
+                    "sluice_raft_follower_ack_age_seconds{{follower=\"{id}\"}} {:.3}",
+                    age.as_secs_f64()
+                );
+            }
+        }
+        header(
+            w,
+            "sluice_raft_quorum_ack_age_seconds",
+            "Since a quorum last acknowledged the leader (on the leader; absent until one has).",
+            "gauge",
+        );
+        if let Some(age) = sluice.node.quorum_ack_age() {
+            let _ = writeln!(
+                w,
+                "sluice_raft_quorum_ack_age_seconds {:.3}",
+                age.as_secs_f64()
+            );
+        }
+        header(
+            w,
             "sluice_raft_commit_latency_seconds",
             "Proposal submission to applied outcome, on the leader.",
             "histogram",

@@ -292,6 +292,30 @@ async fn a_join_that_may_still_apply_hands_out_its_ticket() {
         cookie.starts_with(&format!("sluice_ticket={ticket};")),
         "{cookie}"
     );
+    // The leader stays leader in its own eyes, but no longer says it is ready, and its metrics
+    // show how long its followers have been silent.
+    let ready = c.node(leader).url("/readyz");
+    wait_for("the leader not ready", Duration::from_secs(20), || async {
+        let r = c.http.get(&ready).send().await.unwrap();
+        r.status() == StatusCode::SERVICE_UNAVAILABLE
+            && r.json::<Value>().await.unwrap()["error"]["code"] == "no_quorum"
+    })
+    .await;
+    let metrics = c.metrics(leader).await;
+    for &i in &others {
+        let line = format!("sluice_raft_follower_ack_age_seconds{{follower=\"{i}\"}} ");
+        let age: f64 = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&line))
+            .unwrap_or_else(|| panic!("no {line} in {metrics}"))
+            .parse()
+            .unwrap();
+        assert!(age > 0.5, "{line}{age}");
+    }
+    assert!(
+        metrics.contains("sluice_raft_quorum_ack_age_seconds "),
+        "{metrics}"
+    );
     for &i in &others {
         c.spawn(i);
     }

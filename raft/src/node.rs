@@ -539,6 +539,35 @@ impl RaftNode {
         self.inner.raft.is_leader()
     }
 
+    /// On a leader: how long ago a quorum last acknowledged it (`None` if it is not the leader,
+    /// or has not been acknowledged yet). A leader cut off from its followers stays leader in
+    /// its own eyes; this is how it can tell.
+    pub fn quorum_ack_age(&self) -> Option<Duration> {
+        let m = self.inner.raft.metrics().borrow_watched().clone();
+        m.last_quorum_acked.map(|t| openraft::Instant::elapsed(&*t))
+    }
+
+    /// On a leader: how long ago each follower last acknowledged it (`None` for one that has
+    /// not yet). Replication lag alone reads 0 for a follower that is down while nothing is
+    /// written.
+    pub fn follower_ack_ages(&self) -> BTreeMap<u64, Option<Duration>> {
+        let m = self.inner.raft.metrics().borrow_watched().clone();
+        m.heartbeat
+            .map(|h| {
+                h.into_iter()
+                    .filter(|(id, _)| *id != self.inner.id)
+                    .map(|(id, t)| (id, t.map(|t| openraft::Instant::elapsed(&*t))))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The longest election timeout: a leader not acknowledged by a quorum for this long has
+    /// likely been replaced, or cannot commit.
+    pub fn election_timeout_max(&self) -> Duration {
+        Duration::from_millis(self.inner.cfg.election_timeout_ms.1)
+    }
+
     /// Has this node recovered and may serve reads?
     pub fn is_ready(&self) -> bool {
         self.inner.ready.load(Ordering::SeqCst)
