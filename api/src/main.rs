@@ -148,7 +148,16 @@ fn dev_config(
             );
             t.insert("ticket_secret".into(), random_secret().into());
             t.insert("jwt_seed".into(), random_secret().into());
-            std::fs::write(&secrets_path, toml::to_string(&t)?)?;
+            // Readable by its owner only: it holds the operator token and the signing keys.
+            use std::io::Write;
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&secrets_path)
+                .with_context(|| format!("creating {}", secrets_path.display()))?
+                .write_all(toml::to_string(&t)?.as_bytes())?;
             t
         }
     };

@@ -55,6 +55,13 @@ async fn dev_mode_serves_a_demo_room() {
             break t.to_string();
         }
     };
+    // The generated secrets are readable by their owner only.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(dir.path().join("data/dev-secrets.toml"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600, "{mode:o}");
     assert!(
         printed.contains(&format!("http://127.0.0.1:{h}/wait/demo")),
         "{printed}"
