@@ -842,9 +842,16 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/.well-known/jwks.json", get(jwks))
-        .route("/openapi.json", get(openapi))
+        .route("/openapi.json", get(openapi));
+    // The dashboard: never inside another site's frame (clickjacking), and password guessing
+    // slowed to the visitor rate per address.
+    let dashboard = Router::new()
         .route("/admin", get(crate::admin::dashboard))
-        .route("/admin/login", post(crate::admin::login))
+        .route(
+            "/admin/login",
+            post(crate::admin::login)
+                .route_layer(middleware::from_fn_with_state(app.clone(), rate_limit)),
+        )
         .route("/admin/logout", post(crate::admin::logout))
         .route("/admin/stats.json", get(crate::admin::stats))
         .route("/admin/rooms", post(crate::admin::create_room))
@@ -853,11 +860,20 @@ pub fn router(app: Arc<App>) -> Router {
             "/admin/rooms/{room}/config",
             post(crate::admin::save_config),
         )
-        .route("/admin/rooms/{room}/action", post(crate::admin::action));
+        .route("/admin/rooms/{room}/action", post(crate::admin::action))
+        .layer(tower_http::set_header::SetResponseHeaderLayer::overriding(
+            header::X_FRAME_OPTIONS,
+            HeaderValue::from_static("DENY"),
+        ))
+        .layer(tower_http::set_header::SetResponseHeaderLayer::overriding(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static("frame-ancestors 'none'"),
+        ));
     Router::new()
         .merge(visitor)
         .merge(operator)
         .merge(public)
+        .merge(dashboard)
         .fallback(not_found)
         .method_not_allowed_fallback(|| async {
             ApiError::new(

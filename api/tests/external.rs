@@ -326,6 +326,34 @@ async fn visitor_endpoints_are_rate_limited_per_client() {
         StatusCode::UNAUTHORIZED,
         "no ticket, not limited"
     );
+    // Dashboard logins are: guessing the token is slowed per address.
+    let mut refused = Vec::new();
+    for _ in 0..20 {
+        let r = c
+            .http
+            .post(c.node(1).url("/admin/login"))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body("token=a-wrong-guess-of-some-length")
+            .send()
+            .await
+            .unwrap();
+        refused.push(r.status());
+        if r.status() == StatusCode::TOO_MANY_REQUESTS {
+            break;
+        }
+    }
+    assert_eq!(
+        refused.last(),
+        Some(&StatusCode::TOO_MANY_REQUESTS),
+        "{refused:?}"
+    );
+    // The dashboard is never framed by another site.
+    let r = c.http.get(c.node(1).url("/admin")).send().await.unwrap();
+    assert_eq!(r.headers()["x-frame-options"], "DENY");
+    assert_eq!(
+        r.headers()["content-security-policy"],
+        "frame-ancestors 'none'"
+    );
     // The gate and operator endpoints are not visitor-limited (and an authorization scheme's
     // name is case-insensitive).
     let r = c
