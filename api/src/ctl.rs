@@ -100,12 +100,17 @@ pub enum RoomsCmd {
     },
     /// Show a room.
     Get { room: String },
-    /// Create or replace a room; fields as JSON (`--json '{"capacity":100}'`) and/or flags.
+    /// Create a room, or change an existing one's configuration: the fields given as JSON
+    /// (`--json '{"capacity":100}'`) and/or flags replace those of its current configuration,
+    /// the others stay as they are (with `--replace`, the others take the defaults).
     Put {
         room: String,
         /// Full or partial configuration as JSON (`-` reads standard input).
         #[arg(long)]
         json: Option<String>,
+        /// Start from the defaults rather than the room's current configuration.
+        #[arg(long)]
+        replace: bool,
         #[arg(long)]
         capacity: Option<u64>,
         #[arg(long)]
@@ -227,6 +232,7 @@ pub async fn run(args: CtlArgs) -> anyhow::Result<()> {
         CtlCmd::Rooms(RoomsCmd::Put {
             room,
             json,
+            replace,
             capacity,
             admit_per_minute,
             session_ttl_secs,
@@ -234,14 +240,41 @@ pub async fn run(args: CtlArgs) -> anyhow::Result<()> {
             max_waiting,
             mode,
         }) => {
-            let mut body: Value = match json.as_deref() {
+            let given: Value = match json.as_deref() {
                 Some("-") => serde_json::from_reader(std::io::stdin())?,
                 Some(text) => serde_json::from_str(text)?,
                 None => json!({}),
             };
+            let given = given
+                .as_object()
+                .cloned()
+                .ok_or_else(|| anyhow::anyhow!("--json must be an object"))?;
+            // PUT replaces the whole configuration: start from the room's current one.
+            let mut body = json!({});
+            if !replace {
+                let r = client
+                    .get(format!("{base}/v1/rooms/{room}?consistent=true"))
+                    .bearer_auth(&token)
+                    .send()
+                    .await?;
+                match r.status() {
+                    s if s.is_success() => body = r.json::<Value>().await?["config"].take(),
+                    reqwest::StatusCode::NOT_FOUND => {}
+                    s => anyhow::bail!("{s}: {}", r.text().await?),
+                }
+            }
             let obj = body
                 .as_object_mut()
-                .ok_or_else(|| anyhow::anyhow!("--json must be an object"))?;
+                .ok_or_else(|| anyhow::anyhow!("the room's configuration is not an object"))?;
+            for (k, v) in given {
+                match (obj.get_mut(&k), v) {
+                    // Branding is merged field by field too.
+                    (Some(Value::Object(old)), Value::Object(new)) => old.extend(new),
+                    (_, v) => {
+                        obj.insert(k, v);
+                    }
+                }
+            }
             for (k, v) in [
                 ("capacity", capacity.map(Value::from)),
                 ("admit_per_minute", admit_per_minute.map(Value::from)),

@@ -465,6 +465,73 @@ async fn of_concurrent_puts_of_a_new_room_one_creates_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctl_rooms_put_changes_only_what_it_is_given() {
+    let c = Cluster::start(1).await;
+    let cfg = serde_json::json!({"capacity": 3, "paused": true, "mode": "lottery",
+        "branding": {"title": "Spring drop", "accent_color": "#aa0000"}});
+    c.create_room("r", cfg).await;
+    let ctl = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args([
+                "ctl",
+                "--url",
+                &c.node(1).url(""),
+                "--token",
+                TOKEN,
+                "rooms",
+                "put",
+                "r",
+            ])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    };
+    let config = || async {
+        let (_, v) = c
+            .admin(1, Method::GET, "/v1/rooms/r?consistent=true", None)
+            .await;
+        v["config"].clone()
+    };
+    ctl(&[
+        "--capacity",
+        "20",
+        "--json",
+        r#"{"branding": {"title": "Summer drop"}}"#,
+    ]);
+    let now = config().await;
+    assert_eq!(
+        (
+            now["capacity"].as_u64(),
+            now["paused"].as_bool(),
+            now["mode"].as_str(),
+            now["branding"]["title"].as_str(),
+            now["branding"]["accent_color"].as_str()
+        ),
+        (
+            Some(20),
+            Some(true),
+            Some("lottery"),
+            Some("Summer drop"),
+            Some("#aa0000")
+        ),
+        "{now}"
+    );
+    // --replace starts from the defaults.
+    ctl(&["--replace", "--capacity", "5"]);
+    let now = config().await;
+    assert_eq!(
+        (
+            now["capacity"].as_u64(),
+            now["paused"].as_bool(),
+            now["mode"].as_str()
+        ),
+        (Some(5), Some(false), Some("fifo")),
+        "{now}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_finishes_in_flight_work_and_exits_cleanly() {
     let mut c = Cluster::start(1).await;
     c.create_room("s", room_config(5)).await;
