@@ -3,6 +3,49 @@
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
 
+/// A node's refusal: the HTTP status and its answer.
+#[derive(Debug)]
+pub struct Refused {
+    /// The status.
+    pub status: reqwest::StatusCode,
+    /// The answer, as the server sent it (pretty-printed JSON when it was JSON).
+    pub body: String,
+}
+
+impl Refused {
+    fn new(status: reqwest::StatusCode, body: &str) -> Self {
+        Self {
+            status,
+            body: body.to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.status, self.body)
+    }
+}
+
+impl std::error::Error for Refused {}
+
+/// The exit status for a failed command, so that scripts can tell what to do: 3 worth retrying
+/// (no answer, or 429/502/503/504), 4 refused as asked (other 4xx), 5 failed on the server
+/// (other 5xx), 1 anything else (bad arguments, unreadable files).
+pub fn exit_code(e: &anyhow::Error) -> i32 {
+    if let Some(r) = e.downcast_ref::<Refused>() {
+        return match r.status.as_u16() {
+            429 | 502 | 503 | 504 => 3,
+            400..=499 => 4,
+            _ => 5,
+        };
+    }
+    match e.downcast_ref::<reqwest::Error>() {
+        Some(r) if r.is_connect() || r.is_timeout() || r.is_request() => 3,
+        _ => 1,
+    }
+}
+
 /// Where and how to reach a node.
 #[derive(Debug, Args)]
 pub struct CtlArgs {
@@ -201,7 +244,7 @@ pub async fn run(args: CtlArgs) -> anyhow::Result<()> {
             .to_string();
         let bytes = resp.bytes().await?;
         if !status.is_success() {
-            anyhow::bail!("{status}: {}", String::from_utf8_lossy(&bytes));
+            return Err(Refused::new(status, &String::from_utf8_lossy(&bytes)).into());
         }
         let tmp = out.with_extension("partial");
         std::fs::write(&tmp, &bytes)?;
@@ -260,7 +303,7 @@ pub async fn run(args: CtlArgs) -> anyhow::Result<()> {
                 match r.status() {
                     s if s.is_success() => body = r.json::<Value>().await?["config"].take(),
                     reqwest::StatusCode::NOT_FOUND => {}
-                    s => anyhow::bail!("{s}: {}", r.text().await?),
+                    s => return Err(Refused::new(s, &r.text().await?).into()),
                 }
             }
             let obj = body
@@ -412,6 +455,6 @@ pub async fn run(args: CtlArgs) -> anyhow::Result<()> {
         println!("{pretty}");
         Ok(())
     } else {
-        anyhow::bail!("{status}: {pretty}")
+        Err(Refused::new(status, &pretty).into())
     }
 }

@@ -99,7 +99,8 @@ enum Cmd {
         #[arg(long, env = "SLUICE_DATA_DIR")]
         data_dir: Option<PathBuf>,
     },
-    /// Operator commands against any node.
+    /// Operator commands against any node. Exit status: 0 done, 3 worth retrying (no answer,
+    /// 429, 502-504), 4 refused as asked (other 4xx), 5 failed on the server, 1 anything else.
     Ctl(CtlArgs),
     /// Prints a fresh [tokens] section for a cluster's configuration.
     Keygen,
@@ -377,7 +378,12 @@ async fn main() -> anyhow::Result<()> {
             wait_for_signal().await;
             running.shutdown().await;
         }
-        Cmd::Ctl(args) => ctl::run(args).await?,
+        Cmd::Ctl(args) => {
+            if let Err(e) = ctl::run(args).await {
+                eprintln!("Error: {e:#}");
+                std::process::exit(ctl::exit_code(&e));
+            }
+        }
         Cmd::Keygen => {
             println!("[tokens]");
             println!(

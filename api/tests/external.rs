@@ -529,6 +529,21 @@ async fn ctl_rooms_put_changes_only_what_it_is_given() {
         (Some(5), Some(false), Some("fifo")),
         "{now}"
     );
+    // Exit statuses tell scripts what happened: refused as asked, or worth retrying.
+    let status = |url: &str, args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["ctl", "--url", url, "--token", TOKEN])
+            .args(args)
+            .output()
+            .unwrap()
+            .status
+            .code()
+    };
+    let url = c.node(1).url("");
+    assert_eq!(status(&url, &["rooms", "get", "r"]), Some(0));
+    assert_eq!(status(&url, &["rooms", "get", "none-such"]), Some(4));
+    let nobody = format!("http://127.0.0.1:{}", free_port());
+    assert_eq!(status(&nobody, &["rooms", "get", "r"]), Some(3));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
