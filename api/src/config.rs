@@ -191,6 +191,10 @@ pub struct ServerConfig {
     /// File holding the operator bearer token.
     #[serde(default)]
     pub admin_token_file: Option<PathBuf>,
+    /// A bearer token that reads `/metrics` and nothing else, for the scraper (the operator
+    /// token reads it too). At least 16 characters.
+    #[serde(default)]
+    pub metrics_token: Option<String>,
     /// Token keys.
     pub tokens: TokensConfig,
     /// Node-to-node mutual TLS.
@@ -243,6 +247,9 @@ impl ServerConfig {
         }
         if self.admin_token.is_none() && self.admin_token_file.is_none() {
             return Err("admin_token or admin_token_file is required".into());
+        }
+        if self.metrics_token.as_ref().is_some_and(|t| t.len() < 16) {
+            return Err("metrics_token must be at least 16 characters".into());
         }
         if !(1..=1_000_000).contains(&self.limits.connections_max) {
             return Err("limits.connections_max must be between 1 and 1000000".into());

@@ -36,6 +36,8 @@ pub struct App {
     pub metrics: Arc<Metrics>,
     /// The operator token.
     pub admin_token: String,
+    /// The scraper's token, which reads `/metrics` only.
+    pub metrics_token: Option<String>,
     /// Per-client limiter for visitor endpoints.
     pub limiter: DefaultKeyedRateLimiter<IpAddr>,
     /// Use `X-Forwarded-For` for the client address.
@@ -63,6 +65,7 @@ impl App {
             sluice,
             metrics,
             admin_token,
+            metrics_token: None,
             limiter: RateLimiter::keyed(Quota::per_second(rate).allow_burst(burst)),
             trust_forwarded_for: false,
             secure_cookies: false,
@@ -741,14 +744,27 @@ async fn not_found(State(app): AppState, method: axum::http::Method) -> Response
 
 // ---- middleware --------------------------------------------------------------------------
 
-async fn operator_auth(State(app): AppState, req: Request, next: Next) -> Response {
-    let ok = req
-        .headers()
+/// The request's bearer token, if it is `token` (compared in constant time).
+fn bears(req: &Request, token: &str) -> bool {
+    req.headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| credentials(v, "Bearer"))
-        .is_some_and(|t| bool::from(t.as_bytes().ct_eq(app.admin_token.as_bytes())));
-    if ok {
+        .is_some_and(|t| bool::from(t.as_bytes().ct_eq(token.as_bytes())))
+}
+
+async fn operator_auth(State(app): AppState, req: Request, next: Next) -> Response {
+    if bears(&req, &app.admin_token) {
+        next.run(req).await
+    } else {
+        ApiError::unauthorized().into_response()
+    }
+}
+
+/// `/metrics`: the operator token, or the scraper's own (`metrics_token`).
+async fn metrics_auth(State(app): AppState, req: Request, next: Next) -> Response {
+    let scraper = app.metrics_token.as_deref().is_some_and(|t| bears(&req, t));
+    if scraper || bears(&req, &app.admin_token) {
         next.run(req).await
     } else {
         ApiError::unauthorized().into_response()
@@ -834,8 +850,10 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/cluster/digest", get(digest))
         .route("/v1/cluster/log", get(log))
         .route("/v1/cluster/backup", get(backup))
-        .route("/metrics", get(metrics))
         .route_layer(middleware::from_fn_with_state(app.clone(), operator_auth));
+    let scrape = Router::new()
+        .route("/metrics", get(metrics))
+        .route_layer(middleware::from_fn_with_state(app.clone(), metrics_auth));
     let public = Router::new()
         .route("/", get(landing))
         .route("/gate/{room}/check", get(gate))
@@ -872,6 +890,7 @@ pub fn router(app: Arc<App>) -> Router {
     Router::new()
         .merge(visitor)
         .merge(operator)
+        .merge(scrape)
         .merge(public)
         .merge(dashboard)
         .fallback(not_found)

@@ -190,6 +190,7 @@ fn dev_config(
             None => get("admin_token")?,
         }),
         admin_token_file: None,
+        metrics_token: None,
         tokens: TokensConfig {
             ticket_keys: vec![TicketKey {
                 id: "dev".into(),

@@ -140,6 +140,7 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
         cfg.limits.visitor_burst,
     );
     app.trust_forwarded_for = cfg.trust_forwarded_for;
+    app.metrics_token = cfg.metrics_token.clone();
     app.secure_cookies = cfg.secure_cookies;
     app.body_bytes_max = cfg.limits.body_bytes_max;
     app.demo_room = demo_room;

@@ -547,6 +547,30 @@ async fn ctl_rooms_put_changes_only_what_it_is_given() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_scraper_token_reads_metrics_and_nothing_else() {
+    let scraper = "scraper-token-0123456789";
+    let c = Cluster::start_with(1, &format!("metrics_token = \"{scraper}\"\n")).await;
+    let get = |path: &str, token: Option<&str>| {
+        let mut r = c.http.get(c.node(1).url(path));
+        if let Some(t) = token {
+            r = r.bearer_auth(t);
+        }
+        async move { r.send().await.unwrap().status() }
+    };
+    assert_eq!(get("/metrics", Some(scraper)).await, StatusCode::OK);
+    assert_eq!(get("/metrics", Some(TOKEN)).await, StatusCode::OK);
+    assert_eq!(get("/metrics", None).await, StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        get("/v1/rooms", Some(scraper)).await,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        get("/v1/cluster", Some(scraper)).await,
+        StatusCode::UNAUTHORIZED
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_finishes_in_flight_work_and_exits_cleanly() {
     let mut c = Cluster::start(1).await;
     c.create_room("s", room_config(5)).await;
