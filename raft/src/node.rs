@@ -199,6 +199,8 @@ pub struct NodeInner {
     pub queue_wait: Arc<LatencyHistogram>,
     /// Round trip of each batch forwarded from a follower to the leader.
     pub forward_latency: Arc<LatencyHistogram>,
+    /// How long each snapshot's encoding paused this node's applies.
+    pub snapshot_encode: Arc<LatencyHistogram>,
     forwarder: Forwarder,
     pub(crate) cancel: CancellationToken,
     cfg: NodeConfig,
@@ -281,6 +283,7 @@ impl RaftNode {
         let log_store = LogStore::new(db.clone()).map_err(fatal)?;
         let log_reader = log_store.clone();
         let sm_store = SmStore::new(&cfg.data_dir.join("snapshots")).map_err(fatal)?;
+        let snapshot_encode = sm_store.snapshot_encode();
         let deferral = sm_store.deferral();
         deferral.leader_every.store(
             cfg.snapshot_every.saturating_mul(LEADER_SNAPSHOT_FACTOR),
@@ -333,6 +336,7 @@ impl RaftNode {
             wal_sync: log_reader.wal_sync.clone(),
             queue_wait: Arc::default(),
             forward_latency: Arc::default(),
+            snapshot_encode,
             forwarder: Forwarder::default(),
             cancel: CancellationToken::new(),
             cfg: cfg.clone(),

@@ -11,6 +11,7 @@
 //! canonical snapshot.
 
 use crate::codec;
+use crate::metrics::LatencyHistogram;
 use crate::types::{LogId, Response, SnapshotMeta, StoredMembership, TypeConfig};
 use futures::TryStreamExt;
 use openraft::alias::SnapshotOf;
@@ -91,6 +92,7 @@ pub struct SmStore {
     state: Arc<RwLock<SmState>>,
     dir: PathBuf,
     deferral: Arc<SnapshotDeferral>,
+    snapshot_encode: Arc<LatencyHistogram>,
 }
 
 impl SmStore {
@@ -101,7 +103,13 @@ impl SmStore {
             state: Arc::default(),
             dir: dir.to_path_buf(),
             deferral: Arc::default(),
+            snapshot_encode: Arc::default(),
         })
+    }
+
+    /// How long each snapshot's encoding held the state lock (applies wait meanwhile).
+    pub fn snapshot_encode(&self) -> Arc<LatencyHistogram> {
+        self.snapshot_encode.clone()
     }
 
     /// The shared switch that lets the leader put off snapshots.
@@ -392,6 +400,7 @@ impl RaftStateMachine<TypeConfig> for SmStore {
             _ => encode(),
         };
         self.deferral.taken_at(&meta);
+        self.snapshot_encode.observe(t.elapsed());
         SnapshotBuilder {
             dir: self.dir.clone(),
             meta,

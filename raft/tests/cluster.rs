@@ -233,10 +233,14 @@ async fn the_leader_puts_off_snapshots_that_followers_take() {
     c.wait_converged().await;
     for (id, n) in &c.nodes {
         let snap = n.status().snapshot_index;
+        // Each snapshot's encoding is timed for /metrics.
+        let encodings = n.inner().snapshot_encode.snapshot().count;
         if *id == leader {
             assert_eq!(snap, 0, "the leader put its snapshots off");
+            assert_eq!(encodings, 0);
         } else {
             assert!(snap > 0, "follower {id} took a snapshot");
+            assert!(encodings > 0, "follower {id}'s snapshots timed");
         }
     }
     // Past four periods the leader takes one too.
