@@ -224,6 +224,21 @@ impl Metrics {
         }
         header(
             w,
+            "sluice_raft_leader_changes_total",
+            "Leaders this node has come to know of since it started (the first included).",
+            "counter",
+        );
+        let _ = writeln!(
+            w,
+            "sluice_raft_leader_changes_total {}",
+            sluice
+                .node
+                .inner()
+                .leader_changes
+                .load(std::sync::atomic::Ordering::Relaxed)
+        );
+        header(
+            w,
             "sluice_raft_snapshot_encode_seconds",
             "Encoding of each snapshot taken here; the node applies nothing meanwhile.",
             "histogram",

@@ -201,6 +201,9 @@ pub struct NodeInner {
     pub forward_latency: Arc<LatencyHistogram>,
     /// How long each snapshot's encoding paused this node's applies.
     pub snapshot_encode: Arc<LatencyHistogram>,
+    /// Leaders this node has come to know of (the first one included): a count that keeps
+    /// rising means elections keep happening.
+    pub leader_changes: AtomicU64,
     forwarder: Forwarder,
     pub(crate) cancel: CancellationToken,
     cfg: NodeConfig,
@@ -337,6 +340,7 @@ impl RaftNode {
             queue_wait: Arc::default(),
             forward_latency: Arc::default(),
             snapshot_encode,
+            leader_changes: AtomicU64::new(0),
             forwarder: Forwarder::default(),
             cancel: CancellationToken::new(),
             cfg: cfg.clone(),
@@ -685,12 +689,24 @@ async fn batcher(inner: Arc<NodeInner>, mut rx: mpsc::Receiver<Pending>) {
     }
 }
 
-/// Keeps the snapshot deferral's view of whether this node leads up to date.
+/// Keeps the snapshot deferral's view of whether this node leads up to date, and counts the
+/// leaders this node has known.
 async fn track_leadership(inner: Arc<NodeInner>, deferral: Arc<SnapshotDeferral>) {
     let mut m = inner.raft.server_metrics();
+    let mut known = None;
     loop {
-        let leading = m.borrow_watched().state == openraft::ServerState::Leader;
+        let (leading, leader) = {
+            let now = m.borrow_watched();
+            (
+                now.state == openraft::ServerState::Leader,
+                now.current_leader,
+            )
+        };
         deferral.leading.store(leading, Ordering::Relaxed);
+        if leader.is_some() && leader != known {
+            inner.leader_changes.fetch_add(1, Ordering::Relaxed);
+            known = leader;
+        }
         tokio::select! {
             _ = inner.cancel.cancelled() => break,
             r = m.changed() => if r.is_err() { break },
