@@ -317,7 +317,7 @@ async fn serve_http(
             _ = cancel.cancelled() => break,
             p = open.clone().acquire_owned() => p.expect("semaphore never closed"),
         };
-        let (mut stream, peer) = tokio::select! {
+        let (stream, peer) = tokio::select! {
             _ = cancel.cancelled() => break,
             r = listener.accept() => match r {
                 Ok(x) => x,
@@ -340,19 +340,13 @@ async fn serve_http(
             );
             match tls {
                 None => {
-                    let Some(opening) = read_opening(&mut stream, header_timeout).await else {
+                    let Some(io) = opened(stream, header_timeout).await else {
                         return;
-                    };
-                    let io = Prefixed {
-                        prefix: opening,
-                        at: 0,
-                        inner: stream,
-                        _slot: None,
                     };
                     serve_connection(&builder, TokioIo::new(io), svc, &cancel).await
                 }
                 Some(acceptor) => {
-                    let Ok(Ok(mut tls)) = tokio::time::timeout(
+                    let Ok(Ok(tls)) = tokio::time::timeout(
                         header_timeout.min(TLS_HANDSHAKE_MAX),
                         acceptor.accept(stream),
                     )
@@ -366,14 +360,8 @@ async fn serve_http(
                     } else {
                         builder.as_ref().clone().http1_only()
                     };
-                    let Some(first) = read_opening(&mut tls, header_timeout).await else {
+                    let Some(io) = opened(tls, header_timeout).await else {
                         return;
-                    };
-                    let io = Prefixed {
-                        prefix: first,
-                        at: 0,
-                        inner: tls,
-                        _slot: None,
                     };
                     serve_connection(&builder, TokioIo::new(io), svc, &cancel).await
                 }
@@ -384,15 +372,15 @@ async fn serve_http(
     connections.wait().await;
 }
 
-/// The first bytes of a connection, read within `within`: until they can no longer be the start
+/// A connection whose first bytes came within `within`: until they can no longer be the start
 /// of an HTTP/2 preface, or hold all of one. hyper's header timeout only starts once it has told
 /// HTTP/1 from HTTP/2 by these bytes, and its HTTP/2 server waits for the preface forever, so a
 /// client that sends nothing, or part of a preface, is cut off here. `None` if the client closed
-/// or was too slow. The bytes are handed to hyper in front of the rest ([`Prefixed`]).
-async fn read_opening<S: tokio::io::AsyncRead + Unpin>(
-    s: &mut S,
+/// or was too slow; otherwise the stream with those bytes put back in front.
+async fn opened<S: tokio::io::AsyncRead + Unpin>(
+    mut s: S,
     within: Duration,
-) -> Option<Vec<u8>> {
+) -> Option<Prefixed<S>> {
     use tokio::io::AsyncReadExt;
     const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
     let mut got = Vec::with_capacity(1024);
@@ -405,7 +393,12 @@ async fn read_opening<S: tokio::io::AsyncRead + Unpin>(
         Some(())
     };
     tokio::time::timeout(within, read).await.ok()??;
-    Some(got)
+    Some(Prefixed {
+        prefix: got,
+        at: 0,
+        inner: s,
+        _slot: None,
+    })
 }
 
 /// The public gRPC listener's connections, for tonic: at most `connections_max` open at once
