@@ -168,8 +168,9 @@ impl From<TicketError> for ApiError {
     }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
+impl ApiError {
+    /// The JSON every error answer carries (and an event stream's `error` event).
+    pub fn body(&self) -> serde_json::Value {
         let mut body = serde_json::json!({"error": {"code": self.code, "message": self.message}});
         if let Some(f) = &self.field {
             body["error"]["field"] = serde_json::Value::String(f.clone());
@@ -177,7 +178,13 @@ impl IntoResponse for ApiError {
         if let Some(t) = &self.ticket {
             body["error"]["ticket"] = serde_json::Value::String(t.clone());
         }
-        let mut resp = (self.status, axum::Json(body)).into_response();
+        body
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut resp = (self.status, axum::Json(self.body())).into_response();
         if let Some(s) = self.retry_after {
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(s));

@@ -328,10 +328,7 @@ async fn events(
                 .event("status")
                 .json_data(&r)
                 .unwrap_or_else(|_| Event::default()),
-            Err(e) => {
-                let body = serde_json::json!({"error": {"code": e.code, "message": e.message}});
-                Event::default().event("error").data(body.to_string())
-            }
+            Err(e) => Event::default().event("error").data(e.body().to_string()),
         })
     });
     Sse::new(events)
