@@ -225,7 +225,7 @@ impl Metrics {
         header(
             w,
             "sluice_raft_leader_changes_total",
-            "Leaders this node has come to know of since it started (the first included).",
+            "Leaderships (a leader in a term) this node has come to know of since it started, the first included.",
             "counter",
         );
         let _ = writeln!(

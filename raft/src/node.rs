@@ -689,23 +689,40 @@ async fn batcher(inner: Arc<NodeInner>, mut rx: mpsc::Receiver<Pending>) {
     }
 }
 
+/// The leaderships a node has seen. A leadership is a leader in a term: the same node elected
+/// again in a later term is a new one, since an election happened.
+#[derive(Default)]
+struct Leaderships {
+    last: Option<(u64, u64)>,
+}
+
+impl Leaderships {
+    /// Records the current term and leader; true when they name a leadership not seen last.
+    fn observe(&mut self, term: u64, leader: Option<u64>) -> bool {
+        let Some(leader) = leader else { return false };
+        let new = self.last != Some((term, leader));
+        self.last = Some((term, leader));
+        new
+    }
+}
+
 /// Keeps the snapshot deferral's view of whether this node leads up to date, and counts the
-/// leaders this node has known.
+/// leaderships (leader and term) this node has known.
 async fn track_leadership(inner: Arc<NodeInner>, deferral: Arc<SnapshotDeferral>) {
     let mut m = inner.raft.server_metrics();
-    let mut known = None;
+    let mut known = Leaderships::default();
     loop {
-        let (leading, leader) = {
+        let (leading, term, leader) = {
             let now = m.borrow_watched();
             (
                 now.state == openraft::ServerState::Leader,
+                now.vote.leader_id().term,
                 now.current_leader,
             )
         };
         deferral.leading.store(leading, Ordering::Relaxed);
-        if leader.is_some() && leader != known {
+        if known.observe(term, leader) {
             inner.leader_changes.fetch_add(1, Ordering::Relaxed);
-            known = leader;
         }
         tokio::select! {
             _ = inner.cancel.cancelled() => break,
@@ -1068,5 +1085,20 @@ impl NodeInner {
             ready: self.ready.load(Ordering::SeqCst),
             clock_ms,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Leaderships;
+
+    #[test]
+    fn a_leader_elected_again_in_a_later_term_is_a_new_leadership() {
+        let mut seen = Leaderships::default();
+        assert!(seen.observe(3, Some(1)), "the first leader");
+        assert!(!seen.observe(3, Some(1)), "the same leadership again");
+        assert!(!seen.observe(4, None), "an election under way");
+        assert!(seen.observe(4, Some(1)), "node 1 won term 4");
+        assert!(seen.observe(5, Some(2)), "node 2 won term 5");
     }
 }
