@@ -108,6 +108,10 @@ pub struct Limits {
     /// Open status streams (`/events`, gRPC `Visitor/Watch`) per node; past it a new one is
     /// answered 503 (`Unavailable`) and the waiting page falls back to polling.
     pub event_streams_max: usize,
+    /// Largest request head (request line and headers) on HTTP/1, and largest header list on
+    /// HTTP/2 and public gRPC, bytes. Past it HTTP/1 is answered 431 and the connection closed;
+    /// HTTP/2 refuses the stream. It also bounds the buffer each HTTP/1 connection may grow to.
+    pub header_bytes_max: usize,
 }
 
 impl Default for Limits {
@@ -121,6 +125,7 @@ impl Default for Limits {
             connections_max: 20_000,
             header_read_timeout_ms: 120_000,
             event_streams_max: 10_000,
+            header_bytes_max: 32 * 1024,
         }
     }
 }
@@ -256,6 +261,9 @@ impl ServerConfig {
         }
         if !(1..=1_000_000).contains(&self.limits.event_streams_max) {
             return Err("limits.event_streams_max must be between 1 and 1000000".into());
+        }
+        if !(8_192..=1 << 20).contains(&self.limits.header_bytes_max) {
+            return Err("limits.header_bytes_max must be between 8192 and 1048576".into());
         }
         if !(100..=600_000).contains(&self.limits.header_read_timeout_ms) {
             return Err("limits.header_read_timeout_ms must be between 100 and 600000".into());
@@ -430,6 +438,9 @@ mod tests {
         let mut c = ServerConfig::from_toml(SAMPLE).unwrap();
         c.limits.connections_max = 0;
         assert!(c.validate().unwrap_err().contains("connections_max"));
+        let mut c = ServerConfig::from_toml(SAMPLE).unwrap();
+        c.limits.header_bytes_max = 4_096;
+        assert!(c.validate().unwrap_err().contains("header_bytes_max"));
         let mut c = ServerConfig::from_toml(SAMPLE).unwrap();
         c.limits.event_streams_max = 0;
         assert!(c.validate().unwrap_err().contains("event_streams_max"));

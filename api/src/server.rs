@@ -160,6 +160,7 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
     let listener_limits = HttpLimits {
         connections_max: cfg.limits.connections_max.max(1),
         header_read_timeout: Duration::from_millis(cfg.limits.header_read_timeout_ms),
+        header_bytes_max: cfg.limits.header_bytes_max,
     };
     servers.push(tokio::spawn(serve_http(
         http_listener,
@@ -194,7 +195,8 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
         .timeout(Duration::from_secs(30))
         // Pings find the peers that are gone; `gated_incoming` bounds the connections.
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
-        .http2_keepalive_timeout(Some(Duration::from_secs(20)));
+        .http2_keepalive_timeout(Some(Duration::from_secs(20)))
+        .http2_max_header_list_size(u32::try_from(cfg.limits.header_bytes_max).unwrap_or(u32::MAX));
     if let Some(t) = &cfg.http_tls {
         let identity = tonic::transport::Identity::from_pem(read(&t.cert)?, read(&t.key)?);
         builder =
@@ -282,6 +284,7 @@ const TLS_HANDSHAKE_MAX: Duration = Duration::from_secs(10);
 struct HttpLimits {
     connections_max: usize,
     header_read_timeout: Duration,
+    header_bytes_max: usize,
 }
 
 /// Serves the router, over TLS if `tls` is given, until cancelled; then lets the connections
@@ -303,11 +306,14 @@ async fn serve_http(
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout);
+        .header_read_timeout(limits.header_read_timeout)
+        // hyper's default lets each connection's read buffer grow to ~400 KiB for one head.
+        .max_buf_size(limits.header_bytes_max);
     // HTTP/2 connections have no header timeout in hyper; pings find the peers that are gone.
     builder
         .http2()
         .timer(TokioTimer::new())
+        .max_header_list_size(u32::try_from(limits.header_bytes_max).unwrap_or(u32::MAX))
         .keep_alive_interval(Some(Duration::from_secs(30)))
         .keep_alive_timeout(Duration::from_secs(20));
     let builder = Arc::new(builder);

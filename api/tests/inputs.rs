@@ -808,3 +808,66 @@ async fn a_grpc_client_that_sends_nothing_is_cut_off() {
     slow.write_all(b"PRI * HTTP/2.0\r\n").await.unwrap();
     closed_by_server("slow gRPC", &mut slow, Duration::from_secs(10)).await;
 }
+
+/// Sends one HTTP/1 request whose cookie header is `kib` KiB and returns the answer's status
+/// line.
+async fn status_with_cookie(addr: &str, kib: usize) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut sock = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "GET /healthz HTTP/1.1\r\nhost: x\r\ncookie: c={}\r\nconnection: close\r\n\r\n",
+        "x".repeat(kib * 1024)
+    );
+    // The server may answer and close before it has read all of an oversized head.
+    let _ = sock.write_all(head.as_bytes()).await;
+    let mut got = Vec::new();
+    let _ = sock.read_to_end(&mut got).await;
+    String::from_utf8_lossy(&got)
+        .lines()
+        .next()
+        .unwrap_or("")
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_heads_are_bounded_by_header_bytes_max() {
+    // The default, 32 KiB: hyper's own would let each connection buffer ~400 KiB of head.
+    let c = Cluster::start(1).await;
+    let addr = c.node(1).url("").trim_start_matches("http://").to_string();
+    assert!(status_with_cookie(&addr, 20)
+        .await
+        .starts_with("HTTP/1.1 200"));
+    let refused = status_with_cookie(&addr, 40).await;
+    assert!(refused.starts_with("HTTP/1.1 431"), "{refused}");
+    drop(c);
+    // Raised to 64 KiB: the same head passes, over HTTP/1 and HTTP/2 (whose default is 16 KiB).
+    let c = Cluster::start_with(1, "[limits]\nheader_bytes_max = 65536\n").await;
+    let addr = c.node(1).url("").trim_start_matches("http://").to_string();
+    assert!(status_with_cookie(&addr, 40)
+        .await
+        .starts_with("HTTP/1.1 200"));
+    let sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let (mut send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(sock),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    let get = |kib: usize| {
+        hyper::Request::get(format!("http://{addr}/healthz"))
+            .header("cookie", format!("c={}", "x".repeat(kib * 1024)))
+            .body(http_body_util::Empty::<axum::body::Bytes>::new())
+            .unwrap()
+    };
+    let resp = send.send_request(get(40)).await.unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    // Past it, HTTP/2 refuses the stream (or answers 431); nothing is served.
+    let refused = send.send_request(get(70)).await;
+    assert!(
+        refused
+            .as_ref()
+            .map_or(true, |r| r.status().as_u16() == 431),
+        "{refused:?}"
+    );
+}
