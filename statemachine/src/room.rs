@@ -121,7 +121,6 @@ impl Room {
         room.windows = p.windows;
         room.window_latest = p.window_latest;
         room.totals = p.totals;
-        let mut last_seq = 0;
         room.queue = WaitQueue::default();
         room.waiting.reserve(p.waiters.len());
         let mut due = Vec::with_capacity(p.waiters.len());
@@ -132,13 +131,8 @@ impl Room {
                     room.name, s.seq
                 ));
             }
-            if room.config.mode != Mode::Lottery
-                && !room.config.shuffle_at_open
-                && s.seq <= last_seq
-            {
-                return Err(format!("room {}: waiters out of order", room.name));
-            }
-            last_seq = s.seq;
+            // The line's order is not the seq order once it has been shuffled at an opening,
+            // and a later config may say nothing of a shuffle: no order is checked here.
             let qidx = room.queue.push(s);
             if room.waiting.insert(s.id, qidx).is_some() {
                 return Err(format!("room {}: visitor {} waits twice", room.name, s.id));

@@ -886,6 +886,34 @@ fn shuffle_at_open_is_a_seeded_draw_from_the_log_position() {
 }
 
 #[test]
+fn a_shuffled_line_survives_a_config_without_shuffle_in_a_snapshot() {
+    let mut h = H::new();
+    let shuffled = RoomConfig {
+        opens_at_ms: Some(T0 + 10_000),
+        shuffle_at_open: true,
+        ..cfg(1, 1)
+    };
+    h.create("drop", shuffled.clone());
+    for v in 1..=20 {
+        h.join("drop", v);
+    }
+    h.at(10_000).tick();
+    let line = h.queue("drop");
+    // The operator clears the schedule after the opening; validation then wants no shuffle.
+    h.run(Command::UpdateRoom {
+        room: "drop".into(),
+        config: RoomConfig {
+            opens_at_ms: None,
+            shuffle_at_open: false,
+            ..shuffled
+        },
+    });
+    assert_eq!(h.queue("drop"), line, "the line keeps its drawn order");
+    let restored = StateMachine::restore(&h.sm.snapshot()).expect("the snapshot restores");
+    assert_eq!(restored.digest(), h.sm.digest());
+}
+
+#[test]
 fn lottery_admission_is_golden() {
     // Fixed log positions → a fixed admission order. Pins the lottery end to end.
     let mut h = H::new();
