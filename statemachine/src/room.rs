@@ -173,13 +173,17 @@ impl Room {
         expired
     }
 
+    /// Ends the sessions and waiters whose TTL has run out, at most [`EXPIRIES_PER_APPLY_MAX`].
+    ///
+    /// A renewal or check-in does not re-key the visitor's heap entry: the heaps may hold an
+    /// older time for a visitor than it has, and a replica restored from a snapshot holds the
+    /// true times. Pop order differs between such replicas, so every due entry is examined and
+    /// the cut, when there are more than the limit, is made by true time and seq, which every
+    /// replica agrees on.
     fn expire(&mut self, now: u64) -> u64 {
         let ttl = self.config.session_ttl_secs * 1000;
-        let mut gone: Vec<(u64, VisitorId, EndReason)> = Vec::new();
-        while gone.len() < EXPIRIES_PER_APPLY_MAX {
-            let Some(&(t, seq, id)) = self.session_due.peek() else {
-                break;
-            };
+        let mut due: Vec<(u64, u64, VisitorId)> = Vec::new();
+        while let Some(&(t, seq, id)) = self.session_due.peek() {
             if t + ttl > now {
                 break;
             }
@@ -191,17 +195,27 @@ impl Room {
                 continue; // an entry of an earlier session of the same visitor
             }
             if last_active_ms + ttl <= now {
-                self.sessions.remove(&id);
-                gone.push((seq, id, EndReason::Expired));
+                due.push((last_active_ms, seq, id));
             } else {
                 self.session_due.push((last_active_ms, seq, id));
             }
         }
+        due.sort_unstable();
+        if due.len() > EXPIRIES_PER_APPLY_MAX {
+            for &e in &due[EXPIRIES_PER_APPLY_MAX..] {
+                self.session_due.push(e);
+            }
+            due.truncate(EXPIRIES_PER_APPLY_MAX);
+        }
+        let mut gone: Vec<(u64, VisitorId, EndReason)> = Vec::with_capacity(due.len());
+        for (_, seq, id) in due {
+            if self.sessions.remove(&id).is_some() {
+                gone.push((seq, id, EndReason::Expired));
+            }
+        }
         let ttl = self.config.waiter_ttl_secs * 1000;
-        while gone.len() < EXPIRIES_PER_APPLY_MAX {
-            let Some(&(t, qidx)) = self.waiter_due.peek() else {
-                break;
-            };
+        let mut due: Vec<(u64, u64, u64)> = Vec::new();
+        while let Some(&(t, qidx)) = self.waiter_due.peek() {
             if t + ttl > now {
                 break;
             }
@@ -210,11 +224,23 @@ impl Room {
                 continue;
             };
             if slot.last_seen_ms + ttl <= now {
-                self.queue.remove(qidx);
-                self.waiting.remove(&slot.id);
-                gone.push((slot.seq, slot.id, EndReason::Abandoned));
+                due.push((slot.last_seen_ms, slot.seq, qidx));
             } else {
                 self.waiter_due.push((slot.last_seen_ms, qidx));
+            }
+        }
+        due.sort_unstable();
+        let room_left = EXPIRIES_PER_APPLY_MAX - gone.len();
+        if due.len() > room_left {
+            for &(t, _, qidx) in &due[room_left..] {
+                self.waiter_due.push((t, qidx));
+            }
+            due.truncate(room_left);
+        }
+        for (_, seq, qidx) in due {
+            if let Some(slot) = self.queue.remove(qidx) {
+                self.waiting.remove(&slot.id);
+                gone.push((seq, slot.id, EndReason::Abandoned));
             }
         }
         gone.sort_unstable_by_key(|&(seq, _, _)| seq);
@@ -631,7 +657,8 @@ impl Room {
                 consider(now);
             } else if (self.sessions.len() as u64) < self.config.capacity {
                 let per_ms = self.config.admit_per_minute * self.config.rate_permille();
-                if self.bucket_units >= UNITS_PER_TOKEN {
+                // As `admit_some`: a room whose origin is down admits nobody, tokens or not.
+                if self.config.rate_permille() > 0 && self.bucket_units >= UNITS_PER_TOKEN {
                     consider(now);
                 } else if per_ms > 0 {
                     let need = UNITS_PER_TOKEN - self.bucket_units;

@@ -1181,6 +1181,90 @@ fn identical_logs_give_identical_digests_and_snapshots_restore_exactly() {
     assert!(a.room("r").totals.abandoned > 0);
 }
 
+/// Replicas whose expiry heaps differ (one kept running, holding a visitor's pre-renewal time;
+/// one restored from a snapshot, holding true times) must expire the same visitors when more
+/// are due than one apply may expire.
+#[test]
+fn a_capped_mass_expiry_is_the_same_on_a_restored_replica() {
+    for mode in [Mode::Passthrough, Mode::Fifo] {
+        let mut a = H::new();
+        a.create(
+            "r",
+            RoomConfig {
+                mode,
+                paused: mode == Mode::Fifo,
+                session_ttl_secs: 10,
+                waiter_ttl_secs: 10,
+                ..cfg(1, 1)
+            },
+        );
+        let n = EXPIRIES_PER_APPLY_MAX as u128 + 1;
+        for first in (1..=n).step_by(COMMANDS_PER_PROPOSAL_MAX) {
+            let last = (first + COMMANDS_PER_PROPOSAL_MAX as u128 - 1).min(n);
+            a.index += 1;
+            let commands = (first..=last)
+                .map(|v| Command::Join {
+                    room: "r".into(),
+                    visitor: vid(v),
+                })
+                .collect();
+            a.sm.apply(
+                a.term,
+                a.index,
+                &Proposal {
+                    time_ms: a.now,
+                    commands,
+                },
+            );
+        }
+        let r = a.room("r");
+        assert_eq!(r.active + r.waiting, n as u64, "{mode:?}");
+        // Visitor 1 renews (or checks in): its heap entry keeps its first time on `a`.
+        a.at(5_000).run(Command::Heartbeat {
+            room: "r".into(),
+            visitor: vid(1),
+        });
+        let mut b = H {
+            sm: StateMachine::restore(&a.sm.snapshot()).unwrap(),
+            ..H::new()
+        };
+        b.index = a.index;
+        for h in [&mut a, &mut b] {
+            h.at(100_000).tick();
+        }
+        assert_eq!(a.sm.digest(), b.sm.digest(), "{mode:?}");
+        // The one left is the one seen last.
+        let r = a.room("r");
+        assert_eq!(r.active + r.waiting, 1, "{mode:?}");
+        assert!(a
+            .sm
+            .visitor("r", vid(1))
+            .is_ok_and(|v| !matches!(v.state, VisitorState::Ended { .. })));
+    }
+}
+
+/// A room whose origin is down admits nobody: it asks for no tick while it stays down, though
+/// its bucket holds tokens and it has waiters and room.
+#[test]
+fn a_room_whose_origin_is_down_asks_for_no_ticks() {
+    let mut h = H::new();
+    h.create("r", cfg(10, 60));
+    h.run(Command::SetHealth {
+        room: "r".into(),
+        health: Health::Down,
+        slow_factor_permille: None,
+    });
+    h.join("r", 1);
+    h.tick();
+    assert!(!h.is_admitted("r", 1));
+    assert!(h.room("r").bucket_tokens > 0);
+    assert_eq!(
+        h.sm.next_due_ms(),
+        Some(h.now + 600_000),
+        "only the waiter's expiry"
+    );
+}
+
 /// A state with every part a snapshot writes: two rooms (one a lottery), waiters, sessions,
 /// ended visitors and a pool. `tests/fixtures/snapshot-v1.bin` is this state as version 1 wrote it.
 fn every_part() -> H {
