@@ -90,7 +90,7 @@ impl SnapshotDeferral {
 #[derive(Clone, Debug)]
 pub struct SmStore {
     state: Arc<RwLock<SmState>>,
-    dir: PathBuf,
+    files: Arc<SnapshotFiles>,
     deferral: Arc<SnapshotDeferral>,
     snapshot_encode: Arc<LatencyHistogram>,
 }
@@ -101,7 +101,7 @@ impl SmStore {
         std::fs::create_dir_all(dir)?;
         Ok(Self {
             state: Arc::default(),
-            dir: dir.to_path_buf(),
+            files: Arc::new(SnapshotFiles::new(dir)),
             deferral: Arc::default(),
             snapshot_encode: Arc::default(),
         })
@@ -237,7 +237,7 @@ pub fn seed_from_backup(
     file.extend_from_slice(sm_bytes);
     let snap_dir = data_dir.join("snapshots");
     std::fs::create_dir_all(&snap_dir)?;
-    store_snapshot(&snap_dir, &file_name(&meta), &file)?;
+    SnapshotFiles::new(&snap_dir).store(&file_name(&meta), &file)?;
     // The log starts after the snapshot: record everything up to it as purged.
     let db = crate::log_store::open_db(&db_dir)?;
     crate::log_store::seed_position(&db, &log_id, node_id)?;
@@ -254,40 +254,77 @@ fn file_name(meta: &SnapshotMeta) -> String {
     format!("snap-{index:020}-{term:020}.bin")
 }
 
-/// Writes `bytes` as the current snapshot: temp file, fsync, rename, fsync the directory; then
-/// removes older snapshots.
-fn store_snapshot(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
-    let tmp = dir.join(format!("{name}.tmp"));
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    drop(f);
-    std::fs::rename(&tmp, dir.join(name))?;
-    std::fs::File::open(dir)?.sync_all()?;
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        let n = entry.file_name().to_string_lossy().to_string();
-        if n != name && n.starts_with("snap-") {
-            let _ = std::fs::remove_file(entry.path());
-        }
-    }
-    Ok(())
+/// The snapshot files of one node. A snapshot being built (on its own task) and one being
+/// installed may be stored at once; one lock orders every write, read and removal, and a
+/// snapshot older than the newest stored is never written over it.
+#[derive(Debug)]
+struct SnapshotFiles {
+    dir: PathBuf,
+    lock: std::sync::Mutex<()>,
 }
 
-fn latest_snapshot_file(dir: &Path) -> io::Result<Option<PathBuf>> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)?
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().to_string())
-        .filter(|n| n.starts_with("snap-") && n.ends_with(".bin"))
-        .collect();
-    names.sort();
-    Ok(names.pop().map(|n| dir.join(n)))
+impl SnapshotFiles {
+    fn new(dir: &Path) -> Self {
+        Self {
+            dir: dir.to_path_buf(),
+            lock: std::sync::Mutex::new(()),
+        }
+    }
+
+    /// Writes `bytes` as the current snapshot `name` (temp file, fsync, rename, fsync the
+    /// directory), then removes the older ones. False, writing nothing, when a snapshot at
+    /// `name`'s position or later is stored already.
+    fn store(&self, name: &str, bytes: &[u8]) -> io::Result<bool> {
+        let _held = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        if self
+            .snapshot_names()?
+            .last()
+            .is_some_and(|newest| newest.as_str() >= name)
+        {
+            return Ok(false);
+        }
+        let tmp = self.dir.join(format!("{name}.tmp"));
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        drop(f);
+        std::fs::rename(&tmp, self.dir.join(name))?;
+        std::fs::File::open(&self.dir)?.sync_all()?;
+        for entry in std::fs::read_dir(&self.dir)? {
+            let n = entry?.file_name().to_string_lossy().to_string();
+            // Older snapshots, and temp files a crash left behind.
+            if n != name && n.starts_with("snap-") {
+                let _ = std::fs::remove_file(self.dir.join(n));
+            }
+        }
+        Ok(true)
+    }
+
+    /// The newest stored snapshot's bytes.
+    fn read_latest(&self) -> io::Result<Option<Vec<u8>>> {
+        let _held = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        match self.snapshot_names()?.pop() {
+            Some(n) => std::fs::read(self.dir.join(n)).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Stored snapshot file names, oldest first (names sort by log position).
+    fn snapshot_names(&self) -> io::Result<Vec<String>> {
+        let mut names: Vec<String> = std::fs::read_dir(&self.dir)?
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().to_string())
+            .filter(|n| n.starts_with("snap-") && n.ends_with(".bin"))
+            .collect();
+        names.sort();
+        Ok(names)
+    }
 }
 
 /// Builds a snapshot from state encoded when the builder was made.
 #[derive(Debug)]
 pub struct SnapshotBuilder {
-    dir: PathBuf,
+    files: Arc<SnapshotFiles>,
     meta: SnapshotMeta,
     /// The snapshot file's bytes, encoded at `meta`.
     bytes: Option<Vec<u8>>,
@@ -301,14 +338,16 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     async fn build_snapshot(
         &mut self,
     ) -> Result<SnapshotOf<TypeConfig, Self::SnapshotData>, io::Error> {
-        let (dir, name) = (self.dir.clone(), file_name(&self.meta));
+        let (files, name) = (self.files.clone(), file_name(&self.meta));
         let bytes = self
             .bytes
             .take()
             .ok_or_else(|| io::Error::other("a snapshot builder builds once"))?;
         let (bytes, store_ms) = tokio::task::spawn_blocking(move || {
             let t = Instant::now();
-            store_snapshot(&dir, &name, &bytes)?;
+            // Not stored when a newer snapshot was installed meanwhile; openraft then keeps
+            // the newer one too.
+            files.store(&name, &bytes)?;
             Ok::<_, io::Error>((bytes, t.elapsed().as_millis() as u64))
         })
         .await
@@ -402,7 +441,7 @@ impl RaftStateMachine<TypeConfig> for SmStore {
         self.deferral.taken_at(&meta);
         self.snapshot_encode.observe(t.elapsed());
         SnapshotBuilder {
-            dir: self.dir.clone(),
+            files: self.files.clone(),
             meta,
             bytes: Some(bytes),
             encode_ms: t.elapsed().as_millis() as u64,
@@ -421,11 +460,10 @@ impl RaftStateMachine<TypeConfig> for SmStore {
         }
         let sm =
             StateMachine::restore(sm_bytes).map_err(|e| bad(format!("snapshot state: {e}")))?;
-        let (dir, name) = (self.dir.clone(), file_name(meta));
-        let bytes =
-            tokio::task::spawn_blocking(move || store_snapshot(&dir, &name, &bytes).map(|_| bytes))
-                .await
-                .map_err(io::Error::other)??;
+        let (files, name) = (self.files.clone(), file_name(meta));
+        let bytes = tokio::task::spawn_blocking(move || files.store(&name, &bytes).map(|_| bytes))
+            .await
+            .map_err(io::Error::other)??;
         drop(bytes);
         let mut st = self.state.write().expect("state machine lock poisoned");
         let mut members_ever = header.members_ever;
@@ -444,15 +482,10 @@ impl RaftStateMachine<TypeConfig> for SmStore {
     async fn get_current_snapshot(
         &mut self,
     ) -> Result<Option<SnapshotOf<TypeConfig, Self::SnapshotData>>, io::Error> {
-        let dir = self.dir.clone();
-        let read = tokio::task::spawn_blocking(move || -> io::Result<Option<Vec<u8>>> {
-            match latest_snapshot_file(&dir)? {
-                Some(path) => std::fs::read(path).map(Some),
-                None => Ok(None),
-            }
-        })
-        .await
-        .map_err(io::Error::other)??;
+        let files = self.files.clone();
+        let read = tokio::task::spawn_blocking(move || files.read_latest())
+            .await
+            .map_err(io::Error::other)??;
         match read {
             Some(bytes) => {
                 let (header, _) = decode_snapshot(&bytes)?;

@@ -43,3 +43,53 @@ async fn a_corrupted_stored_entry_is_an_error_not_a_panic() {
     let r = log.try_get_log_entries(2..3).await;
     assert_eq!(r.unwrap_err().kind(), std::io::ErrorKind::InvalidData);
 }
+
+/// Applies blank entries up to `last` (from `first`).
+async fn apply_blanks(sm: &mut SmStore, first: u64, last: u64) {
+    use openraft::storage::RaftStateMachine;
+    let entries: Vec<Result<_, std::io::Error>> = (first..=last)
+        .map(|i| Ok((openraft::testing::blank_ent::<TypeConfig>(1, 1, i), None)))
+        .collect();
+    sm.apply(futures::stream::iter(entries)).await.unwrap();
+}
+
+/// A follower may be sent a newer snapshot while its own build of an older one is still
+/// running; the older one must not replace it (openraft has purged the log up to the newer).
+#[tokio::test]
+async fn a_build_finishing_after_a_newer_install_leaves_the_newer_snapshot() {
+    use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine};
+    let dir = tempfile::tempdir().unwrap();
+    let snaps = dir.path().join("snapshots");
+    let mut sm = SmStore::new(&snaps).unwrap();
+    apply_blanks(&mut sm, 1, 5).await;
+    let mut older = sm.get_snapshot_builder().await;
+    // The leader's state at index 10, as it would send it.
+    let leader_dir = tempfile::tempdir().unwrap();
+    let mut leader = SmStore::new(leader_dir.path()).unwrap();
+    apply_blanks(&mut leader, 1, 10).await;
+    let newer = sluice_raft::sm_store::export(&leader.read());
+    let meta = openraft::SnapshotMeta {
+        last_log_id: leader.read().last_applied,
+        last_membership: leader.read().membership.clone(),
+    };
+    sm.install_snapshot(&meta, std::io::Cursor::new(newer))
+        .await
+        .unwrap();
+    older.build_snapshot().await.unwrap();
+    let current = sm.get_current_snapshot().await.unwrap().unwrap();
+    assert_eq!(current.meta.last_log_id.map(|l| l.index), Some(10));
+    let files: Vec<String> = std::fs::read_dir(&snaps)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    // A later build does replace it.
+    apply_blanks(&mut sm, 11, 12).await;
+    sm.get_snapshot_builder()
+        .await
+        .build_snapshot()
+        .await
+        .unwrap();
+    let current = sm.get_current_snapshot().await.unwrap().unwrap();
+    assert_eq!(current.meta.last_log_id.map(|l| l.index), Some(12));
+}
