@@ -119,6 +119,23 @@ fn init_logs(json: bool) {
     }
 }
 
+/// Serves until SIGTERM or Ctrl-C, then shuts down; or, when the node's Raft core has stopped
+/// by itself (it can no longer apply anything), shuts down and fails, so that a supervisor such
+/// as systemd restarts the node.
+async fn serve_until_stopped(running: server::Running) -> anyhow::Result<()> {
+    let node = running.node.clone();
+    tokio::select! {
+        _ = wait_for_signal() => {
+            running.shutdown().await;
+            Ok(())
+        }
+        reason = node.failed() => {
+            running.shutdown().await;
+            Err(anyhow::anyhow!("the node's Raft core stopped: {reason}"))
+        }
+    }
+}
+
 async fn wait_for_signal() {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .expect("SIGTERM handler");
@@ -266,8 +283,7 @@ async fn main() -> anyhow::Result<()> {
             );
             println!();
             println!("  Try: SLUICE_ADMIN_TOKEN=<token> sluice ctl --url http://{h} rooms list");
-            wait_for_signal().await;
-            running.shutdown().await;
+            serve_until_stopped(running).await?;
         }
         Cmd::Restore {
             backup,
@@ -376,8 +392,7 @@ async fn main() -> anyhow::Result<()> {
                 running.grpc_addr,
                 running.node.raft_addr()
             );
-            wait_for_signal().await;
-            running.shutdown().await;
+            serve_until_stopped(running).await?;
         }
         Cmd::Ctl(args) => {
             if let Err(e) = ctl::run(args).await {

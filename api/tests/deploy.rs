@@ -660,3 +660,47 @@ async fn tls_clients_that_stall_are_cut_off() {
         .unwrap();
     closed(Box::new(sock), "silent gRPC").await;
 }
+
+/// A node whose storage fails stops its Raft core; the process then ends with an error (so that
+/// systemd restarts it) instead of answering ready from a state that no longer moves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_whose_storage_fails_exits_and_comes_back_on_restart() {
+    let mut c = Cluster::start_with(
+        3,
+        "[limits]\nvisitor_requests_per_second = 100000\nvisitor_burst = 100000\n",
+    )
+    .await;
+    c.create_room("r", room_config(100_000)).await;
+    let leader = c.leader().await;
+    let f = *c.nodes.keys().find(|&&id| id != leader).unwrap();
+    std::fs::remove_dir_all(c.dir.path().join(format!("n{f}/snapshots"))).unwrap();
+    // Past the follower's snapshot period (500 entries and up to a quarter more): it cannot
+    // store the snapshot.
+    for _ in 0..700 {
+        c.join(leader, "r", None).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        let child = c.nodes.get_mut(&f).unwrap().child.as_mut().unwrap();
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "node {f} kept running");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(!status.success(), "{status}");
+    // Restarted, it catches up.
+    c.nodes.get_mut(&f).unwrap().child = None;
+    c.spawn(f);
+    c.wait_ready().await;
+    c.join(leader, "r", None).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let d = digests(&c).await;
+        if d.windows(2).all(|w| w[0] == w[1]) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no convergence: {d:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -206,6 +206,8 @@ pub struct NodeInner {
     pub leader_changes: AtomicU64,
     forwarder: Forwarder,
     pub(crate) cancel: CancellationToken,
+    /// Set with the reason when the Raft core stops without [`RaftNode::shutdown`].
+    stopped: tokio::sync::watch::Sender<Option<String>>,
     cfg: NodeConfig,
     db: Arc<rocksdb::DB>,
     log: LogStore,
@@ -343,6 +345,7 @@ impl RaftNode {
             leader_changes: AtomicU64::new(0),
             forwarder: Forwarder::default(),
             cancel: CancellationToken::new(),
+            stopped: tokio::sync::watch::Sender::new(None),
             cfg: cfg.clone(),
             db,
             log: log_reader,
@@ -380,6 +383,7 @@ impl RaftNode {
         tokio::spawn(batcher(inner.clone(), rx));
         tokio::spawn(ticker(inner.clone()));
         tokio::spawn(track_leadership(inner.clone(), deferral));
+        tokio::spawn(watch_core(inner.clone()));
         let rec = inner.clone();
         tokio::spawn(async move {
             tokio::select! {
@@ -576,9 +580,24 @@ impl RaftNode {
         Duration::from_millis(self.inner.cfg.election_timeout_ms.1)
     }
 
-    /// Has this node recovered and may serve reads?
+    /// Has this node recovered and may serve reads? False again once its Raft core has stopped.
     pub fn is_ready(&self) -> bool {
         self.inner.ready.load(Ordering::SeqCst)
+    }
+
+    /// Resolves, with the reason, when this node's Raft core stops without [`Self::shutdown`]
+    /// (a storage error, say): the node can no longer apply anything, and its process should
+    /// end so that its supervisor restarts it.
+    pub async fn failed(&self) -> String {
+        let mut rx = self.inner.stopped.subscribe();
+        let reason = match rx.wait_for(Option::is_some).await {
+            Ok(reason) => reason.clone(),
+            Err(_) => None,
+        };
+        match reason {
+            Some(reason) => reason,
+            None => std::future::pending().await,
+        }
     }
 
     /// Stops accepting work, stops Raft and the server, and syncs the WAL.
@@ -703,6 +722,42 @@ impl Leaderships {
         let new = self.last != Some((term, leader));
         self.last = Some((term, leader));
         new
+    }
+}
+
+/// How often [`watch_core`] looks at the Raft core.
+const CORE_CHECK_EVERY: Duration = Duration::from_millis(250);
+
+/// Notices a Raft core that stopped by itself (a storage error is fatal to it): the node stops
+/// answering ready, and [`RaftNode::failed`] resolves. The metrics watch changes with every
+/// batch the core handles, so it is looked at on a timer instead of on each change.
+async fn watch_core(inner: Arc<NodeInner>) {
+    loop {
+        tokio::select! {
+            _ = inner.cancel.cancelled() => return,
+            _ = tokio::time::sleep(CORE_CHECK_EVERY) => {}
+        }
+        let reason = {
+            let m = inner.raft.metrics();
+            let m = m.borrow_watched();
+            match &m.running_state {
+                Err(e) => Some(e.to_string()),
+                Ok(()) if m.state == ServerState::Shutdown => Some("Raft stopped".to_string()),
+                Ok(()) => None,
+            }
+        };
+        if let Some(reason) = reason {
+            if inner.cancel.is_cancelled() {
+                return;
+            }
+            inner.ready.store(false, Ordering::SeqCst);
+            tracing::error!(
+                reason,
+                "the Raft core stopped; this node can no longer serve"
+            );
+            inner.stopped.send_replace(Some(reason));
+            return;
+        }
     }
 }
 

@@ -199,6 +199,22 @@ async fn leader_killed_new_leader_and_nothing_committed_is_lost() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_whose_raft_core_stops_is_no_longer_ready_and_says_why() {
+    let c = TestCluster::start(3, quick).await;
+    c.create_room("r").await;
+    let follower = c.any_follower().clone();
+    assert!(follower.is_ready());
+    // What a storage error does to the core, without a shutdown of the node.
+    follower.raft().shutdown().await.unwrap();
+    let reason = tokio::time::timeout(Duration::from_secs(5), follower.failed())
+        .await
+        .expect("failed() resolves");
+    assert!(!reason.is_empty());
+    assert!(!follower.is_ready());
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn follower_restart_recovers_from_snapshot_and_log() {
     let mut c = TestCluster::start(3, snapshots_often).await;
     c.create_room("r").await;
