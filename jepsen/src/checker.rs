@@ -169,9 +169,17 @@ pub fn capacity(events: &[Event], capacity: u64) -> Verdict {
     }
 }
 
-/// Admissions between any two reads never exceed `burst + rate × elapsed` (elapsed widened by
-/// the largest clock offset injected, since the bucket fills by the leader's log time).
-pub fn rate(events: &[Event], per_minute: u64, burst: u64, clock_slack_ms: u64) -> Verdict {
+/// Admissions between any two reads never exceed `burst + rate × elapsed`. The bucket fills by
+/// the leader's log time, which a clock fault on the leader can move ahead: a pair of reads
+/// whose span overlaps one of `clock_faults` (history times, ns) has its elapsed time widened by
+/// `clock_slack_ms`; the others are held to the rate exactly.
+pub fn rate(
+    events: &[Event],
+    per_minute: u64,
+    burst: u64,
+    clock_faults: &[(u64, u64)],
+    clock_slack_ms: u64,
+) -> Verdict {
     let reads: Vec<Op> = pair(events)
         .into_iter()
         .filter(|o| o.f == "room" && o.kind == Kind::Ok)
@@ -185,7 +193,11 @@ pub fn rate(events: &[Event], per_minute: u64, burst: u64, clock_slack_ms: u64) 
                 .as_u64()
                 .unwrap_or(0)
                 .saturating_sub(a.value["admitted"].as_u64().unwrap_or(0));
-            let elapsed_ms = (b.complete - a.invoke) / 1_000_000 + clock_slack_ms;
+            let skewed = clock_faults
+                .iter()
+                .any(|&(from, to)| a.invoke <= to && b.complete >= from);
+            let slack = if skewed { clock_slack_ms } else { 0 };
+            let elapsed_ms = (b.complete - a.invoke) / 1_000_000 + slack;
             let allowed = burst + per_minute * elapsed_ms / 60_000 + 1;
             if admitted > allowed {
                 return Verdict::bad(
@@ -281,24 +293,67 @@ pub fn fifo(events: &[Event]) -> Verdict {
     Verdict::ok("fifo", format!("{reads} line reads in order"))
 }
 
-/// Every acknowledged join is accounted for at the end: waiting, admitted, left or expired.
-pub fn no_lost_joins(events: &[Event], final_states: &BTreeMap<u64, String>) -> Verdict {
+/// The run tested something: at least one fault was injected (when faults were asked for) and
+/// at least one client operation succeeded. A fault that failed or was skipped is named in the
+/// detail; the run stays valid as long as others were injected.
+pub fn exercised(nemesis: &[String], faults_asked: bool, events: &[Event]) -> Verdict {
+    let not_injected: Vec<String> = nemesis
+        .iter()
+        .filter(|d| d.contains("fault failed") || d.contains("skipped"))
+        .cloned()
+        .collect();
+    let injected = nemesis.len() - not_injected.len();
+    let ok = events.iter().filter(|e| e.kind == Kind::Ok).count();
+    let detail = format!(
+        "{injected} faults injected, {} not; {ok} operations succeeded",
+        not_injected.len()
+    );
+    if ok == 0 || (faults_asked && injected == 0) {
+        Verdict::bad("exercised", detail, not_injected)
+    } else {
+        Verdict {
+            ops: not_injected,
+            ..Verdict::ok("exercised", detail)
+        }
+    }
+}
+
+/// Every acknowledged join is accounted for at the end: waiting, admitted, or ended for a
+/// reason the history allows. Left: only a visitor whose leave was sent (acknowledged or
+/// indeterminate). Abandoned: only one that stopped checking in `waiter_ttl_ms` before the final
+/// states were read (they are read within [`FINAL_READ_SLACK_NS`] of the history's end).
+/// Expired: a session's end, for a visitor admitted whether the history saw it or not (its
+/// client stops polling at the end of the run).
+pub fn no_lost_joins(
+    events: &[Event],
+    final_states: &BTreeMap<u64, String>,
+    waiter_ttl_ms: u64,
+) -> Verdict {
+    let ops = pair(events);
+    let end = events.iter().map(|e| e.time).max().unwrap_or(0);
+    let left: BTreeSet<u64> = ops
+        .iter()
+        .filter(|o| o.f == "leave" && o.kind != Kind::Fail)
+        .filter_map(|o| o.invoke_value.as_u64())
+        .collect();
     let mut lost = Vec::new();
     let mut n = 0;
-    for op in pair(events)
-        .iter()
-        .filter(|o| o.f == "join" && o.kind == Kind::Ok)
-    {
+    for op in ops.iter().filter(|o| o.f == "join" && o.kind == Kind::Ok) {
         n += 1;
         let v = op.invoke_value.as_u64().unwrap_or(0);
         let state = final_states
             .get(&v)
             .map(String::as_str)
             .unwrap_or("unknown");
-        if !matches!(
-            state,
-            "waiting" | "admitted" | "rejected:left" | "rejected:expired" | "rejected:abandoned"
-        ) {
+        let allowed = match state {
+            "waiting" | "admitted" | "rejected:expired" => true,
+            "rejected:left" => left.contains(&v),
+            "rejected:abandoned" => {
+                end + FINAL_READ_SLACK_NS >= op.complete + waiter_ttl_ms * 1_000_000
+            }
+            _ => false,
+        };
+        if !allowed {
             lost.push(format!("{} → {state}", describe(op)));
         }
     }
@@ -310,17 +365,29 @@ pub fn no_lost_joins(events: &[Event], final_states: &BTreeMap<u64, String>) -> 
     } else {
         Verdict::bad(
             "no lost joins",
-            format!("{} acknowledged joins lost", lost.len()),
+            format!(
+                "{} acknowledged joins lost or ended without cause",
+                lost.len()
+            ),
             lost,
         )
     }
 }
 
-/// After healing, every node reports the same digest at the same applied index.
-pub fn convergence(digests: &BTreeMap<u64, (u64, String)>) -> Verdict {
+/// How long after the history's end the final states may be read (the cluster is healed and
+/// given up to a minute to converge first).
+pub const FINAL_READ_SLACK_NS: u64 = 180 * 1_000_000_000;
+
+/// After healing, every one of the `members` reports the same digest at the same applied
+/// index (a member that reports nothing has not converged).
+pub fn convergence(digests: &BTreeMap<u64, (u64, String)>, members: usize) -> Verdict {
     let distinct: BTreeSet<&(u64, String)> = digests.values().collect();
-    if digests.is_empty() {
-        Verdict::bad("convergence", "no node reported a digest", vec![])
+    if digests.len() < members {
+        Verdict::bad(
+            "convergence",
+            format!("{} of {members} nodes reported a digest", digests.len()),
+            vec![],
+        )
     } else if distinct.len() == 1 {
         let (i, d) = digests.values().next().expect("non-empty");
         Verdict::ok(

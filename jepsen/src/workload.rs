@@ -56,15 +56,19 @@ impl Workload {
             Workload::Admission => vec![(
                 ADMISSION_ROOM.into(),
                 json!({"capacity": ADMISSION_CAPACITY, "admit_per_minute": ADMISSION_RATE_PER_MINUTE, "admit_burst": ADMISSION_BURST,
-                       "session_ttl_secs": 3, "waiter_ttl_secs": 600, "max_waiting": 1_000_000}),
+                       "session_ttl_secs": 3, "waiter_ttl_secs": WAITER_TTL_SECS, "max_waiting": 1_000_000}),
             )],
             Workload::Lottery => vec![(
                 LOTTERY_ROOM.into(),
-                json!({"mode": "lottery", "capacity": 3, "admit_per_minute": 600, "admit_burst": 2, "session_ttl_secs": 2, "waiter_ttl_secs": 600, "max_waiting": 1_000_000}),
+                json!({"mode": "lottery", "capacity": 3, "admit_per_minute": 600, "admit_burst": 2, "session_ttl_secs": 2, "waiter_ttl_secs": WAITER_TTL_SECS, "max_waiting": 1_000_000}),
             )],
         }
     }
 }
+
+/// How long the admission and lottery rooms keep a waiter who stops checking in: longer than a
+/// run, so that no waiter of a run may end abandoned.
+pub const WAITER_TTL_SECS: u64 = 600;
 
 /// The admission workload's room and limits.
 pub const ADMISSION_ROOM: &str = "adm";

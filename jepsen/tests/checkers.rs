@@ -141,16 +141,37 @@ fn lost_appends_and_lost_joins_are_reported() {
         json!({"v": 2, "state": "admitted", "index": 4}),
     );
     op(&h, 2, "join", json!(3), Kind::Info, json!(3));
-    let ok = BTreeMap::from([
-        (1, "admitted".to_string()),
-        (2, "rejected:left".to_string()),
-    ]);
+    const TTL: u64 = 600_000;
+    let finals =
+        |one: &str, two: &str| BTreeMap::from([(1, one.to_string()), (2, two.to_string())]);
+    // Visitor 2 never sent a leave: it cannot have left.
+    let no_leave = checker::no_lost_joins(&h.events(), &finals("admitted", "rejected:left"), TTL);
+    assert!(!no_leave.valid, "{no_leave:?}");
+    // A leave that failed did not happen either.
+    op(&h, 3, "leave", json!(2), Kind::Fail, json!(2));
+    let failed = checker::no_lost_joins(&h.events(), &finals("admitted", "rejected:left"), TTL);
+    assert!(!failed.valid, "{failed:?}");
+    // One that was sent, acknowledged or not, may have.
+    h.record(Kind::Invoke, 4, "leave", json!(2), 1, None);
     assert!(
-        checker::no_lost_joins(&h.events(), &ok).valid,
-        "an indeterminate join may be absent"
+        checker::no_lost_joins(&h.events(), &finals("admitted", "rejected:left"), TTL).valid,
+        "an indeterminate join may be absent, a visitor whose leave was sent may have left"
     );
-    let lost = BTreeMap::from([(1, "admitted".to_string()), (2, "unknown".to_string())]);
-    assert!(!checker::no_lost_joins(&h.events(), &lost).valid);
+    assert!(checker::no_lost_joins(&h.events(), &finals("waiting", "rejected:expired"), TTL).valid);
+    let lost = finals("admitted", "unknown");
+    assert!(!checker::no_lost_joins(&h.events(), &lost, TTL).valid);
+    // A waiter abandoned although its TTL cannot have run out since it joined.
+    let abandoned = finals("rejected:abandoned", "admitted");
+    let v = checker::no_lost_joins(&h.events(), &abandoned, TTL);
+    assert!(
+        !v.valid && v.ops.iter().any(|o| o.contains("abandoned")),
+        "{v:?}"
+    );
+    // A history long enough (the last event an hour on) allows it.
+    let mut events = h.events();
+    let last = events.last_mut().unwrap();
+    last.time += 3_600 * 1_000_000_000;
+    assert!(checker::no_lost_joins(&events, &abandoned, TTL).valid);
 }
 
 #[test]
@@ -193,7 +214,7 @@ fn capacity_overshoot_and_rate_excess_are_reported() {
         Kind::Ok,
         json!({"active": 0, "admitted": 2}),
     );
-    assert!(checker::rate(&h.events(), 120, 2, 0).valid);
+    assert!(checker::rate(&h.events(), 120, 2, &[], 0).valid);
     op(
         &h,
         0,
@@ -202,8 +223,16 @@ fn capacity_overshoot_and_rate_excess_are_reported() {
         Kind::Ok,
         json!({"active": 0, "admitted": 40}),
     );
-    let v = checker::rate(&h.events(), 120, 2, 0);
+    let v = checker::rate(&h.events(), 120, 2, &[], 0);
     assert!(!v.valid && v.ops.len() == 2, "{v:?}");
+    // A clock fault's slack covers only the reads whose span overlaps it: the excess above
+    // happened before this one, and is still reported; one that overlaps it is allowed.
+    let end = h.events().last().unwrap().time;
+    let later = [(end + 1_000, end + 2_000)];
+    let v = checker::rate(&h.events(), 120, 2, &later, 25_000);
+    assert!(!v.valid, "{v:?}");
+    let during = [(0, end)];
+    assert!(checker::rate(&h.events(), 120, 2, &during, 25_000).valid);
 }
 
 #[test]
@@ -251,11 +280,15 @@ fn fifo_inversions_are_reported() {
 #[test]
 fn diverged_digests_are_reported() {
     let same = BTreeMap::from([(1, (10, "ab".to_string())), (2, (10, "ab".to_string()))]);
-    assert!(checker::convergence(&same).valid);
+    assert!(checker::convergence(&same, 2).valid);
     let diverged = BTreeMap::from([(1, (10, "ab".to_string())), (2, (10, "cd".to_string()))]);
-    assert!(!checker::convergence(&diverged).valid);
+    assert!(!checker::convergence(&diverged, 2).valid);
     let behind = BTreeMap::from([(1, (10, "ab".to_string())), (2, (9, "ab".to_string()))]);
-    assert!(!checker::convergence(&behind).valid);
+    assert!(!checker::convergence(&behind, 2).valid);
+    // Two agree, the third member reported nothing.
+    let v = checker::convergence(&same, 3);
+    assert!(!v.valid && v.detail.contains("2 of 3"), "{v:?}");
+    assert!(!checker::convergence(&BTreeMap::new(), 3).valid);
 }
 
 /// The proposals as a log of term 1 starting at index 1.
@@ -391,4 +424,33 @@ fn lottery_replay_judges_a_join_by_its_own_answer_not_by_the_end_of_its_entry() 
         "a read sees the whole entry"
     );
     assert!(!observed("status", "waiting"));
+}
+
+#[test]
+fn a_run_that_injected_nothing_or_did_nothing_is_not_valid() {
+    let h = History::new();
+    op(
+        &h,
+        0,
+        "join",
+        json!(1),
+        Kind::Ok,
+        json!({"v": 1, "state": "waiting"}),
+    );
+    let injected = vec![
+        "kill node 2".to_string(),
+        "fault failed: timeout".to_string(),
+    ];
+    let v = checker::exercised(&injected, true, &h.events());
+    assert!(v.valid && v.ops.len() == 1, "{v:?}");
+    let none = vec![
+        "clock skipped: libfaketime not installed".to_string(),
+        "fault failed: timeout".to_string(),
+    ];
+    assert!(!checker::exercised(&none, true, &h.events()).valid);
+    assert!(!checker::exercised(&[], true, &h.events()).valid);
+    assert!(checker::exercised(&[], false, &h.events()).valid);
+    let idle = History::new();
+    op(&idle, 0, "join", json!(1), Kind::Info, json!(1));
+    assert!(!checker::exercised(&injected, true, &idle.events()).valid);
 }
