@@ -363,11 +363,9 @@ impl RaftNode {
                 .tls_config(server_tls)
                 .map_err(|e| ClusterError::Invalid(format!("TLS: {e}")))?;
         }
-        let svc = RaftServiceServer::new(RaftRpc {
-            node: inner.clone(),
-        })
-        .max_decoding_message_size(MESSAGE_BYTES_MAX)
-        .max_encoding_message_size(MESSAGE_BYTES_MAX);
+        let svc = RaftServiceServer::new(RaftRpc::new(inner.clone()))
+            .max_decoding_message_size(MESSAGE_BYTES_MAX)
+            .max_encoding_message_size(MESSAGE_BYTES_MAX);
         let cancel = inner.cancel.clone();
         let server = tokio::spawn(async move {
             let incoming = nodelay(tokio_stream::wrappers::TcpListenerStream::new(listener));

@@ -24,6 +24,8 @@ pub const MESSAGE_BYTES_MAX: usize = 64 << 20;
 pub const FORWARD_STREAM_BATCHES_MAX: usize = 1_024;
 /// Largest snapshot a node accepts.
 pub const SNAPSHOT_BYTES_MAX: usize = 4 << 30;
+/// Longest wait for the next chunk of a snapshot being received.
+pub const SNAPSHOT_CHUNK_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The answers of a streaming call: payloads, or the status that ends the stream.
 type PayloadStream =
@@ -33,6 +35,18 @@ type PayloadStream =
 #[derive(Clone, Debug)]
 pub struct RaftRpc {
     pub(crate) node: Arc<NodeInner>,
+    /// One snapshot is received at a time: each is buffered whole before it is installed.
+    pub(crate) snapshot_receive: Arc<tokio::sync::Semaphore>,
+}
+
+impl RaftRpc {
+    /// The service of `node`.
+    pub(crate) fn new(node: Arc<NodeInner>) -> Self {
+        Self {
+            node,
+            snapshot_receive: Arc::new(tokio::sync::Semaphore::new(1)),
+        }
+    }
 }
 
 fn decode<T: serde::de::DeserializeOwned>(p: &pb::Payload) -> Result<T, Status> {
@@ -104,8 +118,18 @@ impl RaftService for RaftRpc {
             .ok_or_else(|| Status::invalid_argument("empty snapshot stream"))??;
         let (vote, meta): (Vote, SnapshotMeta) =
             codec::decode(&first.header).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        // Another one under way (from a leader since replaced, say): this leader retries later.
+        let _receiving = self
+            .snapshot_receive
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| Status::unavailable("another snapshot is being received"))?;
         let mut data = first.data;
-        while let Some(chunk) = stream.next().await {
+        loop {
+            let next = tokio::time::timeout(SNAPSHOT_CHUNK_WAIT_MAX, stream.next())
+                .await
+                .map_err(|_| Status::deadline_exceeded("the snapshot's next chunk is late"))?;
+            let Some(chunk) = next else { break };
             let chunk = chunk?;
             if data.len() + chunk.data.len() > SNAPSHOT_BYTES_MAX {
                 return Err(Status::resource_exhausted("snapshot too large"));

@@ -455,6 +455,55 @@ async fn leader_ticks_expire_sessions_then_an_idle_cluster_writes_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_receives_one_snapshot_at_a_time() {
+    let c = TestCluster::start(3, quick).await;
+    c.create_room("r").await;
+    let (index, digest) = c.wait_converged().await;
+    let target = c.any_follower().raft_addr().to_string();
+    let connect = || {
+        sluice_raft::pb::raft_service_client::RaftServiceClient::connect(format!("http://{target}"))
+    };
+    // A stale sender's snapshot (term 0): well formed, never installed.
+    let chunk = || sluice_raft::pb::SnapshotChunk {
+        header: sluice_raft::codec::encode(&(
+            sluice_raft::types::Vote::new(0, 9),
+            sluice_raft::types::SnapshotMeta::default(),
+        )),
+        data: vec![0; 1024],
+    };
+    // One stream sends its first chunk and stalls.
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    tx.send(chunk()).await.unwrap();
+    let mut first = connect().await.unwrap();
+    let stalled = tokio::spawn(async move {
+        first
+            .install_snapshot(tokio_stream::wrappers::ReceiverStream::new(rx))
+            .await
+    });
+    // Meanwhile a second is refused, until the first is over.
+    let mut second = connect().await.unwrap();
+    wait_for("a second snapshot refused", Duration::from_secs(5), || {
+        let mut second = second.clone();
+        async move {
+            second
+                .install_snapshot(tokio_stream::iter(vec![chunk()]))
+                .await
+                .is_err_and(|e| e.code() == tonic::Code::Unavailable)
+        }
+    })
+    .await;
+    drop(tx);
+    let done = stalled.await.unwrap();
+    assert!(done.is_ok(), "{done:?}");
+    let after = second
+        .install_snapshot(tokio_stream::iter(vec![chunk()]))
+        .await;
+    assert!(after.is_ok(), "{after:?}");
+    assert_eq!(c.wait_converged().await, (index, digest));
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn garbage_on_the_wire_is_an_error_and_changes_nothing() {
     let c = TestCluster::start(3, quick).await;
     c.create_room("r").await;
