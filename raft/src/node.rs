@@ -263,11 +263,11 @@ pub fn wall_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-fn raft_err<E>(e: RaftError<TypeConfig, E>) -> ClusterError
-where
-    E: std::error::Error + openraft::TryAsRef<openraft::errors::ForwardToLeader<TypeConfig>>,
-{
-    if e.forward_to_leader().is_some() {
+fn raft_err(e: RaftError<TypeConfig, ClientWriteError<TypeConfig>>) -> ClusterError {
+    // Proposed, then overwritten by another leader's log: another node may have committed it.
+    if let RaftError::APIError(ClientWriteError::LogEntryDiscarded(_)) = &e {
+        ClusterError::Indeterminate(format!("{e}: it may or may not have taken effect"))
+    } else if e.forward_to_leader().is_some() {
         ClusterError::NoLeader
     } else if let RaftError::Fatal(f) = &e {
         ClusterError::Fatal(f.to_string())
@@ -1143,7 +1143,22 @@ impl NodeInner {
 
 #[cfg(test)]
 mod tests {
-    use super::Leaderships;
+    use super::{raft_err, Leaderships};
+    use crate::ClusterError;
+    use openraft::errors::{ClientWriteError, ForwardToLeader, RaftError};
+
+    #[test]
+    fn a_discarded_membership_change_is_indeterminate_a_refused_one_retriable() {
+        let discarded: RaftError<crate::TypeConfig, ClientWriteError<crate::TypeConfig>> =
+            RaftError::APIError(ClientWriteError::LogEntryDiscarded(ForwardToLeader::empty()));
+        assert!(matches!(
+            raft_err(discarded),
+            ClusterError::Indeterminate(_)
+        ));
+        let refused: RaftError<crate::TypeConfig, ClientWriteError<crate::TypeConfig>> =
+            RaftError::APIError(ClientWriteError::ForwardToLeader(ForwardToLeader::empty()));
+        assert!(matches!(raft_err(refused), ClusterError::NoLeader));
+    }
 
     #[test]
     fn a_leader_elected_again_in_a_later_term_is_a_new_leadership() {
