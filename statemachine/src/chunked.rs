@@ -174,7 +174,6 @@ impl<T: Copy + Ord> MinHeap<T> {
         h
     }
 
-    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.items.len()
     }

@@ -55,7 +55,7 @@ pub(crate) struct Room {
     waiter_due: MinHeap<(u64, u64)>,
     pub sessions: Sessions,
     /// (last_active_ms when pushed, seq, visitor); stale unless the visitor's session has this seq.
-    session_due: MinHeap<(u64, u64, VisitorId)>,
+    pub session_due: MinHeap<(u64, u64, VisitorId)>,
     /// Recently ended visitors, oldest first, and an index of the latest end per visitor.
     pub ended: VecDeque<(VisitorId, Ended)>,
     ended_index: IdMap<Ended>,
@@ -286,6 +286,20 @@ impl Room {
         if self.queue.wants_compaction() {
             let order = self.queue.live_slots();
             self.renumber(order);
+        }
+    }
+
+    /// Rebuilds the session expiry heap from the live sessions once it holds more than twice
+    /// as many entries: a session that ends early (a leave, a revocation) leaves its entry until
+    /// it comes due, which with long TTLs and many short visits would grow without bound.
+    fn maybe_compact_session_due(&mut self) {
+        if self.session_due.len() > 2 * self.sessions.len() + 1024 {
+            let due = self
+                .sessions
+                .iter()
+                .map(|(id, s)| (s.last_active_ms, s.seq, *id))
+                .collect();
+            self.session_due = MinHeap::from_vec(due);
         }
     }
 
@@ -535,6 +549,7 @@ impl Room {
     ) -> Outcome {
         if let Some(s) = self.sessions.remove(&id) {
             self.record_end(id, s.seq, reason, now);
+            self.maybe_compact_session_due();
         } else if let Some(qidx) = self.waiting.remove(&id) {
             let slot = self.queue.remove(qidx).expect("indexed waiter");
             self.record_end(id, slot.seq, reason, now);

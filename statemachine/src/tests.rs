@@ -1243,6 +1243,37 @@ fn a_capped_mass_expiry_is_the_same_on_a_restored_replica() {
     }
 }
 
+/// Short visits under a long session TTL: each leave leaves a heap entry behind, which must not
+/// pile up for the whole TTL.
+#[test]
+fn sessions_that_end_early_do_not_pile_up_in_the_expiry_heap() {
+    let mut h = H::new();
+    h.create(
+        "r",
+        RoomConfig {
+            admit_burst: 10,
+            session_ttl_secs: TTL_SECS_MAX,
+            ..cfg(10, 600_000)
+        },
+    );
+    // One visitor stays: its entry, the oldest, keeps the ended ones behind it in the heap.
+    h.join("r", 100_000);
+    for v in 1..=20_000u128 {
+        h.at(v as u64).join("r", v);
+        assert!(h.is_admitted("r", v));
+        h.run(Command::Leave {
+            room: "r".into(),
+            visitor: vid(v),
+        });
+    }
+    let room = &h.sm.rooms["r"];
+    assert!(room.session_due.len() <= 1026, "{}", room.session_due.len());
+    // Sessions still time out as before.
+    h.join("r", 30_000);
+    h.at(TTL_SECS_MAX * 1000 + 30_000).tick();
+    assert!(matches!(h.state("r", 30_000), VisitorState::Ended { .. }));
+}
+
 /// A room whose origin is down admits nobody: it asks for no tick while it stays down, though
 /// its bucket holds tokens and it has waiters and room.
 #[test]
