@@ -143,6 +143,9 @@ pub struct RaftTuning {
     /// Log entries between snapshots (each node adds up to a quarter, so that nodes take theirs
     /// at different log indexes; the leader waits four times as long).
     pub snapshot_every: u64,
+    /// Log entries kept behind a snapshot: a follower that falls further behind is sent the
+    /// snapshot instead of the entries.
+    pub logs_kept_after_snapshot: u64,
     /// Proposals the leader keeps in flight at once. Commands that arrive meanwhile (a
     /// follower's forwarded ones included) wait and share the next proposal: fewer makes larger
     /// batches.
@@ -156,6 +159,7 @@ impl Default for RaftTuning {
             election_timeout_min_ms: 500,
             election_timeout_max_ms: 1_000,
             snapshot_every: 20_000,
+            logs_kept_after_snapshot: 5_000,
             proposals_in_flight: 2,
         }
     }
@@ -269,7 +273,7 @@ impl ServerConfig {
             return Err("limits.header_read_timeout_ms must be between 100 and 600000".into());
         }
         let (l, r) = (&self.limits, &self.raft);
-        let ranges: [(&str, u64, u64, u64); 8] = [
+        let ranges: [(&str, u64, u64, u64); 9] = [
             (
                 "limits.body_bytes_max",
                 l.body_bytes_max as u64,
@@ -312,6 +316,12 @@ impl ServerConfig {
                 r.snapshot_every,
                 10,
                 1_000_000_000_000,
+            ),
+            (
+                "raft.logs_kept_after_snapshot",
+                r.logs_kept_after_snapshot,
+                0,
+                10_000_000,
             ),
         ];
         for (name, v, lo, hi) in ranges {

@@ -72,6 +72,7 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
         cfg.raft.election_timeout_max_ms,
     );
     nc.snapshot_every = cfg.raft.snapshot_every;
+    nc.logs_kept_after_snapshot = cfg.raft.logs_kept_after_snapshot;
     nc.proposals_in_flight = cfg.raft.proposals_in_flight;
     nc.request_timeout = Duration::from_millis(cfg.limits.request_timeout_ms);
     if let Some(t) = &cfg.tls {

@@ -42,6 +42,8 @@ pub struct Db {
     /// HTTP client for operator calls.
     pub http: reqwest::Client,
     faketime: bool,
+    /// `[raft] snapshot_every` and `logs_kept_after_snapshot` of every node.
+    snapshots: (u64, u64),
 }
 
 /// Finds the `sluice` binary next to this executable (target/<profile>/).
@@ -64,7 +66,8 @@ pub fn find_sluice() -> Result<PathBuf> {
 
 impl Db {
     /// Creates `n` nodes (ids 1..=n), node 1 bootstrapping the cluster, and waits until ready.
-    pub async fn start(net: Net, dir: PathBuf, n: u64) -> Result<Self> {
+    /// `snapshots` are each node's `snapshot_every` and `logs_kept_after_snapshot`.
+    pub async fn start(net: Net, dir: PathBuf, n: u64, snapshots: (u64, u64)) -> Result<Self> {
         std::fs::create_dir_all(&dir)?;
         let faketime = std::path::Path::new(LIBFAKETIME).exists();
         let mut db = Db {
@@ -78,6 +81,7 @@ impl Db {
                 .timeout(Duration::from_secs(5))
                 .build()?,
             faketime,
+            snapshots,
         };
         let peers: Vec<u64> = (1..=n).collect();
         for id in 1..=n {
@@ -108,8 +112,11 @@ impl Db {
 bootstrap = {bootstrap}\nadmin_token = \"{TOKEN}\"\n\n{peer_text}\
 [tokens]\nticket_keys = [{{ id = \"{kid}\", secret = \"{secret}\" }}]\njwt_seed = \"amVwc2VuLWp3dC1zZWVkLW9mLTMyLWJ5dGVzLW9rISE=\"\n\n\
 [limits]\nvisitor_requests_per_second = 100000\nvisitor_burst = 100000\nrequest_timeout_ms = 5000\n\n\
-[raft]\nheartbeat_ms = 100\nelection_timeout_min_ms = 600\nelection_timeout_max_ms = 1200\nsnapshot_every = 10000000\n",
+[raft]\nheartbeat_ms = 100\nelection_timeout_min_ms = 600\nelection_timeout_max_ms = 1200\n\
+snapshot_every = {every}\nlogs_kept_after_snapshot = {kept}\n",
             data = self.dir.join(format!("n{id}")).display(),
+            every = self.snapshots.0,
+            kept = self.snapshots.1,
             kid = crate::ticket::KEY_ID,
         );
         let config = self.dir.join(format!("n{id}.toml"));
@@ -147,7 +154,7 @@ bootstrap = {bootstrap}\nadmin_token = \"{TOKEN}\"\n\n{peer_text}\
                 .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
         }
         let mut child = cmd
-            .env("RUST_LOG", "warn")
+            .env("RUST_LOG", "warn,sluice_raft::sm_store=info")
             .stdout(Stdio::piped())
             .stderr(log)
             .spawn()?;

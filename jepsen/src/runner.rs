@@ -72,6 +72,22 @@ pub struct Summary {
     pub valid: bool,
     /// Wall time of the run, seconds.
     pub seconds: f64,
+    /// Snapshots the nodes installed from a leader (from their logs).
+    #[serde(default)]
+    pub snapshots_installed: u64,
+}
+
+/// Lines holding `what` in the node logs (`n*.log`) under `dir`.
+fn count_in_node_logs(dir: &std::path::Path, what: &str) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".log"))
+        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+        .map(|text| text.lines().filter(|l| l.contains(what)).count() as u64)
+        .sum()
 }
 
 /// How far a clock fault may move the log clock: its largest jump (21 s) and drift.
@@ -99,7 +115,13 @@ pub async fn run(spec: &Spec) -> Result<Summary> {
     let (prefix, subnet) = net_params(&spec.name);
     let net = Net::create(&prefix, &subnet)
         .context("creating the test network (needs root, iproute2, nftables)")?;
-    let mut db = Db::start(net, spec.out.join("nodes"), spec.nodes).await?;
+    let mut db = Db::start(
+        net,
+        spec.out.join("nodes"),
+        spec.nodes,
+        spec.workload.snapshots(),
+    )
+    .await?;
     for (room, config) in spec.workload.rooms() {
         db.admin_any(
             reqwest::Method::PUT,
@@ -253,6 +275,7 @@ pub async fn run(spec: &Spec) -> Result<Summary> {
         valid: checks.iter().all(|c| c.valid),
         checks,
         seconds: started.elapsed().as_secs_f64(),
+        snapshots_installed: count_in_node_logs(&spec.out.join("nodes"), "snapshot installed"),
     };
     std::fs::write(
         spec.out.join("summary.json"),

@@ -128,7 +128,7 @@ fn spec(
 
 fn report(s: &Summary) -> String {
     let mut line = format!(
-        "{:<40} {:<13} nodes={} seed={} ok={} fail={} info={} faults={} {}",
+        "{:<40} {:<13} nodes={} seed={} ok={} fail={} info={} faults={} snapshots_installed={} {}",
         s.name,
         s.workload,
         s.nodes,
@@ -137,6 +137,7 @@ fn report(s: &Summary) -> String {
         s.fail,
         s.info,
         s.nemesis.len(),
+        s.snapshots_installed,
         if s.valid { "VALID" } else { "INVALID" }
     );
     for c in s.checks.iter().filter(|c| !c.valid) {
@@ -170,18 +171,19 @@ async fn run_all(specs: Vec<Spec>, out: &PathBuf) -> Result<()> {
         .iter()
         .map(|s| {
             format!(
-                "| {} | {} | {} | {} | {} | {} | {} |\n",
+                "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
                 s.name,
                 s.workload,
                 s.faults.join(", "),
                 s.nodes,
                 s.ok + s.fail + s.info,
                 s.nemesis.len(),
+                s.snapshots_installed,
                 if s.valid { "valid" } else { "INVALID" }
             )
         })
         .collect();
-    std::fs::write(out.join("summary.md"), format!("| test | workload | faults | nodes | ops | faults applied | verdict |\n|---|---|---|---|---|---|---|\n{table}"))?;
+    std::fs::write(out.join("summary.md"), format!("| test | workload | faults | nodes | ops | faults applied | snapshots installed | verdict |\n|---|---|---|---|---|---|---|---|\n{table}"))?;
     std::fs::write(
         out.join("summary.json"),
         serde_json::to_string_pretty(&summaries)?,
