@@ -452,6 +452,13 @@ mod tests {
         c.limits.header_bytes_max = 4_096;
         assert!(c.validate().unwrap_err().contains("header_bytes_max"));
         let mut c = ServerConfig::from_toml(SAMPLE).unwrap();
+        assert_eq!(c.raft.logs_kept_after_snapshot, 5_000, "the sample sets it");
+        c.raft.logs_kept_after_snapshot = 20_000_000;
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .contains("logs_kept_after_snapshot"));
+        let mut c = ServerConfig::from_toml(SAMPLE).unwrap();
         c.limits.event_streams_max = 0;
         assert!(c.validate().unwrap_err().contains("event_streams_max"));
         // Values that would break a node: no snapshot period, no time for a write, no
