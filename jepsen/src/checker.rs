@@ -459,9 +459,20 @@ pub fn lottery_replay(
             ));
         }
     }
+    if log.is_empty() {
+        return Verdict::bad("lottery replay", "no log entry was fetched", vec![]);
+    }
     let mut sm = StateMachine::new();
     let mut checked = 0;
-    for e in log {
+    let mut digest_checked = false;
+    for (i, e) in log.iter().enumerate() {
+        if e.index != i as u64 + 1 {
+            return Verdict::bad(
+                "lottery replay",
+                format!("the log has entry {} where {} belongs", e.index, i + 1),
+                vec![],
+            );
+        }
         // The state each join of this entry answered with, by visitor.
         let mut joined: BTreeMap<VisitorId, Vec<&'static str>> = BTreeMap::new();
         match &e.proposal {
@@ -516,22 +527,47 @@ pub fn lottery_replay(
                 );
             }
         }
-    }
-    if let Some((index, digest)) = node_digest {
-        let last = log.last().map_or(0, |e| e.index);
-        if last == *index && sluice_statemachine::digest_hex(&sm.digest()) != *digest {
-            return Verdict::bad(
-                "lottery replay",
-                format!("replayed digest differs from the cluster's at index {index}"),
-                vec![],
-            );
+        if let Some((index, digest)) = node_digest.filter(|(index, _)| *index == e.index) {
+            if sluice_statemachine::digest_hex(&sm.digest()) != *digest {
+                return Verdict::bad(
+                    "lottery replay",
+                    format!("replayed digest differs from the cluster's at index {index}"),
+                    vec![],
+                );
+            }
+            digest_checked = true;
         }
+    }
+    if let Some((index, ops)) = obs.into_iter().next() {
+        return Verdict::bad(
+            "lottery replay",
+            format!(
+                "observed at index {index}, past the log's last entry {}",
+                log.len()
+            ),
+            ops.into_iter().map(|(_, _, _, op)| op).collect(),
+        );
+    }
+    if let Some((index, _)) = node_digest.filter(|_| !digest_checked) {
+        return Verdict::bad(
+            "lottery replay",
+            format!(
+                "the cluster's digest is at index {index}, past the log's last entry {}",
+                log.len()
+            ),
+            vec![],
+        );
     }
     Verdict::ok(
         "lottery replay",
         format!(
-            "{} entries replayed, {checked} observations matched",
-            log.len()
+            "{} entries replayed, {checked} observations matched, digest {}",
+            log.len(),
+            if digest_checked {
+                "matched"
+            } else {
+                "not reported"
+            }
         ),
     )
 }

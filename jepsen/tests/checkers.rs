@@ -359,6 +359,27 @@ fn lottery_replay_catches_a_draw_that_does_not_match_the_log() {
     }
     let ok = checker::lottery_replay(&truth.events(), room, &log, Some(&digest));
     assert!(ok.valid, "{ok:?}");
+    // The cluster's digest is checked at its own index, though the log goes on past it.
+    let mut longer = log.clone();
+    longer.push(LogEntry {
+        index: 6,
+        term: 1,
+        proposal: None,
+    });
+    let ok = checker::lottery_replay(&truth.events(), room, &longer, Some(&digest));
+    assert!(ok.valid && ok.detail.contains("digest matched"), "{ok:?}");
+    let wrong_early = (5u64, "00".repeat(32));
+    assert!(!checker::lottery_replay(&truth.events(), room, &longer, Some(&wrong_early)).valid);
+    // Nothing to replay, a hole in the log, an observation or a digest past the log's end: not
+    // valid.
+    assert!(!checker::lottery_replay(&truth.events(), room, &[], None).valid);
+    let holed: Vec<LogEntry> = log.iter().filter(|e| e.index != 3).cloned().collect();
+    assert!(!checker::lottery_replay(&truth.events(), room, &holed, None).valid);
+    let short = &log[..4];
+    let v = checker::lottery_replay(&truth.events(), room, short, None);
+    assert!(!v.valid && v.detail.contains("past the log"), "{v:?}");
+    let beyond = (9u64, digest.1.clone());
+    assert!(!checker::lottery_replay(&truth.events(), room, &log, Some(&beyond)).valid);
     // Claim the opposite for a waiter: the replay must disagree.
     let waiter = (1..=4).find(|&n| state(n) == "waiting").unwrap();
     let lie = History::new();
