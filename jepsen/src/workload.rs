@@ -46,14 +46,15 @@ impl Workload {
     }
 
     /// The nodes' `snapshot_every` and `logs_kept_after_snapshot`. The lottery replay needs the
-    /// whole log, so its runs never snapshot. The others snapshot often (queue-append writes a
-    /// few dozen entries a second, admission a few) and keep few entries behind, so that a
-    /// follower back from a fault is often sent a snapshot, and snapshot building, sending and
-    /// installing run under the faults.
+    /// whole log, so its runs never snapshot. The others snapshot often (queue-append writes
+    /// about a hundred entries a second, admission a few; a leader takes its snapshots four
+    /// times less often) and keep few entries behind, so that a follower back from a fault is
+    /// often sent a snapshot, and snapshot building, sending and installing run under the
+    /// faults.
     pub fn snapshots(self) -> (u64, u64) {
         match self {
             Workload::Lottery => (10_000_000, 5_000),
-            Workload::QueueAppend => (100, 20),
+            Workload::QueueAppend => (20, 10),
             Workload::Admission => (10, 5),
         }
     }
