@@ -119,6 +119,26 @@ fn init_logs(json: bool) {
     }
 }
 
+/// Reads a node's configuration file, with the node id and data directory given on the command
+/// line (or in the environment) put over it.
+fn load_config(
+    path: &std::path::Path,
+    node_id: Option<u64>,
+    data_dir: Option<PathBuf>,
+) -> anyhow::Result<ServerConfig> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut cfg =
+        ServerConfig::from_toml(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    if let Some(v) = node_id {
+        cfg.node_id = v;
+    }
+    if let Some(v) = data_dir {
+        cfg.data_dir = v;
+    }
+    Ok(cfg)
+}
+
 /// Serves until SIGTERM or Ctrl-C, then shuts down; or, when the node's Raft core has stopped
 /// by itself (it can no longer apply anything), shuts down and fails, so that a supervisor such
 /// as systemd restarts the node.
@@ -291,16 +311,7 @@ async fn main() -> anyhow::Result<()> {
             node_id,
             data_dir,
         } => {
-            let text = std::fs::read_to_string(&config)
-                .with_context(|| format!("reading {}", config.display()))?;
-            let mut cfg = ServerConfig::from_toml(&text)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", config.display()))?;
-            if let Some(v) = node_id {
-                cfg.node_id = v;
-            }
-            if let Some(v) = data_dir {
-                cfg.data_dir = v;
-            }
+            let cfg = load_config(&config, node_id, data_dir)?;
             // The node must be able to start on what is written, as a member of the new cluster.
             cfg.validate()
                 .map_err(|e| anyhow::anyhow!("{}: {e}", config.display()))?;
@@ -351,16 +362,7 @@ async fn main() -> anyhow::Result<()> {
             advertise_grpc,
             advertise_raft,
         } => {
-            let text = std::fs::read_to_string(&config)
-                .with_context(|| format!("reading {}", config.display()))?;
-            let mut cfg = ServerConfig::from_toml(&text)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", config.display()))?;
-            if let Some(v) = node_id {
-                cfg.node_id = v;
-            }
-            if let Some(v) = data_dir {
-                cfg.data_dir = v;
-            }
+            let mut cfg = load_config(&config, node_id, data_dir)?;
             if let Some(v) = http_addr {
                 cfg.http_addr = v;
             }

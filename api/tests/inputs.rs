@@ -711,20 +711,31 @@ async fn an_http2_client_must_send_its_whole_preface_in_time() {
     assert!(h.starts_with("http/1.1 404"), "{h}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_http2_body_over_the_limit_without_a_length_is_refused_in_json() {
-    use http_body_util::BodyExt;
-    let c = Cluster::start(1).await;
-    c.create_room("r", room_config(5)).await;
-    let addr = c.node(1).url("").trim_start_matches("http://").to_string();
-    let sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
-    let (mut send, conn) = hyper::client::conn::http2::handshake(
+/// An HTTP/2 connection (prior knowledge, no TLS) to `addr`, driven in the background.
+async fn http2_client<B>(addr: &str) -> hyper::client::conn::http2::SendRequest<B>
+where
+    B: hyper::body::Body + Unpin + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let sock = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (send, conn) = hyper::client::conn::http2::handshake(
         hyper_util::rt::TokioExecutor::new(),
         hyper_util::rt::TokioIo::new(sock),
     )
     .await
     .unwrap();
     tokio::spawn(conn);
+    send
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http2_body_over_the_limit_without_a_length_is_refused_in_json() {
+    use http_body_util::BodyExt;
+    let c = Cluster::start(1).await;
+    c.create_room("r", room_config(5)).await;
+    let addr = c.node(1).url("").trim_start_matches("http://").to_string();
+    let mut send = http2_client(&addr).await;
     // HTTP/2 needs no Content-Length: a streamed body of unknown length, past the 64 KiB limit.
     let body = |kib: usize| {
         let mut chunks = vec![b"{".to_vec()];
@@ -846,14 +857,7 @@ async fn request_heads_are_bounded_by_header_bytes_max() {
     assert!(status_with_cookie(&addr, 40)
         .await
         .starts_with("HTTP/1.1 200"));
-    let sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
-    let (mut send, conn) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(sock),
-    )
-    .await
-    .unwrap();
-    tokio::spawn(conn);
+    let mut send = http2_client(&addr).await;
     let get = |kib: usize| {
         hyper::Request::get(format!("http://{addr}/healthz"))
             .header("cookie", format!("c={}", "x".repeat(kib * 1024)))
