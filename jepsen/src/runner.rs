@@ -173,12 +173,12 @@ pub async fn run(spec: &Spec) -> Result<Summary> {
 
     // Let the cluster settle, then read the final state.
     let digests = converge(&db).await;
+    let events_so_far = history.events();
     let nemesis_log: Vec<String> = nemesis.log.iter().map(|(_, d)| d.clone()).collect();
     let mut checks = vec![
-        checker::exercised(&nemesis_log, !spec.faults.is_empty(), &history.events()),
+        checker::exercised(&nemesis_log, !spec.faults.is_empty(), &events_so_far),
         checker::convergence(&digests, db.members.len().max(1)),
     ];
-    let events_so_far = history.events();
     match spec.workload {
         Workload::QueueAppend => {
             let mut finals = BTreeMap::new();

@@ -66,6 +66,14 @@ pub(crate) struct Room {
     pub totals: Totals,
 }
 
+/// Sorts due expiries (true time, seq, …) and splits them at `keep`: those to end now, and those
+/// left for a later apply.
+fn first_by_time<T: Ord>(mut due: Vec<T>, keep: usize) -> (Vec<T>, Vec<T>) {
+    due.sort_unstable();
+    let later = due.split_off(keep.min(due.len()));
+    (due, later)
+}
+
 /// Restored parts of a room, as a snapshot holds them.
 #[derive(Debug)]
 pub(crate) struct RoomParts {
@@ -200,12 +208,9 @@ impl Room {
                 self.session_due.push((last_active_ms, seq, id));
             }
         }
-        due.sort_unstable();
-        if due.len() > EXPIRIES_PER_APPLY_MAX {
-            for &e in &due[EXPIRIES_PER_APPLY_MAX..] {
-                self.session_due.push(e);
-            }
-            due.truncate(EXPIRIES_PER_APPLY_MAX);
+        let (due, later) = first_by_time(due, EXPIRIES_PER_APPLY_MAX);
+        for e in later {
+            self.session_due.push(e);
         }
         let mut gone: Vec<(u64, VisitorId, EndReason)> = Vec::with_capacity(due.len());
         for (_, seq, id) in due {
@@ -229,13 +234,9 @@ impl Room {
                 self.waiter_due.push((slot.last_seen_ms, qidx));
             }
         }
-        due.sort_unstable();
-        let room_left = EXPIRIES_PER_APPLY_MAX - gone.len();
-        if due.len() > room_left {
-            for &(t, _, qidx) in &due[room_left..] {
-                self.waiter_due.push((t, qidx));
-            }
-            due.truncate(room_left);
+        let (due, later) = first_by_time(due, EXPIRIES_PER_APPLY_MAX - gone.len());
+        for (t, _, qidx) in later {
+            self.waiter_due.push((t, qidx));
         }
         for (_, seq, qidx) in due {
             if let Some(slot) = self.queue.remove(qidx) {
