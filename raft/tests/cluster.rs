@@ -203,7 +203,11 @@ async fn a_node_whose_raft_core_stops_is_no_longer_ready_and_says_why() {
     let c = TestCluster::start(3, quick).await;
     c.create_room("r").await;
     let follower = c.any_follower().clone();
-    assert!(follower.is_ready());
+    wait_for("the follower ready", Duration::from_secs(10), || {
+        let ready = follower.is_ready();
+        async move { ready }
+    })
+    .await;
     // What a storage error does to the core, without a shutdown of the node.
     follower.raft().shutdown().await.unwrap();
     let reason = tokio::time::timeout(Duration::from_secs(5), follower.failed())
@@ -471,27 +475,43 @@ async fn a_node_receives_one_snapshot_at_a_time() {
         )),
         data: vec![0; 1024],
     };
-    // One stream sends its first chunk and stalls.
-    let (tx, rx) = tokio::sync::mpsc::channel(1);
-    tx.send(chunk()).await.unwrap();
-    let mut first = connect().await.unwrap();
-    let stalled = tokio::spawn(async move {
-        first
-            .install_snapshot(tokio_stream::wrappers::ReceiverStream::new(rx))
-            .await
-    });
-    // Meanwhile a second is refused, until the first is over.
-    let mut second = connect().await.unwrap();
-    wait_for("a second snapshot refused", Duration::from_secs(5), || {
-        let mut second = second.clone();
-        async move {
-            second
-                .install_snapshot(tokio_stream::iter(vec![chunk()]))
+    // One stream sends its first chunk and stalls; meanwhile a second is refused. (A probe
+    // that came first takes the turn and the stalled one is refused instead: it is started
+    // again.)
+    let stall = || {
+        let (tx, rx) = tokio::sync::mpsc::channel(1);
+        tx.try_send(chunk()).unwrap();
+        let connecting = connect();
+        let task = tokio::spawn(async move {
+            connecting
                 .await
-                .is_err_and(|e| e.code() == tonic::Code::Unavailable)
+                .unwrap()
+                .install_snapshot(tokio_stream::wrappers::ReceiverStream::new(rx))
+                .await
+        });
+        (tx, task)
+    };
+    let (mut tx, mut stalled) = stall();
+    let mut second = connect().await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = second
+            .install_snapshot(tokio_stream::iter(vec![chunk()]))
+            .await;
+        if r.as_ref()
+            .is_err_and(|e| e.code() == tonic::Code::Unavailable)
+        {
+            break;
         }
-    })
-    .await;
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no second snapshot refused: last {r:?}"
+        );
+        if stalled.is_finished() {
+            (tx, stalled) = stall();
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     drop(tx);
     let done = stalled.await.unwrap();
     assert!(done.is_ok(), "{done:?}");
