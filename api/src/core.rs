@@ -6,7 +6,7 @@ use crate::model::*;
 use crate::renew::Renewer;
 use crate::tokens::{JwtKeys, Ticket, TicketKeys};
 use axum::http::StatusCode;
-use sluice_raft::{wall_ms, ClusterError, ClusterStatus, MembershipOp, NodeAddr, RaftNode};
+use sluice_raft::{ClusterError, ClusterStatus, MembershipOp, NodeAddr, RaftNode};
 use sluice_statemachine::limits::{QUEUE_PAGE_MAX, ROOMS_PAGE_MAX};
 use sluice_statemachine::types::validate_name;
 use sluice_statemachine::{
@@ -46,11 +46,12 @@ pub struct Sluice {
 /// Longest node address a membership change accepts.
 pub const ADDR_LEN_MAX: usize = 256;
 
-fn now_secs() -> u64 {
-    wall_ms() / 1000
-}
-
 impl Sluice {
+    /// The cluster's time in seconds (see `RaftNode::now_ms`), for the times tokens carry.
+    fn now_secs(&self) -> u64 {
+        self.node.now_ms() / 1000
+    }
+
     /// The ticket a join resumes, if any. An explicit ticket must verify and name this room. A
     /// cookie that does not verify (a key since retired, a damaged value) or names another room
     /// is ignored, so a browser is given a new ticket rather than locked out by its old cookie.
@@ -115,7 +116,7 @@ impl Sluice {
                 r.admission_token =
                     Some(
                         self.jwt
-                            .issue(room, view.visitor, view.seq, now_secs(), exp),
+                            .issue(room, view.visitor, view.seq, self.now_secs(), exp),
                     );
                 admitted_seq = view.seq;
             }
@@ -127,7 +128,7 @@ impl Sluice {
         r.ticket = self.tickets.issue(&Ticket {
             room: room.to_string(),
             visitor: view.visitor,
-            issued_at: now_secs(),
+            issued_at: self.now_secs(),
             admitted_seq,
             min_index,
         });
@@ -169,7 +170,7 @@ impl Sluice {
                     e.ticket = Some(self.tickets.issue(&Ticket {
                         room: room.into(),
                         visitor,
-                        issued_at: now_secs(),
+                        issued_at: self.now_secs(),
                         admitted_seq: 0,
                         min_index: 0,
                     }));
@@ -187,7 +188,7 @@ impl Sluice {
                     ticket: self.tickets.issue(&Ticket {
                         room: room.into(),
                         visitor,
-                        issued_at: now_secs(),
+                        issued_at: self.now_secs(),
                         admitted_seq: 0,
                         min_index: index,
                     }),
@@ -290,7 +291,7 @@ impl Sluice {
         if t.admitted_seq == 0 {
             return Err(deny("the ticket carries no admission"));
         }
-        let now = wall_ms();
+        let now = self.node.now_ms();
         let (active, _) = self.node.read(|st| match st.sm.visitor(room, t.visitor) {
             Ok(VisitorView {
                 seq,

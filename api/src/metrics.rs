@@ -224,6 +224,28 @@ impl Metrics {
         }
         header(
             w,
+            "sluice_clock_offset_seconds",
+            "The cluster's time (lower median of the voters' clocks) minus this node's clock: what this node's clock is behind.",
+            "gauge",
+        );
+        let _ = writeln!(
+            w,
+            "sluice_clock_offset_seconds {:.3}",
+            sluice.node.clock_offset_ms() as f64 / 1000.0
+        );
+        header(
+            w,
+            "sluice_clock_peers_known",
+            "Other voters whose clocks this node knows (answered within the last 5 s).",
+            "gauge",
+        );
+        let _ = writeln!(
+            w,
+            "sluice_clock_peers_known {}",
+            sluice.node.clock_peers_known()
+        );
+        header(
+            w,
             "sluice_raft_leader_changes_total",
             "Leaderships (a leader in a term) this node has come to know of since it started, the first included.",
             "counter",

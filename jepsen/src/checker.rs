@@ -169,17 +169,10 @@ pub fn capacity(events: &[Event], capacity: u64) -> Verdict {
     }
 }
 
-/// Admissions between any two reads never exceed `burst + rate × elapsed`. The bucket fills by
-/// the leader's log time, which a clock fault on the leader can move ahead: a pair of reads
-/// whose span overlaps one of `clock_faults` (history times, ns) has its elapsed time widened by
-/// `clock_slack_ms`; the others are held to the rate exactly.
-pub fn rate(
-    events: &[Event],
-    per_minute: u64,
-    burst: u64,
-    clock_faults: &[(u64, u64)],
-    clock_slack_ms: u64,
-) -> Verdict {
+/// Admissions between any two reads never exceed `burst + rate × elapsed`, clock faults or not:
+/// the bucket fills by the log's time, which follows the median of the voters' clocks, so one
+/// node's clock jumping or drifting does not move it.
+pub fn rate(events: &[Event], per_minute: u64, burst: u64) -> Verdict {
     let reads: Vec<Op> = pair(events)
         .into_iter()
         .filter(|o| o.f == "room" && o.kind == Kind::Ok)
@@ -193,11 +186,7 @@ pub fn rate(
                 .as_u64()
                 .unwrap_or(0)
                 .saturating_sub(a.value["admitted"].as_u64().unwrap_or(0));
-            let skewed = clock_faults
-                .iter()
-                .any(|&(from, to)| a.invoke <= to && b.complete >= from);
-            let slack = if skewed { clock_slack_ms } else { 0 };
-            let elapsed_ms = (b.complete - a.invoke) / 1_000_000 + slack;
+            let elapsed_ms = (b.complete - a.invoke) / 1_000_000;
             let allowed = burst + per_minute * elapsed_ms / 60_000 + 1;
             if admitted > allowed {
                 return Verdict::bad(

@@ -90,11 +90,6 @@ fn count_in_node_logs(dir: &std::path::Path, what: &str) -> u64 {
         .sum()
 }
 
-/// How far a clock fault may move the log clock: its largest jump (21 s) and drift.
-const CLOCK_SLACK_MS: u64 = 25_000;
-/// How long after a clock fault's end its effect is still allowed for.
-const CLOCK_FAULT_MARGIN_NS: u64 = 5_000_000_000;
-
 fn net_params(name: &str) -> (String, String) {
     // A prefix and subnet unique to this process and run, so stale state never collides.
     let pid = std::process::id() % 1000;
@@ -151,20 +146,13 @@ pub async fn run(spec: &Spec) -> Result<Summary> {
         spec.seed,
     ));
     let mut nemesis = Nemesis::new(ChaCha8Rng::seed_from_u64(spec.seed), spec.faults.clone());
-    // When clock faults were in force, in history time; a node may read its restored clock a
-    // little late (libfaketime caches the offset file), hence the margin.
-    let mut clock_faults: Vec<(u64, u64)> = Vec::new();
     while Instant::now() + spec.quiet + spec.fault_hold < ctx.deadline {
         tokio::time::sleep(spec.quiet).await;
         let at = started.elapsed().as_millis() as u64;
-        let from = history.now();
         let desc = nemesis
             .step(&mut db, spec.fault_hold)
             .await
             .unwrap_or_else(|e| format!("fault failed: {e}"));
-        if desc.starts_with("clock node") {
-            clock_faults.push((from, history.now() + CLOCK_FAULT_MARGIN_NS));
-        }
         nemesis.log.push((at, desc));
     }
     clients.await.context("workload")?;
@@ -236,8 +224,6 @@ pub async fn run(spec: &Spec) -> Result<Summary> {
                     &events_so_far,
                     workload::ADMISSION_RATE_PER_MINUTE,
                     workload::ADMISSION_BURST,
-                    &clock_faults,
-                    CLOCK_SLACK_MS,
                 ));
                 checks.push(checker::fifo(&events_so_far));
             } else {

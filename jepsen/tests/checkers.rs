@@ -214,7 +214,7 @@ fn capacity_overshoot_and_rate_excess_are_reported() {
         Kind::Ok,
         json!({"active": 0, "admitted": 2}),
     );
-    assert!(checker::rate(&h.events(), 120, 2, &[], 0).valid);
+    assert!(checker::rate(&h.events(), 120, 2).valid);
     op(
         &h,
         0,
@@ -223,16 +223,8 @@ fn capacity_overshoot_and_rate_excess_are_reported() {
         Kind::Ok,
         json!({"active": 0, "admitted": 40}),
     );
-    let v = checker::rate(&h.events(), 120, 2, &[], 0);
+    let v = checker::rate(&h.events(), 120, 2);
     assert!(!v.valid && v.ops.len() == 2, "{v:?}");
-    // A clock fault's slack covers only the reads whose span overlaps it: the excess above
-    // happened before this one, and is still reported; one that overlaps it is allowed.
-    let end = h.events().last().unwrap().time;
-    let later = [(end + 1_000, end + 2_000)];
-    let v = checker::rate(&h.events(), 120, 2, &later, 25_000);
-    assert!(!v.valid, "{v:?}");
-    let during = [(0, end)];
-    assert!(checker::rate(&h.events(), 120, 2, &during, 25_000).valid);
 }
 
 #[test]

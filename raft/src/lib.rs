@@ -6,9 +6,11 @@
 //! - [`log_store`]: the Raft log and vote in RocksDB with group commit.
 //! - [`sm_store`]: `sluice-statemachine` behind a lock, with durable snapshot files.
 //! - [`network`] and [`service`]: the tonic node-to-node transport, client and server.
+//! - [`clock`]: the cluster's time, the lower median of the voters' wall clocks.
 //! - [`types`]: openraft's type configuration; [`codec`]: the versioned encoding of everything
 //!   stored or sent; [`error`]: [`ClusterError`]; [`metrics`]: a latency histogram.
 
+pub mod clock;
 pub mod codec;
 pub mod error;
 mod forward;
@@ -26,6 +28,7 @@ pub mod pb {
     tonic::include_proto!("sluice.raft.v1");
 }
 
+pub use clock::WallClock;
 pub use error::ClusterError;
 pub use network::TlsMaterial;
 pub use node::{

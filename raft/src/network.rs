@@ -557,6 +557,12 @@ mod tests {
         ) -> Result<tonic::Response<pb::Payload>, tonic::Status> {
             Err(tonic::Status::unimplemented("status"))
         }
+        async fn wall_clock(
+            &self,
+            _: tonic::Request<pb::Empty>,
+        ) -> Result<tonic::Response<pb::WallTime>, tonic::Status> {
+            Err(tonic::Status::unimplemented("wall_clock"))
+        }
     }
 
     #[tokio::test]

@@ -1,7 +1,8 @@
 //! One Sluice node: config → storage → network → Raft → server, plus the leader's duties.
 //!
 //! - Writes: commands queue on a bounded channel; one batcher drains it into proposals (many
-//!   commands per log entry), stamps each with the leader's wall time, and submits them to Raft
+//!   commands per log entry), stamps each with the cluster's time (`clock.rs`: the lower median
+//!   of the voters' wall clocks as the leader sees them), and submits them to Raft
 //!   in order with a few proposals in flight. On a follower the batch is forwarded to the
 //!   leader on a long-lived stream (`forward.rs`), where its commands join the leader's own
 //!   queue. A write that found no leader is retried until its deadline; a write whose fate is
@@ -11,6 +12,7 @@
 //!   leader's read index, on any node.
 //! - Membership: initialize, add learner, promote, remove; node ids are never reused.
 
+use crate::clock::{ClusterClock, WallClock};
 use crate::error::ClusterError;
 use crate::forward::Forwarder;
 use crate::log_store::{open_db, LogStore};
@@ -34,7 +36,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
@@ -81,6 +83,8 @@ pub struct NodeConfig {
     pub proposals_in_flight: usize,
     /// Deadline for one write or linearizable read.
     pub request_timeout: Duration,
+    /// This node's wall clock (the system's; shifted only to test clock faults).
+    pub wall_clock: WallClock,
 }
 
 impl NodeConfig {
@@ -100,6 +104,7 @@ impl NodeConfig {
             write_queue_max: 200_000,
             proposals_in_flight: 2,
             request_timeout: Duration::from_secs(5),
+            wall_clock: WallClock::system(),
         }
     }
 }
@@ -189,6 +194,8 @@ pub struct NodeInner {
     peers: Peers,
     queue: mpsc::Sender<Pending>,
     ready: AtomicBool,
+    /// The cluster's time as this node sees it; the leader stamps entries with it.
+    pub(crate) clock: ClusterClock,
     stamp: AtomicU64,
     tick_in_flight: AtomicBool,
     /// Time from proposal submission to applied outcome on the leader.
@@ -256,11 +263,10 @@ pub fn nodelay(
     })
 }
 
-/// The wall clock, ms since the epoch. Only the leader's stamp uses it.
+/// This machine's wall clock, ms since the epoch: for what is local to a node (its dashboard
+/// sessions). What the cluster agrees on uses [`RaftNode::now_ms`].
 pub fn wall_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
+    WallClock::system().now_ms()
 }
 
 fn raft_err(e: RaftError<TypeConfig, ClientWriteError<TypeConfig>>) -> ClusterError {
@@ -335,6 +341,7 @@ impl RaftNode {
             peers,
             queue: tx,
             ready: AtomicBool::new(false),
+            clock: ClusterClock::new(cfg.wall_clock),
             stamp: AtomicU64::new(0),
             tick_in_flight: AtomicBool::new(false),
             commit_latency: Arc::default(),
@@ -382,6 +389,7 @@ impl RaftNode {
         tokio::spawn(ticker(inner.clone()));
         tokio::spawn(track_leadership(inner.clone(), deferral));
         tokio::spawn(watch_core(inner.clone()));
+        tokio::spawn(sample_clocks(inner.clone()));
         let rec = inner.clone();
         tokio::spawn(async move {
             tokio::select! {
@@ -402,6 +410,22 @@ impl RaftNode {
     /// This node's id.
     pub fn id(&self) -> u64 {
         self.inner.id
+    }
+
+    /// The cluster's time now as this node sees it, ms since the epoch: the lower median of the
+    /// voters' wall clocks. The leader stamps entries with it (made monotonic).
+    pub fn now_ms(&self) -> u64 {
+        self.inner.clock.now_ms()
+    }
+
+    /// The cluster's time minus this node's own wall clock, ms (what this node's clock is off).
+    pub fn clock_offset_ms(&self) -> i64 {
+        self.inner.clock.offset_ms()
+    }
+
+    /// How many other voters' clocks this node currently knows.
+    pub fn clock_peers_known(&self) -> usize {
+        self.inner.clock.peers_known()
     }
 
     /// The bound node-to-node address.
@@ -784,6 +808,32 @@ async fn track_leadership(inner: Arc<NodeInner>, deferral: Arc<SnapshotDeferral>
     }
 }
 
+/// Asks the other voters for their wall clocks once a second, for [`ClusterClock`].
+async fn sample_clocks(inner: Arc<NodeInner>) {
+    loop {
+        let peers: Vec<(u64, String)> = {
+            let m = inner.raft.metrics();
+            let m = m.borrow_watched();
+            let membership = m.membership_config.membership();
+            membership
+                .voter_ids()
+                .filter(|id| *id != inner.id)
+                .filter_map(|id| membership.get_node(&id).map(|n| (id, n.raft.clone())))
+                .collect()
+        };
+        let ids: Vec<u64> = peers.iter().map(|(id, _)| *id).collect();
+        inner.clock.retain(&ids);
+        tokio::select! {
+            _ = inner.cancel.cancelled() => break,
+            _ = crate::clock::sample_peers(&inner.clock, &inner.peers, peers) => {}
+        }
+        tokio::select! {
+            _ = inner.cancel.cancelled() => break,
+            _ = tokio::time::sleep(crate::clock::SAMPLE_EVERY) => {}
+        }
+    }
+}
+
 /// Proposes `Tick` while leader whenever the state machine has something due.
 async fn ticker(inner: Arc<NodeInner>) {
     let every = Duration::from_millis(inner.cfg.tick_interval_ms.max(1));
@@ -802,7 +852,7 @@ async fn ticker(inner: Arc<NodeInner>) {
             let st = inner.sm.read().expect("state lock");
             (st.sm.next_due_ms(), st.sm.clock_ms())
         };
-        if due.is_some_and(|d| d <= wall_ms().max(clock)) {
+        if due.is_some_and(|d| d <= inner.clock.now_ms().max(clock)) {
             inner.tick_in_flight.store(true, Ordering::SeqCst);
             let inner = inner.clone();
             tokio::spawn(async move {
@@ -851,7 +901,7 @@ impl NodeInner {
 
     fn stamp(&self) -> u64 {
         let clock = self.sm.read().expect("state lock").sm.clock_ms();
-        let t = wall_ms().max(clock);
+        let t = self.clock.now_ms().max(clock);
         self.stamp.fetch_max(t, Ordering::SeqCst).max(t)
     }
 

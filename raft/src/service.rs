@@ -222,4 +222,10 @@ impl RaftService for RaftRpc {
     async fn status(&self, _req: Request<pb::Empty>) -> Result<Response<pb::Payload>, Status> {
         reply(&self.node.status())
     }
+
+    async fn wall_clock(&self, _req: Request<pb::Empty>) -> Result<Response<pb::WallTime>, Status> {
+        Ok(Response::new(pb::WallTime {
+            unix_ms: self.node.clock.own().now_ms(),
+        }))
+    }
 }

@@ -596,3 +596,78 @@ async fn garbage_on_the_wire_is_an_error_and_changes_nothing() {
     c.write_via(c.leader().unwrap(), join("r", 2)).await;
     c.shutdown().await;
 }
+
+fn node_1_ten_minutes_ahead(cfg: &mut NodeConfig) {
+    quick(cfg);
+    if cfg.id == 1 {
+        cfg.wall_clock = sluice_raft::WallClock::shifted(600_000);
+    }
+}
+
+fn node_1_ten_minutes_behind(cfg: &mut NodeConfig) {
+    quick(cfg);
+    if cfg.id == 1 {
+        cfg.wall_clock = sluice_raft::WallClock::shifted(-600_000);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_whose_clock_is_off_stamps_the_time_the_other_clocks_agree_on() {
+    for (tune, offset) in [
+        (node_1_ten_minutes_ahead as fn(&mut NodeConfig), 600_000i64),
+        (node_1_ten_minutes_behind, -600_000),
+    ] {
+        let c = TestCluster::start(3, tune).await;
+        let n1 = c.nodes[&1].clone();
+        wait_for("node 1 leads", Duration::from_secs(10), || {
+            let n1 = n1.clone();
+            async move {
+                if !n1.is_leader() {
+                    // Each try is a new election; one of them finds the others' logs no newer.
+                    n1.raft().trigger().elect(false).await.unwrap();
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                n1.is_leader() && n1.is_ready()
+            }
+        })
+        .await;
+        wait_for(
+            "node 1 knows both peers' clocks",
+            Duration::from_secs(10),
+            || {
+                let n = n1.clock_peers_known();
+                async move { n == 2 }
+            },
+        )
+        .await;
+        // Node 1 sees its own clock off by the offset, the others see theirs right.
+        let off = n1.clock_offset_ms();
+        assert!((off + offset).abs() < 1_000, "node 1 offset {off} ms");
+        for n in c.nodes.values().filter(|n| n.id() != 1) {
+            let off = n.clock_offset_ms();
+            assert!(off.abs() < 1_000, "node {} offset {off} ms", n.id());
+        }
+        // The entries node 1 stamps carry the real time, not node 1's.
+        let before = sluice_raft::wall_ms();
+        c.write_via(
+            &n1,
+            Command::PutRoom {
+                room: "r".into(),
+                config: room_config(),
+            },
+        )
+        .await;
+        c.write_via(&c.nodes[&2], join("r", 1)).await;
+        let after = sluice_raft::wall_ms();
+        c.wait_converged().await;
+        for n in c.nodes.values() {
+            let (clock, _) = n.read(|st| st.sm.clock_ms()).unwrap();
+            assert!(
+                clock + 1_000 >= before && clock <= after + 1_000,
+                "node {}: log clock {clock}, real time {before}..{after} (node 1 off by {offset})",
+                n.id()
+            );
+        }
+        c.shutdown().await;
+    }
+}

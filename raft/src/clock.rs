@@ -1,0 +1,254 @@
+//! The cluster's time: the lower median of the voters' wall clocks, as this node estimates them.
+//!
+//! The leader stamps every log entry with this time, so one node whose clock is wrong (stepped
+//! minutes ahead, or behind) cannot move the cluster's clock while a majority of the clocks
+//! agree. Each node asks every other voter for its wall clock once a second ([`sample_peers`])
+//! and keeps, per peer, the answer mapped onto its own monotonic clock: the peer's clock now is
+//! estimated as the answer plus the monotonic time elapsed since the middle of the round trip.
+//! The error of an estimate is at most half its round trip, so answers that took longer than
+//! [`SAMPLE_RTT_MAX`] are not used, and estimates older than [`SAMPLE_FRESH`] (a peer down or
+//! cut off) drop out. This node's own wall clock is always one of the values; with only two, the
+//! lower is taken, so a lone clock that runs ahead cannot move time forward.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// How often each node asks the other voters for their clocks.
+pub const SAMPLE_EVERY: Duration = Duration::from_secs(1);
+/// An estimate older than this is not used.
+pub const SAMPLE_FRESH: Duration = Duration::from_secs(5);
+/// An answer whose round trip took longer than this is not used (its error could be half that).
+pub const SAMPLE_RTT_MAX: Duration = Duration::from_millis(100);
+
+/// A wall clock, ms since the epoch. The system's, or (for tests of clock faults) the system's
+/// shifted by a fixed offset.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WallClock {
+    offset_ms: i64,
+}
+
+impl WallClock {
+    /// The system clock.
+    pub fn system() -> Self {
+        Self::default()
+    }
+
+    /// The system clock shifted by `offset_ms` (negative: behind).
+    pub fn shifted(offset_ms: i64) -> Self {
+        Self { offset_ms }
+    }
+
+    /// Now, ms since the epoch.
+    pub fn now_ms(&self) -> u64 {
+        let sys = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        sys.saturating_add_signed(self.offset_ms)
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Sample {
+    /// The peer's clock at `at`, ms since the epoch.
+    peer_ms: u64,
+    /// Middle of the round trip, on this node's monotonic clock.
+    at: Instant,
+}
+
+/// This node's view of the cluster's time.
+#[derive(Clone)]
+pub struct ClusterClock {
+    own: WallClock,
+    samples: Arc<Mutex<BTreeMap<u64, Sample>>>,
+}
+
+impl fmt::Debug for ClusterClock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClusterClock")
+            .field("own", &self.own)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClusterClock {
+    /// A view with no peer estimates yet: until the first answers it is `own`.
+    pub fn new(own: WallClock) -> Self {
+        Self {
+            own,
+            samples: Arc::default(),
+        }
+    }
+
+    /// This node's own wall clock.
+    pub fn own(&self) -> WallClock {
+        self.own
+    }
+
+    /// Records peer `id`'s answer `peer_ms` to a request sent at `sent` and answered at
+    /// `received` (both on this node's monotonic clock). Returns whether it was used.
+    pub fn record(&self, id: u64, peer_ms: u64, sent: Instant, received: Instant) -> bool {
+        let rtt = received.saturating_duration_since(sent);
+        if rtt > SAMPLE_RTT_MAX {
+            return false;
+        }
+        let at = sent + rtt / 2;
+        let mut samples = self.samples.lock().expect("clock samples lock");
+        samples.insert(id, Sample { peer_ms, at });
+        true
+    }
+
+    /// Forgets the estimates of nodes that are not in `voters`.
+    pub fn retain(&self, voters: &[u64]) {
+        let mut samples = self.samples.lock().expect("clock samples lock");
+        samples.retain(|id, _| voters.contains(id));
+    }
+
+    /// The cluster's time now, ms since the epoch: the lower median of this node's clock and the
+    /// fresh estimates of the other voters' clocks.
+    pub fn now_ms(&self) -> u64 {
+        self.now_at(Instant::now(), self.own.now_ms())
+    }
+
+    /// How far the cluster's time is from this node's own clock, in ms (positive: this node's
+    /// clock is behind).
+    pub fn offset_ms(&self) -> i64 {
+        let now = Instant::now();
+        let own = self.own.now_ms();
+        self.now_at(now, own) as i64 - own as i64
+    }
+
+    /// How many other voters' clocks are known (fresh estimates).
+    pub fn peers_known(&self) -> usize {
+        let now = Instant::now();
+        let samples = self.samples.lock().expect("clock samples lock");
+        samples
+            .values()
+            .filter(|s| now.saturating_duration_since(s.at) <= SAMPLE_FRESH)
+            .count()
+    }
+
+    fn now_at(&self, now: Instant, own_ms: u64) -> u64 {
+        let mut values: Vec<u64> = Vec::with_capacity(8);
+        values.push(own_ms);
+        {
+            let samples = self.samples.lock().expect("clock samples lock");
+            for s in samples.values() {
+                let age = now.saturating_duration_since(s.at);
+                if age <= SAMPLE_FRESH {
+                    values.push(s.peer_ms.saturating_add(age.as_millis() as u64));
+                }
+            }
+        }
+        values.sort_unstable();
+        values[(values.len() - 1) / 2]
+    }
+}
+
+/// Asks each of `peers` (id, node-to-node address) for its wall clock, concurrently, and records
+/// the answers in `clock`. A peer that does not answer in time, or does not know the call (an
+/// older node), is left out.
+pub(crate) async fn sample_peers(
+    clock: &ClusterClock,
+    network: &crate::network::Peers,
+    peers: Vec<(u64, String)>,
+) {
+    let calls = peers.into_iter().map(|(id, addr)| async move {
+        let Ok(mut client) = network.client(&addr) else {
+            return;
+        };
+        let mut req = tonic::Request::new(crate::pb::Empty {});
+        req.set_timeout(SAMPLE_RTT_MAX * 5);
+        let sent = Instant::now();
+        let reply = tokio::time::timeout(SAMPLE_RTT_MAX * 5, client.wall_clock(req)).await;
+        let received = Instant::now();
+        if let Ok(Ok(r)) = reply {
+            clock.record(id, r.into_inner().unix_ms, sent, received);
+        }
+    });
+    futures::future::join_all(calls).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T: u64 = 1_800_000_000_000;
+
+    fn clock_with(samples: &[(u64, u64)], at: Instant) -> ClusterClock {
+        let c = ClusterClock::new(WallClock::system());
+        for &(id, ms) in samples {
+            assert!(c.record(id, ms, at, at));
+        }
+        c
+    }
+
+    #[test]
+    fn one_clock_far_off_is_outvoted() {
+        let at = Instant::now();
+        // This node's clock ten minutes ahead; both peers agree on T.
+        let c = clock_with(&[(2, T), (3, T + 3)], at);
+        assert_eq!(c.now_at(at, T + 600_000), T + 3);
+        // Ten minutes behind.
+        assert_eq!(c.now_at(at, T - 600_000), T);
+        // One peer off, this node right.
+        let c = clock_with(&[(2, T - 600_000), (3, T + 2)], at);
+        assert_eq!(c.now_at(at, T + 1), T + 1);
+    }
+
+    #[test]
+    fn estimates_move_with_the_monotonic_clock() {
+        let at = Instant::now();
+        let c = clock_with(&[(2, T), (3, T)], at);
+        let later = at + Duration::from_millis(1_500);
+        // This node's clock stepped back an hour meanwhile: the peers' estimates carry on.
+        assert_eq!(c.now_at(later, T - 3_600_000), T + 1_500);
+    }
+
+    #[test]
+    fn with_two_clocks_the_earlier_wins_and_alone_a_node_has_its_own() {
+        let at = Instant::now();
+        let c = clock_with(&[(2, T + 600_000)], at);
+        assert_eq!(c.now_at(at, T), T);
+        let c = clock_with(&[(2, T)], at);
+        assert_eq!(c.now_at(at, T + 600_000), T);
+        let alone = ClusterClock::new(WallClock::system());
+        assert_eq!(alone.now_at(at, T + 5), T + 5);
+    }
+
+    #[test]
+    fn stale_slow_and_removed_estimates_are_not_used() {
+        let at = Instant::now();
+        let c = clock_with(&[(2, T + 600_000), (3, T + 600_000)], at);
+        assert_eq!(c.now_at(at, T), T + 600_000);
+        // Six seconds on, both estimates are stale: this node's clock alone.
+        let later = at + SAMPLE_FRESH + Duration::from_secs(1);
+        assert_eq!(c.now_at(later, T), T);
+        assert_eq!(c.peers_known(), 2);
+        // An answer that took too long is refused.
+        let c = ClusterClock::new(WallClock::system());
+        assert!(!c.record(2, T, at, at + SAMPLE_RTT_MAX + Duration::from_millis(1)));
+        assert_eq!(c.now_at(at, T + 600_000), T + 600_000);
+        // A removed voter's estimate goes.
+        let c = clock_with(&[(2, T + 600_000), (3, T + 600_000)], at);
+        c.retain(&[1, 3]);
+        assert_eq!(c.now_at(at, T), T);
+    }
+
+    #[test]
+    fn an_estimate_is_placed_at_the_middle_of_its_round_trip() {
+        let sent = Instant::now();
+        let c = ClusterClock::new(WallClock::system());
+        assert!(c.record(2, T, sent, sent + Duration::from_millis(40)));
+        assert!(c.record(3, T, sent, sent + Duration::from_millis(40)));
+        assert_eq!(c.now_at(sent + Duration::from_millis(40), 0), T + 20);
+    }
+
+    #[test]
+    fn a_shifted_wall_clock_is_shifted() {
+        let sys = WallClock::system().now_ms();
+        let ahead = WallClock::shifted(600_000).now_ms();
+        assert!(ahead >= sys + 600_000 && ahead < sys + 610_000);
+    }
+}
