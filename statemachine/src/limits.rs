@@ -15,6 +15,14 @@ pub const NAME_LEN_MAX: usize = 64;
 pub const CAPACITY_MAX: u64 = 10_000_000;
 /// Largest `max_waiting` a room may have: the hard bound on waiters per room.
 pub const WAITERS_PER_ROOM_MAX: u64 = 10_000_000;
+/// Most admitted sessions one room holds, whatever its capacity: a passthrough room, which
+/// ignores capacity, admits no more than this (later visitors wait in line), and a snapshot never
+/// holds more. Smaller in this crate's own tests, so that they can reach it.
+#[cfg(not(test))]
+pub const SESSIONS_PER_ROOM_MAX: u64 = 10_000_000;
+/// Most admitted sessions one room holds (reduced for this crate's tests).
+#[cfg(test)]
+pub const SESSIONS_PER_ROOM_MAX: u64 = 120_000;
 /// Largest `admit_per_minute` (one million admissions per second).
 pub const ADMIT_PER_MINUTE_MAX: u64 = 60_000_000;
 /// Largest token-bucket burst.
@@ -57,6 +65,8 @@ pub const BRANDING_URL_LEN_MAX: usize = 2_048;
 const _: () = assert!(FORCE_ADMIT_MAX <= ADMITS_PER_APPLY_MAX);
 const _: () = assert!(ADMIT_BURST_MAX <= ADMITS_PER_APPLY_MAX * 10);
 const _: () = assert!(CAPACITY_MAX <= WAITERS_PER_ROOM_MAX);
+#[cfg(not(test))]
+const _: () = assert!(CAPACITY_MAX <= SESSIONS_PER_ROOM_MAX);
 const _: () = assert!(TOUCH_BATCH_MAX <= ENDED_PER_ROOM_MAX);
 const _: () = assert!(QUEUE_PAGE_MAX <= ENDED_PER_ROOM_MAX);
 const _: () = assert!(NAME_LEN_MAX + 8 < 255);

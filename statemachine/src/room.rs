@@ -337,7 +337,7 @@ impl Room {
         let pass = self.config.mode == Mode::Passthrough;
         let mut n = 0;
         while n < max && self.queue.len() > 0 {
-            if !pass && self.sessions.len() as u64 >= self.config.capacity {
+            if self.sessions.len() as u64 >= self.sessions_max() {
                 break;
             }
             let metered = !pass && !forced;
@@ -365,6 +365,15 @@ impl Room {
             "admission overshot capacity"
         );
         n
+    }
+
+    /// Sessions this room may hold: its capacity, or the hard bound in passthrough mode.
+    fn sessions_max(&self) -> u64 {
+        if self.config.mode == Mode::Passthrough {
+            SESSIONS_PER_ROOM_MAX
+        } else {
+            self.config.capacity
+        }
     }
 
     fn admit(&mut self, qidx: u64, now: u64) {
@@ -426,7 +435,8 @@ impl Room {
             _ => 0,
         };
         if self.config.mode == Mode::Passthrough {
-            return Some(until_open);
+            // At the bound on sessions, a place frees only when a session ends.
+            return ((self.sessions.len() as u64) < SESSIONS_PER_ROOM_MAX).then_some(until_open);
         }
         let rate = self.eta_rate_milli(now);
         if rate == 0 {
@@ -668,10 +678,14 @@ impl Room {
         if let Some((t, _)) = self.waiter_due.peek() {
             consider(t + self.config.waiter_ttl_secs * 1000);
         }
-        if self.opened && !self.config.paused && self.queue.len() > 0 {
+        if self.opened
+            && !self.config.paused
+            && self.queue.len() > 0
+            && (self.sessions.len() as u64) < self.sessions_max()
+        {
             if self.config.mode == Mode::Passthrough {
                 consider(now);
-            } else if (self.sessions.len() as u64) < self.config.capacity {
+            } else {
                 let per_ms = self.config.admit_per_minute * self.config.rate_permille();
                 // As `admit_some`: a room whose origin is down admits nobody, tokens or not.
                 if self.config.rate_permille() > 0 && self.bucket_units >= UNITS_PER_TOKEN {

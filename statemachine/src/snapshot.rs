@@ -122,7 +122,7 @@ impl<'a> Packed<'a> {
     }
 
     fn sessions(&mut self) -> Result<Vec<(VisitorId, u64, u64, u64)>, DecodeError> {
-        let (n, cap) = self.count(CAPACITY_MAX, "sessions")?;
+        let (n, cap) = self.count(SESSIONS_PER_ROOM_MAX, "sessions")?;
         let mut v = Vec::with_capacity(cap);
         for _ in 0..n {
             v.push((

@@ -68,6 +68,28 @@ impl H {
         self.run(Command::Tick)
     }
 
+    /// Joins visitors `first..=last` at the current time, as many per entry as a proposal holds.
+    fn join_many(&mut self, room: &str, first: u128, last: u128) {
+        for from in (first..=last).step_by(COMMANDS_PER_PROPOSAL_MAX) {
+            let to = (from + COMMANDS_PER_PROPOSAL_MAX as u128 - 1).min(last);
+            self.index += 1;
+            let commands = (from..=to)
+                .map(|v| Command::Join {
+                    room: room.into(),
+                    visitor: vid(v),
+                })
+                .collect();
+            self.sm.apply(
+                self.term,
+                self.index,
+                &Proposal {
+                    time_ms: self.now,
+                    commands,
+                },
+            );
+        }
+    }
+
     fn state(&self, room: &str, v: u128) -> VisitorState {
         self.sm.visitor(room, vid(v)).expect("visitor known").state
     }
@@ -1199,24 +1221,7 @@ fn a_capped_mass_expiry_is_the_same_on_a_restored_replica() {
             },
         );
         let n = EXPIRIES_PER_APPLY_MAX as u128 + 1;
-        for first in (1..=n).step_by(COMMANDS_PER_PROPOSAL_MAX) {
-            let last = (first + COMMANDS_PER_PROPOSAL_MAX as u128 - 1).min(n);
-            a.index += 1;
-            let commands = (first..=last)
-                .map(|v| Command::Join {
-                    room: "r".into(),
-                    visitor: vid(v),
-                })
-                .collect();
-            a.sm.apply(
-                a.term,
-                a.index,
-                &Proposal {
-                    time_ms: a.now,
-                    commands,
-                },
-            );
-        }
+        a.join_many("r", 1, n);
         let r = a.room("r");
         assert_eq!(r.active + r.waiting, n as u64, "{mode:?}");
         // Visitor 1 renews (or checks in): its heap entry keeps its first time on `a`.
@@ -1428,4 +1433,35 @@ fn content_digest_ignores_the_log_position_but_not_the_state() {
     );
     h.join("r", 2);
     assert_ne!(h.sm.content_digest(), content);
+}
+
+/// A passthrough room ignores its capacity but not the bound on sessions per room, which is also
+/// the most a snapshot holds: past it visitors wait, and the room's snapshot still restores.
+#[test]
+fn passthrough_admits_up_to_the_sessions_bound_and_its_snapshot_restores() {
+    let mut a = H::new();
+    a.create(
+        "r",
+        RoomConfig {
+            mode: Mode::Passthrough,
+            session_ttl_secs: 60,
+            ..cfg(1, 1)
+        },
+    );
+    let n = SESSIONS_PER_ROOM_MAX as u128 + 2;
+    a.join_many("r", 1, n);
+    let r = a.room("r");
+    assert_eq!((r.active, r.waiting), (SESSIONS_PER_ROOM_MAX, 2));
+    assert_eq!(a.position("r", n), Some(2));
+    // Nothing is due until the first session could expire: no tick is asked for meanwhile.
+    assert_eq!(a.sm.next_due_ms(), Some(T0 + 60_000));
+    let b = StateMachine::restore(&a.sm.snapshot()).expect("a room at the bound restores");
+    assert_eq!(b.digest(), a.sm.digest());
+    // A session ends: the first in line takes its place.
+    a.at(1_000).run(Command::Leave {
+        room: "r".into(),
+        visitor: vid(1),
+    });
+    assert!(a.is_admitted("r", n - 1));
+    assert_eq!(a.position("r", n), Some(1));
 }

@@ -75,7 +75,8 @@ pub enum Mode {
     Fifo,
     /// A uniform seeded draw among all waiters.
     Lottery,
-    /// Everyone is admitted at once, ignoring capacity and rate; sessions are still counted.
+    /// Everyone is admitted at once, ignoring capacity and rate; sessions are still counted, and
+    /// bounded by [`crate::limits::SESSIONS_PER_ROOM_MAX`].
     Passthrough,
     /// Closed to newcomers; visitors already in line keep their place.
     Reject,
