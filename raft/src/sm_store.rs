@@ -27,6 +27,22 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 use std::time::Instant;
 
+/// Ends the process if dropped while its thread panics. The state machine asserts its invariants
+/// (a broken one is a bug, and every replica applying the same entry hits it): a panic inside an
+/// apply leaves the state half-changed and its lock poisoned, and without this the node would go
+/// on half-alive, its Raft tasks dead and every read failing. Aborted, it is restarted by its
+/// supervisor from its durable log and snapshot.
+struct AbortOnPanic;
+
+impl Drop for AbortOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            tracing::error!("a panic while applying an entry; stopping the process");
+            std::process::abort();
+        }
+    }
+}
+
 const SNAP_MAGIC: &[u8; 4] = b"SLRS";
 const SNAP_VERSION: u8 = 1;
 
@@ -383,6 +399,7 @@ impl RaftStateMachine<TypeConfig> for SmStore {
     {
         while let Some((entry, responder)) = entries.try_next().await? {
             let response = {
+                let _abort = AbortOnPanic;
                 let mut st = self.state.write().expect("state machine lock poisoned");
                 let (term, index) = (entry.log_id.leader_id.term, entry.log_id.index);
                 let response = match &entry.payload {
@@ -497,5 +514,38 @@ impl RaftStateMachine<TypeConfig> for SmStore {
             }
             None => Ok(None),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::AbortOnPanic;
+
+    /// Runs in a child process (this test binary, re-run with `SLUICE_ABORT_CHILD` set).
+    #[test]
+    fn a_panic_while_applying_ends_the_process() {
+        if std::env::var_os("SLUICE_ABORT_CHILD").is_some() {
+            let _abort = AbortOnPanic;
+            panic!("a broken invariant");
+        }
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "sm_store::tests::a_panic_while_applying_ends_the_process",
+                "--test-threads=1",
+            ])
+            .env("SLUICE_ABORT_CHILD", "1")
+            .output()
+            .unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(
+            out.status.signal(),
+            Some(6),
+            "SIGABRT expected: {:?} {}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout)
+        );
+        // Without a panic the guard does nothing.
+        drop(AbortOnPanic);
     }
 }
