@@ -214,27 +214,47 @@ impl Nemesis {
                     tokio::time::sleep(hold).await;
                     return Ok("clock skipped: libfaketime not installed".into());
                 }
-                let target = if below(&mut self.rng, 2) == 0 {
-                    leader.unwrap_or(random)
-                } else {
-                    random
-                };
-                let jump = below(&mut self.rng, 20_000) as i64 + 1_000;
-                let sign = if below(&mut self.rng, 2) == 0 { 1 } else { -1 };
+                // A minority of the nodes (one of three, one or two of five), the leader among
+                // them half the time, each with its own jump and direction.
+                let k = 1 + below(&mut self.rng, ((members.len() as u64 - 1) / 2).max(1)) as usize;
+                let mut targets: Vec<u64> = Vec::new();
+                if below(&mut self.rng, 2) == 0 {
+                    targets.extend(leader);
+                }
+                for &m in &shuffled {
+                    if targets.len() < k && !targets.contains(&m) {
+                        targets.push(m);
+                    }
+                }
+                let offsets: Vec<i64> = targets
+                    .iter()
+                    .map(|_| {
+                        let jump = below(&mut self.rng, 20_000) as i64 + 1_000;
+                        if below(&mut self.rng, 2) == 0 {
+                            jump
+                        } else {
+                            -jump
+                        }
+                    })
+                    .collect();
                 // A jump, then drift: the offset moves by 20% of elapsed time for the rest of the hold.
                 let steps = 10u32;
                 for k in 0..steps {
-                    db.set_clock(
-                        target,
-                        sign * jump + sign * (k as i64) * hold.as_millis() as i64 / 50,
-                    )?;
+                    for (&t, &off) in targets.iter().zip(&offsets) {
+                        let drift = off.signum() * (k as i64) * hold.as_millis() as i64 / 50;
+                        db.set_clock(t, off + drift)?;
+                    }
                     tokio::time::sleep(hold / steps).await;
                 }
-                db.set_clock(target, 0)?;
-                format!(
-                    "clock node {target} offset {}{jump} ms with drift",
-                    if sign > 0 { "+" } else { "-" }
-                )
+                for &t in &targets {
+                    db.set_clock(t, 0)?;
+                }
+                let what: Vec<String> = targets
+                    .iter()
+                    .zip(&offsets)
+                    .map(|(t, off)| format!("node {t} offset {off:+} ms"))
+                    .collect();
+                format!("clock {} with drift", what.join(", "))
             }
             Fault::Membership => {
                 let victim = self.pick(&members);
