@@ -17,6 +17,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// How often each node asks the other voters for their clocks.
 pub const SAMPLE_EVERY: Duration = Duration::from_secs(1);
+/// How soon it asks again when some did not answer (at start, before the first election can end,
+/// and while a peer is down).
+pub const SAMPLE_RETRY: Duration = Duration::from_millis(200);
 /// An estimate older than this is not used.
 pub const SAMPLE_FRESH: Duration = Duration::from_secs(5);
 /// An answer whose round trip took longer than this is not used (its error could be half that).
@@ -148,26 +151,30 @@ impl ClusterClock {
 
 /// Asks each of `peers` (id, node-to-node address) for its wall clock, concurrently, and records
 /// the answers in `clock`. A peer that does not answer in time, or does not know the call (an
-/// older node), is left out.
+/// older node), is left out. Returns whether every peer's answer was recorded.
 pub(crate) async fn sample_peers(
     clock: &ClusterClock,
     network: &crate::network::Peers,
     peers: Vec<(u64, String)>,
-) {
+) -> bool {
     let calls = peers.into_iter().map(|(id, addr)| async move {
         let Ok(mut client) = network.client(&addr) else {
-            return;
+            return false;
         };
         let mut req = tonic::Request::new(crate::pb::Empty {});
         req.set_timeout(SAMPLE_RTT_MAX * 5);
         let sent = Instant::now();
         let reply = tokio::time::timeout(SAMPLE_RTT_MAX * 5, client.wall_clock(req)).await;
         let received = Instant::now();
-        if let Ok(Ok(r)) = reply {
-            clock.record(id, r.into_inner().unix_ms, sent, received);
+        match reply {
+            Ok(Ok(r)) => clock.record(id, r.into_inner().unix_ms, sent, received),
+            _ => false,
         }
     });
-    futures::future::join_all(calls).await;
+    futures::future::join_all(calls)
+        .await
+        .into_iter()
+        .all(|ok| ok)
 }
 
 #[cfg(test)]

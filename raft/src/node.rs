@@ -823,13 +823,19 @@ async fn sample_clocks(inner: Arc<NodeInner>) {
         };
         let ids: Vec<u64> = peers.iter().map(|(id, _)| *id).collect();
         inner.clock.retain(&ids);
+        // No peers yet (the membership is not loaded) counts as a round to retry soon.
+        let complete = tokio::select! {
+            _ = inner.cancel.cancelled() => break,
+            all = crate::clock::sample_peers(&inner.clock, &inner.peers, peers) => all && !ids.is_empty(),
+        };
+        let pause = if complete {
+            crate::clock::SAMPLE_EVERY
+        } else {
+            crate::clock::SAMPLE_RETRY
+        };
         tokio::select! {
             _ = inner.cancel.cancelled() => break,
-            _ = crate::clock::sample_peers(&inner.clock, &inner.peers, peers) => {}
-        }
-        tokio::select! {
-            _ = inner.cancel.cancelled() => break,
-            _ = tokio::time::sleep(crate::clock::SAMPLE_EVERY) => {}
+            _ = tokio::time::sleep(pause) => {}
         }
     }
 }
