@@ -31,7 +31,7 @@ pub enum Fault {
     KillAll,
     /// SIGSTOP one node (the leader half the time), then SIGCONT.
     Pause,
-    /// Wall-clock offsets and drift on one node (through libfaketime).
+    /// Wall-clock offsets and drift on a minority of the nodes (through libfaketime).
     Clock,
     /// Remove a voter, add a new node as learner, promote it.
     Membership,

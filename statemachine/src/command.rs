@@ -1,6 +1,6 @@
 //! Commands and their encoding. The encoding is the log format: it is forever.
 //!
-//! A log entry's payload is a [`Proposal`]: the leader's wall time and a batch of commands.
+//! A log entry's payload is a [`Proposal`]: the time the leader stamped and a batch of commands.
 //! Encoded, it is one version byte ([`PROPOSAL_VERSION`]) followed by the postcard encoding of the
 //! proposal. New commands are only ever appended to [`Command`]; variants are never reordered,
 //! removed or changed (a changed command is a new variant).
@@ -186,7 +186,8 @@ impl Command {
 /// One log entry's worth of commands, stamped by the leader.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Proposal {
-    /// The leader's wall time when proposing, ms since the epoch. The state machine keeps its
+    /// The cluster's time when the leader proposed (the median of the voters' wall clocks as the
+    /// leader saw them), ms since the epoch. The state machine keeps its
     /// clock monotonic: `clock = max(clock, time_ms)`.
     pub time_ms: u64,
     /// At most [`COMMANDS_PER_PROPOSAL_MAX`] commands, applied in order.
