@@ -1,5 +1,6 @@
 //! Clients written by others: a Python gRPC client generated from the .proto, PyJWT verifying
-//! an admission token with the served JWKS, and `promtool check metrics` on `/metrics`. Plus the
+//! an admission token with the served JWKS, `promtool check metrics` on `/metrics` and `promtool
+//! test rules` on the shipped alerting rules. Plus the
 //! Rust gRPC client, health and reflection, per-client rate limits and graceful shutdown.
 
 mod common;
@@ -87,6 +88,40 @@ async fn python_grpc_client_pyjwt_and_promtool() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// The alerting rules shipped in `deploy/prometheus` pass their own unit tests, and every metric
+/// they name is one a node exports (a renamed metric would silently disable an alert).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shipped_alert_rules_fire_as_tested_on_metrics_a_node_exports() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/prometheus");
+    let out = Command::new("promtool")
+        .args(["test", "rules", "sluice-alerts.test.yml"])
+        .current_dir(dir)
+        .output()
+        .expect("promtool");
+    assert!(
+        out.status.success(),
+        "promtool: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rules = std::fs::read_to_string(format!("{dir}/sluice-alerts.yml")).unwrap();
+    let mut named: Vec<&str> = rules
+        .split(|ch: char| !(ch.is_ascii_alphanumeric() || ch == '_'))
+        .filter(|w| w.starts_with("sluice_"))
+        .collect();
+    named.sort_unstable();
+    named.dedup();
+    assert!(named.len() >= 6, "{named:?}");
+    let c = Cluster::start(1).await;
+    let metrics = c.metrics(1).await;
+    for name in named {
+        assert!(
+            metrics.contains(&format!("# TYPE {name} ")),
+            "{name} is not exported:\n{metrics}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
