@@ -36,8 +36,9 @@ fn mac(key: &str, msg: &str) -> String {
         .collect()
 }
 
-fn now() -> u64 {
-    sluice_raft::wall_ms() / 1000
+/// The cluster's time in seconds: a session signed in on one node lasts as long on the others.
+fn now(app: &App) -> u64 {
+    app.sluice.node.now_ms() / 1000
 }
 
 fn session_value(app: &App, expires: u64) -> String {
@@ -66,7 +67,7 @@ fn session(app: &App, headers: &HeaderMap) -> Option<String> {
     let (exp, _) = value.split_once('.')?;
     let exp: u64 = exp.parse().ok()?;
     let expected = session_value(app, exp);
-    (exp > now() && bool::from(value.as_bytes().ct_eq(expected.as_bytes()))).then_some(value)
+    (exp > now(app) && bool::from(value.as_bytes().ct_eq(expected.as_bytes()))).then_some(value)
 }
 
 fn csrf(app: &App, session: &str) -> String {
@@ -138,7 +139,7 @@ pub async fn login(State(app): AppState, AdminForm(f): AdminForm) -> Response {
         )
             .into_response();
     }
-    let value = session_value(&app, now() + SESSION_SECS);
+    let value = session_value(&app, now(&app) + SESSION_SECS);
     let secure = if app.secure_cookies { "; Secure" } else { "" };
     let mut r = see_other("/admin");
     if let Ok(v) = HeaderValue::from_str(&format!("{ADMIN_COOKIE}={value}; Path=/admin; HttpOnly; SameSite=Strict; Max-Age={SESSION_SECS}{secure}")) {

@@ -159,6 +159,7 @@ fn wait_html(
     r: &VisitorReply,
     room: Option<&RoomView>,
     next: &str,
+    now_secs: u64,
 ) -> String {
     let (title, top) = header_html(t, room, &r.room);
     let lottery = room.is_some_and(|v| v.config.mode == Mode::Lottery);
@@ -172,7 +173,7 @@ fn wait_html(
         Some(at) => format!(
             "<div class=\"card\"><p>{} <strong id=\"cd\" data-at=\"{at}\" aria-live=\"polite\">{}</strong></p></div>",
             t.opens_in,
-            fmt_secs(at.saturating_sub(sluice_raft::wall_ms() / 1000))
+            fmt_secs(at.saturating_sub(now_secs))
         ),
         None => String::new(),
     };
@@ -314,7 +315,8 @@ pub async fn wait(app: &App, room: &str, next: Option<&str>, headers: &HeaderMap
         }
         r
     } else if reply.state == "waiting" {
-        Html(wait_html(t, lang, &reply, view.as_ref(), &next)).into_response()
+        let now_secs = app.sluice.node.now_ms() / 1000;
+        Html(wait_html(t, lang, &reply, view.as_ref(), &next, now_secs)).into_response()
     } else {
         let text = match reply.reason.as_deref() {
             Some("room_closed") => t.closed,

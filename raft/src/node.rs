@@ -263,8 +263,8 @@ pub fn nodelay(
     })
 }
 
-/// This machine's wall clock, ms since the epoch: for what is local to a node (its dashboard
-/// sessions). What the cluster agrees on uses [`RaftNode::now_ms`].
+/// This machine's wall clock, ms since the epoch. Sluice itself uses the cluster's time,
+/// [`RaftNode::now_ms`], for everything with a deadline.
 pub fn wall_ms() -> u64 {
     WallClock::system().now_ms()
 }
