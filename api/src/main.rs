@@ -106,9 +106,15 @@ enum Cmd {
     Keygen,
 }
 
+/// Log filter without `RUST_LOG`. openraft warns on every failed attempt to reach a peer, some
+/// 40 times a second while one is down; the node reports unreachable peers itself instead
+/// (`sluice_raft::network::Reachability`), so those two openraft targets log errors only.
+const DEFAULT_LOG_FILTER: &str =
+    "info,openraft=warn,openraft::replication=error,openraft::core::heartbeat=error";
+
 fn init_logs(json: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| "info,openraft=warn".into());
+        .unwrap_or_else(|_| DEFAULT_LOG_FILTER.into());
     let b = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

@@ -402,7 +402,10 @@ jwt_seed = \"YmVuY2gtand0LXNlZWQtb2YtZXhhY3RseS0zMmJ5dGU=\"\n[limits]\nvisitor_r
         let mut cmd = Command::new(&self.bin);
         cmd.args(["serve", "--config"])
             .arg(self.dir.join(format!("n{id}.toml")))
-            .env("RUST_LOG", "warn,sluice_raft::sm_store=info")
+            .env(
+                "RUST_LOG",
+                "warn,sluice_raft::sm_store=info,openraft::replication=error,openraft::core::heartbeat=error",
+            )
             .stderr(log);
         let child = spawn_listening(cmd, "sluice")?;
         self.children.insert(id, child);

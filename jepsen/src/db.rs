@@ -154,7 +154,7 @@ snapshot_every = {every}\nlogs_kept_after_snapshot = {kept}\n",
                 .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
         }
         let mut child = cmd
-            .env("RUST_LOG", "warn,sluice_raft::sm_store=info")
+            .env("RUST_LOG", "warn,sluice_raft::sm_store=info,openraft::replication=error,openraft::core::heartbeat=error")
             .stdout(Stdio::piped())
             .stderr(log)
             .spawn()?;

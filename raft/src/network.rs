@@ -34,6 +34,57 @@ pub const APPEND_TIMEOUT_MIN: Duration = Duration::from_millis(1_000);
 /// during a rolling upgrade) is replicated to by unary AppendEntries before streaming is tried again.
 pub const UNARY_FALLBACK: Duration = Duration::from_secs(60);
 
+/// How often a peer that stays unreachable is reported again in the log.
+pub const UNREACHABLE_REPORT_EVERY: Duration = Duration::from_secs(30);
+
+/// Which peers are unreachable, since when, and when that was last logged: a peer that is down
+/// is reported when it goes, every [`UNREACHABLE_REPORT_EVERY`] while it stays down, and when it
+/// answers again (openraft's own warnings, one per failed attempt, some 40 a second, are off by
+/// default).
+#[derive(Debug, Default)]
+pub struct Reachability {
+    down: HashMap<u64, (Instant, Instant)>,
+}
+
+/// What to log about a peer.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ReachReport {
+    /// It has just become unreachable.
+    Lost,
+    /// It has been unreachable this long.
+    StillDown(Duration),
+    /// It answered again after being unreachable this long.
+    Back(Duration),
+}
+
+impl Reachability {
+    /// A call to `peer` failed at `now`: what to log, if anything.
+    pub fn failed(&mut self, peer: u64, now: Instant) -> Option<ReachReport> {
+        match self.down.get_mut(&peer) {
+            None => {
+                self.down.insert(peer, (now, now));
+                Some(ReachReport::Lost)
+            }
+            Some((since, logged))
+                if now.saturating_duration_since(*logged) >= UNREACHABLE_REPORT_EVERY =>
+            {
+                *logged = now;
+                Some(ReachReport::StillDown(
+                    now.saturating_duration_since(*since),
+                ))
+            }
+            Some(_) => None,
+        }
+    }
+
+    /// `peer` answered at `now`: what to log, if anything.
+    pub fn answered(&mut self, peer: u64, now: Instant) -> Option<ReachReport> {
+        self.down
+            .remove(&peer)
+            .map(|(since, _)| ReachReport::Back(now.saturating_duration_since(since)))
+    }
+}
+
 /// TLS material for node-to-node traffic (mutual authentication), PEM-encoded.
 #[derive(Clone, Debug)]
 pub struct TlsMaterial {
@@ -53,6 +104,8 @@ pub struct Peers {
     channels: Arc<Mutex<HashMap<String, Channel>>>,
     /// Peers without `AppendStream`, by address, and since when.
     unary_only: Arc<Mutex<HashMap<String, Instant>>>,
+    /// Peers that did not answer, for the log.
+    reach: Arc<Mutex<Reachability>>,
     tls: Option<TlsMaterial>,
 }
 
@@ -62,6 +115,7 @@ impl Peers {
         Self {
             channels: Arc::default(),
             unary_only: Arc::default(),
+            reach: Arc::default(),
             tls,
         }
     }
@@ -76,6 +130,37 @@ impl Peers {
                 false
             }
             None => false,
+        }
+    }
+
+    /// Records a failed call to `peer` (logging it when it is news).
+    fn peer_failed(&self, peer: u64, error: &RPCError<TypeConfig>) {
+        if !matches!(error, RPCError::Unreachable(_)) {
+            return;
+        }
+        let report = self
+            .reach
+            .lock()
+            .expect("reachability lock")
+            .failed(peer, Instant::now());
+        match report {
+            Some(ReachReport::Lost) => tracing::warn!(node = peer, %error, "cannot reach node"),
+            Some(ReachReport::StillDown(d)) => {
+                tracing::warn!(node = peer, secs = d.as_secs(), %error, "node still unreachable")
+            }
+            _ => {}
+        }
+    }
+
+    /// Records an answer from `peer`.
+    fn peer_answered(&self, peer: u64) {
+        let report = self
+            .reach
+            .lock()
+            .expect("reachability lock")
+            .answered(peer, Instant::now());
+        if let Some(ReachReport::Back(d)) = report {
+            tracing::info!(node = peer, secs = d.as_secs(), "node reachable again");
         }
     }
 
@@ -231,11 +316,21 @@ impl PeerConn {
         });
         request.set_timeout(timeout);
         let reply = match tokio::time::timeout(timeout, rpc(client, request)).await {
-            Err(_) => {
-                let e = format!("no reply within {timeout:?}");
-                return Err(unreachable(self.target, e));
+            Err(_) => Err(unreachable(
+                self.target,
+                format!("no reply within {timeout:?}"),
+            )),
+            Ok(r) => r.map_err(|s| status_to_rpc(self.target, s)),
+        };
+        let reply = match reply {
+            Ok(r) => {
+                self.peers.peer_answered(self.target);
+                r
             }
-            Ok(r) => r.map_err(|s| status_to_rpc(self.target, s))?,
+            Err(e) => {
+                self.peers.peer_failed(self.target, &e);
+                return Err(e);
+            }
         };
         let result: Result<Resp, RaftError<TypeConfig>> = codec::decode(&reply.into_inner().data)
             .map_err(|e| {
@@ -308,28 +403,36 @@ impl RaftNetworkV2<TypeConfig> for PeerConn {
                     data: codec::encode(&rpc),
                 }
             });
-            let responses = match tokio::time::timeout(timeout, client.append_stream(requests))
-                .await
-            {
-                Err(_) => return Err(unreachable(target, format!("no answer within {timeout:?}"))),
-                Ok(Err(s)) if s.code() == tonic::Code::Unimplemented => {
-                    tracing::warn!(
-                        node = target,
-                        "no AppendStream (an older node?): replicating to it by unary calls"
-                    );
-                    peers.set_unary_only(&addr);
-                    return Err(status_to_rpc(target, s));
-                }
-                Ok(Err(s)) => {
-                    // Connecting to a peer that is down fails at once, before tonic reads any
-                    // request, so openraft's backoff (which waits inside the request stream)
-                    // never comes into play: without this pause the leader retried such a peer
-                    // in a tight loop, a core busy and a warning every 20 µs.
-                    tokio::time::sleep(START_FAILURE_PAUSE).await;
-                    return Err(status_to_rpc(target, s));
-                }
-                Ok(Ok(r)) => r.into_inner(),
-            };
+            let responses =
+                match tokio::time::timeout(timeout, client.append_stream(requests)).await {
+                    Err(_) => {
+                        let e = unreachable(target, format!("no answer within {timeout:?}"));
+                        peers.peer_failed(target, &e);
+                        return Err(e);
+                    }
+                    Ok(Err(s)) if s.code() == tonic::Code::Unimplemented => {
+                        tracing::warn!(
+                            node = target,
+                            "no AppendStream (an older node?): replicating to it by unary calls"
+                        );
+                        peers.set_unary_only(&addr);
+                        return Err(status_to_rpc(target, s));
+                    }
+                    Ok(Err(s)) => {
+                        // Connecting to a peer that is down fails at once, before tonic reads any
+                        // request, so openraft's backoff (which waits inside the request stream)
+                        // never comes into play: without this pause the leader retried such a peer
+                        // in a tight loop, a core busy and a warning every 20 µs.
+                        tokio::time::sleep(START_FAILURE_PAUSE).await;
+                        let e = status_to_rpc(target, s);
+                        peers.peer_failed(target, &e);
+                        return Err(e);
+                    }
+                    Ok(Ok(r)) => {
+                        peers.peer_answered(target);
+                        r.into_inner()
+                    }
+                };
             let results: BoxStream<'s, _> =
                 Box::pin(stream_results(target, responses, sent, timeout));
             Ok(results)
@@ -400,6 +503,32 @@ impl RaftNetworkV2<TypeConfig> for PeerConn {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_peer_that_stays_down_is_reported_going_every_30_s_and_coming_back() {
+        let mut r = Reachability::default();
+        let t = Instant::now();
+        let at = |s: u64| t + Duration::from_secs(s);
+        assert_eq!(r.answered(2, at(0)), None, "never down");
+        assert_eq!(r.failed(2, at(0)), Some(ReachReport::Lost));
+        // Some 40 failures a second are not reported one by one.
+        for ms in (25..30_000).step_by(25) {
+            assert_eq!(r.failed(2, t + Duration::from_millis(ms)), None);
+        }
+        assert_eq!(
+            r.failed(2, at(30)),
+            Some(ReachReport::StillDown(Duration::from_secs(30)))
+        );
+        assert_eq!(r.failed(2, at(45)), None);
+        // Another peer is reported on its own.
+        assert_eq!(r.failed(3, at(45)), Some(ReachReport::Lost));
+        assert_eq!(
+            r.answered(2, at(50)),
+            Some(ReachReport::Back(Duration::from_secs(50)))
+        );
+        assert_eq!(r.answered(2, at(51)), None);
+        assert_eq!(r.failed(2, at(52)), Some(ReachReport::Lost), "down again");
+    }
     use futures::StreamExt;
 
     const WAIT: Duration = Duration::from_millis(50);
