@@ -246,6 +246,17 @@ impl Metrics {
         );
         header(
             w,
+            "sluice_clock_agreed",
+            "1 when this node knows enough voters' clocks to tell the cluster's time; 0 and leading, it stamps entries with its own clock.",
+            "gauge",
+        );
+        let _ = writeln!(
+            w,
+            "sluice_clock_agreed {}",
+            sluice.node.clock_agreed() as u8
+        );
+        header(
+            w,
             "sluice_raft_leader_changes_total",
             "Leaderships (a leader in a term) this node has come to know of since it started, the first included.",
             "counter",

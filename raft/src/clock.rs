@@ -7,11 +7,16 @@
 //! estimated as the answer plus the monotonic time elapsed since the middle of the round trip.
 //! The error of an estimate is at most half its round trip, so answers that took longer than
 //! [`SAMPLE_RTT_MAX`] are not used, and estimates older than [`SAMPLE_FRESH`] (a peer down or
-//! cut off) drop out. This node's own wall clock is always one of the values; with only two, the
-//! lower is taken, so a lone clock that runs ahead cannot move time forward.
+//! cut off) drop out.
+//!
+//! Of `V` voters, up to `f = (V - 1) / 2` clocks may be wrong. With `k` clocks known (this
+//! node's own among them), the time is the `(k - f)`-th smallest: the lower median when all are
+//! known, never above a clock that is right, and unknown (`None`) when fewer than `f + 1` are
+//! known. The leader then waits briefly for the next answers rather than trust its clock alone.
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -23,7 +28,7 @@ pub const SAMPLE_RETRY: Duration = Duration::from_millis(200);
 /// An estimate older than this is not used.
 pub const SAMPLE_FRESH: Duration = Duration::from_secs(5);
 /// An answer whose round trip took longer than this is not used (its error could be half that).
-pub const SAMPLE_RTT_MAX: Duration = Duration::from_millis(100);
+pub const SAMPLE_RTT_MAX: Duration = Duration::from_millis(1_000);
 
 /// A wall clock, ms since the epoch. The system's, or (for tests of clock faults) the system's
 /// shifted by a fixed offset.
@@ -65,6 +70,9 @@ struct Sample {
 pub struct ClusterClock {
     own: WallClock,
     samples: Arc<Mutex<BTreeMap<u64, Sample>>>,
+    /// Voters, this node counted among them.
+    voters: Arc<AtomicUsize>,
+    answered: Arc<tokio::sync::Notify>,
 }
 
 impl fmt::Debug for ClusterClock {
@@ -81,6 +89,8 @@ impl ClusterClock {
         Self {
             own,
             samples: Arc::default(),
+            voters: Arc::new(AtomicUsize::new(1)),
+            answered: Arc::default(),
         }
     }
 
@@ -99,17 +109,41 @@ impl ClusterClock {
         let at = sent + rtt / 2;
         let mut samples = self.samples.lock().expect("clock samples lock");
         samples.insert(id, Sample { peer_ms, at });
+        drop(samples);
+        self.answered.notify_waiters();
         true
     }
 
-    /// Forgets the estimates of nodes that are not in `voters`.
-    pub fn retain(&self, voters: &[u64]) {
+    /// Sets the other voters (this node counts as one more) and forgets the estimates of nodes
+    /// that are not among them.
+    pub fn retain(&self, peers: &[u64]) {
         let mut samples = self.samples.lock().expect("clock samples lock");
-        samples.retain(|id, _| voters.contains(id));
+        samples.retain(|id, _| peers.contains(id));
+        self.voters.store(peers.len() + 1, Ordering::Relaxed);
     }
 
-    /// The cluster's time now, ms since the epoch: the lower median of this node's clock and the
-    /// fresh estimates of the other voters' clocks.
+    /// The cluster's time now, ms since the epoch, if enough voters' clocks are known (see the
+    /// module documentation).
+    pub fn agreed_ms(&self) -> Option<u64> {
+        self.estimate(Instant::now(), self.own.now_ms())
+    }
+
+    /// [`agreed_ms`](Self::agreed_ms), waiting up to `max` for answers that make it known.
+    pub async fn wait_agreed(&self, max: Duration) -> Option<u64> {
+        let deadline = tokio::time::Instant::now() + max;
+        loop {
+            let answered = self.answered.notified();
+            if let Some(t) = self.agreed_ms() {
+                return Some(t);
+            }
+            if tokio::time::timeout_at(deadline, answered).await.is_err() {
+                return self.agreed_ms();
+            }
+        }
+    }
+
+    /// The cluster's time now, or this node's own clock while too few clocks are known: for what
+    /// a node decides alone (a gate check, a token's times).
     pub fn now_ms(&self) -> u64 {
         self.now_at(Instant::now(), self.own.now_ms())
     }
@@ -133,6 +167,10 @@ impl ClusterClock {
     }
 
     fn now_at(&self, now: Instant, own_ms: u64) -> u64 {
+        self.estimate(now, own_ms).unwrap_or(own_ms)
+    }
+
+    fn estimate(&self, now: Instant, own_ms: u64) -> Option<u64> {
         let mut values: Vec<u64> = Vec::with_capacity(8);
         values.push(own_ms);
         {
@@ -145,7 +183,9 @@ impl ClusterClock {
             }
         }
         values.sort_unstable();
-        values[(values.len() - 1) / 2]
+        let wrong_max = (self.voters.load(Ordering::Relaxed).max(1) - 1) / 2;
+        let k = values.len();
+        (k > wrong_max).then(|| values[k - wrong_max - 1])
     }
 }
 
@@ -183,8 +223,10 @@ mod tests {
 
     const T: u64 = 1_800_000_000_000;
 
+    /// A node of three voters (itself, 2 and 3) with these estimates.
     fn clock_with(samples: &[(u64, u64)], at: Instant) -> ClusterClock {
         let c = ClusterClock::new(WallClock::system());
+        c.retain(&[2, 3]);
         for &(id, ms) in samples {
             assert!(c.record(id, ms, at, at));
         }
@@ -220,8 +262,9 @@ mod tests {
         assert_eq!(c.now_at(at, T), T);
         let c = clock_with(&[(2, T)], at);
         assert_eq!(c.now_at(at, T + 600_000), T);
+        // A single voter is the cluster.
         let alone = ClusterClock::new(WallClock::system());
-        assert_eq!(alone.now_at(at, T + 5), T + 5);
+        assert_eq!(alone.estimate(at, T + 5), Some(T + 5));
     }
 
     #[test]
@@ -231,22 +274,60 @@ mod tests {
         assert_eq!(c.now_at(at, T), T + 600_000);
         // Six seconds on, both estimates are stale: this node's clock alone.
         let later = at + SAMPLE_FRESH + Duration::from_secs(1);
+        assert_eq!(c.estimate(later, T), None);
         assert_eq!(c.now_at(later, T), T);
         assert_eq!(c.peers_known(), 2);
         // An answer that took too long is refused.
         let c = ClusterClock::new(WallClock::system());
+        c.retain(&[2, 3]);
         assert!(!c.record(2, T, at, at + SAMPLE_RTT_MAX + Duration::from_millis(1)));
+        assert_eq!(c.estimate(at, T + 600_000), None);
         assert_eq!(c.now_at(at, T + 600_000), T + 600_000);
         // A removed voter's estimate goes.
         let c = clock_with(&[(2, T + 600_000), (3, T + 600_000)], at);
-        c.retain(&[1, 3]);
+        c.retain(&[3, 4]);
         assert_eq!(c.now_at(at, T), T);
+    }
+
+    #[test]
+    fn with_too_few_clocks_known_there_is_no_agreed_time() {
+        let at = Instant::now();
+        let c = ClusterClock::new(WallClock::system());
+        c.retain(&[2, 3, 4, 5]);
+        // Five voters, two of them may be wrong: this node's clock and one more are not enough,
+        // even if both say the same.
+        assert!(c.record(2, T + 600_000, at, at));
+        assert_eq!(c.estimate(at, T + 600_000), None);
+        // Three known: the smallest, which is at or below a right clock if two are wrong.
+        assert!(c.record(3, T, at, at));
+        assert_eq!(c.estimate(at, T + 600_000), Some(T));
+        assert!(c.record(4, T + 1, at, at));
+        assert_eq!(c.estimate(at, T + 600_000), Some(T + 1));
+        // All five: the lower median.
+        assert!(c.record(5, T + 2, at, at));
+        assert_eq!(c.estimate(at, T + 600_000), Some(T + 2));
+    }
+
+    #[tokio::test]
+    async fn waiting_for_an_agreed_time_ends_with_an_answer_or_the_deadline() {
+        let c = ClusterClock::new(WallClock::system());
+        c.retain(&[2, 3]);
+        assert_eq!(c.wait_agreed(Duration::from_millis(20)).await, None);
+        let answering = c.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let now = Instant::now();
+            answering.record(2, WallClock::system().now_ms(), now, now);
+        });
+        let t = c.wait_agreed(Duration::from_secs(10)).await;
+        assert!(t.is_some_and(|t| t.abs_diff(WallClock::system().now_ms()) < 1_000));
     }
 
     #[test]
     fn an_estimate_is_placed_at_the_middle_of_its_round_trip() {
         let sent = Instant::now();
         let c = ClusterClock::new(WallClock::system());
+        c.retain(&[2, 3]);
         assert!(c.record(2, T, sent, sent + Duration::from_millis(40)));
         assert!(c.record(3, T, sent, sent + Duration::from_millis(40)));
         assert_eq!(c.now_at(sent + Duration::from_millis(40), 0), T + 20);

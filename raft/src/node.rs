@@ -47,6 +47,8 @@ pub const PROPOSAL_COMMANDS_MAX: usize = 1_024;
 /// so a follower holding them back only adds a wait (`sluice-jepsen bench`: 2 in flight left
 /// forwarded joins ~2.7 ms in the follower's queue, 64 left 0.35 ms).
 const FORWARDS_IN_FLIGHT: usize = 64;
+/// Longest a new leader waits, once per term, for enough voters' clocks to stamp its first entry.
+const CLOCK_AGREEMENT_WAIT: Duration = Duration::from_millis(500);
 /// The leader takes a snapshot every this many times `snapshot_every` entries (see
 /// [`SnapshotDeferral`]): encoding one pauses every client write while it runs.
 const LEADER_SNAPSHOT_FACTOR: u64 = 4;
@@ -196,7 +198,9 @@ pub struct NodeInner {
     ready: AtomicBool,
     /// The cluster's time as this node sees it; the leader stamps entries with it.
     pub(crate) clock: ClusterClock,
-    stamp: AtomicU64,
+    /// The last stamp, and the term it was made in (a new term starts from the applied clock,
+    /// so that a stamp that never committed, made while cut off, is not carried on).
+    stamp: std::sync::Mutex<(u64, u64)>,
     tick_in_flight: AtomicBool,
     /// Time from proposal submission to applied outcome on the leader.
     pub commit_latency: Arc<LatencyHistogram>,
@@ -342,7 +346,7 @@ impl RaftNode {
             queue: tx,
             ready: AtomicBool::new(false),
             clock: ClusterClock::new(cfg.wall_clock),
-            stamp: AtomicU64::new(0),
+            stamp: std::sync::Mutex::new((0, 0)),
             tick_in_flight: AtomicBool::new(false),
             commit_latency: Arc::default(),
             wal_sync: log_reader.wal_sync.clone(),
@@ -426,6 +430,12 @@ impl RaftNode {
     /// How many other voters' clocks this node currently knows.
     pub fn clock_peers_known(&self) -> usize {
         self.inner.clock.peers_known()
+    }
+
+    /// Whether this node knows enough voters' clocks to tell the cluster's time (when it does
+    /// not, as leader it stamps entries with its own clock).
+    pub fn clock_agreed(&self) -> bool {
+        self.inner.clock.agreed_ms().is_some()
     }
 
     /// The bound node-to-node address.
@@ -858,7 +868,7 @@ async fn ticker(inner: Arc<NodeInner>) {
             let st = inner.sm.read().expect("state lock");
             (st.sm.next_due_ms(), st.sm.clock_ms())
         };
-        if due.is_some_and(|d| d <= inner.clock.now_ms().max(clock)) {
+        if due.is_some_and(|d| d <= inner.clock.agreed_ms().unwrap_or(clock).max(clock)) {
             inner.tick_in_flight.store(true, Ordering::SeqCst);
             let inner = inner.clone();
             tokio::spawn(async move {
@@ -905,10 +915,39 @@ impl NodeInner {
         }
     }
 
-    fn stamp(&self) -> u64 {
+    /// The time for the next proposal: the cluster's time, never less than the applied clock or
+    /// an earlier stamp of this term. In a new term, while too few voters' clocks are known
+    /// (after a restart, before the first answers), it waits up to [`CLOCK_AGREEMENT_WAIT`] once
+    /// for them; after that, this node's own clock stands in (a peer of an older version, which
+    /// does not answer, or most peers unreachable, when nothing can commit anyway).
+    async fn stamp(&self) -> u64 {
+        let term = self.raft.metrics().borrow_watched().current_term;
+        let first_in_term = {
+            let mut s = self.stamp.lock().expect("stamp lock");
+            let first = s.0 != term;
+            if first {
+                *s = (term, 0);
+            }
+            first
+        };
+        let now = match self.clock.agreed_ms() {
+            Some(t) => t,
+            None if first_in_term => match self.clock.wait_agreed(CLOCK_AGREEMENT_WAIT).await {
+                Some(t) => t,
+                None => {
+                    tracing::warn!(
+                        "too few voters' clocks known: stamping with this node's own clock"
+                    );
+                    self.clock.own().now_ms()
+                }
+            },
+            None => self.clock.own().now_ms(),
+        };
         let clock = self.sm.read().expect("state lock").sm.clock_ms();
-        let t = self.clock.now_ms().max(clock);
-        self.stamp.fetch_max(t, Ordering::SeqCst).max(t)
+        let mut s = self.stamp.lock().expect("stamp lock");
+        let t = now.max(clock).max(s.1);
+        s.1 = t;
+        t
     }
 
     /// Submits one proposal in order; the returned future resolves when it is applied.
@@ -921,7 +960,7 @@ impl NodeInner {
     > {
         let n = cmds.len();
         let proposal = Proposal {
-            time_ms: self.stamp(),
+            time_ms: self.stamp().await,
             commands: cmds,
         };
         let (responder, done) =

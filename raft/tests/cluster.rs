@@ -632,11 +632,11 @@ async fn a_leader_whose_clock_is_off_stamps_the_time_the_other_clocks_agree_on()
         })
         .await;
         wait_for(
-            "node 1 knows both peers' clocks",
+            "every node knows both peers' clocks",
             Duration::from_secs(10),
             || {
-                let n = n1.clock_peers_known();
-                async move { n == 2 }
+                let all = c.nodes.values().all(|n| n.clock_peers_known() == 2);
+                async move { all }
             },
         )
         .await;
