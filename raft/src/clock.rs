@@ -119,7 +119,12 @@ impl ClusterClock {
     pub fn retain(&self, peers: &[u64]) {
         let mut samples = self.samples.lock().expect("clock samples lock");
         samples.retain(|id, _| peers.contains(id));
-        self.voters.store(peers.len() + 1, Ordering::Relaxed);
+        self.set_voters(peers.len() + 1);
+    }
+
+    /// Sets how many voters there are, this node among them.
+    pub fn set_voters(&self, voters: usize) {
+        self.voters.store(voters, Ordering::Relaxed);
     }
 
     /// The cluster's time now, ms since the epoch, if enough voters' clocks are known (see the

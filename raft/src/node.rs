@@ -921,7 +921,14 @@ impl NodeInner {
     /// for them; after that, this node's own clock stands in (a peer of an older version, which
     /// does not answer, or most peers unreachable, when nothing can commit anyway).
     async fn stamp(&self) -> u64 {
-        let term = self.raft.metrics().borrow_watched().current_term;
+        let (term, voters) = {
+            let m = self.raft.metrics();
+            let m = m.borrow_watched();
+            let voters = m.membership_config.membership().voter_ids().count();
+            (m.current_term, voters)
+        };
+        // The membership as the leader knows it now, not as the sampler last saw it.
+        self.clock.set_voters(voters.max(1));
         let first_in_term = {
             let mut s = self.stamp.lock().expect("stamp lock");
             let first = s.0 != term;
