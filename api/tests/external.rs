@@ -12,18 +12,23 @@ use sluice_api::pb;
 use std::process::Command;
 use std::time::Duration;
 
+/// Asserts that a finished tool succeeded, showing what it printed if not; returns its stdout.
+fn succeeded(tool: &str, out: std::process::Output) -> Vec<u8> {
+    assert!(
+        out.status.success(),
+        "{tool}: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
 fn python(args: &[&str]) -> Value {
     let out = Command::new("python3")
         .args(args)
         .output()
         .expect("python3");
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    serde_json::from_slice(&succeeded("python3", out)).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -81,13 +86,7 @@ async fn python_grpc_client_pyjwt_and_promtool() {
         .unwrap()
         .write_all(metrics.as_bytes())
         .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "promtool: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded("promtool", child.wait_with_output().unwrap());
 }
 
 /// The alerting rules shipped in `deploy/prometheus` pass their own unit tests, and every metric
@@ -100,12 +99,7 @@ async fn shipped_alert_rules_fire_as_tested_on_metrics_a_node_exports() {
         .current_dir(dir)
         .output()
         .expect("promtool");
-    assert!(
-        out.status.success(),
-        "promtool: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded("promtool", out);
     let rules = std::fs::read_to_string(format!("{dir}/sluice-alerts.yml")).unwrap();
     let mut named: Vec<&str> = rules
         .split(|ch: char| !(ch.is_ascii_alphanumeric() || ch == '_'))
