@@ -65,6 +65,15 @@ struct Sample {
     at: Instant,
 }
 
+impl Sample {
+    /// The peer's clock at `now`, carried forward on the monotonic clock, unless the sample is
+    /// older than [`SAMPLE_FRESH`].
+    fn estimate_at(&self, now: Instant) -> Option<u64> {
+        let age = now.saturating_duration_since(self.at);
+        (age <= SAMPLE_FRESH).then(|| self.peer_ms.saturating_add(age.as_millis() as u64))
+    }
+}
+
 /// This node's view of the cluster's time.
 #[derive(Clone)]
 pub struct ClusterClock {
@@ -165,10 +174,7 @@ impl ClusterClock {
     pub fn peers_known(&self) -> usize {
         let now = Instant::now();
         let samples = self.samples.lock().expect("clock samples lock");
-        samples
-            .values()
-            .filter(|s| now.saturating_duration_since(s.at) <= SAMPLE_FRESH)
-            .count()
+        samples.values().filter_map(|s| s.estimate_at(now)).count()
     }
 
     fn now_at(&self, now: Instant, own_ms: u64) -> u64 {
@@ -180,12 +186,7 @@ impl ClusterClock {
         values.push(own_ms);
         {
             let samples = self.samples.lock().expect("clock samples lock");
-            for s in samples.values() {
-                let age = now.saturating_duration_since(s.at);
-                if age <= SAMPLE_FRESH {
-                    values.push(s.peer_ms.saturating_add(age.as_millis() as u64));
-                }
-            }
+            values.extend(samples.values().filter_map(|s| s.estimate_at(now)));
         }
         values.sort_unstable();
         let wrong_max = (self.voters.load(Ordering::Relaxed).max(1) - 1) / 2;

@@ -937,19 +937,16 @@ impl NodeInner {
             }
             first
         };
-        let now = match self.clock.agreed_ms() {
-            Some(t) => t,
-            None if first_in_term => match self.clock.wait_agreed(CLOCK_AGREEMENT_WAIT).await {
-                Some(t) => t,
-                None => {
-                    tracing::warn!(
-                        "too few voters' clocks known: stamping with this node's own clock"
-                    );
-                    self.clock.own().now_ms()
-                }
-            },
-            None => self.clock.own().now_ms(),
+        let agreed = match self.clock.agreed_ms() {
+            None if first_in_term => self.clock.wait_agreed(CLOCK_AGREEMENT_WAIT).await,
+            agreed => agreed,
         };
+        let now = agreed.unwrap_or_else(|| {
+            if first_in_term {
+                tracing::warn!("too few voters' clocks known: stamping with this node's own clock");
+            }
+            self.clock.own().now_ms()
+        });
         let clock = self.sm.read().expect("state lock").sm.clock_ms();
         let mut s = self.stamp.lock().expect("stamp lock");
         let t = now.max(clock).max(s.1);
