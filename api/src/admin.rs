@@ -20,8 +20,12 @@ use subtle::ConstantTimeEq;
 
 /// The session cookie.
 pub const ADMIN_COOKIE: &str = "sluice_admin";
-/// How long a sign-in lasts.
+/// How long a sign-in lasts at most.
 pub const SESSION_SECS: u64 = 12 * 3600;
+/// How long a sign-in lasts unused: a dashboard left open and forgotten signs itself out.
+pub const SESSION_IDLE_SECS: u64 = 30 * 60;
+/// A session's cookie is re-issued, restarting its idle time, once it is this old.
+const SESSION_REFRESH_SECS: u64 = 60;
 
 type AppState = State<Arc<App>>;
 type Fields = BTreeMap<String, String>;
@@ -41,43 +45,125 @@ fn now(app: &App) -> u64 {
     app.sluice.node.now_ms() / 1000
 }
 
-fn session_value(app: &App, expires: u64) -> String {
-    format!(
-        "{expires}.{}",
-        mac(
-            &app.admin_token,
-            &format!("sluice admin session v1|{expires}")
+/// A signed-in operator's session: a random id, when it began and when it was last used. Its
+/// cookie is `{id}.{issued}.{active}.{mac}`, MACed with the operator token. Signing out ends
+/// it on every node (a replicated record of ended sessions, kept until it would have ended).
+#[derive(Clone, Debug)]
+pub struct Session {
+    id: [u8; 16],
+    issued: u64,
+    active: u64,
+}
+
+impl Session {
+    fn id_hex(&self) -> String {
+        self.id.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    fn value(&self, app: &App) -> String {
+        let msg = format!(
+            "sluice admin session v2|{}|{}|{}",
+            self.id_hex(),
+            self.issued,
+            self.active
+        );
+        format!(
+            "{}.{}.{}.{}",
+            self.id_hex(),
+            self.issued,
+            self.active,
+            mac(app.auth.token(), &msg)
         )
-    )
+    }
+
+    /// The `Set-Cookie` value that holds this session.
+    fn cookie(&self, app: &App) -> Option<HeaderValue> {
+        let secure = if app.secure_cookies { "; Secure" } else { "" };
+        HeaderValue::from_str(&format!(
+            "{ADMIN_COOKIE}={}; Path=/admin; HttpOnly; SameSite=Strict; Max-Age={SESSION_SECS}{secure}",
+            self.value(app)
+        ))
+        .ok()
+    }
+
+    fn parse(value: &str) -> Option<Session> {
+        let mut parts = value.split('.');
+        let (id, issued, active) = (parts.next()?, parts.next()?, parts.next()?);
+        let _mac = parts.next()?;
+        if parts.next().is_some() || id.len() != 32 {
+            return None;
+        }
+        let mut bytes = [0u8; 16];
+        for (i, b) in bytes.iter_mut().enumerate() {
+            *b = u8::from_str_radix(id.get(2 * i..2 * i + 2)?, 16).ok()?;
+        }
+        Some(Session {
+            id: bytes,
+            issued: issued.parse().ok()?,
+            active: active.parse().ok()?,
+        })
+    }
 }
 
-/// The session cookie's value, if it is valid.
-fn session(app: &App, headers: &HeaderMap) -> Option<String> {
-    let value = headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .find_map(|v| {
-            v.split(';').map(str::trim).find_map(|kv| {
-                kv.strip_prefix(ADMIN_COOKIE)
-                    .and_then(|r| r.strip_prefix('='))
-                    .map(str::to_string)
-            })
-        })?;
-    let (exp, _) = value.split_once('.')?;
-    let exp: u64 = exp.parse().ok()?;
-    let expected = session_value(app, exp);
-    (exp > now(app) && bool::from(value.as_bytes().ct_eq(expected.as_bytes()))).then_some(value)
+/// The request's session, if it is valid: signed with the operator token, begun less than
+/// [`SESSION_SECS`] and used less than [`SESSION_IDLE_SECS`] ago, and not signed out.
+fn session(app: &App, headers: &HeaderMap) -> Option<Session> {
+    let value = crate::http::cookie(headers, ADMIN_COOKIE)?;
+    let s = Session::parse(&value)?;
+    let t = now(app);
+    let valid = bool::from(value.as_bytes().ct_eq(s.value(app).as_bytes()))
+        && t < s.issued.saturating_add(SESSION_SECS)
+        && t < s.active.saturating_add(SESSION_IDLE_SECS);
+    let ended = || {
+        app.sluice
+            .node
+            .read(|st| st.sm.operator_session_ended(&s.id))
+            .map_or(true, |(ended, _)| ended)
+    };
+    (valid && !ended()).then_some(s)
 }
 
-fn csrf(app: &App, session: &str) -> String {
-    mac(&app.admin_token, &format!("csrf|{session}"))
+/// Re-issues the session's cookie on the dashboard's answers once it is
+/// [`SESSION_REFRESH_SECS`] old, so that an operator at work stays signed in and a forgotten
+/// dashboard does not.
+pub async fn refresh_session(
+    State(app): AppState,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let s = session(&app, req.headers());
+    let mut resp = next.run(req).await;
+    if let Some(mut s) = s {
+        let t = now(&app);
+        if t >= s.active + SESSION_REFRESH_SECS && !resp.headers().contains_key(header::SET_COOKIE)
+        {
+            s.active = t;
+            if let Some(v) = s.cookie(&app) {
+                resp.headers_mut().insert(header::SET_COOKIE, v);
+            }
+        }
+    }
+    resp
 }
 
-fn check_csrf(app: &App, session: &str, fields: &Fields) -> bool {
+fn csrf(app: &App, session: &Session) -> String {
+    mac(app.auth.token(), &format!("csrf|{}", session.id_hex()))
+}
+
+fn check_csrf(app: &App, session: &Session, fields: &Fields) -> bool {
     fields
         .get("csrf")
         .is_some_and(|c| bool::from(c.as_bytes().ct_eq(csrf(app, session).as_bytes())))
+}
+
+/// The answer to a form without its session's CSRF token.
+fn csrf_refused() -> Response {
+    ApiError::new(
+        StatusCode::FORBIDDEN,
+        "csrf_invalid",
+        "the form's CSRF token is missing or not this session's: reload the page and try again",
+    )
+    .into_response()
 }
 
 fn page(title: &str, body: &str) -> Html<String> {
@@ -127,32 +213,75 @@ impl<S: Send + Sync> FromRequest<S> for AdminForm {
     }
 }
 
-/// `POST /admin/login`.
-pub async fn login(State(app): AppState, AdminForm(f): AdminForm) -> Response {
-    let ok = f
-        .get("token")
-        .is_some_and(|t| bool::from(t.trim().as_bytes().ct_eq(app.admin_token.as_bytes())));
-    if !ok {
-        return (
-            StatusCode::UNAUTHORIZED,
-            login_form(Some("That token is not valid.")),
-        )
-            .into_response();
+/// `POST /admin/login`: wrong tokens count towards the client's backoff, like every other
+/// operator credential (see [`crate::auth`]).
+pub async fn login(
+    State(app): AppState,
+    headers: HeaderMap,
+    axum::Extension(axum::extract::ConnectInfo(peer)): axum::Extension<
+        axum::extract::ConnectInfo<std::net::SocketAddr>,
+    >,
+    AdminForm(f): AdminForm,
+) -> Response {
+    let mut extensions = axum::http::Extensions::new();
+    extensions.insert(axum::extract::ConnectInfo(peer));
+    let client = crate::http::client_ip_of(&app, &headers, &extensions);
+    let presented = f.get("token").map(|t| t.trim());
+    if let Err(e) = app
+        .auth
+        .check(client, presented, crate::auth::Scope::Operator)
+    {
+        let text = if e.status == StatusCode::TOO_MANY_REQUESTS {
+            "Too many wrong tokens from here: wait a while before trying again."
+        } else {
+            "That token is not valid."
+        };
+        let mut r = (e.status, login_form(Some(text))).into_response();
+        if let Some(secs) = e.retry_after {
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        return r;
     }
-    let value = session_value(&app, now(&app) + SESSION_SECS);
-    let secure = if app.secure_cookies { "; Secure" } else { "" };
+    let mut id = [0u8; 16];
+    getrandom::fill(&mut id).expect("OS randomness");
+    let t = now(&app);
+    let s = Session {
+        id,
+        issued: t,
+        active: t,
+    };
     let mut r = see_other("/admin");
-    if let Ok(v) = HeaderValue::from_str(&format!("{ADMIN_COOKIE}={value}; Path=/admin; HttpOnly; SameSite=Strict; Max-Age={SESSION_SECS}{secure}")) {
+    if let Some(v) = s.cookie(&app) {
         r.headers_mut().insert(header::SET_COOKIE, v);
     }
     r
 }
 
-/// `POST /admin/logout`.
+/// `POST /admin/logout`: ends the session on every node, not just in this browser.
 pub async fn logout(State(app): AppState, headers: HeaderMap, AdminForm(f): AdminForm) -> Response {
     if let Some(s) = session(&app, &headers) {
         if !check_csrf(&app, &s, &f) {
-            return (StatusCode::FORBIDDEN, "bad CSRF token").into_response();
+            return csrf_refused();
+        }
+        let ended = app
+            .sluice
+            .node
+            .write(sluice_statemachine::Command::EndOperatorSession {
+                session: s.id,
+                until_ms: s.issued.saturating_add(SESSION_SECS).saturating_mul(1000),
+            })
+            .await;
+        if let Err(e) = ended {
+            tracing::warn!(error = %e, "signing out: the session could not be ended everywhere");
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                page(
+                    "Sign out",
+                    "<p class=\"err\" role=\"alert\">Signing out failed: the cluster could not record it. Try again.</p><p><a href=\"/admin\">Back</a></p>",
+                ),
+            )
+                .into_response();
         }
     }
     let mut r = see_other("/admin");
@@ -165,12 +294,8 @@ pub async fn logout(State(app): AppState, headers: HeaderMap, AdminForm(f): Admi
     r
 }
 
-const CHART_JS: &str = "<script>(function(){var hist={};function line(pts,max){var w=200,h=40;if(pts.length<2)return '';return pts.map(function(v,i){return (i*w/(60-1)).toFixed(1)+','+(h-(v/max)*h).toFixed(1)}).join(' ')}\
-function draw(){fetch('/admin/stats.json',{credentials:'same-origin'}).then(function(r){return r.json()}).then(function(s){s.rooms.forEach(function(r){\
-var h=hist[r.name]=hist[r.name]||{waiting:[],active:[],rate:[]};[['waiting',r.waiting],['active',r.active],['rate',r.admitted_last_minute]].forEach(function(p){h[p[0]].push(p[1]);if(h[p[0]].length>60)h[p[0]].shift()});\
-['waiting','active','rate'].forEach(function(k){var el=document.getElementById(k+'-'+r.name);if(!el)return;var max=Math.max.apply(null,h[k].concat([1]));\
-el.querySelector('polyline').setAttribute('points',line(h[k],max));var t=document.getElementById(k+'-n-'+r.name);if(t)t.textContent=h[k][h[k].length-1]})})}).catch(function(){})}\
-draw();setInterval(draw,2000)})();</script>";
+/// The live charts' script, served from `/assets/admin.js`.
+const CHART_JS: &str = "<script src=\"/assets/admin.js\" defer></script>";
 
 fn chart(kind: &str, room: &str, label: &str) -> String {
     format!(
@@ -316,7 +441,7 @@ fn select(id: &str, name: &str, label: &str, value: &str, options: &[&str]) -> S
 
 fn room_page(
     app: &App,
-    session: &str,
+    session: &Session,
     room: &str,
     cfg: &RoomConfigBody,
     errors: &BTreeMap<String, String>,
@@ -459,7 +584,7 @@ pub async fn save_config(
         return see_other("/admin");
     };
     if !check_csrf(&app, &s, &f) {
-        return (StatusCode::FORBIDDEN, "bad CSRF token").into_response();
+        return csrf_refused();
     }
     let body = match parse_config(&f) {
         Ok(b) => b,
@@ -509,7 +634,7 @@ pub async fn create_room(
         return see_other("/admin");
     };
     if !check_csrf(&app, &s, &f) {
-        return (StatusCode::FORBIDDEN, "bad CSRF token").into_response();
+        return csrf_refused();
     }
     let name = f.get("name").cloned().unwrap_or_default();
     match app.sluice.put_room(&name, &RoomConfigBody::default()).await {
@@ -539,7 +664,7 @@ pub async fn action(
         return see_other("/admin");
     };
     if !check_csrf(&app, &s, &f) {
-        return (StatusCode::FORBIDDEN, "bad CSRF token").into_response();
+        return csrf_refused();
     }
     let get = |k: &str| f.get(k).map(|v| v.trim().to_string()).unwrap_or_default();
     let sl = &app.sluice;

@@ -37,8 +37,10 @@ pub struct TicketKey {
 #[serde(deny_unknown_fields)]
 pub struct TokensConfig {
     /// Ticket keys; the first signs, all verify (rotation: add a new first key, drop the old later).
+    #[serde(default)]
     pub ticket_keys: Vec<TicketKey>,
     /// Ed25519 seed for admission tokens, 32 bytes base64.
+    #[serde(default)]
     pub jwt_seed: String,
     /// Key id published in the JWKS.
     #[serde(default = "default_jwt_kid")]
@@ -46,6 +48,75 @@ pub struct TokensConfig {
     /// `iss` of admission tokens.
     #[serde(default = "default_issuer")]
     pub issuer: String,
+    /// Longest an admission token lives, seconds (it also ends with its session). A client
+    /// gets a fresh one with every status read; a copied token, or one kept after its session
+    /// was revoked, is good for at most this long.
+    #[serde(default = "default_admission_token_ttl")]
+    pub admission_token_ttl_secs: u64,
+    /// Keys the JWKS publishes besides the signing one (`jwt_seed`): the next key before a
+    /// rotation, so that origins that cache the JWKS already know it; the previous one after
+    /// it, until the tokens it signed have expired.
+    #[serde(default)]
+    pub jwt_published_keys: Vec<JwtKey>,
+    /// The secret every node-to-node call is authenticated with, 32 bytes or more, base64
+    /// (`sluice keygen` makes one). Required unless the nodes use mutual TLS (`[tls]`) or the
+    /// node-to-node address is on loopback.
+    #[serde(default)]
+    pub cluster_secret: Option<String>,
+    /// Cluster secrets accepted from other nodes besides `cluster_secret`, but never sent:
+    /// during a rotation, the next one (before the nodes send it) or the previous one (until no
+    /// node sends it any more). See deploy/README.md, "Rotating the cluster secret".
+    #[serde(default)]
+    pub cluster_secrets_also_accepted: Vec<String>,
+}
+
+impl Default for TokensConfig {
+    fn default() -> Self {
+        Self {
+            ticket_keys: Vec::new(),
+            jwt_seed: String::new(),
+            jwt_key_id: default_jwt_kid(),
+            issuer: default_issuer(),
+            admission_token_ttl_secs: default_admission_token_ttl(),
+            jwt_published_keys: Vec::new(),
+            cluster_secret: None,
+            cluster_secrets_also_accepted: Vec::new(),
+        }
+    }
+}
+
+fn decode_cluster_secret(field: &str, s: &str) -> Result<Vec<u8>, String> {
+    let s = B64
+        .decode(s)
+        .map_err(|_| format!("{field} is not base64"))?;
+    if s.len() < sluice_raft::auth::SECRET_BYTES_MIN {
+        return Err(format!(
+            "{field} must decode to at least {} bytes",
+            sluice_raft::auth::SECRET_BYTES_MIN
+        ));
+    }
+    Ok(s)
+}
+
+/// A `tokens_file`: the `[tokens]` section alone.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TokensFile {
+    tokens: TokensConfig,
+}
+
+/// A JWT signing key published in the JWKS (not signing).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JwtKey {
+    /// Its key id.
+    pub id: String,
+    /// Its Ed25519 seed, 32 bytes, base64.
+    pub seed: String,
+}
+
+fn default_admission_token_ttl() -> u64 {
+    crate::tokens::ADMISSION_TOKEN_TTL_SECS
 }
 
 fn default_jwt_kid() -> String {
@@ -112,6 +183,15 @@ pub struct Limits {
     /// HTTP/2 and public gRPC, bytes. Past it HTTP/1 is answered 431 and the connection closed;
     /// HTTP/2 refuses the stream. It also bounds the buffer each HTTP/1 connection may grow to.
     pub header_bytes_max: usize,
+    /// Open connections from one client address, on the HTTP and the public gRPC listener
+    /// each; past it a new connection from that address is closed at once. Trusted proxies
+    /// (`trusted_proxies`) are exempt: they speak for many clients.
+    pub connections_per_address_max: usize,
+    /// Requests one HTTP/2 or gRPC connection may have open at once.
+    pub streams_per_connection_max: u32,
+    /// Open status streams (`/events`, gRPC `Visitor/Watch`) per client address; one visitor
+    /// has at most one (a new one replaces the old).
+    pub event_streams_per_address_max: usize,
 }
 
 impl Default for Limits {
@@ -126,6 +206,9 @@ impl Default for Limits {
             header_read_timeout_ms: 120_000,
             event_streams_max: 10_000,
             header_bytes_max: 32 * 1024,
+            connections_per_address_max: 256,
+            streams_per_connection_max: 128,
+            event_streams_per_address_max: 64,
         }
     }
 }
@@ -204,8 +287,14 @@ pub struct ServerConfig {
     /// token reads it too). At least 16 characters.
     #[serde(default)]
     pub metrics_token: Option<String>,
-    /// Token keys.
+    /// Token keys and the cluster secret: here, or in `tokens_file`.
+    #[serde(default)]
     pub tokens: TokensConfig,
+    /// A file holding the `[tokens]` section (`sluice keygen > tokens.toml`), read in its
+    /// place when the node starts: the secrets can then live in a secret store or a file only
+    /// the node reads, apart from the rest of the configuration.
+    #[serde(default)]
+    pub tokens_file: Option<PathBuf>,
     /// Node-to-node mutual TLS.
     #[serde(default)]
     pub tls: Option<TlsFiles>,
@@ -215,10 +304,16 @@ pub struct ServerConfig {
     /// `text` or `json`.
     #[serde(default = "default_log_format")]
     pub log_format: String,
-    /// Use the last address of `X-Forwarded-For`, the one the proxy in front added, as the client
-    /// address (only behind a trusted proxy).
+    /// Reverse proxies whose `X-Forwarded-For` is believed, as addresses or CIDR blocks
+    /// (`"10.0.0.0/8"`, `"::1"`). The client's address is the peer's, unless the peer is one
+    /// of these: then `X-Forwarded-For` is read from its right end, past every trusted hop, to
+    /// the first address that is not trusted. Nothing else is ever read from the header.
+    /// Trusted proxies are also exempt from the per-address connection bound.
     #[serde(default)]
-    pub trust_forwarded_for: bool,
+    pub trusted_proxies: Vec<String>,
+    /// Replaced by `trusted_proxies`; refused with a message saying so.
+    #[serde(default, skip_serializing)]
+    pub trust_forwarded_for: Option<bool>,
     /// Mark cookies `Secure` (serve over HTTPS).
     #[serde(default)]
     pub secure_cookies: bool,
@@ -238,6 +333,62 @@ impl ServerConfig {
     /// Parses TOML.
     pub fn from_toml(text: &str) -> Result<Self, String> {
         toml::from_str(text).map_err(|e| e.to_string())
+    }
+
+    /// Reads `tokens_file`, if set, into `tokens` (which must then be empty).
+    pub fn read_tokens_file(&mut self) -> Result<(), String> {
+        let Some(path) = &self.tokens_file else {
+            return Ok(());
+        };
+        if self.tokens != TokensConfig::default() {
+            return Err("give the [tokens] section or tokens_file, not both".into());
+        }
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let file: TokensFile =
+            toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        self.tokens = file.tokens;
+        Ok(())
+    }
+
+    /// Refuses secrets published in Sluice's own samples and documentation: anyone can read
+    /// them, so a node using one is open to anyone (the `jwt_seed` of a sample, for one, lets
+    /// anyone sign admission tokens that node's JWKS vouches for). Checked when a node starts,
+    /// not when the samples are parsed.
+    pub fn refuse_published_secrets(&self) -> Result<(), String> {
+        let t = &self.tokens;
+        let mut secrets: Vec<(&str, &str)> = vec![("tokens.jwt_seed", t.jwt_seed.as_str())];
+        secrets.extend(
+            t.ticket_keys
+                .iter()
+                .map(|k| ("tokens.ticket_keys", k.secret.as_str())),
+        );
+        secrets.extend(
+            t.jwt_published_keys
+                .iter()
+                .map(|k| ("tokens.jwt_published_keys", k.seed.as_str())),
+        );
+        secrets.extend(
+            t.cluster_secret
+                .as_deref()
+                .map(|s| ("tokens.cluster_secret", s)),
+        );
+        secrets.extend(
+            t.cluster_secrets_also_accepted
+                .iter()
+                .map(|s| ("tokens.cluster_secrets_also_accepted", s.as_str())),
+        );
+        secrets.extend(self.admin_token.as_deref().map(|s| ("admin_token", s)));
+        secrets.extend(self.metrics_token.as_deref().map(|s| ("metrics_token", s)));
+        for (field, value) in secrets {
+            if is_published_secret(value) {
+                return Err(format!(
+                    "{field} is a sample value published with Sluice, which anyone can read: \
+                     generate your own with `sluice keygen` (and `sluice keygen --token` for \
+                     operator tokens)"
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Checks what parsing cannot.
@@ -273,7 +424,25 @@ impl ServerConfig {
             return Err("limits.header_read_timeout_ms must be between 100 and 600000".into());
         }
         let (l, r) = (&self.limits, &self.raft);
-        let ranges: [(&str, u64, u64, u64); 9] = [
+        let ranges: [(&str, u64, u64, u64); 12] = [
+            (
+                "limits.connections_per_address_max",
+                l.connections_per_address_max as u64,
+                1,
+                1_000_000,
+            ),
+            (
+                "limits.streams_per_connection_max",
+                l.streams_per_connection_max.into(),
+                1,
+                10_000,
+            ),
+            (
+                "limits.event_streams_per_address_max",
+                l.event_streams_per_address_max as u64,
+                1,
+                1_000_000,
+            ),
             (
                 "limits.body_bytes_max",
                 l.body_bytes_max as u64,
@@ -343,9 +512,60 @@ impl ServerConfig {
         if !matches!(self.log_format.as_str(), "text" | "json") {
             return Err("log_format must be text or json".into());
         }
+        if self.trust_forwarded_for.is_some() {
+            return Err(
+                "trust_forwarded_for was replaced by trusted_proxies: list the addresses \
+                 or CIDR blocks of the reverse proxies in front of the node"
+                    .into(),
+            );
+        }
+        self.trusted_proxies()?;
         self.ticket_keys()?;
-        self.jwt_seed()?;
+        self.jwt_keys()?;
+        if !(5..=86_400).contains(&self.tokens.admission_token_ttl_secs) {
+            return Err("tokens.admission_token_ttl_secs must be between 5 and 86400".into());
+        }
+        let secret = self.cluster_secret()?;
+        self.cluster_secrets_also_accepted()?;
+        if secret.is_none() && self.tls.is_none() && !self.raft_addr.ip().is_loopback() {
+            return Err(format!(
+                "raft_addr {} is reachable from other machines, and whoever reaches it controls \
+                 the cluster: set tokens.cluster_secret (the same on every node; `sluice keygen` \
+                 makes one) or node-to-node mutual TLS ([tls])",
+                self.raft_addr
+            ));
+        }
         Ok(())
+    }
+
+    /// The cluster secret, decoded.
+    pub fn cluster_secret(&self) -> Result<Option<Vec<u8>>, String> {
+        self.tokens
+            .cluster_secret
+            .as_deref()
+            .map(|s| decode_cluster_secret("tokens.cluster_secret", s))
+            .transpose()
+    }
+
+    /// The cluster secrets also accepted, decoded.
+    pub fn cluster_secrets_also_accepted(&self) -> Result<Vec<Vec<u8>>, String> {
+        if !self.tokens.cluster_secrets_also_accepted.is_empty()
+            && self.tokens.cluster_secret.is_none()
+        {
+            return Err(
+                "tokens.cluster_secrets_also_accepted needs a tokens.cluster_secret".into(),
+            );
+        }
+        self.tokens
+            .cluster_secrets_also_accepted
+            .iter()
+            .map(|s| decode_cluster_secret("tokens.cluster_secrets_also_accepted", s))
+            .collect()
+    }
+
+    /// The trusted proxies, parsed.
+    pub fn trusted_proxies(&self) -> Result<crate::client::TrustedProxies, String> {
+        crate::client::TrustedProxies::parse(&self.trusted_proxies)
     }
 
     /// Decoded ticket keys.
@@ -359,6 +579,25 @@ impl ServerConfig {
                     .map_err(|_| format!("ticket key {} is not base64", k.id))
             })
             .collect()
+    }
+
+    /// The admission-token keys: the signing one, and the others the JWKS publishes.
+    pub fn jwt_keys(&self) -> Result<crate::tokens::JwtKeys, String> {
+        let mut keys = crate::tokens::JwtKeys::from_seed(
+            &self.tokens.jwt_key_id,
+            &self.tokens.issuer,
+            &self.jwt_seed()?,
+        )?
+        .with_ttl(self.tokens.admission_token_ttl_secs);
+        for k in &self.tokens.jwt_published_keys {
+            let seed = B64
+                .decode(&k.seed)
+                .map_err(|_| format!("JWT key {} is not base64", k.id))?;
+            keys = keys
+                .publish(&k.id, &seed)
+                .map_err(|e| format!("tokens.jwt_published_keys: {e}"))?;
+        }
+        Ok(keys)
     }
 
     /// Decoded JWT seed.
@@ -384,6 +623,50 @@ impl ServerConfig {
         std::fs::read_to_string(path)
             .map(|s| s.trim().to_string())
             .map_err(|e| format!("{}: {e}", path.display()))
+    }
+}
+
+/// SHA-256 (hex) of every secret that Sluice's samples and documentation publish, or ever
+/// published: a node refuses to start with any of them. A test finds every secret in the
+/// samples and checks that it is listed here.
+pub const PUBLISHED_SECRETS_SHA256: &[&str] = &[
+    // deploy/sluice.example.toml
+    "4e44bf3b3119d1eacba8c3fb48b9c845e6ab8fbfdd2b1646d6d98f0fb33ace1e",
+    "5f6b77474a844190a57133786378a14c2629cb7dc7844f47c21afd9325e5ce65",
+    "4e798418e275d37c0118b1b253b42e7332578f4019b2dc96b15ffbd3ec70ce13",
+    "ce350e225b927db0b50d0d209150f60a604bc0f9d620e4319d57f7e734e1ee9a",
+    "dcfb5950391f5adcf89f4b73b393a2c7515d52c20a3b4650c8a87b721744ccc4",
+    "b3cf5152a10b7a596ff461bfb6e04203341d08239fc80a56ce135f187ef29e6e",
+    // deploy/compose (before its secrets were generated)
+    "d5526b00fe9f877898da0715d89c7ac20754cf01dd19df89839e6705e6ffc367",
+    "67156c9261d14aa025546709fd3ef61a52be373720aff5da8a7c572b1720e4d3",
+    "a929e03da99d19b10ad78ffca542f4851601f29a74c69acdcda02982634fea8d",
+    // deploy/k8s (before its secrets moved to a Secret you create)
+    "7270aee4c39ccca8ee35c71b12396e5b2f6d3f9e75a19bcd7600c4ab12ffca24",
+    "62290b98ce4680d6829da579ad15b9d9fea571c9772ce8b13cd056c4c59b53df",
+    "9d78a11d5a1b3cfd7e9fbdafb094df7b68336e717ad55abef203ee422773dfc8",
+    // README.md (earlier versions)
+    "787889db9fb632a15a191144b675920457fbcb4b3848946f0a0e142e668f8f69",
+];
+
+/// Whether `value` is one of [`PUBLISHED_SECRETS_SHA256`].
+pub fn is_published_secret(value: &str) -> bool {
+    use sha2::Digest;
+    let hex: String = sha2::Sha256::digest(value.trim().as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    PUBLISHED_SECRETS_SHA256.contains(&hex.as_str())
+}
+
+/// A fresh operator token: 32 random bytes as base64 without its punctuation (about 42
+/// characters, at least [`crate::server::ADMIN_TOKEN_CHARS_MIN`]).
+pub fn random_token() -> String {
+    loop {
+        let t = random_secret().replace(['+', '/', '='], "");
+        if t.len() >= crate::server::ADMIN_TOKEN_CHARS_MIN {
+            return t;
+        }
     }
 }
 
@@ -423,10 +706,154 @@ mod tests {
             .map(|l| format!("{}\n", l.strip_prefix("    ").unwrap_or(l)))
             .collect();
         for (name, text) in [("compose", compose), ("k8s", embedded.as_str())] {
-            let c = ServerConfig::from_toml(text).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let mut c = ServerConfig::from_toml(text).unwrap_or_else(|e| panic!("{name}: {e}"));
+            // No secret is in these files: they come from files made with `sluice keygen`.
+            assert!(
+                c.admin_token.is_none() && c.admin_token_file.is_some(),
+                "{name}"
+            );
+            assert_eq!(c.tokens, TokensConfig::default(), "{name}");
+            let dir = tempfile::tempdir().unwrap();
+            let file = dir.path().join("tokens.toml");
+            std::fs::write(&file, keygen_output()).unwrap();
+            c.tokens_file = Some(file);
+            c.read_tokens_file().unwrap();
             c.validate().unwrap_or_else(|e| panic!("{name}: {e}"));
+            c.refuse_published_secrets().unwrap();
             assert_eq!(c.peers.len(), 3, "{name}");
         }
+    }
+
+    /// What `sluice keygen` prints.
+    fn keygen_output() -> String {
+        format!(
+            "[tokens]\nticket_keys = [{{ id = \"k1\", secret = \"{}\" }}]\njwt_seed = \"{}\"\ncluster_secret = \"{}\"\n",
+            random_secret(),
+            random_secret(),
+            random_secret()
+        )
+    }
+
+    /// Every secret the annotated sample publishes is refused, one field at a time; fresh ones
+    /// are not.
+    #[test]
+    fn the_samples_secrets_are_refused_and_fresh_ones_are_not() {
+        let sample = ServerConfig::from_toml(SAMPLE).unwrap();
+        let mut fresh = sample.clone();
+        fresh.admin_token = Some(random_token());
+        fresh.tokens = toml::from_str::<TokensFile>(&keygen_output())
+            .unwrap()
+            .tokens;
+        fresh.refuse_published_secrets().unwrap();
+        type Change<'a> = Box<dyn Fn(&mut ServerConfig) + 'a>;
+        let changes: [(&str, Change); 4] = [
+            (
+                "admin_token",
+                Box::new(|c| c.admin_token = sample.admin_token.clone()),
+            ),
+            (
+                "tokens.jwt_seed",
+                Box::new(|c| c.tokens.jwt_seed = sample.tokens.jwt_seed.clone()),
+            ),
+            (
+                "tokens.ticket_keys",
+                Box::new(|c| c.tokens.ticket_keys = sample.tokens.ticket_keys.clone()),
+            ),
+            (
+                "tokens.cluster_secret",
+                Box::new(|c| c.tokens.cluster_secret = sample.tokens.cluster_secret.clone()),
+            ),
+        ];
+        for (field, change) in changes {
+            let mut c = fresh.clone();
+            change(&mut c);
+            let e = c.refuse_published_secrets().unwrap_err();
+            assert!(e.starts_with(field) && e.contains("sluice keygen"), "{e}");
+        }
+        // The commented-out metrics token of the sample, and earlier samples' secrets.
+        for published in [
+            "another-long-random-string",
+            "compose-operator-token-change-me",
+            "azhzLWp3dC1zZWVkLWNoYW5nZS1tZS0zMi1ieXRlcyE=",
+            "a-long-operator-token-for-this-cluster",
+        ] {
+            assert!(is_published_secret(published), "{published}");
+        }
+        // Every quoted value of 24 characters or more in the samples and the READMEs is one of
+        // the listed secrets or is not a secret at all (an address, a path, a comment's text).
+        for (name, text) in [
+            ("deploy/sluice.example.toml", SAMPLE),
+            ("README.md", include_str!("../../README.md")),
+            ("deploy/README.md", include_str!("../../deploy/README.md")),
+        ] {
+            for quoted in text.split('"').skip(1).step_by(2) {
+                let looks_secret = quoted.len() >= 24
+                    && !quoted.contains([' ', '/', ':', '$', '{', '.'])
+                    && quoted.chars().all(|c| c.is_ascii_graphic());
+                if looks_secret {
+                    assert!(
+                        is_published_secret(quoted),
+                        "{name}: {quoted} is not listed"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_node_reachable_from_other_machines_needs_a_cluster_secret_or_tls() {
+        let mut c = ServerConfig::from_toml(SAMPLE).unwrap();
+        c.validate().unwrap();
+        c.tokens.cluster_secret = None;
+        let e = c.validate().unwrap_err();
+        assert!(
+            e.contains("cluster_secret") && e.contains("0.0.0.0:7000"),
+            "{e}"
+        );
+        // With mutual TLS, or on loopback, it may go without.
+        let mut tls = c.clone();
+        tls.tls = Some(TlsFiles {
+            ca: "ca.pem".into(),
+            cert: "n.pem".into(),
+            key: "n-key.pem".into(),
+            server_name: None,
+        });
+        tls.validate().unwrap();
+        c.raft_addr = "127.0.0.1:7000".parse().unwrap();
+        c.validate().unwrap();
+        c.tokens.cluster_secret = Some(B64.encode([1u8; 16]));
+        assert!(c.validate().unwrap_err().contains("at least 32 bytes"));
+    }
+
+    #[test]
+    fn trusted_proxies_replace_trust_forwarded_for() {
+        let old =
+            ServerConfig::from_toml(&format!("trust_forwarded_for = true\n{SAMPLE}")).unwrap();
+        assert!(old.validate().unwrap_err().contains("trusted_proxies"));
+        let mut c = ServerConfig::from_toml(SAMPLE).unwrap();
+        assert!(c
+            .trusted_proxies()
+            .unwrap()
+            .trusts("10.0.0.10".parse().unwrap()));
+        c.trusted_proxies = vec!["10.0.0.0/40".into()];
+        assert!(c.validate().unwrap_err().contains("trusted_proxies"));
+    }
+
+    #[test]
+    fn tokens_come_from_the_file_or_the_section_not_both() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("tokens.toml");
+        std::fs::write(&file, keygen_output()).unwrap();
+        let mut c = ServerConfig::from_toml(SAMPLE).unwrap();
+        c.tokens_file = Some(file.clone());
+        assert!(c.read_tokens_file().unwrap_err().contains("not both"));
+        c.tokens = TokensConfig::default();
+        c.read_tokens_file().unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.tokens.ticket_keys.len(), 1);
+        c.tokens = TokensConfig::default();
+        c.tokens_file = Some(dir.path().join("missing.toml"));
+        assert!(c.read_tokens_file().unwrap_err().contains("missing.toml"));
     }
 
     #[test]

@@ -43,6 +43,22 @@ pub struct Sluice {
     pub watches: crate::watch::Watches,
 }
 
+/// A ticket the gate lets through is re-issued once it is this old (seconds).
+pub const GATE_REISSUE_SECS: u64 = 3_600;
+
+/// What the gate lets through.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GateOk {
+    /// The admitted visitor.
+    pub visitor: VisitorId,
+    /// A ticket to put in the browser in place of the one it sent, when that one should be
+    /// replaced.
+    pub fresh_ticket: Option<String>,
+}
+
+/// Longest ban with an end (a year); a ban without one lasts while the room exists.
+pub const BAN_SECS_MAX: u64 = 366 * 86_400;
+
 /// Longest node address a membership change accepts.
 pub const ADDR_LEN_MAX: usize = 256;
 
@@ -277,7 +293,10 @@ impl Sluice {
     }
 
     /// The proxy gate: is this ticket's admission active on this node's applied state? No Raft.
-    pub fn gate(&self, room: &str, ticket: Option<&str>) -> Result<VisitorId, ApiError> {
+    /// Also returns a fresh ticket when the browser's should be replaced: it was signed with a
+    /// key that no longer signs (rotation), or was issued over [`GATE_REISSUE_SECS`] ago (its
+    /// cookie lasts a day; a visitor who only browses the origin would lose it).
+    pub fn gate(&self, room: &str, ticket: Option<&str>) -> Result<GateOk, ApiError> {
         let deny = |m: &str| ApiError::new(StatusCode::UNAUTHORIZED, "not_admitted", m.to_string());
         let s = ticket.ok_or_else(ApiError::missing_ticket)?;
         let t = self.tickets.verify(s)?;
@@ -304,7 +323,17 @@ impl Sluice {
             return Err(deny("the session is not active"));
         }
         self.renew.touch(room, t.visitor);
-        Ok(t.visitor)
+        let stale = !self.tickets.signs(s) || t.issued_at + GATE_REISSUE_SECS <= now / 1000;
+        let fresh = stale.then(|| {
+            self.tickets.issue(&Ticket {
+                issued_at: now / 1000,
+                ..t.clone()
+            })
+        });
+        Ok(GateOk {
+            visitor: t.visitor,
+            fresh_ticket: fresh,
+        })
     }
 
     // ---- operator -----------------------------------------------------------------------------
@@ -515,6 +544,46 @@ impl Sluice {
             }),
             (Outcome::Visitor(_), i) => Ok(CountReply {
                 count: 1,
+                applied_index: i,
+            }),
+            (o, _) => Err(unexpected(o)),
+        }
+    }
+
+    /// Bans a visitor from a room for `duration_secs` (while the room exists if `None`),
+    /// ending its place or session; or, with `lift`, lifts its ban. Counts the places ended
+    /// (or the bans lifted).
+    pub async fn ban(
+        &self,
+        room: &str,
+        visitor: &str,
+        duration_secs: Option<u64>,
+        lift: bool,
+    ) -> Result<CountReply, ApiError> {
+        Self::check_room(room)?;
+        let visitor = VisitorId::parse_hex(visitor)
+            .ok_or_else(|| ApiError::invalid("visitor_id", "must be 32 hex digits"))?;
+        if duration_secs.is_some_and(|d| d > BAN_SECS_MAX) {
+            return Err(ApiError::invalid(
+                "duration_secs",
+                format!("must be at most {BAN_SECS_MAX} (a year); leave it out for a ban that lasts while the room exists"),
+            ));
+        }
+        let cmd = if lift {
+            Command::Unban {
+                room: room.into(),
+                visitor,
+            }
+        } else {
+            Command::Ban {
+                room: room.into(),
+                visitor,
+                until_ms: duration_secs.map(|d| self.node.now_ms() + d * 1000),
+            }
+        };
+        match self.write(cmd).await? {
+            (Outcome::Count(n), i) => Ok(CountReply {
+                count: n,
                 applied_index: i,
             }),
             (o, _) => Err(unexpected(o)),

@@ -57,7 +57,8 @@ pub struct CtlArgs {
         global = true
     )]
     pub url: String,
-    /// The operator token.
+    /// The operator token. Prefer the environment variable or --token-file: other users of the
+    /// machine can read a command line (`ps`).
     #[arg(
         long,
         env = "SLUICE_ADMIN_TOKEN",
@@ -65,6 +66,9 @@ pub struct CtlArgs {
         hide_env_values = true
     )]
     pub token: Option<String>,
+    /// A file holding the operator token (its first line).
+    #[arg(long, env = "SLUICE_ADMIN_TOKEN_FILE", global = true)]
+    pub token_file: Option<std::path::PathBuf>,
     /// What to do.
     #[command(subcommand)]
     pub cmd: CtlCmd,
@@ -101,6 +105,19 @@ pub enum CtlCmd {
         /// Every session of the room.
         #[arg(long)]
         all: bool,
+    },
+    /// Ban a visitor from a room: its place or session ends and it cannot join again, for
+    /// --secs or, without it, while the room exists. With --lift, lift a ban.
+    Ban {
+        room: String,
+        /// The visitor id (32 hex digits).
+        visitor: String,
+        /// How long, in seconds.
+        #[arg(long, conflicts_with = "lift")]
+        secs: Option<u64>,
+        /// Lift the ban instead.
+        #[arg(long)]
+        lift: bool,
     },
     /// Waiting visitors in admission order.
     Queue {
@@ -222,9 +239,19 @@ pub enum ClusterCmd {
 
 /// Runs a command; prints the JSON answer. Errors carry the server's message.
 pub async fn run(args: CtlArgs) -> anyhow::Result<()> {
-    let token = args.token.clone().ok_or_else(|| {
-        anyhow::anyhow!("an operator token is needed: --token or SLUICE_ADMIN_TOKEN")
-    })?;
+    let token = match (&args.token, &args.token_file) {
+        (Some(t), _) => t.clone(),
+        (None, Some(path)) => std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_string(),
+        (None, None) => anyhow::bail!(
+            "an operator token is needed: SLUICE_ADMIN_TOKEN, --token-file or --token"
+        ),
+    };
     let base = args.url.trim_end_matches('/').to_string();
     let client = reqwest::Client::builder()
         .timeout(std::time::Duration::from_secs(30))
@@ -369,6 +396,19 @@ pub async fn run(args: CtlArgs) -> anyhow::Result<()> {
             reqwest::Method::POST,
             format!("/v1/rooms/{room}/revoke"),
             Some(json!({"visitor_id": visitor, "all": all})),
+        ),
+        CtlCmd::Ban {
+            room,
+            visitor,
+            secs,
+            lift,
+        } => (
+            reqwest::Method::POST,
+            format!("/v1/rooms/{room}/{}", if lift { "unban" } else { "ban" }),
+            Some(match secs {
+                Some(s) => json!({"visitor_id": visitor, "duration_secs": s}),
+                None => json!({"visitor_id": visitor}),
+            }),
         ),
         CtlCmd::Queue {
             room,

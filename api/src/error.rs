@@ -139,6 +139,7 @@ impl From<Rejection> for ApiError {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, r.code(), msg).retry(5)
             }
             Rejection::LimitReached { .. } => ApiError::new(StatusCode::CONFLICT, r.code(), msg),
+            Rejection::Banned { .. } => ApiError::new(StatusCode::FORBIDDEN, r.code(), msg),
         }
     }
 }

@@ -10,8 +10,63 @@ use crate::pb;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
-use subtle::ConstantTimeEq;
 use tonic::{Request, Response, Status};
+
+/// prost's codec, except that a message that does not decode is the client's error
+/// (`INVALID_ARGUMENT`), where prost reports `INTERNAL`, as for a fault of the server.
+#[derive(Debug, Clone)]
+pub struct StrictCodec<T, U>(tonic_prost::ProstCodec<T, U>);
+
+impl<T, U> Default for StrictCodec<T, U> {
+    fn default() -> Self {
+        Self(tonic_prost::ProstCodec::default())
+    }
+}
+
+impl<T, U> tonic::codec::Codec for StrictCodec<T, U>
+where
+    T: prost::Message + Send + 'static,
+    U: prost::Message + Default + Send + 'static,
+{
+    type Encode = T;
+    type Decode = U;
+    type Encoder = tonic_prost::ProstEncoder<T>;
+    type Decoder = StrictDecoder<U>;
+
+    fn encoder(&mut self) -> Self::Encoder {
+        self.0.encoder()
+    }
+
+    fn decoder(&mut self) -> Self::Decoder {
+        StrictDecoder(self.0.decoder())
+    }
+}
+
+/// prost's decoder, with its errors made `INVALID_ARGUMENT`.
+#[derive(Debug)]
+pub struct StrictDecoder<U>(tonic_prost::ProstDecoder<U>);
+
+impl<U: prost::Message + Default> tonic::codec::Decoder for StrictDecoder<U> {
+    type Item = U;
+    type Error = Status;
+
+    fn decode(&mut self, buf: &mut tonic::codec::DecodeBuf<'_>) -> Result<Option<U>, Status> {
+        self.0.decode(buf).map_err(|s| {
+            let mut e = ApiError::new(
+                axum::http::StatusCode::BAD_REQUEST,
+                "malformed_message",
+                format!("the message does not decode: {}", s.message()),
+            )
+            .to_grpc();
+            e.set_source(std::sync::Arc::new(s));
+            e
+        })
+    }
+
+    fn buffer_settings(&self) -> tonic::codec::BufferSettings {
+        self.0.buffer_settings()
+    }
+}
 
 /// Shared state of the gRPC services.
 #[derive(Clone, Debug)]
@@ -44,21 +99,25 @@ impl Grpc {
 
 /// Checks `authorization: Bearer <token>` in constant time.
 pub fn operator_interceptor(
-    token: Arc<str>,
+    auth: Arc<crate::auth::OperatorAuth>,
 ) -> impl Fn(Request<()>) -> Result<Request<()>, Status> + Clone {
     move |req: Request<()>| {
-        let ok = req
+        let presented = req
             .metadata()
             .get("authorization")
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| crate::http::credentials(v, "Bearer"))
-            .is_some_and(|t| bool::from(t.as_bytes().ct_eq(token.as_bytes())));
-        if ok {
-            Ok(req)
-        } else {
-            Err(ApiError::unauthorized().to_grpc())
-        }
+            .and_then(|v| crate::http::credentials(v, "Bearer"));
+        auth.check(client_addr(&req), presented, crate::auth::Scope::Operator)
+            .map(|()| req)
+            .map_err(|e| e.to_grpc())
     }
+}
+
+/// The address of the client of a gRPC call (the unspecified address if unknown).
+pub fn client_addr<T>(req: &Request<T>) -> std::net::IpAddr {
+    sluice_raft::listener::ConnInfo::of(req)
+        .and_then(|c| c.remote_addr())
+        .map_or(std::net::IpAddr::from([0, 0, 0, 0]), |a| a.ip())
 }
 
 fn ticket(t: &str) -> TicketSource {
@@ -263,8 +322,9 @@ impl pb::visitor_server::Visitor for Grpc {
 
     async fn watch(&self, req: Request<pb::VisitorRequest>) -> R<Self::WatchStream> {
         use futures::StreamExt;
+        let client = client_addr(&req);
         let r = req.into_inner();
-        let opened = crate::watch::open(self.sluice.clone(), r.room, ticket(&r.ticket));
+        let opened = crate::watch::open(self.sluice.clone(), r.room, ticket(&r.ticket), client);
         self.call("Visitor/Watch", opened, |w| {
             Box::pin(w.map(|r| r.map(visitor).map_err(|e| e.to_grpc()))) as Self::WatchStream
         })
@@ -290,9 +350,9 @@ impl pb::visitor_server::Visitor for Grpc {
                 .map(|t| t.as_str()),
         );
         let reply = match result {
-            Ok(v) => pb::GateReply {
+            Ok(ok) => pb::GateReply {
                 admitted: true,
-                visitor_id: v.to_string(),
+                visitor_id: ok.visitor.to_string(),
             },
             Err(e) if e.status == axum::http::StatusCode::UNAUTHORIZED => pb::GateReply {
                 admitted: false,
@@ -407,6 +467,17 @@ impl pb::admin_server::Admin for Grpc {
         let v = Some(r.visitor_id.as_str()).filter(|v| !v.is_empty());
         self.call("Admin/Revoke", self.sluice.revoke(&r.room, v, r.all), count)
             .await
+    }
+
+    async fn ban(&self, req: Request<pb::BanRequest>) -> R<pb::CountReply> {
+        let r = req.into_inner();
+        let duration = Some(r.duration_secs).filter(|d| *d > 0);
+        self.call(
+            "Admin/Ban",
+            self.sluice.ban(&r.room, &r.visitor_id, duration, r.lift),
+            count,
+        )
+        .await
     }
 
     async fn queue(&self, req: Request<pb::QueueRequest>) -> R<pb::QueueReply> {

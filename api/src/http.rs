@@ -21,11 +21,17 @@ use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use subtle::ConstantTimeEq;
 use utoipa::OpenApi;
 
-/// Name of the ticket cookie.
+/// The prefix of the ticket cookies: each room's is `sluice_ticket_{room}`, so that a browser
+/// holds a place in several rooms at once. A cookie named just `sluice_ticket` (what earlier
+/// versions set, for every room) is still read, for the room it names, and replaced.
 pub const COOKIE: &str = "sluice_ticket";
+
+/// The name of `room`'s ticket cookie (room names are valid cookie-name characters).
+pub fn cookie_name(room: &str) -> String {
+    format!("{COOKIE}_{room}")
+}
 
 /// Everything handlers share.
 #[derive(Debug)]
@@ -34,14 +40,13 @@ pub struct App {
     pub sluice: Arc<Sluice>,
     /// Request metrics.
     pub metrics: Arc<Metrics>,
-    /// The operator token.
-    pub admin_token: String,
-    /// The scraper's token, which reads `/metrics` only.
-    pub metrics_token: Option<String>,
+    /// The operator tokens (and the scraper's, which reads `/metrics` only), with the backoff
+    /// for wrong guesses; shared with the gRPC server.
+    pub auth: Arc<crate::auth::OperatorAuth>,
     /// Per-client limiter for visitor endpoints.
     pub limiter: DefaultKeyedRateLimiter<IpAddr>,
-    /// Use `X-Forwarded-For` for the client address.
-    pub trust_forwarded_for: bool,
+    /// Whose `X-Forwarded-For` names the client.
+    pub trusted_proxies: crate::client::TrustedProxies,
     /// Mark cookies `Secure`.
     pub secure_cookies: bool,
     /// Largest request body.
@@ -55,7 +60,7 @@ impl App {
     pub fn new(
         sluice: Arc<Sluice>,
         metrics: Arc<Metrics>,
-        admin_token: String,
+        auth: Arc<crate::auth::OperatorAuth>,
         per_second: u32,
         burst: u32,
     ) -> Self {
@@ -64,10 +69,9 @@ impl App {
         App {
             sluice,
             metrics,
-            admin_token,
-            metrics_token: None,
+            auth,
             limiter: RateLimiter::keyed(Quota::per_second(rate).allow_burst(burst)),
-            trust_forwarded_for: false,
+            trusted_proxies: Default::default(),
             secure_cookies: false,
             body_bytes_max: 64 * 1024,
             demo_room: None,
@@ -79,23 +83,25 @@ type AppState = State<Arc<App>>;
 
 // ---- helpers ---------------------------------------------------------------------------------
 
-fn cookie_ticket(headers: &HeaderMap) -> Option<String> {
+/// The value of the cookie `name`, if the request has one.
+pub(crate) fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .find_map(|v| {
             v.split(';').map(str::trim).find_map(|kv| {
-                kv.strip_prefix(COOKIE)
+                kv.strip_prefix(name)
                     .and_then(|r| r.strip_prefix('='))
                     .map(str::to_string)
             })
         })
 }
 
-/// The ticket in the `sluice_ticket` cookie, if any.
-pub fn cookie_ticket_of(headers: &HeaderMap) -> Option<String> {
-    cookie_ticket(headers)
+/// The ticket in `room`'s cookie, or else in the one cookie earlier versions set for every
+/// room (which [`Sluice::join`] ignores unless it names this room).
+pub fn cookie_ticket(headers: &HeaderMap, room: &str) -> Option<String> {
+    cookie(headers, &cookie_name(room)).or_else(|| cookie(headers, COOKIE))
 }
 
 /// Rooms per page of `GET /v1/rooms` when the request does not say.
@@ -126,15 +132,20 @@ pub(crate) fn credentials<'a>(value: &'a str, scheme: &str) -> Option<&'a str> {
     name.eq_ignore_ascii_case(scheme).then(|| rest.trim())
 }
 
-/// Ticket precedence: body field, `Authorization: Ticket`, query `ticket`, cookie.
-fn ticket_source(headers: &HeaderMap, query: Option<&str>, body: Option<String>) -> TicketSource {
+/// Ticket precedence: body field, `Authorization: Ticket`, query `ticket`, `room`'s cookie.
+fn ticket_source(
+    headers: &HeaderMap,
+    room: &str,
+    query: Option<&str>,
+    body: Option<String>,
+) -> TicketSource {
     if let Some(t) = body
         .or_else(|| header_ticket(headers))
         .or_else(|| query.map(str::to_string))
     {
         return TicketSource::Explicit(t);
     }
-    match cookie_ticket(headers) {
+    match cookie_ticket(headers, room) {
         Some(t) => TicketSource::Cookie(t),
         None => TicketSource::None,
     }
@@ -144,10 +155,20 @@ fn parse_body<T: serde::de::DeserializeOwned + Default>(body: &Bytes) -> Result<
     if body.iter().all(|b| b.is_ascii_whitespace()) {
         return Ok(T::default());
     }
-    serde_json::from_slice(body).map_err(json_error)
+    parse_required(body)
 }
 
+/// A JSON object body. Only an object: serde would also fill a struct from an array, field by
+/// field in order (`[]` an all-default configuration, `[1, 2]` its first two fields).
 fn parse_required<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
+    let first = body.iter().find(|b| !b.is_ascii_whitespace());
+    if first.is_some_and(|b| *b != b'{') {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_body",
+            "the body must be a JSON object",
+        ));
+    }
     serde_json::from_slice(body).map_err(json_error)
 }
 
@@ -162,31 +183,38 @@ fn json_error(e: serde_json::Error) -> ApiError {
     }
 }
 
-fn with_cookie(app: &App, reply: VisitorReply) -> Response {
+/// A visitor's reply as JSON, re-issuing the cookie when the ticket came from one (or a new
+/// visitor was made). A ticket given explicitly (body, header, query) never sets a cookie: a
+/// link with `?ticket=` must not put someone else's ticket into a browser.
+fn with_cookie(app: &App, room: &str, src: &TicketSource, reply: VisitorReply) -> Response {
     let ticket = reply.ticket.clone();
     let mut resp = Json(reply).into_response();
-    set_ticket_cookie(app, &mut resp, &ticket);
+    if !matches!(src, TicketSource::Explicit(_)) {
+        set_ticket_cookie(app, &mut resp, room, &ticket);
+    }
     resp.headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     resp
 }
 
-/// Gives the browser `ticket` as its `sluice_ticket` cookie.
-pub(crate) fn set_ticket_cookie(app: &App, resp: &mut Response, ticket: &str) {
+/// Gives the browser `ticket` as its cookie for `room` (and retires the one cookie earlier
+/// versions kept for every room).
+pub(crate) fn set_ticket_cookie(app: &App, resp: &mut Response, room: &str, ticket: &str) {
     let secure = if app.secure_cookies { "; Secure" } else { "" };
-    let cookie =
-        format!("{COOKIE}={ticket}; Path=/; HttpOnly; SameSite=Lax; Max-Age=86400{secure}");
+    let name = cookie_name(room);
+    let cookie = format!("{name}={ticket}; Path=/; HttpOnly; SameSite=Lax; Max-Age=86400{secure}");
     if let Ok(v) = HeaderValue::from_str(&cookie) {
-        resp.headers_mut().insert(header::SET_COOKIE, v);
+        resp.headers_mut().append(header::SET_COOKIE, v);
     }
 }
 
-/// An error answer, with the cookie of the ticket it carries (a join that may still be applied).
-pub(crate) fn error_with_cookie(app: &App, e: ApiError) -> Response {
+/// An error answer, with the cookie of the ticket it carries (a new visitor's join that may
+/// still be applied).
+pub(crate) fn error_with_cookie(app: &App, room: &str, e: ApiError) -> Response {
     let ticket = e.ticket.clone();
     let mut resp = e.into_response();
     if let Some(t) = ticket {
-        set_ticket_cookie(app, &mut resp, &t);
+        set_ticket_cookie(app, &mut resp, room, &t);
     }
     resp
 }
@@ -239,10 +267,10 @@ async fn join(
         Ok(b) => b,
         Err(e) => return e.into_response(),
     };
-    let src = ticket_source(&headers, q.ticket.as_deref(), b.ticket);
+    let src = ticket_source(&headers, &room, q.ticket.as_deref(), b.ticket);
     match app.sluice.join(&room, &src).await {
-        Ok(r) => with_cookie(&app, r),
-        Err(e) => error_with_cookie(&app, e),
+        Ok(r) => with_cookie(&app, &room, &src, r),
+        Err(e) => error_with_cookie(&app, &room, e),
     }
 }
 
@@ -256,13 +284,13 @@ async fn status(
     Query(q): Query<ReadQuery>,
     headers: HeaderMap,
 ) -> Response {
-    let src = ticket_source(&headers, q.ticket.as_deref(), None);
+    let src = ticket_source(&headers, &room, q.ticket.as_deref(), None);
     match app
         .sluice
         .status(&room, &src, q.consistent.unwrap_or(false))
         .await
     {
-        Ok(r) => with_cookie(&app, r),
+        Ok(r) => with_cookie(&app, &room, &src, r),
         Err(e) => e.into_response(),
     }
 }
@@ -281,9 +309,9 @@ async fn heartbeat(
         Ok(b) => b,
         Err(e) => return e.into_response(),
     };
-    let src = ticket_source(&headers, q.ticket.as_deref(), b.ticket);
+    let src = ticket_source(&headers, &room, q.ticket.as_deref(), b.ticket);
     match app.sluice.heartbeat(&room, &src).await {
-        Ok(r) => with_cookie(&app, r),
+        Ok(r) => with_cookie(&app, &room, &src, r),
         Err(e) => e.into_response(),
     }
 }
@@ -302,7 +330,7 @@ async fn leave(
         Ok(b) => b,
         Err(e) => return e.into_response(),
     };
-    let src = ticket_source(&headers, q.ticket.as_deref(), b.ticket);
+    let src = ticket_source(&headers, &room, q.ticket.as_deref(), b.ticket);
     respond(app.sluice.leave(&room, &src).await)
 }
 
@@ -315,10 +343,12 @@ async fn events(
     Path(room): Path<String>,
     Query(q): Query<ReadQuery>,
     headers: HeaderMap,
+    extensions: axum::http::Extensions,
 ) -> Response {
     use futures::StreamExt;
-    let src = ticket_source(&headers, q.ticket.as_deref(), None);
-    let watch = match crate::watch::open(app.sluice.clone(), room, src).await {
+    let src = ticket_source(&headers, &room, q.ticket.as_deref(), None);
+    let client = client_ip_of(&app, &headers, &extensions);
+    let watch = match crate::watch::open(app.sluice.clone(), room, src, client).await {
         Ok(w) => w,
         Err(e) => return e.into_response(),
     };
@@ -358,18 +388,30 @@ async fn gate(
     room: Result<Path<String>, ApiError>,
     headers: HeaderMap,
 ) -> Response {
-    let ticket = header_ticket(&headers).or_else(|| cookie_ticket(&headers));
     // A path that is not a room name is denied like any other (and no waiting page is named).
     let room = room.ok().filter(|Path(r)| Sluice::check_room(r).is_ok());
     let checked = match &room {
-        Some(Path(room)) => app.sluice.gate(room, ticket.as_deref()),
+        Some(Path(room)) => {
+            let ticket = header_ticket(&headers).or_else(|| cookie_ticket(&headers, room));
+            app.sluice.gate(room, ticket.as_deref())
+        }
         None => Err(ApiError::invalid("room", "not a room name")),
     };
     match checked {
-        Ok(v) => {
+        Ok(ok) => {
             let mut r = StatusCode::OK.into_response();
-            if let Ok(h) = HeaderValue::from_str(&v.to_string()) {
+            if let Ok(h) = HeaderValue::from_str(&ok.visitor.to_string()) {
                 r.headers_mut().insert("x-sluice-visitor", h);
+            }
+            // The proxy passes this on as the answer's `Set-Cookie` (nginx:
+            // `auth_request_set` + `add_header`), so that a visitor who only browses the origin
+            // keeps a current ticket across key rotations and past the cookie's day.
+            if let (Some(t), Some(Path(room))) = (&ok.fresh_ticket, &room) {
+                let mut cookie = Response::new(axum::body::Body::empty());
+                set_ticket_cookie(&app, &mut cookie, room, t);
+                if let Some(v) = cookie.headers().get(header::SET_COOKIE) {
+                    r.headers_mut().insert("x-sluice-set-cookie", v.clone());
+                }
             }
             r.headers_mut()
                 .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
@@ -455,10 +497,10 @@ async fn list_rooms(State(app): AppState, Query(q): Query<ReadQuery>) -> Respons
     )
 }
 
-/// Operator actions: `pause`, `resume`, `mode`, `health`, `admit`, `revoke`.
+/// Operator actions: `pause`, `resume`, `mode`, `health`, `admit`, `revoke`, `ban`, `unban`.
 #[utoipa::path(post, path = "/v1/rooms/{room}/{action}",
-    params(("room" = String, Path), ("action" = String, Path, description = "pause | resume | mode | health | admit | revoke")),
-    request_body(content = Option<serde_json::Value>, description = "mode: ModeBody; health: HealthBody; admit: AdmitBody; revoke: RevokeBody"),
+    params(("room" = String, Path), ("action" = String, Path, description = "pause | resume | mode | health | admit | revoke | ban | unban")),
+    request_body(content = Option<serde_json::Value>, description = "mode: ModeBody; health: HealthBody; admit: AdmitBody; revoke: RevokeBody; ban, unban: BanBody"),
     responses((status = 200, description = "RoomBody or CountReply"), (status = 400), (status = 404)), security(("bearer" = [])))]
 async fn room_action(
     State(app): AppState,
@@ -485,6 +527,11 @@ async fn room_action(
             "revoke" => {
                 let b: RevokeBody = parse_required(&body)?;
                 serde_json::to_value(s.revoke(&room, b.visitor_id.as_deref(), b.all).await?)
+            }
+            "ban" | "unban" => {
+                let b: BanBody = parse_required(&body)?;
+                let lift = action == "unban";
+                serde_json::to_value(s.ban(&room, &b.visitor_id, b.duration_secs, lift).await?)
             }
             _ => {
                 return Err(ApiError::new(
@@ -683,7 +730,8 @@ pub struct LogQuery {
 }
 
 async fn metrics(State(app): AppState) -> Response {
-    let body = app.metrics.render(&app.sluice);
+    let mut body = app.metrics.render(&app.sluice);
+    crate::metrics::render_defences(&mut body, &app.auth, &app.sluice);
     (
         [(
             header::CONTENT_TYPE,
@@ -719,6 +767,21 @@ async fn openapi() -> Response {
     Json(ApiDoc::openapi()).into_response()
 }
 
+/// `GET /assets/{name}`: the pages' scripts.
+async fn asset(Path(name): Path<String>) -> Response {
+    match pages::ASSETS.iter().find(|(n, _)| *n == name) {
+        Some((_, body)) => (
+            [
+                (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
+                (header::CACHE_CONTROL, "max-age=300"),
+            ],
+            *body,
+        )
+            .into_response(),
+        None => ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such asset").into_response(),
+    }
+}
+
 async fn landing(State(app): AppState) -> Html<String> {
     Html(pages::landing(app.demo_room.as_deref()))
 }
@@ -727,9 +790,27 @@ async fn wait_page(
     State(app): AppState,
     Path(room): Path<String>,
     Query(q): Query<ReadQuery>,
+    axum::extract::RawQuery(raw): axum::extract::RawQuery,
     headers: HeaderMap,
 ) -> Response {
-    pages::wait(&app, &room, q.next.as_deref(), &headers).await
+    let next = raw_next(raw.as_deref()).or(q.next);
+    pages::wait(&app, &room, next.as_deref(), &headers).await
+}
+
+/// The page to return to, as a proxy writes it: `next=` followed by the request URI as the
+/// client sent it (nginx: `return 302 /wait/shop?next=$request_uri`), which is still
+/// percent-encoded and may hold a query string of its own, `&`s and all. So when the value of
+/// `next` starts with `/`, it is everything after `next=`, taken as it is (never decoded: a
+/// decoded CR LF must not reach a header). Otherwise `next` is an ordinary, encoded parameter.
+fn raw_next(query: Option<&str>) -> Option<String> {
+    let q = query?;
+    let at = if q.starts_with("next=") {
+        0
+    } else {
+        q.find("&next=")? + 1
+    };
+    let value = &q[at + "next=".len()..];
+    value.starts_with('/').then(|| value.to_string())
 }
 
 async fn not_found(State(app): AppState, method: axum::http::Method) -> Response {
@@ -741,51 +822,57 @@ async fn not_found(State(app): AppState, method: axum::http::Method) -> Response
 
 // ---- middleware --------------------------------------------------------------------------
 
-/// The request's bearer token, if it is `token` (compared in constant time).
-fn bears(req: &Request, token: &str) -> bool {
+/// The request's bearer token, if any.
+fn bearer(req: &Request) -> Option<&str> {
     req.headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| credentials(v, "Bearer"))
-        .is_some_and(|t| bool::from(t.as_bytes().ct_eq(token.as_bytes())))
 }
 
 async fn operator_auth(State(app): AppState, req: Request, next: Next) -> Response {
-    if bears(&req, &app.admin_token) {
-        next.run(req).await
-    } else {
-        ApiError::unauthorized().into_response()
+    let client = client_ip(&app, &req);
+    match app
+        .auth
+        .check(client, bearer(&req), crate::auth::Scope::Operator)
+    {
+        Ok(()) => next.run(req).await,
+        Err(e) => e.into_response(),
     }
 }
 
 /// `/metrics`: the operator token, or the scraper's own (`metrics_token`).
 async fn metrics_auth(State(app): AppState, req: Request, next: Next) -> Response {
-    let scraper = app.metrics_token.as_deref().is_some_and(|t| bears(&req, t));
-    if scraper || bears(&req, &app.admin_token) {
-        next.run(req).await
-    } else {
-        ApiError::unauthorized().into_response()
+    let client = client_ip(&app, &req);
+    match app
+        .auth
+        .check(client, bearer(&req), crate::auth::Scope::Metrics)
+    {
+        Ok(()) => next.run(req).await,
+        Err(e) => e.into_response(),
     }
 }
 
-fn client_ip(app: &App, req: &Request) -> IpAddr {
-    if app.trust_forwarded_for {
-        if let Some(ip) = req
-            .headers()
-            .get("x-forwarded-for")
-            .and_then(|v| v.to_str().ok())
-            // The last address is the one the trusted proxy added; the ones before it came with
-            // the request and could be anything.
-            .and_then(|v| v.rsplit(',').next())
-            .and_then(|v| v.trim().parse().ok())
-        {
-            return ip;
-        }
-    }
-    req.extensions()
+/// The client's address: the peer's, or behind a trusted proxy the one it reports.
+pub(crate) fn client_ip(app: &App, req: &Request) -> IpAddr {
+    client_ip_of(app, req.headers(), req.extensions())
+}
+
+/// [`client_ip`] from a request's parts.
+pub(crate) fn client_ip_of(
+    app: &App,
+    headers: &HeaderMap,
+    extensions: &axum::http::Extensions,
+) -> IpAddr {
+    let peer = extensions
         .get::<ConnectInfo<SocketAddr>>()
         .map(|c| c.0.ip())
-        .unwrap_or(IpAddr::from([0, 0, 0, 0]))
+        .unwrap_or(IpAddr::from([0, 0, 0, 0]));
+    let forwarded = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok());
+    app.trusted_proxies.client(peer, forwarded)
 }
 
 async fn rate_limit(State(app): AppState, req: Request, next: Next) -> Response {
@@ -853,6 +940,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route_layer(middleware::from_fn_with_state(app.clone(), metrics_auth));
     let public = Router::new()
         .route("/", get(landing))
+        .route("/assets/{name}", get(asset))
         .route("/gate/{room}/check", get(gate))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -876,13 +964,9 @@ pub fn router(app: Arc<App>) -> Router {
             post(crate::admin::save_config),
         )
         .route("/admin/rooms/{room}/action", post(crate::admin::action))
-        .layer(tower_http::set_header::SetResponseHeaderLayer::overriding(
-            header::X_FRAME_OPTIONS,
-            HeaderValue::from_static("DENY"),
-        ))
-        .layer(tower_http::set_header::SetResponseHeaderLayer::overriding(
-            header::CONTENT_SECURITY_POLICY,
-            HeaderValue::from_static("frame-ancestors 'none'"),
+        .route_layer(middleware::from_fn_with_state(
+            app.clone(),
+            crate::admin::refresh_session,
         ));
     Router::new()
         .merge(visitor)
@@ -904,7 +988,27 @@ pub fn router(app: Arc<App>) -> Router {
         // extractors that take them (`Body`, `AdminForm`) keep the same limit.
         .layer(axum::extract::DefaultBodyLimit::max(body_max))
         .layer(middleware::from_fn_with_state(app.clone(), read_body_first))
+        // Every answer: never inside another site's frame (clickjacking), no content
+        // sniffing, the pages' Content-Security-Policy, no referrer to other sites.
+        .layer(security_header(header::X_FRAME_OPTIONS, "DENY"))
+        .layer(security_header(header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
+        .layer(security_header(
+            header::CONTENT_SECURITY_POLICY,
+            pages::CONTENT_SECURITY_POLICY,
+        ))
+        .layer(security_header(header::REFERRER_POLICY, "same-origin"))
         .with_state(app)
+}
+
+/// Sets `name` on every answer that has not set it itself.
+fn security_header(
+    name: header::HeaderName,
+    value: &'static str,
+) -> tower_http::set_header::SetResponseHeaderLayer<HeaderValue> {
+    tower_http::set_header::SetResponseHeaderLayer::if_not_present(
+        name,
+        HeaderValue::from_static(value),
+    )
 }
 
 /// How many bytes past the body limit are read and thrown away so that the refusal can be
@@ -1003,6 +1107,31 @@ fn closing(mut resp: Response) -> Response {
     resp
 }
 
+#[cfg(test)]
+mod tests {
+    use super::raw_next;
+
+    #[test]
+    fn next_is_the_rest_of_the_query_as_the_proxy_sent_it() {
+        assert_eq!(
+            raw_next(Some("next=/cart?item=4&qty=2")).as_deref(),
+            Some("/cart?item=4&qty=2")
+        );
+        assert_eq!(
+            raw_next(Some("lang=fr&next=/x%0d%0aSet-Cookie:%20a=b")).as_deref(),
+            Some("/x%0d%0aSet-Cookie:%20a=b"),
+            "never decoded"
+        );
+        assert_eq!(
+            raw_next(Some("next=%2Fcart")),
+            None,
+            "an encoded one is a parameter"
+        );
+        assert_eq!(raw_next(Some("mynext=/x")), None);
+        assert_eq!(raw_next(None), None);
+    }
+}
+
 /// The OpenAPI document, generated from the handlers above.
 #[derive(OpenApi)]
 #[openapi(
@@ -1010,7 +1139,7 @@ fn closing(mut resp: Response) -> Response {
     paths(join, status, heartbeat, leave, events, gate, put_room, get_room, delete_room, list_rooms, room_action, queue,
           put_pool, get_pool, pool_action, cluster, add_learner, membership, digest, log, backup),
     components(schemas(VisitorReply, TicketBody, RoomConfigBody, BrandingBody, RoomBody, RoomList, TotalsBody, ModeBody, HealthBody,
-        AdmitBody, RevokeBody, CountReply, QueueReply, QueueEntryBody, PoolBody, PoolReply, PoolRoom, AssignReply, PoolRoomBody,
+        AdmitBody, RevokeBody, BanBody, CountReply, QueueReply, QueueEntryBody, PoolBody, PoolReply, PoolRoom, AssignReply, PoolRoomBody,
         LearnerBody, MembershipBody)),
     modifiers(&BearerAuth)
 )]

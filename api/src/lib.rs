@@ -13,6 +13,8 @@
 //! - [`config`], [`model`], [`metrics`], [`renew`], [`ctl`].
 
 pub mod admin;
+pub mod auth;
+pub mod client;
 pub mod config;
 pub mod core;
 pub mod ctl;

@@ -3,7 +3,7 @@
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use sluice_api::config::{
-    random_secret, Limits, Peer, RaftTuning, ServerConfig, TicketKey, TokensConfig,
+    random_secret, random_token, Limits, Peer, RaftTuning, ServerConfig, TicketKey, TokensConfig,
 };
 use sluice_api::ctl::{self, CtlArgs};
 use sluice_api::server;
@@ -44,7 +44,8 @@ enum Cmd {
         grpc_addr: SocketAddr,
         #[arg(long, default_value = "127.0.0.1:7000")]
         raft_addr: SocketAddr,
-        /// Operator token (default: generated once and kept in the data directory).
+        /// Operator token, at least 32 characters (default: generated once and kept in the data
+        /// directory). Prefer the environment variable: others can read a command line in `ps`.
         #[arg(long, env = "SLUICE_ADMIN_TOKEN", hide_env_values = true)]
         admin_token: Option<String>,
         /// Log as JSON.
@@ -65,6 +66,8 @@ enum Cmd {
         grpc_addr: Option<SocketAddr>,
         #[arg(long, env = "SLUICE_RAFT_ADDR")]
         raft_addr: Option<SocketAddr>,
+        /// Operator token (over the configuration's). Prefer the environment variable or the
+        /// configuration's admin_token_file: others can read a command line in `ps`.
         #[arg(long, env = "SLUICE_ADMIN_TOKEN", hide_env_values = true)]
         admin_token: Option<String>,
         #[arg(long, env = "SLUICE_BOOTSTRAP")]
@@ -102,8 +105,14 @@ enum Cmd {
     /// Operator commands against any node. Exit status: 0 done, 3 worth retrying (no answer,
     /// 429, 502-504), 4 refused as asked (other 4xx), 5 failed on the server, 1 anything else.
     Ctl(CtlArgs),
-    /// Prints a fresh [tokens] section for a cluster's configuration.
-    Keygen,
+    /// Prints a fresh [tokens] section for a cluster's configuration (ticket key, admission
+    /// token seed, cluster secret): the same on every node. Keep it secret, e.g. in a file
+    /// only the node reads (`tokens_file`).
+    Keygen {
+        /// Print a fresh operator token instead (for `admin_token` or `admin_token_file`).
+        #[arg(long)]
+        token: bool,
+    },
 }
 
 /// Log filter without `RUST_LOG`. openraft warns on every failed attempt to reach a peer, some
@@ -142,6 +151,8 @@ fn load_config(
     if let Some(v) = data_dir {
         cfg.data_dir = v;
     }
+    cfg.read_tokens_file()
+        .map_err(|e| anyhow::anyhow!("{}: tokens_file: {e}", path.display()))?;
     Ok(cfg)
 }
 
@@ -186,12 +197,10 @@ fn dev_config(
         Ok(t) => toml::from_str(&t)?,
         Err(_) => {
             let mut t = toml::Table::new();
-            t.insert(
-                "admin_token".into(),
-                random_secret().replace(['+', '/', '='], "").into(),
-            );
+            t.insert("admin_token".into(), random_token().into());
             t.insert("ticket_secret".into(), random_secret().into());
             t.insert("jwt_seed".into(), random_secret().into());
+            t.insert("cluster_secret".into(), random_secret().into());
             // Readable by its owner only: it holds the operator token and the signing keys.
             use std::io::Write;
             use std::os::unix::fs::OpenOptionsExt;
@@ -212,6 +221,24 @@ fn dev_config(
             .map(str::to_string)
             .context("dev-secrets.toml is incomplete")
     };
+    let admin_token = match token {
+        Some(t) => t,
+        None => get("admin_token")?,
+    };
+    // For `sluice ctl --token-file`, readable by its owner only.
+    {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = data_dir.join("admin-token");
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&path)
+            .and_then(|mut f| writeln!(f, "{admin_token}"))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
     Ok(ServerConfig {
         node_id: 1,
         data_dir: data_dir.join("node"),
@@ -228,10 +255,7 @@ fn dev_config(
             http: http.to_string(),
             grpc: grpc.to_string(),
         }],
-        admin_token: Some(match token {
-            Some(t) => t,
-            None => get("admin_token")?,
-        }),
+        admin_token: Some(admin_token),
         admin_token_file: None,
         metrics_token: None,
         tokens: TokensConfig {
@@ -242,11 +266,21 @@ fn dev_config(
             jwt_seed: get("jwt_seed")?,
             jwt_key_id: "dev".into(),
             issuer: "sluice".into(),
+            admission_token_ttl_secs: sluice_api::tokens::ADMISSION_TOKEN_TTL_SECS,
+            jwt_published_keys: Vec::new(),
+            // Older dev directories have none: their node is on loopback anyway.
+            cluster_secret: secrets
+                .get("cluster_secret")
+                .and_then(|v| v.as_str())
+                .map(str::to_string),
+            cluster_secrets_also_accepted: Vec::new(),
         },
+        tokens_file: None,
         tls: None,
         http_tls: None,
         log_format: "text".into(),
-        trust_forwarded_for: false,
+        trusted_proxies: Vec::new(),
+        trust_forwarded_for: None,
         secure_cookies: false,
         limits: Limits::default(),
         raft: RaftTuning::default(),
@@ -303,12 +337,17 @@ async fn main() -> anyhow::Result<()> {
             println!("  Dashboard:      http://{h}/admin");
             println!("  API document:   http://{h}/openapi.json");
             println!("  gRPC:           {}", running.grpc_addr);
+            let token_file = data_dir.join("admin-token");
             println!(
-                "  Operator token: {}",
-                cfg.admin_token.as_deref().unwrap_or_default()
+                "  Operator token: {} (also in {})",
+                cfg.admin_token.as_deref().unwrap_or_default(),
+                token_file.display()
             );
             println!();
-            println!("  Try: SLUICE_ADMIN_TOKEN=<token> sluice ctl --url http://{h} rooms list");
+            println!(
+                "  Try: sluice ctl --url http://{h} --token-file {} rooms list",
+                token_file.display()
+            );
             serve_until_stopped(running).await?;
         }
         Cmd::Restore {
@@ -408,7 +447,11 @@ async fn main() -> anyhow::Result<()> {
                 std::process::exit(ctl::exit_code(&e));
             }
         }
-        Cmd::Keygen => {
+        Cmd::Keygen { token: true } => {
+            println!("{}", random_token());
+        }
+        Cmd::Keygen { token: false } => {
+            println!("# Secrets of one cluster: the same on every node, and known to nobody else.");
             println!("[tokens]");
             println!(
                 "ticket_keys = [{{ id = \"k1\", secret = \"{}\" }}]",
@@ -416,6 +459,7 @@ async fn main() -> anyhow::Result<()> {
             );
             println!("jwt_seed = \"{}\"", random_secret());
             println!("jwt_key_id = \"j1\"");
+            println!("cluster_secret = \"{}\"", random_secret());
         }
     }
     Ok(())

@@ -389,6 +389,49 @@ impl Metrics {
     }
 }
 
+/// The defences' counters: refused operator tokens and node-to-node calls, open status streams.
+pub fn render_defences(w: &mut String, auth: &crate::auth::OperatorAuth, sluice: &Sluice) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let inner = sluice.node.inner();
+    let counters = [
+        (
+            "sluice_operator_auth_failures_total",
+            "Wrong or missing operator (or metrics) tokens, on every operator surface.",
+            auth.failures_total.load(Relaxed),
+        ),
+        (
+            "sluice_operator_auth_throttled_total",
+            "Operator requests refused unchecked (429) because their client was backing off after wrong tokens.",
+            auth.throttled_total.load(Relaxed),
+        ),
+        (
+            "sluice_raft_auth_refused_total",
+            "Node-to-node calls refused for want of this cluster's credential.",
+            inner.auth_refused.load(Relaxed),
+        ),
+        (
+            "sluice_raft_connections_refused_total",
+            "Node-to-node connections closed at once: their address had too many open.",
+            inner.connections_refused.load(Relaxed),
+        ),
+    ];
+    for (name, help, v) in counters {
+        header(w, name, help, "counter");
+        let _ = writeln!(w, "{name} {v}");
+    }
+    header(
+        w,
+        "sluice_event_streams_open",
+        "Status streams (/events, gRPC Watch) open on this node.",
+        "gauge",
+    );
+    let _ = writeln!(
+        w,
+        "sluice_event_streams_open {}",
+        sluice.watches.open_count()
+    );
+}
+
 fn header(w: &mut String, name: &str, help: &str, kind: &str) {
     let _ = writeln!(w, "# HELP {name} {help}");
     let _ = writeln!(w, "# TYPE {name} {kind}");

@@ -137,6 +137,14 @@ impl From<&RoomConfig> for RoomConfigBody {
     }
 }
 
+/// Whether `s` holds a Unicode bidirectional formatting character (the "Trojan Source"
+/// set: embeddings, overrides, isolates, and the implicit marks).
+pub fn has_bidi_control(s: &str) -> bool {
+    s.chars().any(|c| {
+        matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+    })
+}
+
 impl RoomConfigBody {
     /// Converts to the state machine's config; names the field that cannot be converted. Range
     /// checks happen in the state machine (one set of rules).
@@ -148,6 +156,21 @@ impl RoomConfigBody {
         let health = Health::parse(&self.health)
             .ok_or(("health", "must be ok, slow or down".to_string()))?;
         let slow_factor_permille = slow_factor_permille(self.slow_factor)?;
+        for (field, text) in [
+            ("branding.title", &self.branding.title),
+            ("branding.message", &self.branding.message),
+            ("branding.logo_url", &self.branding.logo_url),
+        ] {
+            if text.as_deref().is_some_and(has_bidi_control) {
+                return Err((
+                    field,
+                    "must not contain bidirectional control characters (U+061C, U+200E, \
+                     U+200F, U+202A to U+202E, U+2066 to U+2069): they can make the page show \
+                     text other than what was written"
+                        .to_string(),
+                ));
+            }
+        }
         let secs =
             |field: &'static str, v: Option<u64>| -> Result<Option<u64>, (&'static str, String)> {
                 v.map(|s| s.checked_mul(1000).ok_or((field, "too large".to_string())))
@@ -314,6 +337,18 @@ pub struct RevokeBody {
     /// Revoke every session of the room.
     #[serde(default)]
     pub all: bool,
+}
+
+/// `POST /ban` and `POST /unban`: a visitor, and for a ban how long it lasts.
+#[derive(Clone, Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BanBody {
+    /// The visitor (32 hex digits).
+    pub visitor_id: String,
+    /// How long the ban lasts, in seconds (at most a year); without it, while the room exists.
+    /// Not for `unban`.
+    #[serde(default)]
+    pub duration_secs: Option<u64>,
 }
 
 /// How many visitors an operator action affected.

@@ -44,24 +44,19 @@ pub fn safe_next(next: Option<&str>) -> String {
     }
 }
 
-/// A string as a JavaScript literal inside a `<script>` element: JSON, with the characters that
-/// could close the element or start markup (`<`, `>`, `&`) and the line separators JavaScript
-/// does not allow in strings written as `\u` escapes.
-fn script_string(s: &str) -> String {
-    let json = serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into());
-    let mut out = String::with_capacity(json.len());
-    for c in json.chars() {
-        match c {
-            '<' => out.push_str("\\u003c"),
-            '>' => out.push_str("\\u003e"),
-            '&' => out.push_str("\\u0026"),
-            '\u{2028}' => out.push_str("\\u2028"),
-            '\u{2029}' => out.push_str("\\u2029"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+/// The pages' scripts, served from the binary at `/assets/…`: pages carry no inline script,
+/// so that their Content-Security-Policy can forbid inline scripts altogether.
+pub const ASSETS: &[(&str, &str)] = &[
+    ("wait.js", include_str!("../assets/wait.js")),
+    ("admin.js", include_str!("../assets/admin.js")),
+];
+
+/// The policy every answer carries: scripts only from this origin's files, no frames, no
+/// plugins, forms and connections to this origin only. (Styles may be inline: the pages and
+/// their room's colours set them.)
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
+style-src 'self' 'unsafe-inline'; img-src 'self' https: data:; connect-src 'self'; \
+form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
 
 /// The shared style: readable, responsive, high contrast, respects reduced motion.
 pub const STYLE: &str = ":root{--accent:#0b57d0;--bg:#ffffff;--fg:#1a1a1a}\
@@ -185,22 +180,14 @@ fn wait_html(
             t.your_place
         )
     };
+    // The script is a file of its own (no inline script: the page's Content-Security-Policy
+    // forbids them); it reads its data from these attributes.
     let script = format!(
-        "<script>(function(){{var room={room_js},next={next_js},unknown={unknown_js};\
-var key='sluice-first-'+room,prog=document.getElementById('prog');\
-function fmt(s){{return s<60?s+' s':(s<3600?Math.ceil(s/60)+' min':Math.floor(s/3600)+' h '+Math.floor(s%3600/60)+' min')}}\
-function go(){{fetch('/v1/rooms/'+room+'/join',{{method:'POST',credentials:'same-origin'}}).then(function(){{location.replace(next)}},function(){{location.replace(next)}})}}\
-function show(s){{if(s.state==='admitted'){{go();return}}if(s.state!=='waiting'){{location.reload();return}}\
-var p=document.getElementById('pos');if(p)p.textContent=s.position==null?'—':s.position;\
-document.getElementById('eta').textContent=s.eta_secs==null?unknown:fmt(s.eta_secs);\
-if(s.position!=null){{var f=+sessionStorage.getItem(key)||0;if(!f||s.position>f){{f=s.position;sessionStorage.setItem(key,f)}}prog.max=f;prog.value=f-s.position+1}}}}\
-var timer=null;function poll(){{fetch('/v1/rooms/'+room+'/heartbeat',{{method:'POST',credentials:'same-origin'}}).then(function(r){{return r.json()}}).then(show).catch(function(){{}});timer=setTimeout(poll,5000)}}\
-if(window.EventSource){{var es=new EventSource('/v1/rooms/'+room+'/events');es.addEventListener('status',function(e){{show(JSON.parse(e.data))}});es.onerror=function(){{es.close();if(!timer)poll()}}}}else{{poll()}}\
-var cd=document.getElementById('cd');if(cd){{setInterval(function(){{var left=+cd.dataset.at-Math.floor(Date.now()/1000);if(left<=0)location.reload();else cd.textContent=fmt(left)}},1000)}}\
-}})();</script>",
-        room_js = script_string(&r.room),
-        next_js = script_string(next),
-        unknown_js = script_string(t.unknown),
+        "<div id=\"sluice-wait\" hidden data-room=\"{}\" data-next=\"{}\" data-unknown=\"{}\"></div>\
+<script src=\"/assets/wait.js\" defer></script>",
+        esc(&r.room),
+        esc(next),
+        esc(t.unknown),
     );
     page(
         lang,
@@ -258,7 +245,7 @@ pub async fn wait(app: &App, room: &str, next: Option<&str>, headers: &HeaderMap
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.contains("application/json") && !v.contains("text/html"));
-    let src = match crate::http::cookie_ticket_of(headers) {
+    let src = match crate::http::cookie_ticket(headers, room) {
         Some(tk) => TicketSource::Cookie(tk),
         None => TicketSource::None,
     };
@@ -282,7 +269,7 @@ pub async fn wait(app: &App, room: &str, next: Option<&str>, headers: &HeaderMap
         .and_then(|(v, _)| v);
     let reply = match reply {
         Ok(r) => r,
-        Err(e) if wants_json => return crate::http::error_with_cookie(app, e),
+        Err(e) if wants_json => return crate::http::error_with_cookie(app, room, e),
         Err(e) => {
             let text = match e.code {
                 "queue_full" => t.full,
@@ -300,7 +287,7 @@ pub async fn wait(app: &App, room: &str, next: Option<&str>, headers: &HeaderMap
                     .insert(header::RETRY_AFTER, HeaderValue::from(s));
             }
             if let Some(t) = &e.ticket {
-                crate::http::set_ticket_cookie(app, &mut resp, t);
+                crate::http::set_ticket_cookie(app, &mut resp, room, t);
             }
             return resp;
         }
@@ -329,7 +316,7 @@ pub async fn wait(app: &App, room: &str, next: Option<&str>, headers: &HeaderMap
         )
             .into_response()
     };
-    crate::http::set_ticket_cookie(app, &mut resp, &ticket);
+    crate::http::set_ticket_cookie(app, &mut resp, room, &ticket);
     resp.headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     resp.headers_mut().insert(
@@ -359,17 +346,6 @@ mod tests {
             assert_eq!(safe_next(Some(bad)), "/", "{bad}");
         }
         assert_eq!(safe_next(None), "/");
-    }
-
-    #[test]
-    fn script_strings_cannot_close_their_element() {
-        let s = script_string("</script><b>&\u{2028}\"");
-        assert_eq!(s, r#""\u003c/script\u003e\u003cb\u003e\u0026\u2028\"""#);
-        // Still the same string to JavaScript (and to JSON).
-        assert_eq!(
-            serde_json::from_str::<String>(&s).unwrap(),
-            "</script><b>&\u{2028}\""
-        );
     }
 
     #[test]

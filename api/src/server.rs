@@ -7,8 +7,9 @@ use crate::http::{router, App};
 use crate::metrics::Metrics;
 use crate::pb;
 use crate::renew::Renewer;
-use crate::tokens::{JwtKeys, TicketKeys};
+use crate::tokens::TicketKeys;
 use anyhow::Context;
+use sluice_raft::listener::{gated_incoming, ConnectionGate, ConnectionLimits, Prefixed, Slot};
 use sluice_raft::{NodeAddr, NodeConfig, RaftNode, TlsMaterial};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -32,6 +33,9 @@ pub struct Running {
     servers: Vec<JoinHandle<()>>,
 }
 
+/// The fewest characters an operator token may have.
+pub const ADMIN_TOKEN_CHARS_MIN: usize = 32;
+
 fn read(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
     std::fs::read(path).with_context(|| format!("reading {}", path.display()))
 }
@@ -41,9 +45,19 @@ fn read(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
 pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Result<Running> {
     cfg.validate().map_err(anyhow::Error::msg)?;
     // Checked before the node starts (and perhaps bootstraps a cluster), not after.
+    cfg.refuse_published_secrets().map_err(anyhow::Error::msg)?;
     let admin_token = cfg.admin_token().map_err(anyhow::Error::msg)?;
-    if admin_token.len() < 16 {
-        anyhow::bail!("the admin token must be at least 16 characters");
+    if crate::config::is_published_secret(&admin_token) {
+        anyhow::bail!(
+            "the admin token is a sample value published with Sluice: make your own with \
+             `sluice keygen --token`"
+        );
+    }
+    if admin_token.chars().count() < ADMIN_TOKEN_CHARS_MIN {
+        anyhow::bail!(
+            "the admin token must be at least {ADMIN_TOKEN_CHARS_MIN} characters \
+             (`sluice keygen` prints a fresh one)"
+        );
     }
     let http_listener = tokio::net::TcpListener::bind(cfg.http_addr)
         .await
@@ -83,6 +97,25 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
             server_name: t.server_name.clone(),
         });
     }
+    let secret = |s: &[u8]| {
+        sluice_raft::auth::ClusterSecret::new(s)
+            .map_err(|e| anyhow::anyhow!("tokens.cluster_secret: {e}"))
+    };
+    for s in cfg
+        .cluster_secrets_also_accepted()
+        .map_err(anyhow::Error::msg)?
+    {
+        nc.cluster_secrets_also_accepted.push(secret(&s)?);
+    }
+    if let Some(s) = cfg.cluster_secret().map_err(anyhow::Error::msg)? {
+        nc.cluster_secret = Some(secret(&s)?);
+    } else if nc.tls.is_none() {
+        tracing::warn!(
+            raft_addr = %cfg.raft_addr,
+            "node-to-node calls are not authenticated (no tokens.cluster_secret, no [tls]): \
+             keep this node's raft_addr on loopback"
+        );
+    }
     let node = RaftNode::start(nc)
         .await
         .map_err(|e| anyhow::anyhow!("starting the node: {e}"))?;
@@ -118,31 +151,34 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
     let cancel = CancellationToken::new();
     let tickets = TicketKeys::new(cfg.ticket_keys().map_err(anyhow::Error::msg)?)
         .map_err(anyhow::Error::msg)?;
-    let jwt = JwtKeys::from_seed(
-        &cfg.tokens.jwt_key_id,
-        &cfg.tokens.issuer,
-        &cfg.jwt_seed().map_err(anyhow::Error::msg)?,
-    )
-    .map_err(anyhow::Error::msg)?;
+    let jwt = cfg.jwt_keys().map_err(anyhow::Error::msg)?;
     let sluice = Arc::new(Sluice {
         node: node.clone(),
         tickets,
         jwt,
         renew: Renewer::start(node.clone(), cancel.clone()),
         catch_up_timeout: Duration::from_secs(2),
-        watches: crate::watch::Watches::new(cfg.limits.event_streams_max, cancel.clone()),
+        watches: crate::watch::Watches::new(
+            cfg.limits.event_streams_max,
+            cfg.limits.event_streams_per_address_max,
+            cancel.clone(),
+        ),
     });
     let metrics = Arc::new(Metrics::default());
+    let auth = Arc::new(crate::auth::OperatorAuth::new(
+        admin_token,
+        cfg.metrics_token.clone(),
+    ));
     let mut app = App::new(
         sluice.clone(),
         metrics.clone(),
-        admin_token.clone(),
+        auth.clone(),
         cfg.limits.visitor_requests_per_second,
         cfg.limits.visitor_burst,
     );
-    app.trust_forwarded_for = cfg.trust_forwarded_for;
-    app.metrics_token = cfg.metrics_token.clone();
-    app.secure_cookies = cfg.secure_cookies;
+    app.trusted_proxies = cfg.trusted_proxies().map_err(anyhow::Error::msg)?;
+    // Over HTTPS cookies are Secure, whether or not the configuration says so.
+    app.secure_cookies = cfg.secure_cookies || cfg.http_tls.is_some();
     app.body_bytes_max = cfg.limits.body_bytes_max;
     app.demo_room = demo_room;
     let app = Arc::new(app);
@@ -159,15 +195,26 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
         )?)),
     };
     let listener_limits = HttpLimits {
-        connections_max: cfg.limits.connections_max.max(1),
         header_read_timeout: Duration::from_millis(cfg.limits.header_read_timeout_ms),
         header_bytes_max: cfg.limits.header_bytes_max,
+        streams_per_connection_max: cfg.limits.streams_per_connection_max,
     };
+    let proxies = cfg.trusted_proxies().map_err(anyhow::Error::msg)?;
+    let exempt: sluice_raft::listener::Exempt = Arc::new(move |ip| proxies.trusts(ip));
+    let connection_limits = ConnectionLimits {
+        connections_max: connections_max(cfg.limits.connections_max),
+        per_address_max: cfg.limits.connections_per_address_max,
+        first_bytes_timeout: listener_limits.header_read_timeout,
+        exempt: Some(exempt),
+    };
+    let http_gate = ConnectionGate::new(connection_limits.clone());
+    let grpc_gate = ConnectionGate::new(connection_limits);
     servers.push(tokio::spawn(serve_http(
         http_listener,
         http,
         tls,
         listener_limits,
+        http_gate,
         cancel.clone(),
     )));
 
@@ -189,10 +236,10 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1()?;
-    let token: Arc<str> = admin_token.into();
     let mut builder = tonic::transport::Server::builder()
         .tcp_nodelay(true)
-        .concurrency_limit_per_connection(1024)
+        .concurrency_limit_per_connection(cfg.limits.streams_per_connection_max as usize)
+        .max_concurrent_streams(Some(cfg.limits.streams_per_connection_max))
         .timeout(Duration::from_secs(30))
         // Pings find the peers that are gone; `gated_incoming` bounds the connections.
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
@@ -214,14 +261,14 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
         )
         .add_service(InterceptedService::new(
             pb::admin_server::AdminServer::new(grpc.clone()).max_decoding_message_size(max),
-            operator_interceptor(token.clone()),
+            operator_interceptor(auth.clone()),
         ))
         .add_service(InterceptedService::new(
             pb::cluster_server::ClusterServer::new(grpc).max_decoding_message_size(max),
-            operator_interceptor(token),
+            operator_interceptor(auth),
         ));
     let c = cancel.clone();
-    let incoming = gated_incoming(grpc_listener, listener_limits, cancel.clone());
+    let incoming = gated_incoming(grpc_listener, grpc_gate, None, cancel.clone());
     servers.push(tokio::spawn(async move {
         if let Err(e) = router
             .serve_with_incoming_shutdown(incoming, c.cancelled_owned())
@@ -279,30 +326,62 @@ fn rustls_config(
 /// Longest a client may take over its TLS handshake (less if `header_read_timeout` is).
 const TLS_HANDSHAKE_MAX: Duration = Duration::from_secs(10);
 
-/// The limits of the HTTP and public gRPC listeners themselves (requests have theirs in the
-/// router), each applied to each listener.
+/// Open files the process keeps for itself beyond its connections: RocksDB's files, the
+/// node-to-node connections, logs.
+const FILES_RESERVED: u64 = 4_096;
+
+/// The open connections each public listener may hold: `configured`, or fewer if the process
+/// cannot open that many files. The soft limit on open files is first raised to the hard
+/// one; if even that cannot hold both listeners' connections and [`FILES_RESERVED`] more, the
+/// bound is lowered to fit, and the log says so.
+fn connections_max(configured: usize) -> usize {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return configured;
+    };
+    if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_err() {
+        tracing::warn!(soft, hard, "could not raise the open-file limit");
+    }
+    let limit = getrlimit(Resource::RLIMIT_NOFILE).map_or(soft, |(s, _)| s);
+    let fits = usize::try_from(limit.saturating_sub(FILES_RESERVED) / 2).unwrap_or(usize::MAX);
+    if fits < configured {
+        let lowered = fits.max(1);
+        tracing::warn!(
+            open_files_limit = limit,
+            configured,
+            lowered,
+            "the open-file limit cannot hold limits.connections_max connections on both public \
+             listeners; each is bounded at {lowered} instead (raise LimitNOFILE / ulimit -n)"
+        );
+        return lowered;
+    }
+    configured
+}
+
+/// The limits of the HTTP listener's connections (requests have theirs in the router).
 #[derive(Clone, Copy)]
 struct HttpLimits {
-    connections_max: usize,
     header_read_timeout: Duration,
     header_bytes_max: usize,
+    streams_per_connection_max: u32,
 }
 
 /// Serves the router, over TLS if `tls` is given, until cancelled; then lets the connections
-/// in flight finish (each gets up to 10 s) before returning. At most `connections_max`
-/// connections are open at once: past that the listener is not accepted from until one closes.
+/// in flight finish (each gets up to 10 s) before returning. Connections are accepted within
+/// `gate`'s bounds (in all, and per client address).
 /// A client gets `header_read_timeout` (at most [`TLS_HANDSHAKE_MAX`]) for its TLS handshake,
 /// `header_read_timeout` for its first bytes (the whole preface on HTTP/2), and
-/// `header_read_timeout` for each request's headers on HTTP/1 (idle keep-alive time included).
+/// `header_read_timeout` for each request's headers on HTTP/1 (idle keep-alive time included);
+/// a connection with no request in flight for `header_read_timeout` is closed, on HTTP/2 too.
 async fn serve_http(
     listener: tokio::net::TcpListener,
     router: axum::Router,
     tls: Option<tokio_rustls::TlsAcceptor>,
     limits: HttpLimits,
+    gate: ConnectionGate,
     cancel: CancellationToken,
 ) {
     use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-    let open = Arc::new(tokio::sync::Semaphore::new(limits.connections_max));
     let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -315,42 +394,33 @@ async fn serve_http(
         .http2()
         .timer(TokioTimer::new())
         .max_header_list_size(u32::try_from(limits.header_bytes_max).unwrap_or(u32::MAX))
+        .max_concurrent_streams(limits.streams_per_connection_max)
         .keep_alive_interval(Some(Duration::from_secs(30)))
         .keep_alive_timeout(Duration::from_secs(20));
     let builder = Arc::new(builder);
     let connections = tokio_util::task::TaskTracker::new();
-    loop {
-        let permit = tokio::select! {
-            _ = cancel.cancelled() => break,
-            p = open.clone().acquire_owned() => p.expect("semaphore never closed"),
-        };
-        let (stream, peer) = tokio::select! {
-            _ = cancel.cancelled() => break,
-            r = listener.accept() => match r {
-                Ok(x) => x,
-                Err(e) => {
-                    // Out of file descriptors, say: back off instead of spinning on it.
-                    tracing::warn!(error = %e, "accept");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-        };
-        let _ = stream.set_nodelay(true);
+    while let Some((stream, peer, slot)) = gate.accept(&listener, &cancel).await {
         let (tls, router, cancel, builder) =
             (tls.clone(), router.clone(), cancel.clone(), builder.clone());
         let header_timeout = limits.header_read_timeout;
         connections.spawn(async move {
-            let _permit = permit;
+            let _slot: Slot = slot;
+            let in_flight = InFlight::default();
             let svc = hyper_util::service::TowerToHyperService::new(
-                router.layer(axum::Extension(axum::extract::ConnectInfo(peer))),
+                router
+                    .layer(axum::middleware::from_fn_with_state(
+                        in_flight.clone(),
+                        count_in_flight,
+                    ))
+                    .layer(axum::Extension(axum::extract::ConnectInfo(peer))),
             );
+            let idle = (in_flight, header_timeout);
             match tls {
                 None => {
                     let Some(io) = opened(stream, header_timeout).await else {
                         return;
                     };
-                    serve_connection(&builder, TokioIo::new(io), svc, &cancel).await
+                    serve_connection(&builder, TokioIo::new(io), svc, &cancel, idle).await
                 }
                 Some(acceptor) => {
                     let Ok(Ok(tls)) = tokio::time::timeout(
@@ -370,7 +440,7 @@ async fn serve_http(
                     let Some(io) = opened(tls, header_timeout).await else {
                         return;
                     };
-                    serve_connection(&builder, TokioIo::new(io), svc, &cancel).await
+                    serve_connection(&builder, TokioIo::new(io), svc, &cancel, idle).await
                 }
             }
         });
@@ -387,7 +457,7 @@ async fn serve_http(
 async fn opened<S: tokio::io::AsyncRead + Unpin>(
     mut s: S,
     within: Duration,
-) -> Option<Prefixed<S>> {
+) -> Option<JsonErrors<Prefixed<S>>> {
     use tokio::io::AsyncReadExt;
     const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
     let mut got = Vec::with_capacity(1024);
@@ -400,104 +470,116 @@ async fn opened<S: tokio::io::AsyncRead + Unpin>(
         Some(())
     };
     tokio::time::timeout(within, read).await.ok()??;
-    Some(Prefixed {
-        prefix: got,
-        at: 0,
-        inner: s,
-        _slot: None,
+    let http1 = !got.starts_with(PREFACE);
+    Some(JsonErrors {
+        inner: Prefixed::new(got, s, None),
+        http1,
+        pending: Vec::new(),
+        sent: 0,
     })
 }
 
-/// The public gRPC listener's connections, for tonic: at most `connections_max` open at once
-/// (past it the listener is not accepted from until one closes), and each handed to tonic only
-/// once its first 24 bytes (an HTTP/2 preface, or the start of a TLS handshake) have come within
-/// `header_read_timeout`; hyper's HTTP/2 server would wait for them forever.
-fn gated_incoming(
-    listener: tokio::net::TcpListener,
-    limits: HttpLimits,
-    cancel: CancellationToken,
-) -> tokio_stream::wrappers::ReceiverStream<std::io::Result<Prefixed<tokio::net::TcpStream>>> {
-    use tokio::io::AsyncReadExt;
-    let (tx, rx) = tokio::sync::mpsc::channel(64);
-    tokio::spawn(async move {
-        let open = Arc::new(tokio::sync::Semaphore::new(limits.connections_max));
-        loop {
-            let slot = tokio::select! {
-                _ = cancel.cancelled() => break,
-                p = open.clone().acquire_owned() => p.expect("semaphore never closed"),
-            };
-            let mut stream = tokio::select! {
-                _ = cancel.cancelled() => break,
-                r = listener.accept() => match r {
-                    Ok((s, _)) => s,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "accept");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    }
-                },
-            };
-            let _ = stream.set_nodelay(true);
-            let (tx, timeout) = (tx.clone(), limits.header_read_timeout);
-            tokio::spawn(async move {
-                let mut first = vec![0u8; 24];
-                let read = tokio::time::timeout(timeout, stream.read_exact(&mut first)).await;
-                if matches!(read, Ok(Ok(_))) {
-                    let io = Prefixed {
-                        prefix: first,
-                        at: 0,
-                        inner: stream,
-                        _slot: Some(slot),
-                    };
-                    let _ = tx.send(Ok(io)).await;
-                }
-            });
-        }
-    });
-    tokio_stream::wrappers::ReceiverStream::new(rx)
+/// An HTTP/1 connection on which hyper's own error answers (400 for a request it cannot parse,
+/// 414, 431 for a head over the limit) get a JSON body like every other error, instead of an
+/// empty one. hyper writes such an answer as a head with `content-length: 0`, which no answer of
+/// Sluice's has with a 4xx status; that head is rewritten on its way out. (The connection closes
+/// after it, as hyper intends.) HTTP/2 connections pass through untouched.
+struct JsonErrors<S> {
+    inner: S,
+    http1: bool,
+    /// A rewritten answer being written, and how much of it is out.
+    pending: Vec<u8>,
+    sent: usize,
 }
 
-impl tonic::transport::server::Connected for Prefixed<tokio::net::TcpStream> {
-    type ConnectInfo = tonic::transport::server::TcpConnectInfo;
-
-    fn connect_info(&self) -> Self::ConnectInfo {
-        self.inner.connect_info()
+impl<S> JsonErrors<S> {
+    /// The JSON answer for one of hyper's own empty error heads, if `buf` is one.
+    fn rewrite(buf: &[u8]) -> Option<Vec<u8>> {
+        let (code, text) = match buf.get(..12)? {
+            b"HTTP/1.1 400" => ("bad_request", "the request could not be parsed"),
+            b"HTTP/1.1 414" => ("uri_too_long", "the request's URI is too long"),
+            b"HTTP/1.1 431" => (
+                "headers_too_large",
+                "the request's line and headers are longer than this node accepts",
+            ),
+            _ => return None,
+        };
+        let end = buf.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
+        if end != buf.len() {
+            return None;
+        }
+        let head = std::str::from_utf8(&buf[..end]).ok()?;
+        if !head
+            .to_ascii_lowercase()
+            .contains("\r\ncontent-length: 0\r\n")
+        {
+            return None;
+        }
+        let body = crate::error::ApiError::new(
+            axum::http::StatusCode::from_bytes(&buf[9..12]).ok()?,
+            code,
+            text,
+        )
+        .body()
+        .to_string();
+        let mut out = Vec::with_capacity(end + body.len() + 64);
+        for line in head.trim_end_matches("\r\n").split("\r\n") {
+            if line.eq_ignore_ascii_case("content-length: 0") {
+                out.extend_from_slice(
+                    format!(
+                        "content-type: application/json\r\ncontent-length: {}\r\n",
+                        body.len()
+                    )
+                    .as_bytes(),
+                );
+            } else {
+                out.extend_from_slice(line.as_bytes());
+                out.extend_from_slice(b"\r\n");
+            }
+        }
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(body.as_bytes());
+        Some(out)
     }
 }
 
-/// A stream with the bytes already read from it put back in front, holding its listener's
-/// connection slot, if it has one, until it is dropped.
-struct Prefixed<S> {
-    prefix: Vec<u8>,
-    at: usize,
-    inner: S,
-    _slot: Option<tokio::sync::OwnedSemaphorePermit>,
-}
-
-impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Prefixed<S> {
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for JsonErrors<S> {
     fn poll_read(
         self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
         buf: &mut tokio::io::ReadBuf<'_>,
     ) -> std::task::Poll<std::io::Result<()>> {
-        let this = self.get_mut();
-        if this.at < this.prefix.len() {
-            let n = (this.prefix.len() - this.at).min(buf.remaining());
-            buf.put_slice(&this.prefix[this.at..this.at + n]);
-            this.at += n;
-            return std::task::Poll::Ready(Ok(()));
-        }
-        std::pin::Pin::new(&mut this.inner).poll_read(cx, buf)
+        std::pin::Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
     }
 }
 
-impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Prefixed<S> {
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for JsonErrors<S> {
     fn poll_write(
         self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
         buf: &[u8],
     ) -> std::task::Poll<std::io::Result<usize>> {
-        std::pin::Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+        use std::task::Poll;
+        let this = self.get_mut();
+        if this.http1 && this.pending.is_empty() {
+            if let Some(out) = Self::rewrite(buf) {
+                this.pending = out;
+                this.sent = 0;
+            }
+        }
+        if this.pending.is_empty() {
+            return std::pin::Pin::new(&mut this.inner).poll_write(cx, buf);
+        }
+        // The rewritten answer stands for all of `buf`: it is reported written once it is out.
+        while this.sent < this.pending.len() {
+            match std::pin::Pin::new(&mut this.inner).poll_write(cx, &this.pending[this.sent..]) {
+                Poll::Ready(Ok(0)) => return Poll::Ready(Ok(0)),
+                Poll::Ready(Ok(n)) => this.sent += n,
+                other => return other,
+            }
+        }
+        this.pending.clear();
+        Poll::Ready(Ok(buf.len()))
     }
 
     fn poll_write_vectored(
@@ -505,11 +587,14 @@ impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Prefixed<S> {
         cx: &mut std::task::Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> std::task::Poll<std::io::Result<usize>> {
-        std::pin::Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+        let this = self.get_mut();
+        std::pin::Pin::new(&mut this.inner).poll_write_vectored(cx, bufs)
     }
 
+    /// HTTP/1 answers come in one buffer (so that an error head can be seen whole); HTTP/2
+    /// writes as the stream underneath prefers.
     fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
+        !self.http1 && self.inner.is_write_vectored()
     }
 
     fn poll_flush(
@@ -527,13 +612,114 @@ impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Prefixed<S> {
     }
 }
 
-/// Serves one connection until it ends or `cancel` fires; then finishes its requests in flight
-/// (up to 10 s) and closes it.
+/// The requests of one connection in flight, the bodies of their answers included (an event
+/// stream is in flight while it is open), and since when there have been none.
+#[derive(Clone, Default)]
+struct InFlight(Arc<InFlightState>);
+
+#[derive(Default)]
+struct InFlightState {
+    open: std::sync::Mutex<(usize, Option<std::time::Instant>)>,
+    changed: tokio::sync::Notify,
+}
+
+impl InFlight {
+    fn begin(&self) -> InFlightGuard {
+        self.0.open.lock().expect("in-flight lock").0 += 1;
+        InFlightGuard(self.clone())
+    }
+
+    /// Resolves once the connection has had nothing in flight for `idle`.
+    async fn idle_for(&self, idle: Duration) {
+        loop {
+            let changed = self.0.changed.notified();
+            let since = {
+                let mut g = self.0.open.lock().expect("in-flight lock");
+                if g.0 > 0 {
+                    None
+                } else {
+                    Some(*g.1.get_or_insert_with(std::time::Instant::now))
+                }
+            };
+            match since {
+                Some(since) if since.elapsed() >= idle => return,
+                Some(since) => {
+                    tokio::select! {
+                        _ = changed => {}
+                        _ = tokio::time::sleep(idle - since.elapsed()) => {}
+                    }
+                }
+                None => changed.await,
+            }
+        }
+    }
+}
+
+/// One request in flight until dropped (with the body of its answer).
+struct InFlightGuard(InFlight);
+
+impl Drop for InFlightGuard {
+    fn drop(&mut self) {
+        let mut g = (self.0).0.open.lock().expect("in-flight lock");
+        g.0 -= 1;
+        if g.0 == 0 {
+            g.1 = Some(std::time::Instant::now());
+        }
+        drop(g);
+        (self.0).0.changed.notify_waiters();
+    }
+}
+
+/// Counts a request in flight until its answer's body has been sent.
+async fn count_in_flight(
+    axum::extract::State(in_flight): axum::extract::State<InFlight>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let guard = in_flight.begin();
+    let resp = next.run(req).await;
+    resp.map(|body| {
+        axum::body::Body::new(Guarded {
+            inner: body,
+            _guard: guard,
+        })
+    })
+}
+
+/// A body that holds a guard until it is dropped.
+struct Guarded<B> {
+    inner: B,
+    _guard: InFlightGuard,
+}
+
+impl<B: http_body::Body + Unpin> http_body::Body for Guarded<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.get_mut().inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// Serves one connection until it ends, `cancel` fires, or it has had no request in flight for
+/// `idle.1`; then finishes its requests in flight (up to 10 s) and closes it.
 async fn serve_connection<I, S>(
     builder: &hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor>,
     io: I,
     svc: S,
     cancel: &CancellationToken,
+    idle: (InFlight, Duration),
 ) where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
     S: hyper::service::Service<
@@ -548,12 +734,12 @@ async fn serve_connection<I, S>(
     let conn = builder.serve_connection_with_upgrades(io, svc);
     tokio::pin!(conn);
     tokio::select! {
-        _ = conn.as_mut() => {}
-        _ = cancel.cancelled() => {
-            conn.as_mut().graceful_shutdown();
-            let _ = tokio::time::timeout(Duration::from_secs(10), conn).await;
-        }
+        _ = conn.as_mut() => return,
+        _ = cancel.cancelled() => {}
+        _ = idle.0.idle_for(idle.1) => {}
     }
+    conn.as_mut().graceful_shutdown();
+    let _ = tokio::time::timeout(Duration::from_secs(10), conn).await;
 }
 
 impl Running {

@@ -134,6 +134,14 @@ impl TicketKeys {
         )
     }
 
+    /// Whether `ticket` names the key that signs new tickets (checks nothing else).
+    pub fn signs(&self, ticket: &str) -> bool {
+        ticket
+            .strip_prefix("t1.")
+            .and_then(|r| r.split_once('.'))
+            .is_some_and(|(kid, _)| kid == self.current)
+    }
+
     /// Checks a ticket's signature and decodes it.
     pub fn verify(&self, s: &str) -> Result<Ticket, TicketError> {
         if s.len() > TICKET_LEN_MAX {
@@ -191,15 +199,25 @@ pub struct AdmissionClaims {
     pub seq: u64,
     /// Issued at, unix seconds.
     pub iat: u64,
-    /// Session end (as of issue), unix seconds.
+    /// When the token expires, unix seconds: the session's end as of issue, or
+    /// `admission_token_ttl_secs` after `iat` if that comes first. A visitor's client gets a
+    /// fresh token with every status read.
     pub exp: u64,
+    /// The token's own id (random, 32 hex digits), for an origin that keeps a list of tokens
+    /// it has seen.
+    pub jti: String,
 }
 
-/// The Ed25519 key that signs admission tokens.
+/// The Ed25519 key that signs admission tokens, and the other keys the JWKS publishes.
 #[derive(Clone)]
 pub struct JwtKeys {
     kid: String,
     issuer: String,
+    /// Longest a token lives (it ends with its session if that is sooner).
+    ttl_secs: u64,
+    /// Keys published besides the signing one (the next before a rotation, the previous after
+    /// it): (kid, public key).
+    published: Vec<(String, [u8; 32])>,
     /// The signing key, parsed once: signing is one scalar multiplication per token.
     signing: ed25519_dalek::SigningKey,
     /// The token header (`alg`, `kid`, `typ`), base64url-encoded once.
@@ -214,24 +232,51 @@ impl std::fmt::Debug for JwtKeys {
 }
 
 impl JwtKeys {
-    /// A key from a 32-byte Ed25519 seed.
+    /// A key from a 32-byte Ed25519 seed; tokens live at most [`ADMISSION_TOKEN_TTL_SECS`].
     pub fn from_seed(kid: &str, issuer: &str, seed: &[u8]) -> Result<Self, String> {
-        let seed: [u8; 32] = seed
-            .try_into()
-            .map_err(|_| "the token signing seed must be 32 bytes".to_string())?;
-        let signing = ed25519_dalek::SigningKey::from_bytes(&seed);
+        let signing = ed25519_dalek::SigningKey::from_bytes(&seed32(seed)?);
         let header = serde_json::json!({"alg": "EdDSA", "kid": kid, "typ": "JWT"});
         Ok(Self {
             kid: kid.to_string(),
             issuer: issuer.to_string(),
+            ttl_secs: ADMISSION_TOKEN_TTL_SECS,
+            published: Vec::new(),
             header_b64: B64.encode(header.to_string()),
             public: signing.verifying_key().to_bytes(),
             signing,
         })
     }
 
-    /// Signs an admission token.
-    pub fn issue(&self, room: &str, visitor: VisitorId, seq: u64, iat: u64, exp: u64) -> String {
+    /// Tokens live at most `secs`.
+    pub fn with_ttl(mut self, secs: u64) -> Self {
+        self.ttl_secs = secs.max(1);
+        self
+    }
+
+    /// Also publishes the key of `seed` as `kid` in the JWKS (and accepts its tokens), without
+    /// signing with it.
+    pub fn publish(mut self, kid: &str, seed: &[u8]) -> Result<Self, String> {
+        if kid == self.kid || self.published.iter().any(|(k, _)| k == kid) {
+            return Err(format!("JWT key id {kid:?} is listed twice"));
+        }
+        let key = ed25519_dalek::SigningKey::from_bytes(&seed32(seed)?);
+        self.published
+            .push((kid.to_string(), key.verifying_key().to_bytes()));
+        Ok(self)
+    }
+
+    /// Signs an admission token for a session that ends at `session_exp`; the token expires
+    /// then, or at most the configured lifetime after `iat`.
+    pub fn issue(
+        &self,
+        room: &str,
+        visitor: VisitorId,
+        seq: u64,
+        iat: u64,
+        session_exp: u64,
+    ) -> String {
+        let mut jti = [0u8; 16];
+        getrandom::fill(&mut jti).expect("OS randomness");
         let claims = AdmissionClaims {
             iss: self.issuer.clone(),
             sub: visitor.to_string(),
@@ -239,7 +284,8 @@ impl JwtKeys {
             room: room.to_string(),
             seq,
             iat,
-            exp,
+            exp: session_exp.min(iat.saturating_add(self.ttl_secs)),
+            jti: jti.iter().map(|b| format!("{b:02x}")).collect(),
         };
         let claims = serde_json::to_vec(&claims).expect("claims serialize");
         let mut token = String::with_capacity(self.header_b64.len() + 2 * claims.len() + 90);
@@ -252,12 +298,27 @@ impl JwtKeys {
         token
     }
 
-    /// Verifies a token (signature, expiry, audience) and returns its claims.
+    /// Verifies a token (signature by any published key, expiry, audience) and returns its
+    /// claims.
     pub fn verify(&self, token: &str, room: &str, now: u64) -> Result<AdmissionClaims, String> {
         if token.len() > 2 * TICKET_LEN_MAX {
             return Err("token too long".into());
         }
-        let key = jsonwebtoken::DecodingKey::from_ed_der(&self.public);
+        let kid = jsonwebtoken::decode_header(token)
+            .map_err(|e| e.to_string())?
+            .kid
+            .unwrap_or_default();
+        let public = if kid == self.kid {
+            &self.public
+        } else {
+            &self
+                .published
+                .iter()
+                .find(|(k, _)| *k == kid)
+                .ok_or("unknown key id")?
+                .1
+        };
+        let key = jsonwebtoken::DecodingKey::from_ed_der(public);
         let mut v = jsonwebtoken::Validation::new(Algorithm::EdDSA);
         v.set_audience(&[format!("sluice:{room}")]);
         v.set_issuer(std::slice::from_ref(&self.issuer));
@@ -271,24 +332,71 @@ impl JwtKeys {
         Ok(data.claims)
     }
 
-    /// The JSON Web Key Set with this key.
+    /// The JSON Web Key Set: the signing key first, then the other published ones.
     pub fn jwks(&self) -> serde_json::Value {
-        serde_json::json!({
-            "keys": [{
+        let key = |kid: &str, public: &[u8; 32]| {
+            serde_json::json!({
                 "kty": "OKP",
                 "crv": "Ed25519",
-                "x": B64.encode(self.public),
-                "kid": self.kid,
+                "x": B64.encode(public),
+                "kid": kid,
                 "alg": "EdDSA",
                 "use": "sig",
-            }]
-        })
+            })
+        };
+        let keys: Vec<serde_json::Value> = std::iter::once(key(&self.kid, &self.public))
+            .chain(self.published.iter().map(|(k, p)| key(k, p)))
+            .collect();
+        serde_json::json!({ "keys": keys })
     }
+}
+
+/// How long an admission token lives unless configured otherwise (it ends with its session if
+/// that is sooner): a token copied elsewhere, or kept after its session was revoked, is good
+/// for at most this long.
+pub const ADMISSION_TOKEN_TTL_SECS: u64 = 60;
+
+fn seed32(seed: &[u8]) -> Result<[u8; 32], String> {
+    seed.try_into()
+        .map_err(|_| "a token signing seed must be 32 bytes".to_string())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A rotation: the next key is published ahead, then signs while the old one is still
+    /// published, so that tokens of either verify throughout.
+    #[test]
+    fn the_jwks_publishes_the_next_key_ahead_of_a_rotation() {
+        let before = JwtKeys::from_seed("j1", "sluice", &[1; 32])
+            .unwrap()
+            .publish("j2", &[2; 32])
+            .unwrap();
+        let kids: Vec<String> = before.jwks()["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| k["kid"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(kids, ["j1", "j2"], "the signing key first");
+        let old = before.issue("r", VisitorId::from_u128(1), 1, 100, 130);
+        let after = JwtKeys::from_seed("j2", "sluice", &[2; 32])
+            .unwrap()
+            .publish("j1", &[1; 32])
+            .unwrap();
+        let new = after.issue("r", VisitorId::from_u128(1), 1, 100, 130);
+        for keys in [&before, &after] {
+            assert!(keys.verify(&old, "r", 110).is_ok());
+            assert!(keys.verify(&new, "r", 110).is_ok());
+        }
+        let alone = JwtKeys::from_seed("j2", "sluice", &[2; 32]).unwrap();
+        assert!(alone.verify(&old, "r", 110).is_err(), "a retired key");
+        assert!(
+            before.clone().publish("j1", &[3; 32]).is_err(),
+            "one id, one key"
+        );
+    }
 
     fn keys() -> TicketKeys {
         TicketKeys::new(vec![("k2".into(), vec![7; 32]), ("k1".into(), vec![9; 32])]).unwrap()
@@ -348,18 +456,29 @@ mod tests {
 
     #[test]
     fn admission_tokens_verify_and_expire() {
-        let j = JwtKeys::from_seed("j1", "sluice", &[5; 32]).unwrap();
+        let j = JwtKeys::from_seed("j1", "sluice", &[5; 32])
+            .unwrap()
+            .with_ttl(1_000);
         let t = j.issue("sale", VisitorId::from_u128(1), 7, 1_000, 2_000);
         let c = j.verify(&t, "sale", 1_500).unwrap();
         assert_eq!((c.seq, c.room.as_str(), c.exp), (7, "sale", 2_000));
+        assert_eq!(c.jti.len(), 32);
         assert!(j.verify(&t, "other", 1_500).is_err(), "bound to its room");
         assert!(j.verify(&t, "sale", 2_000).is_err(), "expired at exp");
+        // A token lives at most its lifetime, even in a long session; each has its own id.
+        let short = JwtKeys::from_seed("j1", "sluice", &[5; 32]).unwrap();
+        let t1 = short.issue("sale", VisitorId::from_u128(1), 7, 1_000, 90_000);
+        let c1 = short.verify(&t1, "sale", 1_001).unwrap();
+        assert_eq!(c1.exp, 1_000 + ADMISSION_TOKEN_TTL_SECS);
+        let t2 = short.issue("sale", VisitorId::from_u128(1), 7, 1_000, 90_000);
+        assert_ne!(c1.jti, short.verify(&t2, "sale", 1_001).unwrap().jti);
         let other = JwtKeys::from_seed("j1", "sluice", &[6; 32]).unwrap();
         assert!(
             other.verify(&t, "sale", 1_500).is_err(),
             "another key's signature"
         );
         assert_eq!(j.jwks()["keys"][0]["kty"], "OKP");
+        assert_eq!(j.jwks()["keys"].as_array().unwrap().len(), 1);
         let header = jsonwebtoken::decode_header(&t).unwrap();
         assert_eq!(
             (header.alg, header.kid.as_deref()),

@@ -194,17 +194,29 @@ impl Browser {
     }
 }
 
+/// The shipped `deploy/nginx/sluice.conf`, pointed at this test's Sluice node and application,
+/// inside a minimal main configuration: the browser test runs the configuration users copy.
 fn nginx_conf(dir: &std::path::Path, listen: u16, sluice: &str, app: u16) -> String {
+    let shipped = include_str!("../../deploy/nginx/sluice.conf");
+    let mut server = shipped.to_string();
+    for (from, to) in [
+        (
+            "    server 10.0.0.1:8080;\n    server 10.0.0.2:8080;\n    server 10.0.0.3:8080;\n",
+            format!("    server {sluice};\n"),
+        ),
+        ("server 127.0.0.1:3000;", format!("server 127.0.0.1:{app};")),
+        ("listen 80;", format!("listen 127.0.0.1:{listen};")),
+    ] {
+        assert!(
+            server.contains(from),
+            "the shipped configuration has {from:?}"
+        );
+        server = server.replace(from, &to);
+    }
     format!(
         "daemon off;\nmaster_process off;\npid {d}/nginx.pid;\nerror_log {d}/error.log warn;\nevents {{ worker_connections 256; }}\n\
 http {{\n access_log off;\n client_body_temp_path {d}/body; proxy_temp_path {d}/proxy; fastcgi_temp_path {d}/fcgi; uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;\n\
- upstream sluice {{ server {sluice}; }}\n upstream app {{ server 127.0.0.1:{app}; }}\n\
- server {{\n  listen 127.0.0.1:{listen};\n\
-  location /wait/ {{ proxy_pass http://sluice; proxy_http_version 1.1; proxy_set_header Connection \"\"; }}\n\
-  location /v1/rooms/ {{ proxy_pass http://sluice; proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_buffering off; proxy_read_timeout 1h; }}\n\
-  location = /_sluice_gate {{ internal; proxy_pass http://sluice/gate/shop/check; proxy_pass_request_body off; proxy_set_header Content-Length \"\"; }}\n\
-  location / {{ auth_request /_sluice_gate; error_page 401 = @waiting_room; proxy_pass http://app; }}\n\
-  location @waiting_room {{ return 302 /wait/shop?next=$uri; }}\n }}\n}}\n",
+{server}\n}}\n",
         d = dir.display()
     )
 }
@@ -293,6 +305,73 @@ async fn visitors_queue_and_are_admitted_through_nginx_and_the_dashboard_pauses_
     .await;
     let site_url = format!("http://127.0.0.1:{port}/");
 
+    // The proxy sends a visitor without an admission to the waiting page with the request URI
+    // as the client sent it: still percent-encoded (an encoded CR LF must not become a header
+    // of the attacker's choosing) and with its query string.
+    let raw = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let injected = "x%0d%0aSet-Cookie:%20sluice_ticket=attacker;%20Path=/?a=1&b=2";
+    let r = raw
+        .get(format!("{site_url}{injected}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 302);
+    assert!(r.headers().get("set-cookie").is_none(), "{:?}", r.headers());
+    let location = r.headers()["location"].to_str().unwrap().to_string();
+    assert_eq!(
+        location,
+        format!("http://127.0.0.1:{port}/wait/shop?next=/{injected}")
+    );
+    // Sluice takes it whole, and never decodes it into a header.
+    let page = raw.get(&location).send().await.unwrap();
+    let cookies: Vec<String> = page
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .map(|c| c.to_str().unwrap().to_string())
+        .collect();
+    assert!(
+        cookies
+            .iter()
+            .all(|c| c.starts_with("sluice_ticket_shop=") && !c.contains("attacker")),
+        "{cookies:?}"
+    );
+    // The room has a free place: this visitor is admitted and sent on to the page it asked
+    // for, exactly as asked; then it leaves again.
+    assert_eq!(page.status(), 303);
+    assert_eq!(page.headers()["location"], format!("/{injected}").as_str());
+    let cookie = cookies[0].split(';').next().unwrap().to_string();
+    let left = raw
+        .post(format!("{site_url}v1/rooms/shop/leave"))
+        .header("cookie", cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(left.status(), 200);
+    // Only the visitor part of Sluice is reachable through the proxy: the operator API is not
+    // (the proxy treats it as a page of the application, behind the gate).
+    for path in [
+        "v1/cluster",
+        "v1/rooms",
+        "v1/rooms/shop",
+        "v1/rooms/shop/queue",
+        "metrics",
+        "admin",
+    ] {
+        let r = raw.get(format!("{site_url}{path}")).send().await.unwrap();
+        assert_eq!(r.status(), 302, "{path}");
+    }
+    let r = raw
+        .delete(format!("{site_url}v1/rooms/shop"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 302, "not even with the operator token");
+
     // Visitor A: straight through to the application.
     let a = Browser::open(&driver, true, &dir.path().join("a")).await;
     a.go(&site_url).await;
@@ -304,9 +383,10 @@ async fn visitors_queue_and_are_admitted_through_nginx_and_the_dashboard_pauses_
     .await;
     a.screenshot("1-visitor-a-in-the-shop").await;
 
-    // Visitor B: the waiting page, position 1.
+    // Visitor B asks for a page with a query string: the waiting page, position 1.
     let b = Browser::open(&driver, true, &dir.path().join("b")).await;
-    b.go(&site_url).await;
+    let with_query = format!("{site_url}?item=42&qty=2");
+    b.go(&with_query).await;
     b.wait_until(
         "B sees the waiting page",
         Duration::from_secs(15),
@@ -316,12 +396,12 @@ async fn visitors_queue_and_are_admitted_through_nginx_and_the_dashboard_pauses_
     assert_eq!(b.text("#pos").await, "1");
     b.screenshot("2-visitor-b-waiting").await;
 
-    // A leaves; B is moved on to the application without any click.
+    // A leaves; B is moved on to the page it asked for, query string and all, without a click.
     assert_eq!(a.post("/v1/rooms/shop/leave").await, json!(200));
     b.wait_until(
-        "B lands on the application",
+        "B lands on the page it asked for",
         Duration::from_secs(15),
-        |u, s| u == site_url && s.contains("Demo shop: you are in"),
+        |u, s| u == with_query && s.contains("Demo shop: you are in"),
     )
     .await;
     b.screenshot("3-visitor-b-admitted").await;

@@ -316,14 +316,15 @@ async fn grpc_flow_health_and_reflection() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn visitor_endpoints_are_rate_limited_per_client() {
+    // The test's requests come from 127.0.0.1, as from a proxy on the same machine.
     let c = Cluster::start_with(
         1,
-        "trust_forwarded_for = true\n[limits]\nvisitor_requests_per_second = 2\nvisitor_burst = 5",
+        "trusted_proxies = [\"127.0.0.1\"]\n[limits]\nvisitor_requests_per_second = 2\nvisitor_burst = 5",
     )
     .await;
     c.create_room("rl", room_config(5)).await;
-    // Behind a proxy that appends the client's address to X-Forwarded-For, the client is the
-    // last address: one that puts another in front each time is still limited.
+    // Behind a trusted proxy that appends the client's address to X-Forwarded-For, the client
+    // is the last address: one that puts another in front each time is still limited.
     let mut limited = None;
     for i in 0..20 {
         let r = c
@@ -379,10 +380,10 @@ async fn visitor_endpoints_are_rate_limited_per_client() {
     // The dashboard is never framed by another site.
     let r = c.http.get(c.node(1).url("/admin")).send().await.unwrap();
     assert_eq!(r.headers()["x-frame-options"], "DENY");
-    assert_eq!(
-        r.headers()["content-security-policy"],
-        "frame-ancestors 'none'"
-    );
+    assert!(r.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .contains("frame-ancestors 'none'"));
     // The gate and operator endpoints are not visitor-limited (and an authorization scheme's
     // name is case-insensitive).
     let r = c

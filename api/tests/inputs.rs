@@ -457,7 +457,7 @@ async fn forged_tampered_and_other_room_tickets_and_tokens() {
         let fresh: Value = r.json().await.unwrap();
         assert!(
             cookie.starts_with(&format!(
-                "sluice_ticket={}",
+                "sluice_ticket_one={}",
                 fresh["ticket"].as_str().unwrap()
             )),
             "{path}: {cookie}"

@@ -289,7 +289,7 @@ async fn a_join_that_may_still_apply_hands_out_its_ticket() {
         .unwrap_or_else(|| panic!("no ticket with {v}"))
         .to_string();
     assert!(
-        cookie.starts_with(&format!("sluice_ticket={ticket};")),
+        cookie.starts_with(&format!("sluice_ticket_lost={ticket};")),
         "{cookie}"
     );
     // The leader stays leader in its own eyes, but no longer says it is ready, and its metrics

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Operator token of the benchmark cluster.
-pub const TOKEN: &str = "bench-operator-token-0123456789";
+pub const TOKEN: &str = "bench-operator-token-0123456789abcdef";
 
 /// Throughput and latency of one step.
 #[derive(Debug, Clone, Serialize)]

@@ -19,6 +19,99 @@ pub const TOKEN: &str = "jepsen-operator-token-0123456789";
 pub const TICKET_SECRET: &[u8] = b"jepsen-ticket-secret-of-32-bytes!!";
 const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
 
+/// How the nodes authenticate each other's calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeAuth {
+    /// A cluster secret every node shares (`tokens.cluster_secret`).
+    #[default]
+    Secret,
+    /// Mutual TLS: every node's certificate signed by the run's own CA (`[tls]`).
+    MutualTls,
+}
+
+impl NodeAuth {
+    /// `secret` or `tls`.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "secret" => Some(Self::Secret),
+            "tls" => Some(Self::MutualTls),
+            _ => None,
+        }
+    }
+
+    /// The name `parse` reads.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Secret => "secret",
+            Self::MutualTls => "tls",
+        }
+    }
+}
+
+/// What every node's configuration says of node-to-node authentication: a secret made for the
+/// run, or a CA made for the run that signs each node's certificate (for its address).
+#[derive(Debug)]
+struct AuthMaterial {
+    secret: String,
+    ca: Option<rcgen::CertifiedIssuer<'static, rcgen::KeyPair>>,
+}
+
+impl AuthMaterial {
+    fn new(auth: NodeAuth) -> Result<Self> {
+        let mut secret = [0u8; 32];
+        getrandom::fill(&mut secret).map_err(|e| anyhow::anyhow!("OS randomness: {e}"))?;
+        let ca = match auth {
+            NodeAuth::Secret => None,
+            NodeAuth::MutualTls => {
+                let mut params = rcgen::CertificateParams::new(Vec::<String>::new())?;
+                params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+                params
+                    .distinguished_name
+                    .push(rcgen::DnType::CommonName, "sluice-jepsen ca");
+                Some(rcgen::CertifiedIssuer::self_signed(
+                    params,
+                    rcgen::KeyPair::generate()?,
+                )?)
+            }
+        };
+        Ok(Self {
+            secret: base64::engine::general_purpose::STANDARD.encode(secret),
+            ca,
+        })
+    }
+
+    /// The configuration lines for node `id` at `ip`: the secret in `[tokens]`, or a `[tls]`
+    /// section whose files are written to `dir`.
+    fn config(&self, dir: &std::path::Path, id: u64, ip: &str) -> Result<(String, String)> {
+        let Some(ca) = &self.ca else {
+            return Ok((
+                format!("cluster_secret = \"{}\"\n", self.secret),
+                String::new(),
+            ));
+        };
+        let key = rcgen::KeyPair::generate()?;
+        let cert = rcgen::CertificateParams::new(vec![ip.to_string()])?.signed_by(&key, ca)?;
+        let (ca_file, cert_file, key_file) = (
+            dir.join("ca.pem"),
+            dir.join(format!("n{id}.pem")),
+            dir.join(format!("n{id}-key.pem")),
+        );
+        std::fs::write(&ca_file, ca.pem())?;
+        std::fs::write(&cert_file, cert.pem())?;
+        std::fs::write(&key_file, key.serialize_pem())?;
+        Ok((
+            String::new(),
+            format!(
+                "\n[tls]\nca = \"{}\"\ncert = \"{}\"\nkey = \"{}\"\n",
+                ca_file.display(),
+                cert_file.display(),
+                key_file.display()
+            ),
+        ))
+    }
+}
+
 /// One node's process.
 #[derive(Debug)]
 pub struct Proc {
@@ -44,6 +137,8 @@ pub struct Db {
     faketime: bool,
     /// `[raft] snapshot_every` and `logs_kept_after_snapshot` of every node.
     snapshots: (u64, u64),
+    /// Node-to-node authentication.
+    auth: AuthMaterial,
 }
 
 /// Finds the `sluice` binary next to this executable (target/<profile>/).
@@ -66,8 +161,15 @@ pub fn find_sluice() -> Result<PathBuf> {
 
 impl Db {
     /// Creates `n` nodes (ids 1..=n), node 1 bootstrapping the cluster, and waits until ready.
-    /// `snapshots` are each node's `snapshot_every` and `logs_kept_after_snapshot`.
-    pub async fn start(net: Net, dir: PathBuf, n: u64, snapshots: (u64, u64)) -> Result<Self> {
+    /// `snapshots` are each node's `snapshot_every` and `logs_kept_after_snapshot`; `auth` how
+    /// they authenticate each other.
+    pub async fn start(
+        net: Net,
+        dir: PathBuf,
+        n: u64,
+        snapshots: (u64, u64),
+        auth: NodeAuth,
+    ) -> Result<Self> {
         std::fs::create_dir_all(&dir)?;
         let faketime = std::path::Path::new(LIBFAKETIME).exists();
         let mut db = Db {
@@ -82,6 +184,7 @@ impl Db {
                 .build()?,
             faketime,
             snapshots,
+            auth: AuthMaterial::new(auth)?,
         };
         let peers: Vec<u64> = (1..=n).collect();
         for id in 1..=n {
@@ -107,13 +210,14 @@ impl Db {
             peer_text.push_str(&format!("[[peers]]\nid = {p}\nraft = \"{pip}:7000\"\nhttp = \"{pip}:8080\"\ngrpc = \"{pip}:50051\"\n\n"));
         }
         let secret = base64::engine::general_purpose::STANDARD.encode(TICKET_SECRET);
+        let (cluster_secret, tls) = self.auth.config(&self.dir, id, &ip.to_string())?;
         let text = format!(
             "node_id = {id}\ndata_dir = \"{data}\"\nhttp_addr = \"{ip}:8080\"\ngrpc_addr = \"{ip}:50051\"\nraft_addr = \"{ip}:7000\"\n\
 bootstrap = {bootstrap}\nadmin_token = \"{TOKEN}\"\n\n{peer_text}\
-[tokens]\nticket_keys = [{{ id = \"{kid}\", secret = \"{secret}\" }}]\njwt_seed = \"amVwc2VuLWp3dC1zZWVkLW9mLTMyLWJ5dGVzLW9rISE=\"\n\n\
+[tokens]\nticket_keys = [{{ id = \"{kid}\", secret = \"{secret}\" }}]\njwt_seed = \"amVwc2VuLWp3dC1zZWVkLW9mLTMyLWJ5dGVzLW9rISE=\"\n{cluster_secret}\n\
 [limits]\nvisitor_requests_per_second = 100000\nvisitor_burst = 100000\nrequest_timeout_ms = 5000\n\n\
 [raft]\nheartbeat_ms = 100\nelection_timeout_min_ms = 600\nelection_timeout_max_ms = 1200\n\
-snapshot_every = {every}\nlogs_kept_after_snapshot = {kept}\n",
+snapshot_every = {every}\nlogs_kept_after_snapshot = {kept}\n{tls}",
             data = self.dir.join(format!("n{id}")).display(),
             every = self.snapshots.0,
             kept = self.snapshots.1,

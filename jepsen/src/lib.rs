@@ -4,7 +4,8 @@
 //!
 //! Map of the crate:
 //! - [`net`]: namespaces, veth pairs, a bridge, and nftables faults (partitions, packet loss).
-//! - [`db`]: the `sluice` processes: start, SIGKILL, SIGSTOP/SIGCONT, libfaketime clocks,
+//! - [`db`]: the `sluice` processes (authenticating each other by a cluster secret or mutual
+//!   TLS): start, SIGKILL, SIGSTOP/SIGCONT, libfaketime clocks,
 //!   membership changes.
 //! - [`nemesis`]: the fault kinds and their seeded schedule.
 //! - [`workload`]: queue-append (list-append), admission, lottery.

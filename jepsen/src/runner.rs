@@ -43,6 +43,8 @@ pub struct Spec {
     pub quiet: Duration,
     /// Where results go.
     pub out: PathBuf,
+    /// How the nodes authenticate each other.
+    pub auth: crate::db::NodeAuth,
 }
 
 /// What a run found.
@@ -75,6 +77,9 @@ pub struct Summary {
     /// Snapshots the nodes installed from a leader (from their logs).
     #[serde(default)]
     pub snapshots_installed: u64,
+    /// Node-to-node authentication: `secret` or `tls`.
+    #[serde(default)]
+    pub auth: String,
 }
 
 /// Lines holding `what` in the node logs (`n*.log`) under `dir`.
@@ -115,6 +120,7 @@ pub async fn run(spec: &Spec) -> Result<Summary> {
         spec.out.join("nodes"),
         spec.nodes,
         spec.workload.snapshots(),
+        spec.auth,
     )
     .await?;
     for (room, config) in spec.workload.rooms() {
@@ -262,6 +268,7 @@ pub async fn run(spec: &Spec) -> Result<Summary> {
         checks,
         seconds: started.elapsed().as_secs_f64(),
         snapshots_installed: count_in_node_logs(&spec.out.join("nodes"), "snapshot installed"),
+        auth: spec.auth.name().to_string(),
     };
     std::fs::write(
         spec.out.join("summary.json"),

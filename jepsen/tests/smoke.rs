@@ -1,7 +1,9 @@
 //! The short fault-injection run that CI does: three workloads, a few fault kinds each, real
-//! `sluice serve` processes in network namespaces. Needs root, iproute2, nftables, libfaketime
+//! `sluice serve` processes in network namespaces, the nodes authenticating each other with a
+//! cluster secret (or, in the admission run, mutual TLS). Needs root, iproute2, nftables, libfaketime
 //! and `adya` (`.ci/run` installs them).
 
+use sluice_jepsen::db::NodeAuth;
 use sluice_jepsen::nemesis::Fault;
 use sluice_jepsen::runner::{run, Spec};
 use sluice_jepsen::workload::Workload;
@@ -10,7 +12,7 @@ use std::time::Duration;
 /// One cluster at a time: the machine has two cores.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-async fn smoke(workload: Workload, faults: Vec<Fault>) {
+async fn smoke(workload: Workload, faults: Vec<Fault>, auth: NodeAuth) {
     let _turn = ONE_AT_A_TIME.lock().await;
     let uid = std::fs::read_to_string("/proc/self/status")
         .unwrap_or_default()
@@ -49,6 +51,7 @@ async fn smoke(workload: Workload, faults: Vec<Fault>) {
         fault_hold: Duration::from_secs(5),
         quiet: Duration::from_secs(2),
         out: dir.path().to_path_buf(),
+        auth,
     };
     let summary = run(&spec).await.expect("the run completes");
     let keep = std::env::var("SLUICE_SMOKE_KEEP").is_ok();
@@ -82,6 +85,7 @@ async fn smoke_queue_append_under_partitions_and_leader_crashes() {
             Fault::MajorityMinority,
             Fault::KillLeader,
         ],
+        NodeAuth::Secret,
     )
     .await;
 }
@@ -91,6 +95,7 @@ async fn smoke_admission_under_crashes_pauses_and_clock_faults() {
     smoke(
         Workload::Admission,
         vec![Fault::Kill, Fault::Pause, Fault::Clock],
+        NodeAuth::MutualTls,
     )
     .await;
 }
@@ -100,6 +105,7 @@ async fn smoke_lottery_under_loss_total_crash_and_membership_changes() {
     smoke(
         Workload::Lottery,
         vec![Fault::Loss, Fault::KillAll, Fault::Membership],
+        NodeAuth::Secret,
     )
     .await;
 }

@@ -6,14 +6,18 @@
 //! - [`log_store`]: the Raft log and vote in RocksDB with group commit.
 //! - [`sm_store`]: `sluice-statemachine` behind a lock, with durable snapshot files.
 //! - [`network`] and [`service`]: the tonic node-to-node transport, client and server.
+//! - [`auth`]: the cluster secret every node-to-node call carries; [`listener`]: bounded
+//!   listeners (connections in all and per address, a deadline for the first bytes).
 //! - [`clock`]: the cluster's time, the lower median of the voters' wall clocks.
 //! - [`types`]: openraft's type configuration; [`codec`]: the versioned encoding of everything
 //!   stored or sent; [`error`]: [`ClusterError`]; [`metrics`]: a latency histogram.
 
+pub mod auth;
 pub mod clock;
 pub mod codec;
 pub mod error;
 mod forward;
+pub mod listener;
 pub mod log_store;
 pub mod metrics;
 pub mod network;
@@ -32,7 +36,7 @@ pub use clock::WallClock;
 pub use error::ClusterError;
 pub use network::TlsMaterial;
 pub use node::{
-    nodelay, wall_ms, ClusterStatus, LogRecord, MembershipOp, NodeConfig, RaftNode, Replication,
+    wall_ms, ClusterStatus, LogRecord, MembershipOp, NodeConfig, RaftNode, Replication,
     LOG_PAGE_MAX,
 };
 pub use sm_store::SmState;

@@ -2,6 +2,7 @@
 //! RPC timeouts enforced locally, snapshots streamed in chunks, transport failures reported to
 //! openraft as `Unreachable` (so it backs off) or `Network`.
 
+use crate::auth::{ClusterSecret, Credential};
 use crate::codec;
 use crate::pb;
 use crate::pb::raft_service_client::RaftServiceClient;
@@ -23,7 +24,11 @@ use std::io::Cursor;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
+
+/// A client of the node-to-node service, carrying this cluster's credential.
+pub type RaftClient = RaftServiceClient<InterceptedService<Channel, Credential>>;
 
 /// Bytes per snapshot chunk on the wire.
 pub const SNAPSHOT_CHUNK_BYTES: usize = 1 << 20;
@@ -107,16 +112,19 @@ pub struct Peers {
     /// Peers that did not answer, for the log.
     reach: Arc<Mutex<Reachability>>,
     tls: Option<TlsMaterial>,
+    credential: Credential,
 }
 
 impl Peers {
-    /// An empty set of channels using `tls` when given.
-    pub fn new(tls: Option<TlsMaterial>) -> Self {
+    /// An empty set of channels using `tls` when given, every call carrying the credential
+    /// of `secret` when given.
+    pub fn new(tls: Option<TlsMaterial>, secret: Option<ClusterSecret>) -> Self {
         Self {
             channels: Arc::default(),
             unary_only: Arc::default(),
             reach: Arc::default(),
             tls,
+            credential: Credential(secret),
         }
     }
 
@@ -199,13 +207,12 @@ impl Peers {
     }
 
     /// A gRPC client for the node-to-node service at `addr`.
-    pub fn client(
-        &self,
-        addr: &str,
-    ) -> Result<RaftServiceClient<Channel>, tonic::transport::Error> {
-        Ok(RaftServiceClient::new(self.channel(addr)?)
-            .max_decoding_message_size(crate::service::MESSAGE_BYTES_MAX)
-            .max_encoding_message_size(crate::service::MESSAGE_BYTES_MAX))
+    pub fn client(&self, addr: &str) -> Result<RaftClient, tonic::transport::Error> {
+        Ok(
+            RaftServiceClient::with_interceptor(self.channel(addr)?, self.credential.clone())
+                .max_decoding_message_size(crate::service::MESSAGE_BYTES_MAX)
+                .max_encoding_message_size(crate::service::MESSAGE_BYTES_MAX),
+        )
     }
 }
 
@@ -240,6 +247,12 @@ fn status_to_rpc(target: u64, s: tonic::Status) -> RPCError<TypeConfig> {
         tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled => {
             unreachable(target, s)
         }
+        // Reported like a peer that is down (logged when it starts, then every 30 s), naming
+        // the likely cause.
+        tonic::Code::Unauthenticated => unreachable(
+            target,
+            format!("{s} (it refused this node's credential: is its cluster_secret the same?)"),
+        ),
         _ => RPCError::Network(NetworkError::from_string(format!("node {target}: {s}"))),
     }
 }
@@ -304,7 +317,7 @@ impl PeerConn {
     where
         Req: serde::Serialize,
         Resp: serde::de::DeserializeOwned,
-        F: FnOnce(RaftServiceClient<Channel>, tonic::Request<pb::Payload>) -> Fut,
+        F: FnOnce(RaftClient, tonic::Request<pb::Payload>) -> Fut,
         Fut: Future<Output = Result<tonic::Response<pb::Payload>, tonic::Status>>,
     {
         let client = self
@@ -710,7 +723,7 @@ mod tests {
         let mut conn = PeerConn {
             target: 7,
             addr: addr.to_string(),
-            peers: Peers::new(None),
+            peers: Peers::new(None, None),
         };
         let heartbeat = || AppendEntriesRequest::<TypeConfig> {
             vote: Vote::new(1, 1),
@@ -751,7 +764,7 @@ mod tests {
         let mut conn = PeerConn {
             target: 7,
             addr: addr.to_string(),
-            peers: Peers::new(None),
+            peers: Peers::new(None, None),
         };
         let heartbeat = AppendEntriesRequest::<TypeConfig> {
             vote: Vote::new(1, 1),

@@ -12,6 +12,7 @@
 //!   leader's read index, on any node.
 //! - Membership: initialize, add learner, promote, remove; node ids are never reused.
 
+use crate::auth::{ClusterSecret, Gatekeeper};
 use crate::clock::{ClusterClock, WallClock};
 use crate::error::ClusterError;
 use crate::forward::Forwarder;
@@ -52,6 +53,18 @@ const CLOCK_AGREEMENT_WAIT: Duration = Duration::from_millis(500);
 /// The leader takes a snapshot every this many times `snapshot_every` entries (see
 /// [`SnapshotDeferral`]): encoding one pauses every client write while it runs.
 const LEADER_SNAPSHOT_FACTOR: u64 = 4;
+/// Connections the node-to-node listener holds open at once. Each peer keeps one (all calls
+/// share it), so this leaves room for many more nodes, tools and reconnects.
+pub const RAFT_CONNECTIONS_MAX: usize = 256;
+/// Connections the node-to-node listener holds open from one address (nodes on one machine
+/// share an address).
+pub const RAFT_CONNECTIONS_PER_ADDRESS_MAX: usize = 32;
+/// How long a connection to the node-to-node listener may take to send its first bytes and,
+/// with a cluster secret, its first authenticated call; then it is closed.
+pub const RAFT_AUTHENTICATE_WITHIN: Duration = Duration::from_secs(10);
+/// Calls one node-to-node connection may have in flight (replication streams, forwarding,
+/// clock samples and reads all share a peer's connection).
+pub const RAFT_STREAMS_PER_CONNECTION_MAX: u32 = 1_024;
 
 /// How a node runs.
 #[derive(Clone, Debug)]
@@ -66,6 +79,14 @@ pub struct NodeConfig {
     pub advertise: NodeAddr,
     /// Mutual TLS between nodes.
     pub tls: Option<TlsMaterial>,
+    /// The cluster secret's credential, carried by every node-to-node call and required of
+    /// every call received (see [`crate::auth`]). Without it (and without TLS) anyone who can
+    /// reach the node-to-node address controls the cluster: keep such a node on loopback.
+    pub cluster_secret: Option<ClusterSecret>,
+    /// Secrets whose credentials are accepted from other nodes besides `cluster_secret`'s, but
+    /// never sent: during a rotation, the next secret (before nodes send it) or the previous
+    /// one (while some still send it).
+    pub cluster_secrets_also_accepted: Vec<ClusterSecret>,
     /// Leader heartbeat interval.
     pub heartbeat_ms: u64,
     /// Election timeout range.
@@ -98,6 +119,8 @@ impl NodeConfig {
             listen_raft,
             advertise: NodeAddr::default(),
             tls: None,
+            cluster_secret: None,
+            cluster_secrets_also_accepted: Vec::new(),
             heartbeat_ms: 100,
             election_timeout_ms: (500, 1_000),
             snapshot_every: 20_000,
@@ -215,11 +238,15 @@ pub struct NodeInner {
     /// Leaders this node has come to know of (the first one included): a count that keeps
     /// rising means elections keep happening.
     pub leader_changes: AtomicU64,
+    /// Node-to-node calls refused for want of this cluster's credential.
+    pub auth_refused: Arc<AtomicU64>,
+    /// Node-to-node connections closed at once because their address had too many open.
+    pub connections_refused: Arc<AtomicU64>,
     forwarder: Forwarder,
     pub(crate) cancel: CancellationToken,
     /// Set with the reason when the Raft core stops without [`RaftNode::shutdown`].
     stopped: tokio::sync::watch::Sender<Option<String>>,
-    cfg: NodeConfig,
+    pub(crate) cfg: NodeConfig,
     db: Arc<rocksdb::DB>,
     log: LogStore,
 }
@@ -250,21 +277,6 @@ pub struct RaftNode {
     inner: Arc<NodeInner>,
     raft_addr: SocketAddr,
     server: Arc<tokio::sync::Mutex<Option<tokio::task::JoinHandle<()>>>>,
-}
-
-/// Sets `TCP_NODELAY` on every accepted connection. gRPC answers in several small writes
-/// (headers, data, trailers); with Nagle's algorithm on, each answer waits for the client's
-/// delayed ACK (about 40 ms).
-pub fn nodelay(
-    incoming: tokio_stream::wrappers::TcpListenerStream,
-) -> impl futures::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
-    use futures::StreamExt;
-    incoming.map(|r| {
-        r.and_then(|s| {
-            s.set_nodelay(true)?;
-            Ok(s)
-        })
-    })
 }
 
 /// This machine's wall clock, ms since the epoch. Sluice itself uses the cluster's time,
@@ -329,7 +341,20 @@ impl RaftNode {
         }
         .validate()
         .map_err(|e| ClusterError::Invalid(e.to_string()))?;
-        let peers = Peers::new(cfg.tls.clone());
+        let peers = Peers::new(cfg.tls.clone(), cfg.cluster_secret.clone());
+        let gatekeeper = Gatekeeper::new(
+            cfg.cluster_secret
+                .iter()
+                .chain(&cfg.cluster_secrets_also_accepted)
+                .cloned()
+                .collect(),
+        );
+        let gate = crate::listener::ConnectionGate::new(crate::listener::ConnectionLimits {
+            connections_max: RAFT_CONNECTIONS_MAX,
+            per_address_max: RAFT_CONNECTIONS_PER_ADDRESS_MAX,
+            first_bytes_timeout: RAFT_AUTHENTICATE_WITHIN,
+            exempt: None,
+        });
         let network = NetworkFactory {
             peers: peers.clone(),
         };
@@ -354,6 +379,8 @@ impl RaftNode {
             forward_latency: Arc::default(),
             snapshot_encode,
             leader_changes: AtomicU64::new(0),
+            auth_refused: gatekeeper.refused.clone(),
+            connections_refused: gate.refused.clone(),
             forwarder: Forwarder::default(),
             cancel: CancellationToken::new(),
             stopped: tokio::sync::watch::Sender::new(None),
@@ -362,7 +389,10 @@ impl RaftNode {
             log: log_reader,
         });
 
-        let mut builder = tonic::transport::Server::builder().tcp_nodelay(true);
+        let mut builder = tonic::transport::Server::builder()
+            .tcp_nodelay(true)
+            .concurrency_limit_per_connection(RAFT_STREAMS_PER_CONNECTION_MAX as usize)
+            .max_concurrent_streams(Some(RAFT_STREAMS_PER_CONNECTION_MAX));
         if let Some(tls) = &cfg.tls {
             let server_tls = tonic::transport::ServerTlsConfig::new()
                 .identity(tonic::transport::Identity::from_pem(
@@ -374,12 +404,23 @@ impl RaftNode {
                 .tls_config(server_tls)
                 .map_err(|e| ClusterError::Invalid(format!("TLS: {e}")))?;
         }
-        let svc = RaftServiceServer::new(RaftRpc::new(inner.clone()))
-            .max_decoding_message_size(MESSAGE_BYTES_MAX)
-            .max_encoding_message_size(MESSAGE_BYTES_MAX);
+        // Calls are checked for the cluster's credential before their bodies are read.
+        let svc = tonic::service::interceptor::InterceptedService::new(
+            RaftServiceServer::new(RaftRpc::new(inner.clone()))
+                .max_decoding_message_size(MESSAGE_BYTES_MAX)
+                .max_encoding_message_size(MESSAGE_BYTES_MAX),
+            gatekeeper,
+        );
         let cancel = inner.cancel.clone();
+        // Without a secret there is nothing to wait for: TLS (if any) has authenticated the
+        // connection, and a node without either is on loopback.
+        let authenticate_within = cfg
+            .cluster_secret
+            .as_ref()
+            .map(|_| RAFT_AUTHENTICATE_WITHIN);
+        let incoming =
+            crate::listener::gated_incoming(listener, gate, authenticate_within, cancel.clone());
         let server = tokio::spawn(async move {
-            let incoming = nodelay(tokio_stream::wrappers::TcpListenerStream::new(listener));
             if let Err(e) = builder
                 .add_service(svc)
                 .serve_with_incoming_shutdown(incoming, cancel.cancelled_owned())

@@ -7,8 +7,9 @@ use crate::node::{MembershipOp, NodeInner};
 use crate::pb;
 use crate::pb::raft_service_server::RaftService;
 use crate::types::{SnapshotMeta, TypeConfig, Vote};
+use openraft::async_runtime::WatchReceiver;
 use openraft::errors::RaftError;
-use openraft::raft::{AppendEntriesRequest, VoteRequest};
+use openraft::raft::{AppendEntriesRequest, SnapshotResponse, VoteRequest};
 use openraft::storage::Snapshot;
 use sluice_statemachine::limits::COMMANDS_PER_PROPOSAL_MAX;
 use sluice_statemachine::Command;
@@ -26,6 +27,52 @@ pub const FORWARD_STREAM_BATCHES_MAX: usize = 1_024;
 pub const SNAPSHOT_BYTES_MAX: usize = 4 << 30;
 /// Longest wait for the next chunk of a snapshot being received.
 pub const SNAPSHOT_CHUNK_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Where a snapshot being received is written, in the data directory, until it is whole.
+pub const SNAPSHOT_RECEIVING_FILE: &str = "snapshot-receiving.part";
+
+/// Writes a snapshot's chunks, `first` and then the rest of `stream`, to the file at `path` as
+/// they come (not to memory: at most [`SNAPSHOT_BYTES_MAX`], each chunk within
+/// [`SNAPSHOT_CHUNK_WAIT_MAX`]), and reads the whole back once the stream has ended well. The
+/// file is removed either way.
+async fn receive_to_file(
+    path: &std::path::Path,
+    first: Vec<u8>,
+    stream: &mut Streaming<pb::SnapshotChunk>,
+) -> Result<Vec<u8>, Status> {
+    use tokio::io::AsyncWriteExt;
+    /// Removes the file when the receipt ends, however it ends (its call may be dropped
+    /// midway, when the sender goes away).
+    struct Removed<'a>(&'a std::path::Path);
+    impl Drop for Removed<'_> {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(self.0);
+        }
+    }
+    let io = |e: std::io::Error| Status::internal(format!("{}: {e}", path.display()));
+    let _removed = Removed(path);
+    async {
+        let mut file = tokio::fs::File::create(path).await.map_err(io)?;
+        let mut len = first.len();
+        file.write_all(&first).await.map_err(io)?;
+        loop {
+            let next = tokio::time::timeout(SNAPSHOT_CHUNK_WAIT_MAX, stream.next())
+                .await
+                .map_err(|_| Status::deadline_exceeded("the snapshot's next chunk is late"))?;
+            let Some(chunk) = next else { break };
+            let chunk = chunk?;
+            len += chunk.data.len();
+            if len > SNAPSHOT_BYTES_MAX {
+                return Err(Status::resource_exhausted("snapshot too large"));
+            }
+            file.write_all(&chunk.data).await.map_err(io)?;
+        }
+        file.flush().await.map_err(io)?;
+        drop(file);
+        tokio::fs::read(path).await.map_err(io)
+    }
+    .await
+}
 
 /// The answers of a streaming call: payloads, or the status that ends the stream.
 type PayloadStream =
@@ -118,24 +165,31 @@ impl RaftService for RaftRpc {
             .ok_or_else(|| Status::invalid_argument("empty snapshot stream"))??;
         let (vote, meta): (Vote, SnapshotMeta) =
             codec::decode(&first.header).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        // Only an elected leader sends snapshots, and one whose vote is behind this node's is
+        // answered at once, as openraft would answer it, without a byte of its data read.
+        if !vote.is_committed() {
+            return Err(Status::invalid_argument(
+                "a snapshot comes from an elected leader (a committed vote)",
+            ));
+        }
+        let current = self.node.raft.metrics().borrow_watched().vote;
+        if vote < current {
+            let stale: Result<SnapshotResponse<TypeConfig>, RaftError<TypeConfig>> =
+                Ok(SnapshotResponse::new(current));
+            return reply(&stale);
+        }
         // Another one under way (from a leader since replaced, say): this leader retries later.
         let _receiving = self
             .snapshot_receive
             .clone()
             .try_acquire_owned()
             .map_err(|_| Status::unavailable("another snapshot is being received"))?;
-        let mut data = first.data;
-        loop {
-            let next = tokio::time::timeout(SNAPSHOT_CHUNK_WAIT_MAX, stream.next())
-                .await
-                .map_err(|_| Status::deadline_exceeded("the snapshot's next chunk is late"))?;
-            let Some(chunk) = next else { break };
-            let chunk = chunk?;
-            if data.len() + chunk.data.len() > SNAPSHOT_BYTES_MAX {
-                return Err(Status::resource_exhausted("snapshot too large"));
-            }
-            data.extend_from_slice(&chunk.data);
-        }
+        let data = receive_to_file(
+            &self.node.cfg.data_dir.join(SNAPSHOT_RECEIVING_FILE),
+            first.data,
+            &mut stream,
+        )
+        .await?;
         let snapshot = Snapshot {
             meta,
             snapshot: Cursor::new(data),

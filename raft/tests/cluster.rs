@@ -458,68 +458,115 @@ async fn leader_ticks_expire_sessions_then_an_idle_cluster_writes_nothing() {
     c.shutdown().await;
 }
 
+/// The first chunk of a snapshot from a sender with `vote`, with `len` bytes of data.
+fn snapshot_chunk(vote: sluice_raft::types::Vote, len: usize) -> sluice_raft::pb::SnapshotChunk {
+    sluice_raft::pb::SnapshotChunk {
+        header: sluice_raft::codec::encode(&(vote, sluice_raft::types::SnapshotMeta::default())),
+        data: vec![0; len],
+    }
+}
+
+/// A snapshot is written to a file in the data directory as it arrives (not kept in memory),
+/// one at a time: while one is being received, a second is refused (its leader retries later).
+/// A stream that ends badly installs nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_node_receives_one_snapshot_at_a_time() {
+async fn a_node_receives_one_snapshot_at_a_time_into_a_file() {
+    use openraft::async_runtime::WatchReceiver;
     let c = TestCluster::start(3, quick).await;
     c.create_room("r").await;
     let (index, digest) = c.wait_converged().await;
-    let target = c.any_follower().raft_addr().to_string();
-    let connect = || {
-        sluice_raft::pb::raft_service_client::RaftServiceClient::connect(format!("http://{target}"))
-    };
-    // A stale sender's snapshot (term 0): well formed, never installed.
-    let chunk = || sluice_raft::pb::SnapshotChunk {
-        header: sluice_raft::codec::encode(&(
-            sluice_raft::types::Vote::new(0, 9),
-            sluice_raft::types::SnapshotMeta::default(),
-        )),
-        data: vec![0; 1024],
-    };
-    // One stream sends its first chunk and stalls; meanwhile a second is refused. (A probe
-    // that came first takes the turn and the stalled one is refused instead: it is started
-    // again.)
-    let stall = || {
-        let (tx, rx) = tokio::sync::mpsc::channel(1);
-        tx.try_send(chunk()).unwrap();
-        let connecting = connect();
-        let task = tokio::spawn(async move {
-            connecting
-                .await
-                .unwrap()
-                .install_snapshot(tokio_stream::wrappers::ReceiverStream::new(rx))
-                .await
-        });
-        (tx, task)
-    };
-    let (mut tx, mut stalled) = stall();
-    let mut second = connect().await.unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let r = second
-            .install_snapshot(tokio_stream::iter(vec![chunk()]))
-            .await;
-        if r.as_ref()
-            .is_err_and(|e| e.code() == tonic::Code::Unavailable)
-        {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no second snapshot refused: last {r:?}"
-        );
-        if stalled.is_finished() {
-            (tx, stalled) = stall();
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let follower = c.any_follower().clone();
+    let target = follower.raft_addr().to_string();
+    let vote = follower.raft().metrics().borrow_watched().vote;
+    let part = c.configs[&follower.id()]
+        .data_dir
+        .join(sluice_raft::service::SNAPSHOT_RECEIVING_FILE);
+    // One stream sends a first chunk with the follower's own (current) vote, then stalls.
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    tx.send(snapshot_chunk(vote, 100_000)).await.unwrap();
+    tx.send(snapshot_chunk(vote, 100_000)).await.unwrap();
+    let mut stalled_client = raft_client(&target, Some(test_secret())).await;
+    let stalled = tokio::spawn(async move {
+        stalled_client
+            .install_snapshot(tokio_stream::wrappers::ReceiverStream::new(rx))
+            .await
+    });
+    wait_for(
+        "the chunks are in the file",
+        Duration::from_secs(10),
+        || {
+            let len = std::fs::metadata(&part).map_or(0, |m| m.len());
+            async move { len >= 200_000 }
+        },
+    )
+    .await;
+    // Meanwhile a second is refused at once.
+    let mut second = raft_client(&target, Some(test_secret())).await;
+    let r = second
+        .install_snapshot(tokio_stream::iter(vec![snapshot_chunk(vote, 10)]))
+        .await;
+    assert_eq!(r.unwrap_err().code(), tonic::Code::Unavailable);
+    // The stalled sender goes away: nothing is installed, the file is gone, and the next
+    // snapshot is received again (a stale one: answered at once with the follower's vote).
+    stalled.abort();
     drop(tx);
-    let done = stalled.await.unwrap();
-    assert!(done.is_ok(), "{done:?}");
+    wait_for(
+        "the partial file is removed",
+        Duration::from_secs(10),
+        || {
+            let gone = !part.exists();
+            async move { gone }
+        },
+    )
+    .await;
+    let stale = sluice_raft::types::Vote::new_committed(0, 9);
     let after = second
-        .install_snapshot(tokio_stream::iter(vec![chunk()]))
+        .install_snapshot(tokio_stream::iter(vec![snapshot_chunk(stale, 10)]))
         .await;
     assert!(after.is_ok(), "{after:?}");
     assert_eq!(c.wait_converged().await, (index, digest));
+    c.shutdown().await;
+}
+
+/// A sender whose vote is behind the node's is answered at once, from the header alone: its
+/// data is never read (before, the node buffered a stream of up to 4 GiB in memory first).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_snapshot_is_answered_without_reading_its_data() {
+    let c = TestCluster::start(3, quick).await;
+    let target = c.any_follower().raft_addr().to_string();
+    let mut client = raft_client(&target, Some(test_secret())).await;
+    // A stream that never ends: only an answer from the header can come back.
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    tx.send(snapshot_chunk(
+        sluice_raft::types::Vote::new_committed(0, 9),
+        1 << 20,
+    ))
+    .await
+    .unwrap();
+    let reply = tokio::time::timeout(
+        Duration::from_secs(5),
+        client.install_snapshot(tokio_stream::wrappers::ReceiverStream::new(rx)),
+    )
+    .await
+    .expect("answered without waiting for the rest of the stream")
+    .unwrap();
+    let answer: Result<
+        openraft::raft::SnapshotResponse<sluice_raft::TypeConfig>,
+        openraft::errors::RaftError<sluice_raft::TypeConfig>,
+    > = sluice_raft::codec::decode(&reply.into_inner().data).unwrap();
+    assert!(
+        answer.unwrap().vote.leader_id().term > 0,
+        "the node's own, newer vote"
+    );
+    // An uncommitted vote is no leader's: refused.
+    let r = client
+        .install_snapshot(tokio_stream::iter(vec![snapshot_chunk(
+            sluice_raft::types::Vote::new(99, 1),
+            10,
+        )]))
+        .await;
+    assert_eq!(r.unwrap_err().code(), tonic::Code::InvalidArgument);
+    drop(tx);
     c.shutdown().await;
 }
 
@@ -530,11 +577,7 @@ async fn garbage_on_the_wire_is_an_error_and_changes_nothing() {
     c.write_via(c.leader().unwrap(), join("r", 1)).await;
     let (index, digest) = c.wait_converged().await;
     let target = c.any_follower().raft_addr().to_string();
-    let mut client = sluice_raft::pb::raft_service_client::RaftServiceClient::connect(format!(
-        "http://{target}"
-    ))
-    .await
-    .unwrap();
+    let mut client = raft_client(&target, Some(test_secret())).await;
     let garbage: Vec<Vec<u8>> = vec![
         vec![],
         vec![0xff; 64],

@@ -151,6 +151,31 @@ pub enum Command {
     },
     /// Run time-driven work: expiry, refill, schedules, admissions.
     Tick,
+    /// End a visitor's place or session, and refuse it a place again until `until_ms` (log
+    /// time), or while the room exists (`None`).
+    Ban {
+        /// Room name.
+        room: String,
+        /// The visitor.
+        visitor: VisitorId,
+        /// When the ban ends, ms since the epoch; `None`: never.
+        until_ms: Option<u64>,
+    },
+    /// Lift a ban.
+    Unban {
+        /// Room name.
+        room: String,
+        /// The visitor.
+        visitor: VisitorId,
+    },
+    /// End an operator's dashboard session everywhere (sign-out): every node refuses it from
+    /// then on. Remembered until `until_ms`, when the session would have ended anyway.
+    EndOperatorSession {
+        /// The session's id.
+        session: [u8; 16],
+        /// When it would have ended, ms since the epoch.
+        until_ms: u64,
+    },
 }
 
 impl Command {
@@ -172,13 +197,15 @@ impl Command {
             | SetHealth { room, .. }
             | ForceAdmit { room, .. }
             | Revoke { room, .. }
-            | RevokeAll { room } => Some(room),
+            | RevokeAll { room }
+            | Ban { room, .. }
+            | Unban { room, .. } => Some(room),
             PutPool { pool, .. }
             | DeletePool { pool }
             | PoolAssign { pool }
             | PoolRelease { pool, .. }
             | PoolReport { pool, .. } => Some(pool),
-            Tick => None,
+            Tick | EndOperatorSession { .. } => None,
         }
     }
 }

@@ -40,6 +40,8 @@ pub struct StateMachine {
     /// The log clock: the largest leader time seen, ms since the epoch.
     pub(crate) clock_ms: u64,
     pub(crate) last_applied: Option<LogPosition>,
+    /// Operator sessions ended by sign-out, each until it would have ended anyway (log time).
+    pub(crate) operator_sessions_ended: BTreeMap<[u8; 16], u64>,
 }
 
 impl StateMachine {
@@ -261,6 +263,29 @@ impl StateMachine {
                 room_index,
                 count,
             } => Ok(self.pool_mut(pool)?.report(pool, *room_index, *count)),
+            Ban {
+                room,
+                visitor,
+                until_ms,
+            } => room_op(self, room, &mut |r, d| r.ban(*visitor, *until_ms, now, d)),
+            Unban { room, visitor } => room_op(self, room, &mut |r, d| r.unban(*visitor, now, d)),
+            EndOperatorSession { session, until_ms } => {
+                let ended = &mut self.operator_sessions_ended;
+                if *until_ms <= now {
+                    return Ok(Outcome::Count(0));
+                }
+                if !ended.contains_key(session) && ended.len() >= OPERATOR_SESSIONS_ENDED_MAX {
+                    ended.retain(|_, &mut until| until > now);
+                    if ended.len() >= OPERATOR_SESSIONS_ENDED_MAX {
+                        return Err(Rejection::LimitReached {
+                            what: "ended operator sessions".into(),
+                            max: OPERATOR_SESSIONS_ENDED_MAX as u64,
+                        });
+                    }
+                }
+                ended.insert(*session, *until_ms);
+                Ok(Outcome::Count(1))
+            }
             Tick => {
                 let (mut admitted, mut expired) = (0, 0);
                 for (name, room) in self.rooms.iter_mut() {
@@ -363,6 +388,24 @@ impl StateMachine {
                 .key(&visitor)
                 .is_some_and(|(_, last)| last + r.config.session_ttl_secs * 1000 > now_ms)
         })
+    }
+
+    /// Whether an operator session was ended by sign-out (and would not have ended yet).
+    pub fn operator_session_ended(&self, session: &[u8; 16]) -> bool {
+        self.operator_sessions_ended
+            .get(session)
+            .is_some_and(|&until| until > self.clock_ms)
+    }
+
+    /// When a visitor's ban in a room ends (log time ms; `u64::MAX`: never), if one is in force.
+    pub fn banned_until(&self, room: &str, visitor: VisitorId) -> Option<u64> {
+        let now = self.clock_ms;
+        self.rooms
+            .get(room)?
+            .bans
+            .get(&visitor)
+            .copied()
+            .filter(|&until| until > now)
     }
 
     /// Approximate heap bytes used by the waiting lines of all rooms.

@@ -50,6 +50,12 @@ pub enum Rejection {
         /// The limit.
         max: u64,
     },
+    /// An operator banned this visitor from the room.
+    #[error("the visitor is banned from this room")]
+    Banned {
+        /// When the ban ends (log time, ms); `None`: while the room exists.
+        until_ms: Option<u64>,
+    },
 }
 
 impl Rejection {
@@ -74,6 +80,7 @@ impl Rejection {
             Rejection::RoomRejecting => "room_rejecting",
             Rejection::PoolFull => "pool_full",
             Rejection::LimitReached { .. } => "limit_reached",
+            Rejection::Banned { .. } => "banned",
         }
     }
 
@@ -99,6 +106,8 @@ pub enum EndReason {
     Revoked,
     /// The room was deleted or the visitor removed by an operator action on the room.
     Removed,
+    /// An operator banned the visitor from the room.
+    Banned,
 }
 
 impl EndReason {
@@ -110,6 +119,7 @@ impl EndReason {
             EndReason::Expired => "expired",
             EndReason::Revoked => "revoked",
             EndReason::Removed => "removed",
+            EndReason::Banned => "banned",
         }
     }
 }

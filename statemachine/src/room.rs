@@ -17,7 +17,7 @@ use crate::outcome::{EndReason, Outcome, Rejection, RoomView, Totals, VisitorSta
 use crate::queue::{Slot, WaitQueue};
 use crate::sessions::Sessions;
 use crate::types::{Health, Mode, RoomConfig, VisitorId};
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 /// Bucket units per token: ms per minute × permille, so refill is exact integer arithmetic.
 pub(crate) const UNITS_PER_TOKEN: u64 = 60_000 * 1_000;
@@ -64,6 +64,9 @@ pub(crate) struct Room {
     pub windows: [u64; WINDOWS],
     pub window_latest: u64,
     pub totals: Totals,
+    /// Banned visitors and when each ban ends (log time; `u64::MAX`: never). At most
+    /// [`BANS_PER_ROOM_MAX`]; a ban past its end is dropped when room is needed.
+    pub bans: BTreeMap<VisitorId, u64>,
 }
 
 /// Sorts due expiries (true time, seq, …) and splits them at `keep`: those to end now, and those
@@ -91,6 +94,7 @@ pub(crate) struct RoomParts {
     pub windows: [u64; WINDOWS],
     pub window_latest: u64,
     pub totals: Totals,
+    pub bans: Vec<(VisitorId, u64)>,
 }
 
 impl Room {
@@ -115,6 +119,7 @@ impl Room {
             windows: [0; WINDOWS],
             window_latest: now / WINDOW_MS,
             totals: Totals::default(),
+            bans: BTreeMap::new(),
         }
     }
 
@@ -166,6 +171,10 @@ impl Room {
             room.ended_index.insert(id, e);
             room.ended.push_back((id, e));
         }
+        if p.bans.len() > BANS_PER_ROOM_MAX {
+            return Err(format!("room {}: too many bans", room.name));
+        }
+        room.bans = p.bans.into_iter().collect();
         Ok(room)
     }
 
@@ -450,7 +459,7 @@ impl Room {
             EndReason::Left => self.totals.left += 1,
             EndReason::Abandoned => self.totals.abandoned += 1,
             EndReason::Expired => self.totals.expired += 1,
-            EndReason::Revoked | EndReason::Removed => self.totals.revoked += 1,
+            EndReason::Revoked | EndReason::Removed | EndReason::Banned => self.totals.revoked += 1,
         }
         let e = Ended {
             seq,
@@ -474,6 +483,12 @@ impl Room {
     // ---- commands -----------------------------------------------------------------------------
 
     pub fn join(&mut self, id: VisitorId, now: u64, draw: &mut LazyDraw) -> Outcome {
+        if let Some(&until) = self.bans.get(&id).filter(|&&until| until > now) {
+            self.pump(now, draw);
+            return Outcome::Rejected(Rejection::Banned {
+                until_ms: (until != u64::MAX).then_some(until),
+            });
+        }
         if self.sessions.touch(&id, now) {
             // An admitted visitor who joins again renews the session.
         } else if let Some(&qidx) = self.waiting.get(&id) {
@@ -571,6 +586,43 @@ impl Room {
         }
         self.pump(now, draw);
         Outcome::Visitor(self.view(id, now).expect("ended visitor has a view"))
+    }
+
+    /// Bans a visitor until `until_ms` (`None`: while the room exists), ending its place or
+    /// session. Returns how many it ended (0 or 1).
+    pub fn ban(
+        &mut self,
+        id: VisitorId,
+        until_ms: Option<u64>,
+        now: u64,
+        draw: &mut LazyDraw,
+    ) -> Outcome {
+        let until = until_ms.unwrap_or(u64::MAX);
+        if !self.bans.contains_key(&id) && self.bans.len() >= BANS_PER_ROOM_MAX {
+            self.bans.retain(|_, &mut u| u > now);
+            if self.bans.len() >= BANS_PER_ROOM_MAX {
+                self.pump(now, draw);
+                return Outcome::Rejected(Rejection::LimitReached {
+                    what: "bans in this room".into(),
+                    max: BANS_PER_ROOM_MAX as u64,
+                });
+            }
+        }
+        self.bans.insert(id, until);
+        let holds = self.sessions.get(&id).is_some() || self.waiting.contains_key(&id);
+        if holds {
+            self.end(id, EndReason::Banned, now, draw);
+        } else {
+            self.pump(now, draw);
+        }
+        Outcome::Count(u64::from(holds))
+    }
+
+    /// Lifts a ban; 1 if there was one in force, else 0.
+    pub fn unban(&mut self, id: VisitorId, now: u64, draw: &mut LazyDraw) -> Outcome {
+        let lifted = self.bans.remove(&id).is_some_and(|until| until > now);
+        self.pump(now, draw);
+        Outcome::Count(u64::from(lifted))
     }
 
     pub fn revoke_all(&mut self, now: u64, draw: &mut LazyDraw) -> Outcome {

@@ -6,7 +6,8 @@
 //! and sessions, which can number millions, as packed records: the 16 bytes of the visitor, then
 //! its numbers as LEB128 varints (postcard's integer encoding), with no per-field dispatch. A
 //! node encodes its snapshot while its applies wait, so the encoding's speed is a pause. Version 1
-//! (all postcard) is still read. Canonical means every collection is written in an order
+//! (all postcard) is still read. Version 3 is version 2 followed by the
+//! [`ExtrasOut`] (bans, ended operator sessions), postcard. Canonical means every collection is written in an order
 //! that depends on the state alone (rooms and pools by name, waiters in line order, sessions by
 //! sequence number, ended visitors oldest first), never on hash-map layout or on the history of
 //! how the state was reached. Derived indexes (expiry heaps, hash maps, holes in the line) are
@@ -27,7 +28,9 @@ use serde::{Deserialize, Serialize};
 /// Magic bytes that open every snapshot.
 pub const SNAPSHOT_MAGIC: &[u8; 4] = b"SLSM";
 /// The current snapshot encoding version.
-pub const SNAPSHOT_VERSION: u8 = 2;
+pub const SNAPSHOT_VERSION: u8 = 3;
+/// The version before bans and ended operator sessions; still read.
+const SNAPSHOT_V2: u8 = 2;
 /// The first version, all postcard; still read.
 const SNAPSHOT_V1: u8 = 1;
 
@@ -214,6 +217,21 @@ fn room_head(r: &Room) -> RoomHeadOut<'_> {
     }
 }
 
+/// What version 3 adds after the rooms: state that later versions grew, in order.
+#[derive(Serialize)]
+struct ExtrasOut<'a> {
+    /// Ended operator sessions, by id.
+    operator_sessions_ended: Vec<(&'a [u8; 16], u64)>,
+    /// The bans of each room that has any, rooms by name, visitors in order.
+    bans: Vec<(&'a str, Vec<(VisitorId, u64)>)>,
+}
+
+#[derive(Deserialize, Default)]
+struct ExtrasIn {
+    operator_sessions_ended: Vec<([u8; 16], u64)>,
+    bans: Vec<(String, Vec<(VisitorId, u64)>)>,
+}
+
 /// A room as decoded, whichever the version; version 1 wrote it so, all postcard.
 #[derive(Deserialize)]
 struct RoomIn {
@@ -230,6 +248,8 @@ struct StateIn {
     last_applied: Option<(u64, u64)>,
     rooms: Vec<RoomIn>,
     pools: Vec<(String, Pool)>,
+    #[serde(skip)]
+    extras: ExtrasIn,
 }
 
 fn bad(msg: impl Into<String>) -> DecodeError {
@@ -274,7 +294,25 @@ impl StateMachine {
             put_waiters(&mut out, &r.queue);
             put_sessions(&mut out, &r.sessions);
         }
-        out
+        let extras = ExtrasOut {
+            operator_sessions_ended: self
+                .operator_sessions_ended
+                .iter()
+                .map(|(k, v)| (k, *v))
+                .collect(),
+            bans: self
+                .rooms
+                .values()
+                .filter(|r| !r.bans.is_empty())
+                .map(|r| {
+                    (
+                        r.name.as_str(),
+                        r.bans.iter().map(|(k, v)| (*k, *v)).collect(),
+                    )
+                })
+                .collect(),
+        };
+        postcard::to_extend(&extras, out).expect("encoding into a Vec cannot fail")
     }
 
     /// Rebuilds a state from [`snapshot`](Self::snapshot) bytes, checking its consistency.
@@ -286,7 +324,8 @@ impl StateMachine {
             return Err(bad("not a snapshot (bad magic)"));
         }
         let s = match bytes[4] {
-            SNAPSHOT_VERSION => decode_v2(&bytes[5..])?,
+            SNAPSHOT_VERSION => decode_v2(&bytes[5..], true)?,
+            SNAPSHOT_V2 => decode_v2(&bytes[5..], false)?,
             SNAPSHOT_V1 => {
                 let (s, tail): (StateIn, &[u8]) =
                     postcard::take_from_bytes(&bytes[5..]).map_err(|e| bad(e.to_string()))?;
@@ -357,11 +396,26 @@ impl StateMachine {
                 windows: f.windows,
                 window_latest: f.window_latest,
                 totals: f.totals,
+                bans: Vec::new(),
             };
             let room = Room::from_parts(parts).map_err(bad)?;
             if sm.rooms.insert(name.clone(), room).is_some() {
                 return Err(bad(format!("room {name} appears twice")));
             }
+        }
+        if s.extras.operator_sessions_ended.len() > OPERATOR_SESSIONS_ENDED_MAX {
+            return Err(DecodeError::TooLarge("ended operator sessions".into()));
+        }
+        sm.operator_sessions_ended = s.extras.operator_sessions_ended.into_iter().collect();
+        for (name, bans) in s.extras.bans {
+            let room = sm
+                .rooms
+                .get_mut(&name)
+                .ok_or_else(|| bad(format!("bans of room {name}, which is not in the snapshot")))?;
+            if bans.len() > BANS_PER_ROOM_MAX || !room.bans.is_empty() {
+                return Err(bad(format!("room {name}: too many bans, or listed twice")));
+            }
+            room.bans = bans.into_iter().collect();
         }
         for (name, p) in s.pools {
             validate_name("pool", &name).map_err(|e| bad(e.to_string()))?;
@@ -389,8 +443,8 @@ impl StateMachine {
     }
 }
 
-/// The state after the version byte of a version 2 snapshot.
-fn decode_v2(bytes: &[u8]) -> Result<StateIn, DecodeError> {
+/// The state after the version byte of a version 2 snapshot, or of a version 3 one (`extras`).
+fn decode_v2(bytes: &[u8], extras: bool) -> Result<StateIn, DecodeError> {
     let (head, mut rest): (HeadIn, &[u8]) =
         postcard::take_from_bytes(bytes).map_err(|e| bad(e.to_string()))?;
     if head.rooms > ROOMS_MAX as u64 {
@@ -411,6 +465,14 @@ fn decode_v2(bytes: &[u8]) -> Result<StateIn, DecodeError> {
             ended: r.ended,
         });
     }
+    let extras = if extras {
+        let (x, tail): (ExtrasIn, &[u8]) =
+            postcard::take_from_bytes(rest).map_err(|e| bad(e.to_string()))?;
+        rest = tail;
+        x
+    } else {
+        ExtrasIn::default()
+    };
     if !rest.is_empty() {
         return Err(bad(format!("{} trailing bytes", rest.len())));
     }
@@ -419,6 +481,7 @@ fn decode_v2(bytes: &[u8]) -> Result<StateIn, DecodeError> {
         last_applied: head.last_applied,
         rooms,
         pools: head.pools,
+        extras,
     })
 }
 

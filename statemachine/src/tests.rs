@@ -1465,3 +1465,143 @@ fn passthrough_admits_up_to_the_sessions_bound_and_its_snapshot_restores() {
     assert!(a.is_admitted("r", n - 1));
     assert_eq!(a.position("r", n), Some(1));
 }
+
+fn ban(h: &mut H, v: u128, until_ms: Option<u64>) -> Outcome {
+    h.run(Command::Ban {
+        room: "r".into(),
+        visitor: vid(v),
+        until_ms,
+    })
+}
+
+/// Revoking ends a place; banning ends it and refuses the visitor a new one, until the ban
+/// ends or is lifted. Nobody else is affected.
+#[test]
+fn a_banned_visitor_loses_its_place_and_cannot_take_another() {
+    let mut h = H::new();
+    h.create("r", cfg(1, 60));
+    h.join("r", 1);
+    h.join("r", 2);
+    h.join("r", 3);
+    assert!(h.is_admitted("r", 1));
+    // Banning the admitted visitor frees its slot for the next in line (a second later, when
+    // the bucket has a token again).
+    h.at(1_000);
+    assert_eq!(ban(&mut h, 1, None), Outcome::Count(1));
+    assert!(matches!(
+        h.state("r", 1),
+        VisitorState::Ended {
+            reason: EndReason::Banned,
+            ..
+        }
+    ));
+    assert!(h.is_admitted("r", 2));
+    assert_eq!(
+        rejected(&h.join("r", 1)),
+        &Rejection::Banned { until_ms: None }
+    );
+    // A waiter banned for a minute: gone from the line, back after the minute.
+    assert_eq!(ban(&mut h, 3, Some(T0 + 60_000)), Outcome::Count(1));
+    assert_eq!(h.room("r").waiting, 0);
+    assert_eq!(
+        rejected(&h.at(59_999).join("r", 3)),
+        &Rejection::Banned {
+            until_ms: Some(T0 + 60_000)
+        }
+    );
+    assert!(matches!(h.at(60_000).join("r", 3), Outcome::Visitor(_)));
+    assert_eq!(h.position("r", 3), Some(1));
+    // A visitor not (yet) in the room can be banned ahead; lifting a ban lets it in.
+    assert_eq!(ban(&mut h, 9, None), Outcome::Count(0));
+    assert_eq!(h.sm.banned_until("r", vid(9)), Some(u64::MAX));
+    assert_eq!(
+        h.run(Command::Unban {
+            room: "r".into(),
+            visitor: vid(9),
+        }),
+        Outcome::Count(1)
+    );
+    assert!(matches!(h.join("r", 9), Outcome::Visitor(_)));
+    // Bans are state: they survive a snapshot.
+    let back = StateMachine::restore(&h.sm.snapshot()).unwrap();
+    assert_eq!(back.digest(), h.sm.digest());
+    assert_eq!(back.banned_until("r", vid(1)), Some(u64::MAX));
+}
+
+#[test]
+fn bans_are_bounded_and_expired_ones_make_room() {
+    let mut h = H::new();
+    h.create("r", cfg(1, 60));
+    for v in 0..BANS_PER_ROOM_MAX as u128 {
+        let until = if v == 0 { Some(T0 + 1_000) } else { None };
+        assert_eq!(ban(&mut h, v, until), Outcome::Count(0));
+    }
+    let full = ban(&mut h, u128::MAX, None);
+    assert_eq!(rejected(&full).code(), "limit_reached");
+    // Once the first ban has ended, it makes room for another.
+    h.at(1_000);
+    assert_eq!(ban(&mut h, u128::MAX, None), Outcome::Count(0));
+    assert_eq!(h.sm.banned_until("r", vid(0)), None);
+    // Renewing a ban already held never needs room.
+    assert_eq!(ban(&mut h, 5, Some(T0 + 10_000)), Outcome::Count(0));
+}
+
+/// Signing out ends a dashboard session on every replica until it would have ended anyway;
+/// the record is then dropped when room is needed.
+#[test]
+fn ended_operator_sessions_are_remembered_until_they_would_have_ended() {
+    let mut h = H::new();
+    let end = |h: &mut H, id: u8, until_ms: u64| {
+        h.run(Command::EndOperatorSession {
+            session: [id; 16],
+            until_ms,
+        })
+    };
+    assert_eq!(end(&mut h, 1, T0 + 1_000), Outcome::Count(1));
+    assert!(h.sm.operator_session_ended(&[1; 16]));
+    assert!(!h.sm.operator_session_ended(&[2; 16]));
+    // One already over is not recorded.
+    assert_eq!(end(&mut h, 2, T0), Outcome::Count(0));
+    let back = StateMachine::restore(&h.sm.snapshot()).unwrap();
+    assert!(back.operator_session_ended(&[1; 16]));
+    h.at(1_000).tick();
+    assert!(
+        !h.sm.operator_session_ended(&[1; 16]),
+        "it would have ended"
+    );
+    // Bounded: past the limit, only records of sessions that are over make room.
+    let mut h = H::new();
+    for i in 0..OPERATOR_SESSIONS_ENDED_MAX as u32 {
+        let mut id = [0u8; 16];
+        id[..4].copy_from_slice(&i.to_be_bytes());
+        let until = if i == 0 { T0 + 10 } else { T0 + 3_600_000 };
+        assert_eq!(
+            h.run(Command::EndOperatorSession {
+                session: id,
+                until_ms: until
+            }),
+            Outcome::Count(1)
+        );
+    }
+    assert_eq!(
+        rejected(&end(&mut h, 0xee, T0 + 3_600_000)).code(),
+        "limit_reached"
+    );
+    h.at(10);
+    assert_eq!(end(&mut h, 0xee, T0 + 3_600_000), Outcome::Count(1));
+}
+
+/// A version 2 snapshot (before bans and ended operator sessions) restores to the same state,
+/// which the current version writes with empty extras.
+#[test]
+fn version_2_snapshots_still_restore() {
+    let h = every_part();
+    let v3 = h.sm.snapshot();
+    assert_eq!(v3[4], crate::snapshot::SNAPSHOT_VERSION);
+    // With no bans and no ended sessions, the extras are two empty lists: two zero bytes.
+    assert_eq!(&v3[v3.len() - 2..], &[0, 0]);
+    let mut v2 = v3[..v3.len() - 2].to_vec();
+    v2[4] = 2;
+    let back = StateMachine::restore(&v2).unwrap();
+    assert_eq!(back.snapshot(), v3);
+}

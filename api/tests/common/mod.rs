@@ -10,7 +10,11 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-pub const TOKEN: &str = "test-operator-token-0123456789";
+pub const TOKEN: &str = "test-operator-token-0123456789abcdef";
+/// The test clusters' secret (base64): every node-to-node call carries its credential.
+pub const CLUSTER_SECRET: &str = "dGhlLXRlc3QtY2x1c3RlcnMtc2VjcmV0LW9mLTMyLWJ5dGVz";
+/// The test clusters' ticket key (base64), to mint tickets as another node would.
+pub const TICKET_KEY: &str = "dGVzdC10aWNrZXQta2V5LTMyLWJ5dGVzLWxvbmctZW5vdWdo";
 
 /// A loopback port that is free now and was never handed out before by this process. Ports come
 /// from below the kernel's ephemeral range (32768 and up), so an outgoing connection cannot take
@@ -70,11 +74,31 @@ pub struct Cluster {
     pub http: reqwest::Client,
 }
 
+/// The `[tokens]` section of the test clusters.
+pub fn tokens() -> String {
+    format!(
+        "ticket_keys = [{{ id = \"k1\", secret = \"{TICKET_KEY}\" }}]\n\
+         jwt_seed = \"dGVzdC1qd3Qtc2VlZC0zMi1ieXRlcy1leGFjdGx5ISE=\"\n\
+         cluster_secret = \"{CLUSTER_SECRET}\"\n"
+    )
+}
+
 pub fn config(
     id: u64,
     dir: &std::path::Path,
     ports: &BTreeMap<u64, (u16, u16, u16)>,
     extra: &str,
+) -> String {
+    config_with_tokens(id, dir, ports, extra, &tokens())
+}
+
+/// [`config`] with `tokens` as the body of its `[tokens]` section.
+pub fn config_with_tokens(
+    id: u64,
+    dir: &std::path::Path,
+    ports: &BTreeMap<u64, (u16, u16, u16)>,
+    extra: &str,
+    tokens: &str,
 ) -> String {
     let (h, g, r) = ports[&id];
     let mut peers = String::new();
@@ -95,8 +119,7 @@ admin_token = "{TOKEN}"
 
 {peers}
 [tokens]
-ticket_keys = [{{ id = "k1", secret = "dGVzdC10aWNrZXQta2V5LTMyLWJ5dGVzLWxvbmctZW5vdWdo" }}]
-jwt_seed = "dGVzdC1qd3Qtc2VlZC0zMi1ieXRlcy1leGFjdGx5ISE="
+{tokens}
 
 [raft]
 heartbeat_ms = 50
@@ -116,6 +139,11 @@ impl Cluster {
     }
 
     pub async fn start_with(n: u64, extra: &str) -> Self {
+        Self::start_with_tokens(n, extra, &tokens()).await
+    }
+
+    /// Starts `n` nodes with `extra` configuration and `tokens` as their `[tokens]` section.
+    pub async fn start_with_tokens(n: u64, extra: &str, tokens: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let ports: BTreeMap<u64, (u16, u16, u16)> = (1..=n)
             .map(|id| (id, (free_port(), free_port(), free_port())))
@@ -130,7 +158,11 @@ impl Cluster {
         };
         for id in 1..=n {
             let path = c.dir.path().join(format!("n{id}.toml"));
-            std::fs::write(&path, config(id, c.dir.path(), &ports, extra)).unwrap();
+            std::fs::write(
+                &path,
+                config_with_tokens(id, c.dir.path(), &ports, extra, tokens),
+            )
+            .unwrap();
             c.add_node(id, ports[&id], "127.0.0.1", path);
         }
         c.wait_ready().await;

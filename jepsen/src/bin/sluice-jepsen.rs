@@ -9,6 +9,7 @@
 
 use anyhow::{bail, Result};
 use clap::{Parser, Subcommand};
+use sluice_jepsen::db::NodeAuth;
 use sluice_jepsen::nemesis::Fault;
 use sluice_jepsen::runner::{run, Spec, Summary};
 use sluice_jepsen::workload::Workload;
@@ -45,6 +46,10 @@ enum Cmd {
         workers: usize,
         #[arg(long, default_value = "jepsen-results/run")]
         out: PathBuf,
+        /// How the nodes authenticate each other: `secret` (a cluster secret) or `tls`
+        /// (mutual TLS with a CA made for the run).
+        #[arg(long, default_value = "secret")]
+        auth: String,
     },
     /// The short set CI runs: a few fault kinds, each for about a minute or less.
     Smoke {
@@ -79,7 +84,8 @@ enum Cmd {
         #[arg(long)]
         rate: Option<u64>,
     },
-    /// Every fault × workload, for each node count.
+    /// Every fault × workload, for each node count; the runs alternate between the two
+    /// node-to-node authentications (a cluster secret, mutual TLS).
     Matrix {
         #[arg(long, default_value = "jepsen-results/matrix")]
         out: PathBuf,
@@ -123,15 +129,26 @@ fn spec(
         fault_hold: Duration::from_secs(6),
         quiet: Duration::from_secs(3),
         out,
+        auth: NodeAuth::Secret,
+    }
+}
+
+/// The `i`-th run's node-to-node authentication: the runs of a set take turns.
+fn alternate(i: usize) -> NodeAuth {
+    if i.is_multiple_of(2) {
+        NodeAuth::Secret
+    } else {
+        NodeAuth::MutualTls
     }
 }
 
 fn report(s: &Summary) -> String {
     let mut line = format!(
-        "{:<40} {:<13} nodes={} seed={} ok={} fail={} info={} faults={} snapshots_installed={} {}",
+        "{:<40} {:<13} nodes={} auth={} seed={} ok={} fail={} info={} faults={} snapshots_installed={} {}",
         s.name,
         s.workload,
         s.nodes,
+        s.auth,
         s.seed,
         s.ok,
         s.fail,
@@ -146,11 +163,12 @@ fn report(s: &Summary) -> String {
             line.push_str(&format!("\n      {op}"));
         }
         line.push_str(&format!(
-            "\n    replay: sluice-jepsen run --workload {} --faults {} --nodes {} --seed {}",
+            "\n    replay: sluice-jepsen run --workload {} --faults {} --nodes {} --seed {} --auth {}",
             s.workload,
             s.faults.join(","),
             s.nodes,
-            s.seed
+            s.seed,
+            s.auth
         ));
     }
     line
@@ -171,11 +189,12 @@ async fn run_all(specs: Vec<Spec>, out: &PathBuf) -> Result<()> {
         .iter()
         .map(|s| {
             format!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
                 s.name,
                 s.workload,
                 s.faults.join(", "),
                 s.nodes,
+                s.auth,
                 s.ok + s.fail + s.info,
                 s.nemesis.len(),
                 s.snapshots_installed,
@@ -183,7 +202,7 @@ async fn run_all(specs: Vec<Spec>, out: &PathBuf) -> Result<()> {
             )
         })
         .collect();
-    std::fs::write(out.join("summary.md"), format!("| test | workload | faults | nodes | ops | faults applied | snapshots installed | verdict |\n|---|---|---|---|---|---|---|---|\n{table}"))?;
+    std::fs::write(out.join("summary.md"), format!("| test | workload | faults | nodes | auth | ops | faults applied | snapshots installed | verdict |\n|---|---|---|---|---|---|---|---|---|\n{table}"))?;
     std::fs::write(
         out.join("summary.json"),
         serde_json::to_string_pretty(&summaries)?,
@@ -220,6 +239,7 @@ async fn main() -> Result<()> {
             seed,
             workers,
             out,
+            auth,
         } => {
             let w = Workload::parse(&workload)
                 .ok_or_else(|| anyhow::anyhow!("unknown workload {workload:?}"))?;
@@ -233,6 +253,8 @@ async fn main() -> Result<()> {
                 out.clone(),
             );
             s.workers = workers;
+            s.auth = NodeAuth::parse(&auth)
+                .ok_or_else(|| anyhow::anyhow!("--auth takes secret or tls, not {auth:?}"))?;
             run_all(
                 vec![s],
                 &out.parent()
@@ -262,9 +284,12 @@ async fn main() -> Result<()> {
             ];
             let specs = set
                 .into_iter()
-                .map(|(w, f)| {
+                .enumerate()
+                .map(|(i, (w, f))| {
                     let name = format!("smoke-{}", w.name());
-                    spec(name.clone(), w, f, 3, time, seed, out.join(name))
+                    let mut s = spec(name.clone(), w, f, 3, time, seed, out.join(name));
+                    s.auth = alternate(i);
+                    s
                 })
                 .collect();
             run_all(specs, &out).await
@@ -345,15 +370,9 @@ async fn main() -> Result<()> {
                 ] {
                     for f in Fault::ALL {
                         let name = format!("{}-{}-n{n}", w.name(), f.name());
-                        specs.push(spec(
-                            name.clone(),
-                            w,
-                            vec![f],
-                            n,
-                            time,
-                            seed,
-                            out.join(name),
-                        ));
+                        let mut s = spec(name.clone(), w, vec![f], n, time, seed, out.join(name));
+                        s.auth = alternate(specs.len());
+                        specs.push(s);
                     }
                 }
             }

@@ -85,6 +85,7 @@ impl TestCluster {
             self.dir.path().join(format!("n{id}")),
             "127.0.0.1:0".parse().unwrap(),
         );
+        cfg.cluster_secret = Some(test_secret());
         (self.tune)(&mut cfg);
         cfg
     }
@@ -214,4 +215,25 @@ impl TestCluster {
             self.stop_node(id).await;
         }
     }
+}
+
+/// The secret of the test clusters: every node-to-node call carries its credential.
+pub fn test_secret() -> sluice_raft::auth::ClusterSecret {
+    sluice_raft::auth::ClusterSecret::new(b"the-test-clusters-secret-of-32-bytes").unwrap()
+}
+
+/// A node-to-node client for `addr` carrying `secret`'s credential (none if `None`).
+pub async fn raft_client(
+    addr: &str,
+    secret: Option<sluice_raft::auth::ClusterSecret>,
+) -> sluice_raft::network::RaftClient {
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    sluice_raft::pb::raft_service_client::RaftServiceClient::with_interceptor(
+        channel,
+        sluice_raft::auth::Credential::new(secret),
+    )
 }

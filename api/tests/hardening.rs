@@ -1,0 +1,775 @@
+//! Sluice tried as an attacker would, against real `sluice serve` processes: spoofed addresses,
+//! guessed tokens, tickets in links, bodies of the wrong shape, malformed messages, streams and
+//! connections held open, published secrets. Each test names the attack and fails if it works.
+
+mod common;
+
+use base64::Engine;
+use common::*;
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// A paused room: visitors join and wait.
+fn held() -> Value {
+    json!({"capacity": 1, "paused": true, "admit_per_minute": 600000, "session_ttl_secs": 600, "waiter_ttl_secs": 600})
+}
+
+fn b64url(s: &str) -> Value {
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(s)
+        .unwrap();
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+/// A client that reaches a node directly cannot choose the address it is counted under: without
+/// trusted proxies, `X-Forwarded-For` is ignored and one client is one client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spoofed_forwarded_for_does_not_escape_the_rate_limit() {
+    let c = Cluster::start_with(
+        1,
+        "[limits]\nvisitor_requests_per_second = 2\nvisitor_burst = 5",
+    )
+    .await;
+    c.create_room("rl", room_config(5)).await;
+    let mut statuses = Vec::new();
+    for i in 0..20 {
+        let r = c
+            .http
+            .get(c.node(1).url("/v1/rooms/rl/status"))
+            .header("x-forwarded-for", format!("203.0.113.{i}"))
+            .send()
+            .await
+            .unwrap();
+        statuses.push(r.status());
+    }
+    assert!(
+        statuses.contains(&StatusCode::TOO_MANY_REQUESTS),
+        "{statuses:?}"
+    );
+}
+
+/// Guessing the operator token is slowed on every operator surface: after a few wrong guesses
+/// the client gets 429 without its token being looked at, the right one included; guesses are
+/// counted in the metrics.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guessing_the_operator_token_backs_off() {
+    let c = Cluster::start(1).await;
+    let url = c.node(1).url("/v1/rooms");
+    let get = |token: &'static str| {
+        let (http, url) = (c.http.clone(), url.clone());
+        async move {
+            http.get(&url)
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }
+    };
+    let mut seen = Vec::new();
+    for _ in 0..8 {
+        seen.push(get("a-wrong-guess-of-the-operator-token").await);
+    }
+    assert_eq!(&seen[..5], &[StatusCode::UNAUTHORIZED; 5], "{seen:?}");
+    assert_eq!(seen[7], StatusCode::TOO_MANY_REQUESTS, "{seen:?}");
+    let r = c.http.get(&url).bearer_auth(TOKEN).send().await.unwrap();
+    assert_eq!(
+        r.status(),
+        StatusCode::TOO_MANY_REQUESTS,
+        "not even looked at"
+    );
+    assert!(r.headers().get("retry-after").is_some());
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["code"], "auth_throttled");
+    // The dashboard's sign-in and gRPC count towards the same backoff.
+    let r = c
+        .http
+        .post(c.node(1).url("/admin/login"))
+        .form(&[("token", TOKEN)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    let mut admin =
+        sluice_api::pb::admin_client::AdminClient::connect(format!("http://{}", c.node(1).grpc))
+            .await
+            .unwrap();
+    let mut req = tonic::Request::new(sluice_api::pb::ListRoomsRequest::default());
+    req.metadata_mut()
+        .insert("authorization", format!("Bearer {TOKEN}").parse().unwrap());
+    let e = admin.list_rooms(req).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::ResourceExhausted);
+    // Once the backoff is over, the right token works again.
+    wait_for("the backoff ends", Duration::from_secs(20), || async {
+        c.http
+            .get(&url)
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .is_ok_and(|r| r.status() == StatusCode::OK)
+    })
+    .await;
+    let m = c.metrics(1).await;
+    let failures: u64 = m
+        .lines()
+        .find_map(|l| l.strip_prefix("sluice_operator_auth_failures_total "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(failures >= 6, "{failures}");
+    assert!(m.contains("sluice_operator_auth_throttled_total "), "{m}");
+}
+
+/// Serde fills a struct from a JSON array field by field: `[]` would reset a room's whole
+/// configuration and `[1, 2]` set its capacity to 1. Bodies are objects only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_json_array_is_not_a_body() {
+    let c = Cluster::start(1).await;
+    c.create_room("r", json!({"capacity": 7, "paused": true}))
+        .await;
+    for body in ["[]", "[1,2]", " [1]", "\"x\"", "3"] {
+        let r = c
+            .http
+            .put(c.node(1).url("/v1/rooms/r"))
+            .bearer_auth(TOKEN)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::BAD_REQUEST, "{body}");
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(v["error"]["code"], "invalid_body", "{body}");
+    }
+    let r = c
+        .http
+        .post(c.node(1).url("/v1/rooms/r/join"))
+        .body("[\"t1.x.y.z\"]")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let (_, room) = c.admin(1, Method::GET, "/v1/rooms/r", None).await;
+    assert_eq!(room["config"]["capacity"], 7);
+    assert_eq!(room["config"]["paused"], true);
+}
+
+/// A link with `?ticket=` must not put someone else's ticket into a browser; and each room has
+/// its own cookie, so a visit to another room's page costs no place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tickets_in_links_never_become_cookies_and_each_room_keeps_its_own() {
+    let c = Cluster::start(1).await;
+    c.create_room("a", held()).await;
+    c.create_room("b", held()).await;
+    let victim = c.join(1, "a", None).await;
+    let ticket = victim["ticket"].as_str().unwrap();
+    let r = c
+        .http
+        .get(
+            c.node(1)
+                .url(&format!("/v1/rooms/a/status?ticket={ticket}")),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(r.headers().get("set-cookie").is_none(), "{:?}", r.headers());
+    // One browser (one cookie jar, kept here by hand) in two rooms: both places are kept.
+    let mut jar: std::collections::BTreeMap<String, String> = Default::default();
+    let mut joins = Vec::new();
+    for room in ["a", "b", "a", "b"] {
+        let cookies: Vec<String> = jar.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let r = c
+            .http
+            .post(c.node(1).url(&format!("/v1/rooms/{room}/join")))
+            .header("cookie", cookies.join("; "))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        let cookie = r.headers()["set-cookie"].to_str().unwrap().to_string();
+        assert!(
+            cookie.starts_with(&format!("sluice_ticket_{room}=")),
+            "{cookie}"
+        );
+        let (k, v) = cookie.split(';').next().unwrap().split_once('=').unwrap();
+        jar.insert(k.to_string(), v.to_string());
+        joins.push(r.json::<Value>().await.unwrap());
+    }
+    assert_eq!(
+        joins[2]["visitor_id"], joins[0]["visitor_id"],
+        "the same place"
+    );
+    assert_eq!(joins[2]["position"], joins[0]["position"]);
+    assert_eq!(joins[3]["visitor_id"], joins[1]["visitor_id"]);
+}
+
+/// Every answer says how a browser may use it: never framed, never sniffed, scripts from this
+/// origin's files only; the waiting page carries no inline script.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_answer_carries_the_security_headers() {
+    let c = Cluster::start(1).await;
+    c.create_room("r", held()).await;
+    for path in [
+        "/wait/r",
+        "/v1/rooms/r/status",
+        "/healthz",
+        "/admin",
+        "/nowhere",
+    ] {
+        let r = c.http.get(c.node(1).url(path)).send().await.unwrap();
+        let h = r.headers();
+        assert_eq!(h["x-content-type-options"], "nosniff", "{path}");
+        assert_eq!(h["x-frame-options"], "DENY", "{path}");
+        let csp = h["content-security-policy"].to_str().unwrap();
+        assert!(
+            csp.contains("script-src 'self'") && csp.contains("frame-ancestors 'none'"),
+            "{path}: {csp}"
+        );
+        if path == "/wait/r" {
+            let body = r.text().await.unwrap();
+            assert_eq!(body.matches("<script").count(), 1, "{body}");
+            assert!(body.contains("<script src=\"/assets/wait.js\""), "{body}");
+        }
+    }
+    let js = c
+        .http
+        .get(c.node(1).url("/assets/wait.js"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(js.status(), StatusCode::OK);
+    assert!(js.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/javascript"));
+}
+
+/// Bidirectional controls in branding text can make the page show something other than what
+/// was written (U+202E reverses what follows): refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bidi_controls_in_branding_are_refused() {
+    let c = Cluster::start(1).await;
+    for (field, text) in [
+        ("title", "Sale \u{202E}321 ecirp"),
+        ("message", "ok \u{2066}hidden\u{2069}"),
+        ("logo_url", "https://example.com/\u{200F}x.png"),
+    ] {
+        let (s, v) = c
+            .admin(
+                1,
+                Method::PUT,
+                "/v1/rooms/b",
+                Some(json!({"capacity": 1, "branding": {field: text}})),
+            )
+            .await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{field}: {v}");
+        assert_eq!(v["error"]["field"], format!("branding.{field}"));
+    }
+    let (s, _) = c
+        .admin(
+            1,
+            Method::PUT,
+            "/v1/rooms/b",
+            Some(json!({"capacity": 1, "branding": {"title": "שלום Sale"}})),
+        )
+        .await;
+    assert!(s.is_success(), "right-to-left text itself is fine");
+}
+
+/// Bytes that are not the message a gRPC method takes are the client's error: INVALID_ARGUMENT
+/// with a code, not INTERNAL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_grpc_messages_are_invalid_arguments() {
+    let c = Cluster::start(1).await;
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", c.node(1).grpc))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready().await.unwrap();
+    let e = grpc
+        .unary(
+            tonic::Request::new(vec![0xffu8, 0xff, 0xff, 0xff, 0x0f, 0x01]),
+            "/sluice.v1.Visitor/Join".parse().unwrap(),
+            RawCodec,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
+    assert_eq!(
+        e.metadata().get("sluice-error-code").unwrap(),
+        "malformed_message"
+    );
+}
+
+/// Sends and receives raw bytes, whatever the method expects.
+#[derive(Debug, Clone, Default)]
+struct RawCodec;
+
+impl tonic::codec::Codec for RawCodec {
+    type Encode = Vec<u8>;
+    type Decode = Vec<u8>;
+    type Encoder = RawCodec;
+    type Decoder = RawCodec;
+    fn encoder(&mut self) -> Self {
+        RawCodec
+    }
+    fn decoder(&mut self) -> Self {
+        RawCodec
+    }
+}
+
+impl tonic::codec::Encoder for RawCodec {
+    type Item = Vec<u8>;
+    type Error = tonic::Status;
+    fn encode(
+        &mut self,
+        item: Vec<u8>,
+        dst: &mut tonic::codec::EncodeBuf<'_>,
+    ) -> Result<(), tonic::Status> {
+        use bytes::BufMut;
+        dst.put_slice(&item);
+        Ok(())
+    }
+}
+
+impl tonic::codec::Decoder for RawCodec {
+    type Item = Vec<u8>;
+    type Error = tonic::Status;
+    fn decode(
+        &mut self,
+        src: &mut tonic::codec::DecodeBuf<'_>,
+    ) -> Result<Option<Vec<u8>>, tonic::Status> {
+        use bytes::Buf;
+        Ok(Some(src.copy_to_bytes(src.remaining()).to_vec()))
+    }
+}
+
+/// An admission token is short-lived and its own: at most a minute, a fresh `jti` each time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admission_tokens_live_a_minute_and_each_has_its_own_id() {
+    let c = Cluster::start(1).await;
+    c.create_room(
+        "t",
+        json!({"capacity": 5, "admit_per_minute": 600000, "session_ttl_secs": 3600, "waiter_ttl_secs": 600}),
+    )
+    .await;
+    let v = c.join(1, "t", None).await;
+    let ticket = v["ticket"].as_str().unwrap();
+    let claims = |v: &Value| {
+        b64url(
+            v["admission_token"]
+                .as_str()
+                .unwrap()
+                .split('.')
+                .nth(1)
+                .unwrap(),
+        )
+    };
+    let first = claims(&v);
+    let exp = first["exp"].as_u64().unwrap();
+    let iat = first["iat"].as_u64().unwrap();
+    assert!(exp - iat <= 60, "{first}");
+    assert!(
+        v["expires_at"].as_u64().unwrap() >= iat + 3_500,
+        "the session lasts an hour"
+    );
+    let again = claims(&c.status(1, "t", ticket).await);
+    assert_eq!(first["jti"].as_str().unwrap().len(), 32);
+    assert_ne!(first["jti"], again["jti"]);
+}
+
+/// A rotation of the ticket keys: a browser whose ticket was signed with the previous key (still
+/// listed, no longer signing), which only browses the origin, gets a fresh ticket from the gate
+/// for the proxy to set as its cookie; a current ticket gets none. And the JWKS publishes the
+/// next admission-token key ahead of its rotation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gate_renews_a_ticket_signed_with_the_previous_key() {
+    let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+    let previous = b"the-previous-ticket-key-of-32-bytes";
+    let c = Cluster::start_with_tokens(
+        1,
+        "",
+        &format!(
+            "{}jwt_published_keys = [{{ id = \"j-next\", seed = \"{}\" }}]\n",
+            tokens().replace(
+                "ticket_keys = [{ id = \"k1\", secret = \"",
+                &format!(
+                    "ticket_keys = [{{ id = \"k0\", secret = \"{}\" }}, {{ id = \"k1\", secret = \"",
+                    b64(b"the-current-ticket-key-of-32-bytes!")
+                )
+            ),
+            b64(&[7u8; 32])
+        ),
+    )
+    .await;
+    c.create_room("g", room_config(5)).await;
+    let v = c.join(1, "g", None).await;
+    assert_eq!(v["state"], "admitted");
+    let current = v["ticket"].as_str().unwrap().to_string();
+    assert!(current.starts_with("t1.k0."), "{current}");
+    let gate = |ticket: String| {
+        let (http, url) = (c.http.clone(), c.node(1).url("/gate/g/check"));
+        async move {
+            http.get(&url)
+                .header("cookie", format!("sluice_ticket_g={ticket}"))
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    let r = gate(current.clone()).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(r.headers().get("x-sluice-set-cookie").is_none());
+    // The same admission in a ticket signed with the previous key, k1, as it was issued before
+    // the rotation.
+    let keys = sluice_api::tokens::TicketKeys::new(vec![(
+        "k0".into(),
+        b"the-current-ticket-key-of-32-bytes!".to_vec(),
+    )])
+    .unwrap();
+    let claims = keys.verify(&current).unwrap();
+    let before = sluice_api::tokens::TicketKeys::new(vec![(
+        "k1".into(),
+        base64::engine::general_purpose::STANDARD
+            .decode(TICKET_KEY)
+            .unwrap(),
+    )])
+    .unwrap()
+    .issue(&claims);
+    let _ = previous;
+    let r = gate(before).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let fresh = r.headers()["x-sluice-set-cookie"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(fresh.starts_with("sluice_ticket_g=t1.k0."), "{fresh}");
+    assert!(fresh.contains("HttpOnly"));
+    let ticket = fresh
+        .trim_start_matches("sluice_ticket_g=")
+        .split(';')
+        .next()
+        .unwrap();
+    assert_eq!(keys.verify(ticket).unwrap().visitor, claims.visitor);
+    assert_eq!(gate(ticket.to_string()).await.status(), StatusCode::OK);
+    // The JWKS: the signing key first, then the next one.
+    let jwks: Value = c
+        .http
+        .get(c.node(1).url("/.well-known/jwks.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let kids: Vec<&str> = jwks["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["kid"].as_str().unwrap())
+        .collect();
+    assert_eq!(kids, ["j1", "j-next"]);
+}
+
+/// One status stream per visitor (a new one ends the one before), and only so many from one
+/// address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_streams_are_one_per_visitor_and_bounded_per_address() {
+    let c = Cluster::start_with(1, "[limits]\nevent_streams_per_address_max = 2").await;
+    c.create_room("s", held()).await;
+    let open = |ticket: String| {
+        let (http, url) = (c.http.clone(), c.node(1).url("/v1/rooms/s/events"));
+        async move {
+            http.get(&url)
+                .header("authorization", format!("Ticket {ticket}"))
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    let a = c.join(1, "s", None).await["ticket"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let first = open(a.clone()).await;
+    assert_eq!(first.status(), StatusCode::OK);
+    let second = open(a.clone()).await;
+    assert_eq!(second.status(), StatusCode::OK);
+    // The first ends once the second has opened.
+    let mut first = first.bytes_stream();
+    let ended = tokio::time::timeout(Duration::from_secs(10), async {
+        use futures::StreamExt;
+        while let Some(chunk) = first.next().await {
+            if chunk.is_err() {
+                break;
+            }
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the replaced stream ended");
+    // Two visitors' streams from one address: the third is refused.
+    let b = c.join(1, "s", None).await["ticket"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let d = c.join(1, "s", None).await["ticket"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let _b = open(b).await;
+    let third = open(d).await;
+    assert_eq!(third.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let v: Value = third.json().await.unwrap();
+    assert_eq!(v["error"]["code"], "too_many_streams");
+    drop(second);
+}
+
+/// Idle HTTP/2 connections are closed (before, they held their slot forever), and one address
+/// holds only so many connections.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_http2_connections_close_and_one_address_holds_only_its_share() {
+    let c = Cluster::start_with(
+        1,
+        "[limits]\nheader_read_timeout_ms = 500\nconnections_per_address_max = 4",
+    )
+    .await;
+    let addr = c.node(1).http.clone();
+    // An HTTP/2 connection that made one request and then idles is closed.
+    let sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let (mut send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(sock),
+    )
+    .await
+    .unwrap();
+    let conn = tokio::spawn(conn);
+    let req = hyper::Request::get(format!("http://{addr}/healthz"))
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    assert_eq!(send.send_request(req).await.unwrap().status(), 200);
+    tokio::time::timeout(Duration::from_secs(10), conn)
+        .await
+        .expect("the idle connection is closed")
+        .unwrap()
+        .ok();
+    // Four connections from this address are held; a fifth is closed at once.
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        s.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut buf = [0u8; 12];
+        s.read_exact(&mut buf).await.unwrap();
+        assert_eq!(&buf, b"HTTP/1.1 200");
+        held.push(s);
+    }
+    let mut fifth = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let _ = fifth
+        .write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await;
+    let mut buf = [0u8; 12];
+    let got = tokio::time::timeout(Duration::from_secs(5), fifth.read(&mut buf))
+        .await
+        .expect("closed at once");
+    assert!(matches!(got, Ok(0) | Err(_)), "{got:?}");
+    // One closes: a new one is served again.
+    drop(held.pop());
+    wait_for("a slot frees", Duration::from_secs(5), || {
+        let addr = addr.clone();
+        async move {
+            let Ok(mut s) = tokio::net::TcpStream::connect(&addr).await else {
+                return false;
+            };
+            let _ = s
+                .write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
+                .await;
+            let mut buf = [0u8; 12];
+            s.read_exact(&mut buf).await.is_ok() && &buf == b"HTTP/1.1 200"
+        }
+    })
+    .await;
+}
+
+/// Revoking ends a place; banning also refuses the visitor a new one, until lifted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_banned_visitor_cannot_take_a_new_place() {
+    let c = Cluster::start(1).await;
+    c.create_room("bn", held()).await;
+    let v = c.join(1, "bn", None).await;
+    let (ticket, id) = (
+        v["ticket"].as_str().unwrap(),
+        v["visitor_id"].as_str().unwrap(),
+    );
+    let (s, r) = c
+        .admin(
+            1,
+            Method::POST,
+            "/v1/rooms/bn/ban",
+            Some(json!({"visitor_id": id})),
+        )
+        .await;
+    assert_eq!((s, r["count"].as_u64()), (StatusCode::OK, Some(1)), "{r}");
+    let (s, r) = c
+        .visitor(1, Method::POST, "/v1/rooms/bn/join", Some(ticket))
+        .await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{r}");
+    assert_eq!(r["error"]["code"], "banned");
+    // The CLI lifts it.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args([
+            "ctl",
+            "--url",
+            &c.node(1).url(""),
+            "ban",
+            "bn",
+            id,
+            "--lift",
+        ])
+        .env("SLUICE_ADMIN_TOKEN", TOKEN)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = c.join(1, "bn", Some(ticket)).await;
+    assert_eq!(v["state"], "waiting");
+    let (s, r) = c
+        .admin(
+            1,
+            Method::POST,
+            "/v1/rooms/bn/ban",
+            Some(json!({"visitor_id": id, "duration_secs": 400 * 86_400})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{r}");
+}
+
+/// `sluice serve` refuses the secrets its own samples publish, a node-to-node address others can
+/// reach without a cluster secret or TLS, and an operator token under 32 characters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_refuses_published_secrets_and_an_open_raft_port() {
+    let dir = tempfile::tempdir().unwrap();
+    let sample = include_str!("../../deploy/sluice.example.toml");
+    let fresh_tokens =
+        |secret: bool| {
+            let b = |n: u8| base64::engine::general_purpose::STANDARD.encode([n; 32]);
+            format!(
+            "[tokens]\nticket_keys = [{{ id = \"k1\", secret = \"{}\" }}]\njwt_seed = \"{}\"\n{}",
+            b(1),
+            b(2),
+            if secret { format!("cluster_secret = \"{}\"\n", b(3)) } else { String::new() }
+        )
+        };
+    let head = sample.split("\n[[peers]]").next().unwrap();
+    let peers = "\n[[peers]]\nid = 1\nraft = \"127.0.0.1:1\"\n";
+    let cases = [
+        (
+            "the sample as it is",
+            sample.to_string(),
+            "sample value published",
+        ),
+        (
+            "the sample's operator token",
+            format!("{head}{peers}{}", fresh_tokens(true)),
+            "admin_token is a sample value",
+        ),
+        (
+            "no cluster secret on 0.0.0.0",
+            format!(
+                "{}{peers}{}",
+                head.replace(
+                    "SAMPLE-operator-token-replace-with-sluice-keygen",
+                    "x".repeat(40).as_str()
+                ),
+                fresh_tokens(false)
+            ),
+            "cluster_secret",
+        ),
+        (
+            "a short operator token",
+            format!(
+                "{}{peers}{}",
+                head.replace(
+                    "SAMPLE-operator-token-replace-with-sluice-keygen",
+                    "short-token-of-20-ch"
+                )
+                .replace("0.0.0.0:7000", "127.0.0.1:0"),
+                fresh_tokens(true)
+            ),
+            "at least 32 characters",
+        ),
+    ];
+    for (what, text, expect) in cases {
+        let path = dir.path().join("node.toml");
+        std::fs::write(&path, text).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["serve", "--config", path.to_str().unwrap()])
+            .args(["--data-dir", dir.path().join("data").to_str().unwrap()])
+            .args(["--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{what}: started");
+        assert!(err.contains(expect), "{what}: {err}");
+    }
+}
+
+/// Sends `bytes` on a new connection and reads the whole answer.
+async fn raw_answer(addr: &str, bytes: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut sock = tokio::net::TcpStream::connect(addr).await.unwrap();
+    // The server may answer and close before it has read all of an oversized head.
+    let _ = sock.write_all(bytes).await;
+    let mut got = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), sock.read_to_end(&mut got)).await;
+    String::from_utf8_lossy(&got).to_string()
+}
+
+/// hyper answers what it cannot parse itself (400, 431) with an empty body; Sluice's answers are
+/// JSON with a code, and so are these.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_the_server_cannot_parse_get_json_errors() {
+    let c = Cluster::start(1).await;
+    let addr = c.node(1).http.clone();
+    for (bytes, status, code) in [
+        (
+            format!(
+                "GET /healthz HTTP/1.1\r\nhost: x\r\ncookie: c={}\r\n\r\n",
+                "x".repeat(40 * 1024)
+            ),
+            "HTTP/1.1 431",
+            "headers_too_large",
+        ),
+        (
+            "GET /healthz HTTP/1.1\r\nho st: x\r\n\r\n".to_string(),
+            "HTTP/1.1 400",
+            "bad_request",
+        ),
+    ] {
+        let answer = raw_answer(&addr, bytes.as_bytes()).await;
+        assert!(answer.starts_with(status), "{answer}");
+        let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+        assert!(
+            head.to_ascii_lowercase()
+                .contains("content-type: application/json"),
+            "{head}"
+        );
+        let v: Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body:?}"));
+        assert_eq!(v["error"]["code"], code, "{answer}");
+    }
+    // Ordinary answers are untouched, keep-alive and all.
+    let answer = raw_answer(
+        &addr,
+        b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\nGET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+    )
+    .await;
+    assert_eq!(answer.matches("HTTP/1.1 200").count(), 2, "{answer}");
+}

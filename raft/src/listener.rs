@@ -1,0 +1,411 @@
+//! Bounded listeners: at most so many connections open at once, at most so many from one
+//! address, and a client that does not send its first bytes in time is cut off. Used by the
+//! node-to-node listener here and by the public HTTP and gRPC listeners of the API.
+//!
+//! Past the total bound the listener is not accepted from until a connection closes (new ones
+//! wait in the kernel's backlog); past the per-address bound a new connection from that address
+//! is closed at once, so that one client cannot take every slot.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+/// Addresses exempt from the per-address bound (reverse proxies, which speak for many clients).
+pub type Exempt = Arc<dyn Fn(IpAddr) -> bool + Send + Sync>;
+
+/// The bounds of one listener.
+#[derive(Clone)]
+pub struct ConnectionLimits {
+    /// Connections open at once.
+    pub connections_max: usize,
+    /// Connections open at once from one address (unless exempt).
+    pub per_address_max: usize,
+    /// How long a client may take to send its first bytes.
+    pub first_bytes_timeout: Duration,
+    /// Addresses the per-address bound does not apply to.
+    pub exempt: Option<Exempt>,
+}
+
+impl std::fmt::Debug for ConnectionLimits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectionLimits")
+            .field("connections_max", &self.connections_max)
+            .field("per_address_max", &self.per_address_max)
+            .field("first_bytes_timeout", &self.first_bytes_timeout)
+            .finish()
+    }
+}
+
+/// Open connections per address.
+type PerAddress = Arc<Mutex<HashMap<IpAddr, usize>>>;
+
+/// Counts open connections, in all and per address, and hands out slots within the bounds.
+#[derive(Clone)]
+pub struct ConnectionGate {
+    limits: ConnectionLimits,
+    open: Arc<Semaphore>,
+    per_address: PerAddress,
+    /// Connections closed at once because their address had too many open.
+    pub refused: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl std::fmt::Debug for ConnectionGate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ConnectionGate({:?})", self.limits)
+    }
+}
+
+/// One open connection's place in its listener's bounds; released when dropped.
+#[derive(Debug)]
+pub struct Slot {
+    _open: OwnedSemaphorePermit,
+    address: Option<(IpAddr, PerAddress)>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if let Some((ip, map)) = self.address.take() {
+            let mut map = map.lock().expect("per-address map lock");
+            if let Some(n) = map.get_mut(&ip) {
+                *n -= 1;
+                if *n == 0 {
+                    map.remove(&ip);
+                }
+            }
+        }
+    }
+}
+
+impl ConnectionGate {
+    /// A gate with `limits`.
+    pub fn new(limits: ConnectionLimits) -> Self {
+        Self {
+            open: Arc::new(Semaphore::new(limits.connections_max.max(1))),
+            limits,
+            per_address: Arc::default(),
+            refused: Arc::default(),
+        }
+    }
+
+    /// The bounds.
+    pub fn limits(&self) -> &ConnectionLimits {
+        &self.limits
+    }
+
+    /// Connections open now.
+    pub fn open(&self) -> usize {
+        self.limits.connections_max.max(1) - self.open.available_permits()
+    }
+
+    /// The next connection within the bounds, or `None` once `cancel` fires.
+    pub async fn accept(
+        &self,
+        listener: &TcpListener,
+        cancel: &CancellationToken,
+    ) -> Option<(TcpStream, SocketAddr, Slot)> {
+        loop {
+            let permit = tokio::select! {
+                _ = cancel.cancelled() => return None,
+                p = self.open.clone().acquire_owned() => p.expect("semaphore never closed"),
+            };
+            let (stream, peer) = tokio::select! {
+                _ = cancel.cancelled() => return None,
+                r = listener.accept() => match r {
+                    Ok(x) => x,
+                    Err(e) => {
+                        // Out of file descriptors, say: back off instead of spinning on it.
+                        tracing::warn!(error = %e, "accept");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+            };
+            let ip = peer.ip().to_canonical();
+            let exempt = self.limits.exempt.as_ref().is_some_and(|f| f(ip));
+            let address = if exempt {
+                None
+            } else {
+                let mut map = self.per_address.lock().expect("per-address map lock");
+                let n = map.entry(ip).or_insert(0);
+                if *n >= self.limits.per_address_max {
+                    drop(map);
+                    self.refused
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    drop(stream);
+                    continue;
+                }
+                *n += 1;
+                Some((ip, self.per_address.clone()))
+            };
+            // gRPC answers in several small writes (headers, data, trailers); with Nagle's
+            // algorithm on, each answer would wait for the client's delayed ACK (about 40 ms).
+            let _ = stream.set_nodelay(true);
+            return Some((
+                stream,
+                peer,
+                Slot {
+                    _open: permit,
+                    address,
+                },
+            ));
+        }
+    }
+}
+
+/// Connections for a tonic server: each within `gate`'s bounds, and handed on only once its
+/// first 24 bytes (an HTTP/2 preface, or the start of a TLS handshake) have come within the
+/// gate's `first_bytes_timeout`; hyper's HTTP/2 server would wait for them forever. With
+/// `authenticate_within`, a connection none of whose requests has been let through by then
+/// ([`ConnInfo::authenticated`]) is closed: a client without credentials cannot hold a slot.
+pub fn gated_incoming(
+    listener: TcpListener,
+    gate: ConnectionGate,
+    authenticate_within: Option<Duration>,
+    cancel: CancellationToken,
+) -> tokio_stream::wrappers::ReceiverStream<std::io::Result<Prefixed<TcpStream>>> {
+    use tokio::io::AsyncReadExt;
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    tokio::spawn(async move {
+        while let Some((mut stream, _, slot)) = gate.accept(&listener, &cancel).await {
+            let (tx, timeout) = (tx.clone(), gate.limits.first_bytes_timeout);
+            tokio::spawn(async move {
+                let mut first = vec![0u8; 24];
+                let read = tokio::time::timeout(timeout, stream.read_exact(&mut first)).await;
+                if matches!(read, Ok(Ok(_))) {
+                    let mut io = Prefixed::new(first, stream, Some(slot));
+                    if let Some(within) = authenticate_within {
+                        io = io.authenticate_within(within);
+                    }
+                    let _ = tx.send(Ok(io)).await;
+                }
+            });
+        }
+    });
+    tokio_stream::wrappers::ReceiverStream::new(rx)
+}
+
+/// What a tonic service learns of the connection a request came on (in the request's
+/// extensions, inside `TlsConnectInfo` on TLS connections).
+#[derive(Clone, Debug)]
+pub struct ConnInfo {
+    /// The addresses.
+    pub tcp: tonic::transport::server::TcpConnectInfo,
+    /// Set once a request on this connection has been authenticated.
+    pub authenticated: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl ConnInfo {
+    /// The connection info of `req`, plain or TLS.
+    pub fn of<T>(req: &tonic::Request<T>) -> Option<&ConnInfo> {
+        req.extensions().get::<ConnInfo>().or_else(|| {
+            req.extensions()
+                .get::<tonic::transport::server::TlsConnectInfo<ConnInfo>>()
+                .map(|t| t.get_ref())
+        })
+    }
+
+    /// The client's address.
+    pub fn remote_addr(&self) -> Option<SocketAddr> {
+        self.tcp.remote_addr()
+    }
+}
+
+/// A stream with the bytes already read from it put back in front, holding its listener's
+/// connection slot, if it has one, until it is dropped.
+#[derive(Debug)]
+pub struct Prefixed<S> {
+    prefix: Vec<u8>,
+    at: usize,
+    inner: S,
+    _slot: Option<Slot>,
+    authenticated: Arc<std::sync::atomic::AtomicBool>,
+    /// Reads fail from then on unless `authenticated` is set.
+    deadline: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<S> Prefixed<S> {
+    /// `inner` with `prefix` read first, holding `slot`.
+    pub fn new(prefix: Vec<u8>, inner: S, slot: Option<Slot>) -> Self {
+        Self {
+            prefix,
+            at: 0,
+            inner,
+            _slot: slot,
+            authenticated: Arc::default(),
+            deadline: None,
+        }
+    }
+
+    /// Fails the connection's reads (which closes it) if no request on it has been
+    /// authenticated `within` from now.
+    pub fn authenticate_within(mut self, within: Duration) -> Self {
+        self.deadline = Some(Box::pin(tokio::time::sleep(within)));
+        self
+    }
+
+    /// The stream underneath.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+}
+
+impl tonic::transport::server::Connected for Prefixed<TcpStream> {
+    type ConnectInfo = ConnInfo;
+
+    fn connect_info(&self) -> Self::ConnectInfo {
+        ConnInfo {
+            tcp: self.inner.connect_info(),
+            authenticated: self.authenticated.clone(),
+        }
+    }
+}
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Prefixed<S> {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        if let Some(deadline) = &mut this.deadline {
+            if this
+                .authenticated
+                .load(std::sync::atomic::Ordering::Relaxed)
+            {
+                this.deadline = None;
+            } else if deadline.as_mut().poll(cx).is_ready() {
+                return std::task::Poll::Ready(Err(std::io::Error::new(
+                    std::io::ErrorKind::PermissionDenied,
+                    "no authenticated request in time",
+                )));
+            }
+        }
+        if this.at < this.prefix.len() {
+            let n = (this.prefix.len() - this.at).min(buf.remaining());
+            buf.put_slice(&this.prefix[this.at..this.at + n]);
+            this.at += n;
+            return std::task::Poll::Ready(Ok(()));
+        }
+        std::pin::Pin::new(&mut this.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Prefixed<S> {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(total: usize, per_address: usize) -> ConnectionLimits {
+        ConnectionLimits {
+            connections_max: total,
+            per_address_max: per_address,
+            first_bytes_timeout: Duration::from_secs(5),
+            exempt: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn one_address_gets_its_share_and_slots_come_back_when_closed() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let gate = ConnectionGate::new(limits(10, 2));
+        let cancel = CancellationToken::new();
+        let mut clients = Vec::new();
+        for _ in 0..3 {
+            clients.push(TcpStream::connect(addr).await.unwrap());
+        }
+        let (_a, _, s1) = gate.accept(&listener, &cancel).await.unwrap();
+        let (_b, _, s2) = gate.accept(&listener, &cancel).await.unwrap();
+        assert_eq!(gate.open(), 2);
+        // The third from the same address is closed at once; the gate waits for the next.
+        let next =
+            tokio::time::timeout(Duration::from_millis(300), gate.accept(&listener, &cancel)).await;
+        assert!(next.is_err(), "no third connection from one address");
+        assert_eq!(gate.refused.load(std::sync::atomic::Ordering::Relaxed), 1);
+        drop((s1, s2));
+        assert_eq!(gate.open(), 0);
+        let _again = TcpStream::connect(addr).await.unwrap();
+        assert!(gate.accept(&listener, &cancel).await.is_some());
+        // An exempt address (a proxy) is not held to the per-address bound.
+        let mut l = limits(10, 1);
+        l.exempt = Some(Arc::new(|ip: IpAddr| ip.is_loopback()));
+        let gate = ConnectionGate::new(l);
+        let mut held = Vec::new();
+        for _ in 0..3 {
+            clients.push(TcpStream::connect(addr).await.unwrap());
+            held.push(gate.accept(&listener, &cancel).await.unwrap());
+        }
+        assert_eq!(gate.open(), 3);
+    }
+
+    /// A connection none of whose calls has been authenticated in time is cut off: its reads
+    /// fail (which ends it). One that has authenticated reads on.
+    #[tokio::test]
+    async fn a_connection_that_never_authenticates_is_cut_off() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (mut client, server) = tokio::io::duplex(64);
+        let mut io = Prefixed::new(b"ab".to_vec(), server, None)
+            .authenticate_within(Duration::from_millis(100));
+        let mut buf = [0u8; 2];
+        io.read_exact(&mut buf).await.unwrap();
+        client.write_all(b"cd").await.unwrap();
+        io.read_exact(&mut buf).await.unwrap();
+        assert_eq!(&buf, b"cd", "reads go on before the deadline");
+        // Nothing authenticated by the deadline: a read waiting for more fails then.
+        let started = std::time::Instant::now();
+        let err = io.read(&mut buf).await.unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::PermissionDenied);
+        assert!(started.elapsed() < Duration::from_secs(2));
+        // Authenticated in time: the deadline no longer applies.
+        let (mut client, server) = tokio::io::duplex(64);
+        let io =
+            Prefixed::new(Vec::new(), server, None).authenticate_within(Duration::from_millis(100));
+        let info = io.authenticated.clone();
+        let mut io = io;
+        info.store(true, std::sync::atomic::Ordering::Relaxed);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        client.write_all(b"ef").await.unwrap();
+        io.read_exact(&mut buf).await.unwrap();
+        assert_eq!(&buf, b"ef");
+    }
+}
