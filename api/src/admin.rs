@@ -125,13 +125,14 @@ fn session(app: &App, headers: &HeaderMap) -> Option<Session> {
 
 /// Re-issues the session's cookie on the dashboard's answers once it is
 /// [`SESSION_REFRESH_SECS`] old, so that an operator at work stays signed in and a forgotten
-/// dashboard does not.
+/// dashboard does not: pages and forms count as work, the charts' own polling does not.
 pub async fn refresh_session(
     State(app): AppState,
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
-    let s = session(&app, req.headers());
+    let polling = req.uri().path() == "/admin/stats.json";
+    let s = session(&app, req.headers()).filter(|_| !polling);
     let mut resp = next.run(req).await;
     if let Some(mut s) = s {
         let t = now(&app);

@@ -29,8 +29,8 @@ pub const BACKOFF_FIRST: Duration = Duration::from_secs(1);
 pub const BACKOFF_MAX: Duration = Duration::from_secs(300);
 /// Wrong guesses per second over the whole node past which every client backs off at once.
 pub const GLOBAL_FAILURES_PER_SECOND_MAX: u64 = 50;
-/// Clients whose wrong guesses are remembered at once; past it the ones whose backoff has
-/// ended are forgotten first, then the oldest.
+/// Clients whose wrong guesses are remembered at once; past it the one that guessed longest
+/// ago is forgotten.
 pub const CLIENTS_TRACKED_MAX: usize = 100_000;
 /// How long a client's count is kept after its last wrong guess.
 const FORGET_AFTER: Duration = Duration::from_secs(3_600);
@@ -43,18 +43,29 @@ struct Failures {
     shut_until: Instant,
 }
 
+/// The key a client's guesses are counted under: its IPv4 address, or its IPv6 /64.
+pub use sluice_raft::listener::address_key as client_key;
+
 /// The operator tokens and the record of wrong guesses.
 #[derive(Debug)]
 pub struct OperatorAuth {
     token: String,
     metrics_token: Option<String>,
-    clients: Mutex<HashMap<IpAddr, Failures>>,
-    /// Wrong guesses in the current second: (second, count).
-    global: Mutex<(Instant, u64)>,
+    record: Mutex<Record>,
     /// Wrong tokens so far.
     pub failures_total: AtomicU64,
     /// Requests refused unchecked because their client was backing off.
     pub throttled_total: AtomicU64,
+}
+
+/// Clients' wrong guesses, with an index by when each last guessed (to forget the oldest in
+/// O(log n) when full), and the node's wrong guesses in the current second.
+#[derive(Debug)]
+struct Record {
+    clients: HashMap<IpAddr, Failures>,
+    by_last: std::collections::BTreeSet<(Instant, IpAddr)>,
+    /// Wrong guesses in the current second: (second, count).
+    global: (Instant, u64),
 }
 
 /// What may be done with a token.
@@ -66,22 +77,17 @@ pub enum Scope {
     Metrics,
 }
 
-/// The key a client's guesses are counted under: its IPv4 address, or its IPv6 /64.
-pub fn client_key(ip: IpAddr) -> IpAddr {
-    match ip.to_canonical() {
-        IpAddr::V6(v6) => IpAddr::V6((u128::from(v6) & !((1u128 << 64) - 1)).into()),
-        v4 => v4,
-    }
-}
-
 impl OperatorAuth {
     /// Checks against the operator `token` and, for `/metrics`, `metrics_token`.
     pub fn new(token: String, metrics_token: Option<String>) -> Self {
         Self {
             token,
             metrics_token,
-            clients: Mutex::default(),
-            global: Mutex::new((Instant::now(), 0)),
+            record: Mutex::new(Record {
+                clients: HashMap::new(),
+                by_last: Default::default(),
+                global: (Instant::now(), 0),
+            }),
             failures_total: AtomicU64::default(),
             throttled_total: AtomicU64::default(),
         }
@@ -111,58 +117,69 @@ impl OperatorAuth {
         now: Instant,
     ) -> Result<(), ApiError> {
         let key = client_key(client);
-        if let Some(wait) = self.shut_out(key, now) {
+        // The whole check under one lock (the comparison takes well under a microsecond), so
+        // that guesses sent at once cannot all pass before the first failure is recorded.
+        let mut record = self.record.lock().expect("auth lock");
+        if let Some(f) = record.clients.get(&key).filter(|f| f.shut_until > now) {
             self.throttled_total.fetch_add(1, Ordering::Relaxed);
-            return Err(throttled(wait));
+            return Err(throttled(f.shut_until - now));
         }
         let matches =
             |t: &str| presented.is_some_and(|p| bool::from(p.as_bytes().ct_eq(t.as_bytes())));
         let ok = matches(&self.token)
             || (scope == Scope::Metrics && self.metrics_token.as_deref().is_some_and(matches));
         if ok {
-            if presented.is_some() {
-                self.clients.lock().expect("auth lock").remove(&key);
+            if let Some(f) = record.clients.remove(&key) {
+                record.by_last.remove(&(f.last, key));
             }
             return Ok(());
         }
-        self.failed(key, now);
+        self.failures_total.fetch_add(1, Ordering::Relaxed);
+        record.failed(key, now);
         Err(ApiError::unauthorized())
     }
 
     /// How long `key` is still shut out, if it is.
+    #[cfg(test)]
     fn shut_out(&self, key: IpAddr, now: Instant) -> Option<Duration> {
-        let clients = self.clients.lock().expect("auth lock");
-        let f = clients.get(&key)?;
+        let record = self.record.lock().expect("auth lock");
+        let f = record.clients.get(&client_key(key))?;
         (f.shut_until > now).then(|| f.shut_until - now)
     }
 
-    fn failed(&self, key: IpAddr, now: Instant) {
-        self.failures_total.fetch_add(1, Ordering::Relaxed);
-        let busy = {
-            let mut g = self.global.lock().expect("auth lock");
-            if now.saturating_duration_since(g.0) >= Duration::from_secs(1) {
-                *g = (now, 0);
+    /// Clients with a record of wrong guesses now.
+    pub fn clients_tracked(&self) -> usize {
+        self.record.lock().expect("auth lock").clients.len()
+    }
+}
+
+impl Record {
+    fn failed(&mut self, key: IpAddr, now: Instant) {
+        if now.saturating_duration_since(self.global.0) >= Duration::from_secs(1) {
+            self.global = (now, 0);
+        }
+        self.global.1 += 1;
+        let busy = self.global.1 > GLOBAL_FAILURES_PER_SECOND_MAX;
+        let mut f = match self.clients.remove(&key) {
+            Some(f) => {
+                self.by_last.remove(&(f.last, key));
+                f
             }
-            g.1 += 1;
-            g.1 > GLOBAL_FAILURES_PER_SECOND_MAX
-        };
-        let mut clients = self.clients.lock().expect("auth lock");
-        if clients.len() >= CLIENTS_TRACKED_MAX && !clients.contains_key(&key) {
-            clients.retain(|_, f| {
-                f.shut_until > now && now.saturating_duration_since(f.last) < FORGET_AFTER
-            });
-            if clients.len() >= CLIENTS_TRACKED_MAX {
-                // Still full of clients backing off: forget the one that guessed longest ago.
-                if let Some(oldest) = clients.iter().min_by_key(|(_, f)| f.last).map(|(k, _)| *k) {
-                    clients.remove(&oldest);
+            None => {
+                // Full: forget the client that guessed longest ago.
+                while self.clients.len() >= CLIENTS_TRACKED_MAX {
+                    let Some((_, oldest)) = self.by_last.pop_first() else {
+                        break;
+                    };
+                    self.clients.remove(&oldest);
+                }
+                Failures {
+                    count: 0,
+                    last: now,
+                    shut_until: now,
                 }
             }
-        }
-        let f = clients.entry(key).or_insert(Failures {
-            count: 0,
-            last: now,
-            shut_until: now,
-        });
+        };
         if now.saturating_duration_since(f.last) >= FORGET_AFTER {
             f.count = 0;
         }
@@ -179,11 +196,8 @@ impl OperatorAuth {
                 tracing::warn!(client = %key, "repeated wrong operator tokens: backing off");
             }
         }
-    }
-
-    /// Clients with a record of wrong guesses now.
-    pub fn clients_tracked(&self) -> usize {
-        self.clients.lock().expect("auth lock").len()
+        self.by_last.insert((f.last, key));
+        self.clients.insert(key, f);
     }
 }
 
@@ -281,6 +295,29 @@ mod tests {
             a.shut_out(c, t).is_some(),
             "past it, the first wrong guess shuts out"
         );
+    }
+
+    #[test]
+    fn a_full_record_forgets_the_client_that_guessed_longest_ago() {
+        let a = OperatorAuth::new(TOKEN.into(), None);
+        let t = Instant::now();
+        let addr = |i: usize| IpAddr::from([10, (i >> 16) as u8, (i >> 8) as u8, i as u8]);
+        for i in 0..CLIENTS_TRACKED_MAX {
+            // Spread over time, below the node's rate, so that none is shut out.
+            let at = t + Duration::from_millis(i as u64 * 100);
+            let _ = a.check_at(addr(i), Some("g"), Scope::Operator, at);
+        }
+        assert_eq!(a.clients_tracked(), CLIENTS_TRACKED_MAX);
+        let later = t + Duration::from_secs(20_000);
+        let _ = a.check_at(addr(CLIENTS_TRACKED_MAX), Some("g"), Scope::Operator, later);
+        assert_eq!(a.clients_tracked(), CLIENTS_TRACKED_MAX);
+        let record = a.record.lock().unwrap();
+        assert!(
+            !record.clients.contains_key(&addr(0)),
+            "the oldest is forgotten"
+        );
+        assert!(record.clients.contains_key(&addr(1)));
+        assert_eq!(record.by_last.len(), record.clients.len());
     }
 
     #[test]

@@ -96,17 +96,21 @@ impl TrustedProxies {
     }
 
     /// The client's address, for a request from `peer` carrying the `X-Forwarded-For` values
-    /// `forwarded` (every such header, in order).
-    pub fn client<'a>(&self, peer: IpAddr, forwarded: impl Iterator<Item = &'a str>) -> IpAddr {
+    /// `forwarded` (every such header, in order, as bytes: one hop that is not text must not
+    /// make the whole header unreadable).
+    pub fn client<'a>(&self, peer: IpAddr, forwarded: impl Iterator<Item = &'a [u8]>) -> IpAddr {
         let peer = peer.to_canonical();
         if !self.trusts(peer) {
             return peer;
         }
-        let hops: Vec<&str> = forwarded.flat_map(|v| v.split(',')).collect();
+        let hops: Vec<&[u8]> = forwarded.flat_map(|v| v.split(|b| *b == b',')).collect();
         let mut client = peer;
         for hop in hops.iter().rev().take(FORWARDED_HOPS_MAX) {
             // Something that is not an address ends the walk at the last hop that was one.
-            let Some(ip) = parse_hop(hop.trim()) else {
+            let Some(ip) = std::str::from_utf8(hop)
+                .ok()
+                .and_then(|h| parse_hop(h.trim()))
+            else {
                 break;
             };
             client = ip;
@@ -154,7 +158,7 @@ mod tests {
     #[test]
     fn the_header_is_believed_only_from_a_trusted_peer_and_read_from_the_right() {
         let t = TrustedProxies::parse(&["127.0.0.1".into(), "10.0.0.0/8".into()]).unwrap();
-        let xff = |v: &'static str| std::iter::once(v);
+        let xff = |v: &'static str| std::iter::once(v.as_bytes());
         // An untrusted peer's header is ignored: it could say anything.
         assert_eq!(
             t.client(ip("203.0.113.9"), xff("1.1.1.1")),
@@ -173,7 +177,18 @@ mod tests {
         );
         // Several headers are one list, in order.
         assert_eq!(
-            t.client(ip("127.0.0.1"), ["6.6.6.6", "203.0.113.9"].into_iter()),
+            t.client(
+                ip("127.0.0.1"),
+                [&b"6.6.6.6"[..], b"203.0.113.9"].into_iter()
+            ),
+            ip("203.0.113.9")
+        );
+        // A hop that is not text, left of the proxy's own, changes nothing.
+        assert_eq!(
+            t.client(
+                ip("127.0.0.1"),
+                std::iter::once(&b"6.6.\xff.6, 203.0.113.9"[..])
+            ),
             ip("203.0.113.9")
         );
         // Nothing believable: the proxy itself.

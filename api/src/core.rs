@@ -79,14 +79,18 @@ impl Sluice {
         }
     }
 
-    /// The visitor's ticket, which must verify and name this room.
+    /// The visitor's ticket, which must verify and name this room. (A cookie that names another
+    /// room, the one cookie earlier versions kept for every room, is no ticket for this one.)
     fn require(&self, room: &str, src: &TicketSource) -> Result<Ticket, ApiError> {
         let (TicketSource::Cookie(s) | TicketSource::Explicit(s)) = src else {
             return Err(ApiError::missing_ticket());
         };
         let t = self.tickets.verify(s)?;
         if t.room != room {
-            return Err(ApiError::wrong_room());
+            return Err(match src {
+                TicketSource::Cookie(_) => ApiError::missing_ticket(),
+                _ => ApiError::wrong_room(),
+            });
         }
         Ok(t)
     }

@@ -74,7 +74,7 @@ impl ApiError {
         Self::new(
             StatusCode::UNAUTHORIZED,
             "missing_ticket",
-            "a ticket is required (cookie sluice_ticket, field ticket, or Authorization: Ticket …)",
+            "a ticket is required (cookie sluice_ticket_{room}, field ticket, or Authorization: Ticket …)",
         )
     }
 

@@ -186,11 +186,18 @@ fn json_error(e: serde_json::Error) -> ApiError {
 /// A visitor's reply as JSON, re-issuing the cookie when the ticket came from one (or a new
 /// visitor was made). A ticket given explicitly (body, header, query) never sets a cookie: a
 /// link with `?ticket=` must not put someone else's ticket into a browser.
-fn with_cookie(app: &App, room: &str, src: &TicketSource, reply: VisitorReply) -> Response {
+fn with_cookie(
+    app: &App,
+    room: &str,
+    src: &TicketSource,
+    headers: &HeaderMap,
+    reply: VisitorReply,
+) -> Response {
     let ticket = reply.ticket.clone();
     let mut resp = Json(reply).into_response();
     if !matches!(src, TicketSource::Explicit(_)) {
         set_ticket_cookie(app, &mut resp, room, &ticket);
+        retire_legacy_cookie(app, &mut resp, room, headers);
     }
     resp.headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
@@ -205,6 +212,25 @@ pub(crate) fn set_ticket_cookie(app: &App, resp: &mut Response, room: &str, tick
     let cookie = format!("{name}={ticket}; Path=/; HttpOnly; SameSite=Lax; Max-Age=86400{secure}");
     if let Ok(v) = HeaderValue::from_str(&cookie) {
         resp.headers_mut().append(header::SET_COOKIE, v);
+    }
+}
+
+/// Expires the one cookie earlier versions kept for every room, once its place (in `room`) has
+/// moved to `room`'s own cookie; one that holds another room's place is left alone.
+pub(crate) fn retire_legacy_cookie(
+    app: &App,
+    resp: &mut Response,
+    room: &str,
+    headers: &HeaderMap,
+) {
+    let names_room = cookie(headers, COOKIE)
+        .and_then(|t| app.sluice.tickets.verify(&t).ok())
+        .is_some_and(|t| t.room == room);
+    if names_room {
+        resp.headers_mut().append(
+            header::SET_COOKIE,
+            HeaderValue::from_static("sluice_ticket=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0"),
+        );
     }
 }
 
@@ -269,7 +295,7 @@ async fn join(
     };
     let src = ticket_source(&headers, &room, q.ticket.as_deref(), b.ticket);
     match app.sluice.join(&room, &src).await {
-        Ok(r) => with_cookie(&app, &room, &src, r),
+        Ok(r) => with_cookie(&app, &room, &src, &headers, r),
         Err(e) => error_with_cookie(&app, &room, e),
     }
 }
@@ -290,7 +316,7 @@ async fn status(
         .status(&room, &src, q.consistent.unwrap_or(false))
         .await
     {
-        Ok(r) => with_cookie(&app, &room, &src, r),
+        Ok(r) => with_cookie(&app, &room, &src, &headers, r),
         Err(e) => e.into_response(),
     }
 }
@@ -311,7 +337,7 @@ async fn heartbeat(
     };
     let src = ticket_source(&headers, &room, q.ticket.as_deref(), b.ticket);
     match app.sluice.heartbeat(&room, &src).await {
-        Ok(r) => with_cookie(&app, &room, &src, r),
+        Ok(r) => with_cookie(&app, &room, &src, &headers, r),
         Err(e) => e.into_response(),
     }
 }
@@ -871,12 +897,13 @@ pub(crate) fn client_ip_of(
     let forwarded = headers
         .get_all("x-forwarded-for")
         .iter()
-        .filter_map(|v| v.to_str().ok());
+        .map(|v| v.as_bytes());
     app.trusted_proxies.client(peer, forwarded)
 }
 
 async fn rate_limit(State(app): AppState, req: Request, next: Next) -> Response {
-    let ip = client_ip(&app, &req);
+    // An IPv6 client is its /64: it holds all of it.
+    let ip = crate::auth::client_key(client_ip(&app, &req));
     if let Err(not_until) = app.limiter.check_key(&ip) {
         let wait = not_until.wait_time_from(governor::clock::Clock::now(
             &governor::clock::DefaultClock::default(),

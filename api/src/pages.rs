@@ -317,6 +317,7 @@ pub async fn wait(app: &App, room: &str, next: Option<&str>, headers: &HeaderMap
             .into_response()
     };
     crate::http::set_ticket_cookie(app, &mut resp, room, &ticket);
+    crate::http::retire_legacy_cookie(app, &mut resp, room, headers);
     resp.headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     resp.headers_mut().insert(

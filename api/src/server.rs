@@ -247,13 +247,17 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
         .http2_max_header_list_size(u32::try_from(cfg.limits.header_bytes_max).unwrap_or(u32::MAX));
     if let Some(t) = &cfg.http_tls {
         let identity = tonic::transport::Identity::from_pem(read(&t.cert)?, read(&t.key)?);
-        builder =
-            builder.tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))?;
+        builder = builder.tls_config(
+            tonic::transport::ServerTlsConfig::new()
+                .identity(identity)
+                .timeout(listener_limits.header_read_timeout.min(TLS_HANDSHAKE_MAX)),
+        )?;
     }
     // Requests are bounded as HTTP bodies are (tonic's default is 4 MiB).
     let max = cfg.limits.body_bytes_max;
     use tonic::service::interceptor::InterceptedService;
     let router = builder
+        .layer(tower::util::MapRequestLayer::new(request_made))
         .add_service(health_service)
         .add_service(reflection)
         .add_service(
@@ -268,7 +272,14 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
             operator_interceptor(auth),
         ));
     let c = cancel.clone();
-    let incoming = gated_incoming(grpc_listener, grpc_gate, None, cancel.clone());
+    // A connection must make its first call within the header timeout, as an HTTP one must
+    // send its headers; `request_made` tells the listener it has.
+    let incoming = gated_incoming(
+        grpc_listener,
+        grpc_gate,
+        Some(listener_limits.header_read_timeout),
+        cancel.clone(),
+    );
     servers.push(tokio::spawn(async move {
         if let Err(e) = router
             .serve_with_incoming_shutdown(incoming, c.cancelled_owned())
@@ -303,6 +314,15 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
     })
 }
 
+/// Tells the public gRPC listener that a connection has made a call (it is then no longer held
+/// to the deadline for its first one).
+fn request_made<B>(req: axum::http::Request<B>) -> axum::http::Request<B> {
+    if let Some(conn) = sluice_raft::listener::ConnInfo::in_extensions(req.extensions()) {
+        conn.mark_authenticated();
+    }
+    req
+}
+
 /// A rustls server configuration from PEM files (HTTP/2 and HTTP/1.1 by ALPN).
 fn rustls_config(
     cert: &[u8],
@@ -326,14 +346,14 @@ fn rustls_config(
 /// Longest a client may take over its TLS handshake (less if `header_read_timeout` is).
 const TLS_HANDSHAKE_MAX: Duration = Duration::from_secs(10);
 
-/// Open files the process keeps for itself beyond its connections: RocksDB's files, the
-/// node-to-node connections, logs.
+/// Open files the process keeps for itself beyond its connections (RocksDB's files, the
+/// node-to-node connections, logs): this many, or a quarter of the limit if that is less.
 const FILES_RESERVED: u64 = 4_096;
 
 /// The open connections each public listener may hold: `configured`, or fewer if the process
 /// cannot open that many files. The soft limit on open files is first raised to the hard
-/// one; if even that cannot hold both listeners' connections and [`FILES_RESERVED`] more, the
-/// bound is lowered to fit, and the log says so.
+/// one; if even that cannot hold both listeners' connections and the files the node keeps for
+/// itself ([`FILES_RESERVED`]), the bound is lowered to fit, and the log says so.
 fn connections_max(configured: usize) -> usize {
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
     let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
@@ -343,7 +363,8 @@ fn connections_max(configured: usize) -> usize {
         tracing::warn!(soft, hard, "could not raise the open-file limit");
     }
     let limit = getrlimit(Resource::RLIMIT_NOFILE).map_or(soft, |(s, _)| s);
-    let fits = usize::try_from(limit.saturating_sub(FILES_RESERVED) / 2).unwrap_or(usize::MAX);
+    let reserved = FILES_RESERVED.min(limit / 4);
+    let fits = usize::try_from(limit.saturating_sub(reserved) / 2).unwrap_or(usize::MAX);
     if fits < configured {
         let lowered = fits.max(1);
         tracing::warn!(
@@ -641,12 +662,12 @@ impl InFlight {
                     Some(*g.1.get_or_insert_with(std::time::Instant::now))
                 }
             };
-            match since {
-                Some(since) if since.elapsed() >= idle => return,
-                Some(since) => {
+            match since.map(|s| idle.saturating_sub(s.elapsed())) {
+                Some(left) if left.is_zero() => return,
+                Some(left) => {
                     tokio::select! {
                         _ = changed => {}
-                        _ = tokio::time::sleep(idle - since.elapsed()) => {}
+                        _ = tokio::time::sleep(left) => {}
                     }
                 }
                 None => changed.await,

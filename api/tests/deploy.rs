@@ -17,6 +17,52 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// The compose proxy configuration is the tested one (`nginx/sluice.conf`, which the browser
+/// test runs) but for its upstream addresses, server name and header comment; and nginx accepts
+/// it.
+#[test]
+fn the_compose_nginx_configuration_is_the_tested_one() {
+    let tested = std::fs::read_to_string(repo().join("deploy/nginx/sluice.conf")).unwrap();
+    let compose = std::fs::read_to_string(repo().join("deploy/compose/nginx.conf")).unwrap();
+    let body = |text: &str| -> String {
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| {
+                l.replace("10.0.0.1:8080", "sluice-1:8080")
+                    .replace("10.0.0.2:8080", "sluice-2:8080")
+                    .replace("10.0.0.3:8080", "sluice-3:8080")
+                    .replace("127.0.0.1:3000", "app:80")
+                    .replace("server_name shop.example.com;", "server_name _;")
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(body(&tested), body(&compose));
+    // nginx's own check of the shipped configuration, inside a minimal main configuration.
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("nginx.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "pid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{}}\nhttp {{\naccess_log off;\n{tested}\n}}\n",
+            d = dir.path().display()
+        ),
+    )
+    .unwrap();
+    let out = Command::new("nginx")
+        .args(["-t", "-c"])
+        .arg(&conf)
+        .args(["-p"])
+        .arg(dir.path())
+        .output()
+        .expect("nginx");
+    assert!(
+        out.status.success(),
+        "nginx -t: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn the_systemd_unit_verifies() {
     let dir = tempfile::tempdir().unwrap();

@@ -125,7 +125,7 @@ impl tonic::service::Interceptor for Gatekeeper {
                 // The connection has proven itself: the listener no longer closes it for want
                 // of credentials.
                 if let Some(conn) = crate::listener::ConnInfo::of(&request) {
-                    conn.authenticated.store(true, Ordering::Relaxed);
+                    conn.mark_authenticated();
                 }
                 Ok(request)
             }

@@ -15,6 +15,15 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
+/// The key connections are counted under: an IPv4 address, or an IPv6 /64 (one host usually
+/// holds a whole /64, and could otherwise open the per-address bound from each of its addresses).
+pub fn address_key(ip: IpAddr) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => IpAddr::V6((u128::from(v6) & !((1u128 << 64) - 1)).into()),
+        v4 => v4,
+    }
+}
+
 /// Addresses exempt from the per-address bound (reverse proxies, which speak for many clients).
 pub type Exempt = Arc<dyn Fn(IpAddr) -> bool + Send + Sync>;
 
@@ -23,7 +32,7 @@ pub type Exempt = Arc<dyn Fn(IpAddr) -> bool + Send + Sync>;
 pub struct ConnectionLimits {
     /// Connections open at once.
     pub connections_max: usize,
-    /// Connections open at once from one address (unless exempt).
+    /// Connections open at once from one address, an IPv6 /64 counting as one (unless exempt).
     pub per_address_max: usize,
     /// How long a client may take to send its first bytes.
     pub first_bytes_timeout: Duration,
@@ -125,8 +134,12 @@ impl ConnectionGate {
                     }
                 },
             };
-            let ip = peer.ip().to_canonical();
-            let exempt = self.limits.exempt.as_ref().is_some_and(|f| f(ip));
+            let exempt = self
+                .limits
+                .exempt
+                .as_ref()
+                .is_some_and(|f| f(peer.ip().to_canonical()));
+            let ip = address_key(peer.ip());
             let address = if exempt {
                 None
             } else {
@@ -161,7 +174,8 @@ impl ConnectionGate {
 /// first 24 bytes (an HTTP/2 preface, or the start of a TLS handshake) have come within the
 /// gate's `first_bytes_timeout`; hyper's HTTP/2 server would wait for them forever. With
 /// `authenticate_within`, a connection none of whose requests has been let through by then
-/// ([`ConnInfo::authenticated`]) is closed: a client without credentials cannot hold a slot.
+/// ([`ConnInfo::authenticated`], which the service sets) is closed: a client without
+/// credentials, or one that stalls in its TLS handshake, cannot hold a slot.
 pub fn gated_incoming(
     listener: TcpListener,
     gate: ConnectionGate,
@@ -207,6 +221,22 @@ impl ConnInfo {
                 .get::<tonic::transport::server::TlsConnectInfo<ConnInfo>>()
                 .map(|t| t.get_ref())
         })
+    }
+
+    /// The connection info among an HTTP request's extensions, plain or TLS (for a tower layer
+    /// in front of tonic's services).
+    pub fn in_extensions(ext: &tonic::codegen::http::Extensions) -> Option<&ConnInfo> {
+        ext.get::<ConnInfo>().or_else(|| {
+            ext.get::<tonic::transport::server::TlsConnectInfo<ConnInfo>>()
+                .map(|t| t.get_ref())
+        })
+    }
+
+    /// Records that a request on this connection has been let through: the connection is no
+    /// longer held to the listener's deadline.
+    pub fn mark_authenticated(&self) {
+        self.authenticated
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The client's address.
@@ -342,6 +372,20 @@ mod tests {
             first_bytes_timeout: Duration::from_secs(5),
             exempt: None,
         }
+    }
+
+    #[test]
+    fn an_ipv6_host_is_one_address() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert_eq!(
+            address_key(ip("2001:db8:1:2::1")),
+            address_key(ip("2001:db8:1:2:ffff::9"))
+        );
+        assert_ne!(
+            address_key(ip("2001:db8:1:2::1")),
+            address_key(ip("2001:db8:1:3::1"))
+        );
+        assert_eq!(address_key(ip("::ffff:10.0.0.1")), ip("10.0.0.1"));
     }
 
     #[tokio::test]

@@ -54,14 +54,17 @@ const CLOCK_AGREEMENT_WAIT: Duration = Duration::from_millis(500);
 /// [`SnapshotDeferral`]): encoding one pauses every client write while it runs.
 const LEADER_SNAPSHOT_FACTOR: u64 = 4;
 /// Connections the node-to-node listener holds open at once. Each peer keeps one (all calls
-/// share it), so this leaves room for many more nodes, tools and reconnects.
-pub const RAFT_CONNECTIONS_MAX: usize = 256;
+/// share it), so this leaves room for many more nodes, tools and reconnects, and for clients
+/// without credentials, each closed within [`RAFT_AUTHENTICATE_WITHIN`].
+pub const RAFT_CONNECTIONS_MAX: usize = 1_024;
 /// Connections the node-to-node listener holds open from one address (nodes on one machine
 /// share an address).
 pub const RAFT_CONNECTIONS_PER_ADDRESS_MAX: usize = 32;
-/// How long a connection to the node-to-node listener may take to send its first bytes and,
-/// with a cluster secret, its first authenticated call; then it is closed.
-pub const RAFT_AUTHENTICATE_WITHIN: Duration = Duration::from_secs(10);
+/// How long a connection to the node-to-node listener may take to send its first bytes, to
+/// finish its TLS handshake, and to make its first call that passes the cluster's credential
+/// check; then it is closed. Nodes connect in milliseconds; a client without credentials holds
+/// a slot no longer than this.
+pub const RAFT_AUTHENTICATE_WITHIN: Duration = Duration::from_secs(3);
 /// Calls one node-to-node connection may have in flight (replication streams, forwarding,
 /// clock samples and reads all share a peer's connection).
 pub const RAFT_STREAMS_PER_CONNECTION_MAX: u32 = 1_024;
@@ -399,7 +402,8 @@ impl RaftNode {
                     &tls.cert_pem,
                     &tls.key_pem,
                 ))
-                .client_ca_root(tonic::transport::Certificate::from_pem(&tls.ca_pem));
+                .client_ca_root(tonic::transport::Certificate::from_pem(&tls.ca_pem))
+                .timeout(RAFT_AUTHENTICATE_WITHIN);
             builder = builder
                 .tls_config(server_tls)
                 .map_err(|e| ClusterError::Invalid(format!("TLS: {e}")))?;
@@ -412,14 +416,14 @@ impl RaftNode {
             gatekeeper,
         );
         let cancel = inner.cancel.clone();
-        // Without a secret there is nothing to wait for: TLS (if any) has authenticated the
-        // connection, and a node without either is on loopback.
-        let authenticate_within = cfg
-            .cluster_secret
-            .as_ref()
-            .map(|_| RAFT_AUTHENTICATE_WITHIN);
-        let incoming =
-            crate::listener::gated_incoming(listener, gate, authenticate_within, cancel.clone());
+        // Every connection must make a call the gatekeeper lets through in time (without a
+        // secret, any call: after TLS's handshake, or on loopback).
+        let incoming = crate::listener::gated_incoming(
+            listener,
+            gate,
+            Some(RAFT_AUTHENTICATE_WITHIN),
+            cancel.clone(),
+        );
         let server = tokio::spawn(async move {
             if let Err(e) = builder
                 .add_service(svc)
