@@ -5,6 +5,27 @@
 (function () {
   var data = document.getElementById('sluice-wait').dataset;
   var room = data.room, next = data.next, unknown = data.unknown;
+  // The page that asks to join: join for the visitor (the form does it without JavaScript),
+  // then show the line. Back here within a minute of joining means the browser kept no cookie:
+  // joining again would only take another place, so say so instead.
+  if (data.join) {
+    var joined = 'sluice-joined-' + room, at = +sessionStorage.getItem(joined) || 0;
+    if (Date.now() - at < 60000) {
+      sessionStorage.removeItem(joined);
+      document.getElementById('cookies').hidden = false;
+      return;
+    }
+    fetch('/v1/rooms/' + room + '/join', { method: 'POST', credentials: 'same-origin' })
+      .then(function (r) {
+        if (r.ok) {
+          sessionStorage.setItem(joined, Date.now());
+          location.reload();
+        }
+      })
+      .catch(function () {});
+    return;
+  }
+  sessionStorage.removeItem('sluice-joined-' + room);
   var key = 'sluice-first-' + room, prog = document.getElementById('prog');
   function fmt(s) {
     return s < 60 ? s + ' s'

@@ -51,6 +51,8 @@ pub use sluice_raft::listener::address_key as client_key;
 pub struct OperatorAuth {
     token: String,
     metrics_token: Option<String>,
+    /// Tokens of the backends that call the gRPC `Visitor` service.
+    backend_tokens: Vec<String>,
     record: Mutex<Record>,
     /// Wrong tokens so far.
     pub failures_total: AtomicU64,
@@ -75,6 +77,8 @@ pub enum Scope {
     Operator,
     /// Read `/metrics` only: the operator token or the scraper's.
     Metrics,
+    /// Call the gRPC `Visitor` service as a backend: a backend token or the operator's.
+    Backend,
 }
 
 impl OperatorAuth {
@@ -83,6 +87,7 @@ impl OperatorAuth {
         Self {
             token,
             metrics_token,
+            backend_tokens: Vec::new(),
             record: Mutex::new(Record {
                 clients: HashMap::new(),
                 by_last: Default::default(),
@@ -91,6 +96,17 @@ impl OperatorAuth {
             failures_total: AtomicU64::default(),
             throttled_total: AtomicU64::default(),
         }
+    }
+
+    /// Also accepts `tokens` from backends calling the gRPC `Visitor` service.
+    pub fn with_backend_tokens(mut self, tokens: Vec<String>) -> Self {
+        self.backend_tokens = tokens;
+        self
+    }
+
+    /// Whether backends must present a token to call the gRPC `Visitor` service.
+    pub fn backends_need_tokens(&self) -> bool {
+        !self.backend_tokens.is_empty()
     }
 
     /// The operator token (the dashboard signs its sessions with it).
@@ -127,7 +143,15 @@ impl OperatorAuth {
         let matches =
             |t: &str| presented.is_some_and(|p| bool::from(p.as_bytes().ct_eq(t.as_bytes())));
         let ok = matches(&self.token)
-            || (scope == Scope::Metrics && self.metrics_token.as_deref().is_some_and(matches));
+            || match scope {
+                Scope::Operator => false,
+                Scope::Metrics => self.metrics_token.as_deref().is_some_and(matches),
+                // Every listed token is compared, so that the time taken does not say which.
+                Scope::Backend => self
+                    .backend_tokens
+                    .iter()
+                    .fold(false, |any, t| matches(t) | any),
+            };
         if ok {
             if let Some(f) = record.clients.remove(&key) {
                 record.by_last.remove(&(f.last, key));

@@ -287,6 +287,12 @@ pub struct ServerConfig {
     /// token reads it too). At least 16 characters.
     #[serde(default)]
     pub metrics_token: Option<String>,
+    /// Tokens of the backends that call the gRPC `Visitor` service (`authorization: Bearer`),
+    /// each at least 32 characters. With none, `Visitor` calls are limited per client address
+    /// like the HTTP visitor endpoints (a backend speaking for many visitors from one address
+    /// then needs a token).
+    #[serde(default)]
+    pub backend_tokens: Vec<String>,
     /// Token keys and the cluster secret: here, or in `tokens_file`.
     #[serde(default)]
     pub tokens: TokensConfig,
@@ -379,6 +385,11 @@ impl ServerConfig {
         );
         secrets.extend(self.admin_token.as_deref().map(|s| ("admin_token", s)));
         secrets.extend(self.metrics_token.as_deref().map(|s| ("metrics_token", s)));
+        secrets.extend(
+            self.backend_tokens
+                .iter()
+                .map(|s| ("backend_tokens", s.as_str())),
+        );
         for (field, value) in secrets {
             if is_published_secret(value) {
                 return Err(format!(
@@ -410,6 +421,17 @@ impl ServerConfig {
         }
         if self.metrics_token.as_ref().is_some_and(|t| t.len() < 16) {
             return Err("metrics_token must be at least 16 characters".into());
+        }
+        if self.backend_tokens.len() > 64
+            || self
+                .backend_tokens
+                .iter()
+                .any(|t| t.chars().count() < crate::server::ADMIN_TOKEN_CHARS_MIN)
+        {
+            return Err(format!(
+                "backend_tokens: at most 64, each at least {} characters",
+                crate::server::ADMIN_TOKEN_CHARS_MIN
+            ));
         }
         if !(1..=1_000_000).contains(&self.limits.connections_max) {
             return Err("limits.connections_max must be between 1 and 1000000".into());
@@ -637,6 +659,7 @@ pub const PUBLISHED_SECRETS_SHA256: &[&str] = &[
     "ce350e225b927db0b50d0d209150f60a604bc0f9d620e4319d57f7e734e1ee9a",
     "dcfb5950391f5adcf89f4b73b393a2c7515d52c20a3b4650c8a87b721744ccc4",
     "b3cf5152a10b7a596ff461bfb6e04203341d08239fc80a56ce135f187ef29e6e",
+    "de54fe500c1c80408d2d8b4b32f4eff2395ea03d3096d39d92e7fd4f9c199324",
     // deploy/compose (before its secrets were generated)
     "d5526b00fe9f877898da0715d89c7ac20754cf01dd19df89839e6705e6ffc367",
     "67156c9261d14aa025546709fd3ef61a52be373720aff5da8a7c572b1720e4d3",

@@ -113,6 +113,29 @@ pub fn operator_interceptor(
     }
 }
 
+/// Checks calls of the `Visitor` service: with backend tokens configured, a call must carry one
+/// (`authorization: Bearer`), or the operator's; without, calls are limited per client address
+/// as the HTTP visitor endpoints are.
+pub fn visitor_interceptor(
+    auth: Arc<crate::auth::OperatorAuth>,
+    limiter: Arc<governor::DefaultKeyedRateLimiter<std::net::IpAddr>>,
+) -> impl Fn(Request<()>) -> Result<Request<()>, Status> + Clone {
+    move |req: Request<()>| {
+        let client = client_addr(&req);
+        let checked = if auth.backends_need_tokens() {
+            let presented = req
+                .metadata()
+                .get("authorization")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| crate::http::credentials(v, "Bearer"));
+            auth.check(client, presented, crate::auth::Scope::Backend)
+        } else {
+            crate::http::limit(&limiter, client)
+        };
+        checked.map(|()| req).map_err(|e| e.to_grpc())
+    }
+}
+
 /// The address of the client of a gRPC call (the unspecified address if unknown).
 pub fn client_addr<T>(req: &Request<T>) -> std::net::IpAddr {
     sluice_raft::listener::ConnInfo::of(req)

@@ -43,8 +43,9 @@ pub struct App {
     /// The operator tokens (and the scraper's, which reads `/metrics` only), with the backoff
     /// for wrong guesses; shared with the gRPC server.
     pub auth: Arc<crate::auth::OperatorAuth>,
-    /// Per-client limiter for visitor endpoints.
-    pub limiter: DefaultKeyedRateLimiter<IpAddr>,
+    /// Per-client limiter for visitor endpoints (and gRPC `Visitor` calls without a backend
+    /// token).
+    pub limiter: Arc<DefaultKeyedRateLimiter<IpAddr>>,
     /// Whose `X-Forwarded-For` names the client.
     pub trusted_proxies: crate::client::TrustedProxies,
     /// Mark cookies `Secure`.
@@ -70,7 +71,9 @@ impl App {
             sluice,
             metrics,
             auth,
-            limiter: RateLimiter::keyed(Quota::per_second(rate).allow_burst(burst)),
+            limiter: Arc::new(RateLimiter::keyed(
+                Quota::per_second(rate).allow_burst(burst),
+            )),
             trusted_proxies: Default::default(),
             secure_cookies: false,
             body_bytes_max: 64 * 1024,
@@ -820,7 +823,33 @@ async fn wait_page(
     headers: HeaderMap,
 ) -> Response {
     let next = raw_next(raw.as_deref()).or(q.next);
-    pages::wait(&app, &room, next.as_deref(), &headers).await
+    pages::wait(
+        &app,
+        &room,
+        next.as_deref(),
+        &headers,
+        pages::WaitRequest::Look,
+    )
+    .await
+}
+
+/// `POST /wait/{room}`: the waiting page's form (and script) joining the line.
+async fn wait_join(
+    State(app): AppState,
+    Path(room): Path<String>,
+    Query(q): Query<ReadQuery>,
+    axum::extract::RawQuery(raw): axum::extract::RawQuery,
+    headers: HeaderMap,
+) -> Response {
+    let next = raw_next(raw.as_deref()).or(q.next);
+    pages::wait(
+        &app,
+        &room,
+        next.as_deref(),
+        &headers,
+        pages::WaitRequest::Join,
+    )
+    .await
 }
 
 /// The page to return to, as a proxy writes it: `next=` followed by the request URI as the
@@ -902,21 +931,30 @@ pub(crate) fn client_ip_of(
 }
 
 async fn rate_limit(State(app): AppState, req: Request, next: Next) -> Response {
-    // An IPv6 client is its /64: it holds all of it.
-    let ip = crate::auth::client_key(client_ip(&app, &req));
-    if let Err(not_until) = app.limiter.check_key(&ip) {
+    match limit(&app.limiter, client_ip(&app, &req)) {
+        Ok(()) => next.run(req).await,
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Counts a visitor request from `client` against its rate (an IPv6 client is its /64: it holds
+/// all of it); 429 with `Retry-After` past it.
+pub(crate) fn limit(
+    limiter: &DefaultKeyedRateLimiter<IpAddr>,
+    client: IpAddr,
+) -> Result<(), ApiError> {
+    let key = crate::auth::client_key(client);
+    limiter.check_key(&key).map_err(|not_until| {
         let wait = not_until.wait_time_from(governor::clock::Clock::now(
             &governor::clock::DefaultClock::default(),
         ));
-        return ApiError::new(
+        ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
             "rate_limited",
             "too many requests from this client",
         )
         .retry(wait.as_secs().max(1))
-        .into_response();
-    }
-    next.run(req).await
+    })
 }
 
 async fn record(State(app): AppState, req: Request, next: Next) -> Response {
@@ -943,7 +981,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/rooms/{room}/heartbeat", post(heartbeat))
         .route("/v1/rooms/{room}/leave", post(leave))
         .route("/v1/rooms/{room}/events", get(events))
-        .route("/wait/{room}", get(wait_page))
+        .route("/wait/{room}", get(wait_page).post(wait_join))
         .route_layer(middleware::from_fn_with_state(app.clone(), rate_limit));
     let operator = Router::new()
         .route("/v1/rooms", get(list_rooms))

@@ -89,6 +89,14 @@ pub struct Texts {
     pub progress: &'static str,
     /// Busy / try again.
     pub busy: &'static str,
+    /// Heading of the page that asks the visitor to join.
+    pub join_title: &'static str,
+    /// What joining does.
+    pub join_intro: &'static str,
+    /// The button that joins.
+    pub join_button: &'static str,
+    /// Joined, but the browser kept no cookie.
+    pub cookies_blocked: &'static str,
 }
 
 /// The texts in `lang`.
@@ -119,6 +127,10 @@ static EN: Texts = Texts {
     sorry: "Sorry",
     progress: "Progress",
     busy: "We are busy. Please try again in a moment.",
+    join_title: "Join the line",
+    join_intro: "Press the button to take your place in line. Keep this page open afterwards: it moves you on by itself when it is your turn.",
+    join_button: "Join the line",
+    cookies_blocked: "Your browser did not keep the cookie that holds your place. Please allow cookies for this site, then press the button again.",
 };
 
 static DE: Texts = Texts {
@@ -139,6 +151,10 @@ static DE: Texts = Texts {
     sorry: "Entschuldigung",
     progress: "Fortschritt",
     busy: "Gerade ist viel los. Bitte versuchen Sie es gleich noch einmal.",
+    join_title: "In die Warteschlange",
+    join_intro: "Drücken Sie die Schaltfläche, um sich anzustellen. Lassen Sie die Seite danach geöffnet: Sie werden automatisch weitergeleitet, sobald Sie an der Reihe sind.",
+    join_button: "Anstellen",
+    cookies_blocked: "Ihr Browser hat das Cookie, das Ihren Platz hält, nicht gespeichert. Bitte erlauben Sie Cookies für diese Seite und drücken Sie die Schaltfläche erneut.",
 };
 
 static FR: Texts = Texts {
@@ -159,6 +175,10 @@ static FR: Texts = Texts {
     sorry: "Désolé",
     progress: "Progression",
     busy: "Nous sommes très sollicités. Veuillez réessayer dans un instant.",
+    join_title: "Rejoindre la file",
+    join_intro: "Appuyez sur le bouton pour prendre votre place dans la file. Gardez ensuite cette page ouverte : elle vous redirige d'elle-même quand c'est votre tour.",
+    join_button: "Rejoindre la file",
+    cookies_blocked: "Votre navigateur n'a pas gardé le cookie qui retient votre place. Autorisez les cookies pour ce site, puis appuyez à nouveau sur le bouton.",
 };
 
 static ES: Texts = Texts {
@@ -180,6 +200,10 @@ static ES: Texts = Texts {
     sorry: "Lo sentimos",
     progress: "Progreso",
     busy: "Hay mucha demanda. Vuelva a intentarlo en un momento.",
+    join_title: "Entrar en la fila",
+    join_intro: "Pulse el botón para ocupar su lugar en la fila. Después mantenga esta página abierta: le llevará automáticamente cuando sea su turno.",
+    join_button: "Entrar en la fila",
+    cookies_blocked: "Su navegador no guardó la cookie que conserva su lugar. Permita las cookies para este sitio y vuelva a pulsar el botón.",
 };
 
 #[cfg(test)]

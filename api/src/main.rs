@@ -258,6 +258,7 @@ fn dev_config(
         admin_token: Some(admin_token),
         admin_token_file: None,
         metrics_token: None,
+        backend_tokens: Vec::new(),
         tokens: TokensConfig {
             ticket_keys: vec![TicketKey {
                 id: "dev".into(),

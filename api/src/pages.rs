@@ -231,9 +231,57 @@ fn message_html(
     )
 }
 
-/// `GET /wait/{room}`: joins or resumes, then shows the line, or moves an admitted visitor on.
-/// `Accept: application/json` gets the visitor's JSON status instead.
-pub async fn wait(app: &App, room: &str, next: Option<&str>, headers: &HeaderMap) -> Response {
+/// The page that asks a visitor without a place to join: a form that posts to the page itself
+/// (without JavaScript), which the page's script submits for the visitor (with it). Showing it
+/// takes no place: link previews, prefetchers, crawlers and uptime checks only look.
+fn join_html(
+    t: &Texts,
+    lang: Lang,
+    room: Option<&RoomView>,
+    room_name: &str,
+    next: &str,
+) -> String {
+    let (title, top) = header_html(t, room, room_name);
+    page(
+        lang,
+        &title,
+        &branding_css(room),
+        &format!(
+            "{top}<h1>{}</h1><p>{}</p>\
+<p id=\"cookies\" role=\"alert\" hidden>{}</p>\
+<form method=\"post\" action=\"/wait/{room}?next={next}\"><p><button type=\"submit\">{}</button></p></form>\
+<div id=\"sluice-wait\" hidden data-room=\"{room}\" data-next=\"{next}\" data-join=\"1\"></div>\
+<script src=\"/assets/wait.js\" defer></script>",
+            t.join_title,
+            t.join_intro,
+            t.cookies_blocked,
+            t.join_button,
+            room = esc(room_name),
+            next = esc(next),
+        ),
+    )
+}
+
+/// What a visitor's browser asks of the waiting page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitRequest {
+    /// `GET` (or `HEAD`): show where the visitor stands; never takes a place.
+    Look,
+    /// `POST`: join (or resume the place the cookie holds).
+    Join,
+}
+
+/// `GET /wait/{room}` shows the line to a visitor who holds a place (checking it in), moves an
+/// admitted one on, and asks anyone else to join; `POST /wait/{room}` joins (or resumes), then
+/// redirects to the `GET` (so that reloading the page does not post again). `Accept:
+/// application/json` gets the visitor's JSON status instead.
+pub async fn wait(
+    app: &App,
+    room: &str,
+    next: Option<&str>,
+    headers: &HeaderMap,
+    request: WaitRequest,
+) -> Response {
     let next = safe_next(next);
     let lang = Lang::negotiate(
         headers
@@ -257,16 +305,25 @@ pub async fn wait(app: &App, room: &str, next: Option<&str>, headers: &HeaderMap
         },
         _ => None,
     };
-    let reply = match resumed {
-        Some(r) => Ok(r),
-        None => app.sluice.join(room, &src).await,
-    };
     let view = app
         .sluice
         .node
         .read(|st| st.sm.room(room))
         .ok()
         .and_then(|(v, _)| v);
+    let reply = match (resumed, request) {
+        (Some(r), _) => Ok(r),
+        (None, WaitRequest::Join) => app.sluice.join(room, &src).await,
+        (None, WaitRequest::Look) if wants_json => Err(crate::error::ApiError::missing_ticket()),
+        (None, WaitRequest::Look) => {
+            if view.is_none() || crate::core::Sluice::check_room(room).is_err() {
+                return message_page(t, lang, None, room, t.closed, StatusCode::NOT_FOUND);
+            }
+            let mut r = Html(join_html(t, lang, view.as_ref(), room, &next)).into_response();
+            no_store(&mut r);
+            return r;
+        }
+    };
     let reply = match reply {
         Ok(r) => r,
         Err(e) if wants_json => return crate::http::error_with_cookie(app, room, e),
@@ -274,6 +331,7 @@ pub async fn wait(app: &App, room: &str, next: Option<&str>, headers: &HeaderMap
             let text = match e.code {
                 "queue_full" => t.full,
                 "room_not_found" | "invalid_field" => t.closed,
+                "banned" => t.ended,
                 _ => t.busy,
             };
             let retry = e.status.is_server_error();
@@ -296,11 +354,10 @@ pub async fn wait(app: &App, room: &str, next: Option<&str>, headers: &HeaderMap
     let mut resp = if wants_json {
         axum::Json(reply).into_response()
     } else if reply.state == "admitted" {
-        let mut r = StatusCode::SEE_OTHER.into_response();
-        if let Ok(v) = HeaderValue::from_str(&next) {
-            r.headers_mut().insert(header::LOCATION, v);
-        }
-        r
+        see_other(&next)
+    } else if reply.state == "waiting" && request == WaitRequest::Join {
+        // Post, then redirect, then get: a reload shows the line and posts nothing again.
+        see_other(&format!("/wait/{room}?next={next}"))
     } else if reply.state == "waiting" {
         let now_secs = app.sluice.node.now_ms() / 1000;
         Html(wait_html(t, lang, &reply, view.as_ref(), &next, now_secs)).into_response()
@@ -318,13 +375,45 @@ pub async fn wait(app: &App, room: &str, next: Option<&str>, headers: &HeaderMap
     };
     crate::http::set_ticket_cookie(app, &mut resp, room, &ticket);
     crate::http::retire_legacy_cookie(app, &mut resp, room, headers);
+    no_store(&mut resp);
+    resp
+}
+
+/// An answer for one visitor only, never cached, varying with what decides it.
+fn no_store(resp: &mut Response) {
     resp.headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     resp.headers_mut().insert(
         header::VARY,
         HeaderValue::from_static("Accept, Accept-Language, Cookie"),
     );
-    resp
+}
+
+/// A 303 to `to` (a same-site path, already checked).
+fn see_other(to: &str) -> Response {
+    let mut r = StatusCode::SEE_OTHER.into_response();
+    if let Ok(v) = HeaderValue::from_str(to) {
+        r.headers_mut().insert(header::LOCATION, v);
+    }
+    r
+}
+
+/// A message page with `status`.
+fn message_page(
+    t: &Texts,
+    lang: Lang,
+    room: Option<&RoomView>,
+    room_name: &str,
+    text: &str,
+    status: StatusCode,
+) -> Response {
+    let mut r = (
+        status,
+        Html(message_html(t, lang, room, room_name, text, false)),
+    )
+        .into_response();
+    no_store(&mut r);
+    r
 }
 
 #[cfg(test)]

@@ -165,10 +165,10 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
         ),
     });
     let metrics = Arc::new(Metrics::default());
-    let auth = Arc::new(crate::auth::OperatorAuth::new(
-        admin_token,
-        cfg.metrics_token.clone(),
-    ));
+    let auth = Arc::new(
+        crate::auth::OperatorAuth::new(admin_token, cfg.metrics_token.clone())
+            .with_backend_tokens(cfg.backend_tokens.clone()),
+    );
     let mut app = App::new(
         sluice.clone(),
         metrics.clone(),
@@ -260,9 +260,10 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
         .layer(tower::util::MapRequestLayer::new(request_made))
         .add_service(health_service)
         .add_service(reflection)
-        .add_service(
+        .add_service(InterceptedService::new(
             pb::visitor_server::VisitorServer::new(grpc.clone()).max_decoding_message_size(max),
-        )
+            crate::grpc::visitor_interceptor(auth.clone(), app.limiter.clone()),
+        ))
         .add_service(InterceptedService::new(
             pb::admin_server::AdminServer::new(grpc.clone()).max_decoding_message_size(max),
             operator_interceptor(auth.clone()),

@@ -87,21 +87,41 @@ async fn dev_mode_serves_a_demo_room() {
             && landing.contains("/admin")
             && landing.contains("/openapi.json")
     );
-    // Three "tabs": two are admitted (capacity 2) and sent on; the third waits in line.
-    let mut states = Vec::new();
+    // Looking at the page takes no place: it asks the visitor to join.
+    let r = http.get(format!("{base}/wait/demo")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(r.headers().get("set-cookie").is_none());
+    assert!(r.text().await.unwrap().contains("Join the line"));
+    // Three visitors join (the page's form): two are admitted (capacity 2) and sent on; the
+    // third is sent to the page, which shows its place.
+    let mut joined = Vec::new();
     for _ in 0..3 {
-        let r = http.get(format!("{base}/wait/demo")).send().await.unwrap();
-        assert!(r
-            .headers()
-            .get("set-cookie")
-            .is_some_and(|c| c.to_str().unwrap().starts_with("sluice_ticket_demo=")));
-        let status = r.status();
-        let body = r.text().await.unwrap();
-        states.push((status, body.contains("You are in line")));
+        let r = http.post(format!("{base}/wait/demo")).send().await.unwrap();
+        let cookie = r.headers()["set-cookie"].to_str().unwrap().to_string();
+        assert!(cookie.starts_with("sluice_ticket_demo="), "{cookie}");
+        let location = r.headers()["location"].to_str().unwrap().to_string();
+        joined.push((r.status(), location, cookie));
     }
-    assert_eq!(states[0].0, StatusCode::SEE_OTHER);
-    assert_eq!(states[1].0, StatusCode::SEE_OTHER);
-    assert_eq!(states[2], (StatusCode::OK, true));
+    assert_eq!(
+        (joined[0].0, joined[0].1.as_str()),
+        (StatusCode::SEE_OTHER, "/")
+    );
+    assert_eq!(
+        (joined[1].0, joined[1].1.as_str()),
+        (StatusCode::SEE_OTHER, "/")
+    );
+    assert_eq!(
+        (joined[2].0, joined[2].1.as_str()),
+        (StatusCode::SEE_OTHER, "/wait/demo?next=/")
+    );
+    let r = http
+        .get(format!("{base}{}", joined[2].1))
+        .header("cookie", joined[2].2.split(';').next().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(r.text().await.unwrap().contains("You are in line"));
     // A `next` that would close a script stays percent-encoded, in an attribute: the page has no
     // inline script at all (its Content-Security-Policy forbids them), only its script file.
     let r = http
@@ -113,7 +133,7 @@ async fn dev_mode_serves_a_demo_room() {
         .unwrap();
     assert_eq!(r.status(), StatusCode::OK);
     let body = r.text().await.unwrap();
-    assert!(body.contains("You are in line"));
+    assert!(body.contains("Join the line"));
     assert!(!body.contains("<script>alert"), "{body}");
     assert_eq!(body.matches("<script").count(), 1, "{body}");
     assert!(body.contains("<script src=\"/assets/wait.js\" defer></script>"));
@@ -132,7 +152,7 @@ async fn dev_mode_serves_a_demo_room() {
             v["active"].as_u64(),
             v["waiting"].as_u64()
         ),
-        (Some(2), Some(2), Some(2)),
-        "two admitted, the third tab and the visitor with the odd `next` in line"
+        (Some(2), Some(2), Some(1)),
+        "two admitted, the third in line (looking at the page took no place)"
     );
 }

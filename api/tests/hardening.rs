@@ -888,3 +888,120 @@ async fn signing_out_ends_the_dashboard_session_on_every_node() {
         .await;
     }
 }
+
+/// Link previews, prefetchers, crawlers and uptime checks fetch pages: a `GET` or `HEAD` of the
+/// waiting page takes no place. Joining is a `POST` (the page's form or script), answered with
+/// a redirect to the page (so that a reload posts nothing again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn looking_at_the_waiting_page_takes_no_place() {
+    let c = Cluster::start(1).await;
+    c.create_room("r", held()).await;
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    for _ in 0..10 {
+        for method in [Method::GET, Method::HEAD] {
+            let r = http
+                .request(method.clone(), c.node(1).url("/wait/r"))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), StatusCode::OK, "{method}");
+            assert!(r.headers().get("set-cookie").is_none(), "{method}");
+        }
+    }
+    let waiting = || async {
+        c.admin(1, Method::GET, "/v1/rooms/r?consistent=true", None)
+            .await
+            .1["waiting"]
+            .as_u64()
+    };
+    assert_eq!(waiting().await, Some(0));
+    let r = http
+        .post(c.node(1).url("/wait/r?next=/cart?item=1"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert_eq!(r.headers()["location"], "/wait/r?next=/cart?item=1");
+    let cookie = r.headers()["set-cookie"].to_str().unwrap();
+    let cookie = cookie.split(';').next().unwrap().to_string();
+    assert_eq!(waiting().await, Some(1));
+    // The same browser posting again keeps its one place.
+    let r = http
+        .post(c.node(1).url("/wait/r"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert_eq!(waiting().await, Some(1));
+    let page = http
+        .get(c.node(1).url("/wait/r"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains("You are in line"), "{page}");
+}
+
+/// The gRPC `Visitor` service had no limit at all (60,000 places in 17 s): without backend
+/// tokens it is held to the per-address visitor limit; with them, a call needs one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_joins_need_a_backend_token_or_keep_to_the_visitor_limit() {
+    use sluice_api::pb;
+    let join = |c: &Cluster, token: Option<&str>, calls: usize| {
+        let addr = format!("http://{}", c.node(1).grpc);
+        let token = token.map(str::to_string);
+        async move {
+            let mut v = pb::visitor_client::VisitorClient::connect(addr)
+                .await
+                .unwrap();
+            let mut codes = Vec::new();
+            for _ in 0..calls {
+                let mut req = tonic::Request::new(pb::JoinRequest {
+                    room: "g".into(),
+                    ..Default::default()
+                });
+                if let Some(t) = &token {
+                    req.metadata_mut()
+                        .insert("authorization", format!("Bearer {t}").parse().unwrap());
+                }
+                let r = v.join(req).await;
+                codes.push(r.err().map_or(tonic::Code::Ok, |e| e.code()));
+            }
+            codes
+        }
+    };
+    let c = Cluster::start_with(
+        1,
+        "[limits]\nvisitor_requests_per_second = 2\nvisitor_burst = 5",
+    )
+    .await;
+    c.create_room("g", held()).await;
+    let codes = join(&c, None, 30).await;
+    assert!(
+        codes[..5].iter().all(|c| *c == tonic::Code::Ok),
+        "{codes:?}"
+    );
+    assert!(codes.contains(&tonic::Code::ResourceExhausted), "{codes:?}");
+    drop(c);
+    let backend = "a-backend-token-for-this-test-cluster-0001";
+    let c = Cluster::start_with(
+        1,
+        &format!(
+            "backend_tokens = [\"{backend}\"]\n[limits]\nvisitor_requests_per_second = 2\nvisitor_burst = 5"
+        ),
+    )
+    .await;
+    c.create_room("g", held()).await;
+    // (One wrong call only: wrong tokens count towards the client's backoff.)
+    let codes = join(&c, None, 1).await;
+    assert_eq!(codes[0], tonic::Code::Unauthenticated, "{codes:?}");
+    let codes = join(&c, Some(backend), 30).await;
+    assert!(codes.iter().all(|c| *c == tonic::Code::Ok), "{codes:?}");
+}

@@ -439,11 +439,7 @@ async fn forged_tampered_and_other_room_tickets_and_tokens() {
     // new ticket from a join or the waiting page instead of being locked out; an explicit bad
     // ticket is still refused (above).
     for path in ["/v1/rooms/one/join", "/wait/one"] {
-        let method = if path.starts_with("/wait") {
-            Method::GET
-        } else {
-            Method::POST
-        };
+        let method = Method::POST;
         let r = c
             .http
             .request(method, c.node(1).url(path))
