@@ -6,7 +6,7 @@
 use crate::error::ApiError;
 use crate::http::App;
 use crate::http::Path;
-use crate::model::{BrandingBody, RoomConfigBody};
+use crate::model::{BrandingBody, EntryBody, RoomConfigBody};
 use crate::pages::{esc, STYLE};
 use axum::extract::{Form, FromRequest, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -469,7 +469,7 @@ fn room_page(
 <form method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"health\">{}<label for=\"f-sf\">Slow factor (0–1)</label><input id=\"f-sf\" name=\"slow_factor\" value=\"{sf}\"> <button>Set health</button></form>\
 <form method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"admit\"><label for=\"f-count\">Admit now (count)</label><input id=\"f-count\" name=\"count\" type=\"number\" min=\"1\" value=\"1\"> <button>Admit</button></form>\
 <form method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"revoke\"><label for=\"f-vid\">Revoke visitor id (empty: every session)</label><input id=\"f-vid\" name=\"visitor_id\"> <button>Revoke</button></form>\
-<h2>Configuration</h2><form method=\"post\" action=\"/admin/rooms/{r}/config\">{hidden}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}\
+<h2>Configuration</h2><form method=\"post\" action=\"/admin/rooms/{r}/config\">{hidden}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}\
 <p><button type=\"submit\">Save configuration</button></p></form>{CHART_JS}",
         chart("waiting", room, "Waiting"),
         chart("active", room, "Active"),
@@ -494,6 +494,10 @@ fn room_page(
         input("branding.accent_color", "Accent colour (#rrggbb)", b.accent_color.as_deref().unwrap_or(""), "text", errors),
         input("branding.background_color", "Background colour (#rrggbb)", b.background_color.as_deref().unwrap_or(""), "text", errors),
         input("branding.logo_url", "Logo URL", b.logo_url.as_deref().unwrap_or(""), "text", errors),
+        input("entry.places_per_client_max", "Most places per client network (empty: no limit)", &opt(cfg.entry.places_per_client_max), "number", errors),
+        input("entry.first_use_ttl_secs", "Use an admission within, seconds (empty: the session TTL)", &opt(cfg.entry.first_use_ttl_secs), "number", errors),
+        input("entry.client_prefix_v4", "Client network: IPv4 prefix bits", &cfg.entry.client_prefix_v4.to_string(), "number", errors),
+        input("entry.client_prefix_v6", "Client network: IPv6 prefix bits", &cfg.entry.client_prefix_v6.to_string(), "number", errors),
         pause_action = if cfg.paused { "resume" } else { "pause" },
         pause_label = if cfg.paused { "Resume" } else { "Pause" },
         sf = cfg.slow_factor,
@@ -544,6 +548,19 @@ fn parse_config(f: &Fields) -> Result<RoomConfigBody, (String, String)> {
             .map(|v| v.trim().to_string())
             .filter(|v| !v.is_empty())
     };
+    let d = crate::model::EntryBody::default();
+    let bits = |k: &str| -> Result<u8, (String, String)> {
+        match f.get(k).map(|v| v.trim()).filter(|v| !v.is_empty()) {
+            None => Ok(if k.ends_with("v4") {
+                d.client_prefix_v4
+            } else {
+                d.client_prefix_v6
+            }),
+            Some(v) => v
+                .parse()
+                .map_err(|_| (k.to_string(), "must be a number of bits".to_string())),
+        }
+    };
     Ok(RoomConfigBody {
         capacity: num("capacity")?,
         admit_per_minute: num("admit_per_minute")?,
@@ -570,6 +587,12 @@ fn parse_config(f: &Fields) -> Result<RoomConfigBody, (String, String)> {
             accent_color: text("branding.accent_color"),
             background_color: text("branding.background_color"),
             logo_url: text("branding.logo_url"),
+        },
+        entry: EntryBody {
+            first_use_ttl_secs: opt_num("entry.first_use_ttl_secs")?,
+            places_per_client_max: opt_num("entry.places_per_client_max")?,
+            client_prefix_v4: bits("entry.client_prefix_v4")?,
+            client_prefix_v6: bits("entry.client_prefix_v6")?,
         },
     })
 }

@@ -10,8 +10,10 @@ use sluice_raft::{ClusterError, ClusterStatus, MembershipOp, NodeAddr, RaftNode}
 use sluice_statemachine::limits::{QUEUE_PAGE_MAX, ROOMS_PAGE_MAX};
 use sluice_statemachine::types::validate_name;
 use sluice_statemachine::{
-    Command, Health, Mode, Outcome, Rejection, VisitorId, VisitorState, VisitorView,
+    ClientKey, Command, EntryPolicy, Health, JoinEvidence, Mode, Outcome, Rejection, VisitorId,
+    VisitorState, VisitorView,
 };
+use std::net::IpAddr;
 use std::time::Duration;
 
 /// Where a ticket came from: an explicit ticket must match; a cookie for another room (a
@@ -41,6 +43,29 @@ pub struct Sluice {
     pub catch_up_timeout: Duration,
     /// Open status streams.
     pub watches: crate::watch::Watches,
+}
+
+/// The key a client network is counted under in `room`: its address cut to the policy's prefix,
+/// hashed with the room's name (the state holds no address, and one room's keys say nothing of
+/// another's).
+pub fn client_key(room: &str, ip: IpAddr, policy: &EntryPolicy) -> ClientKey {
+    let (family, bytes, bits): (u8, Vec<u8>, u8) = match ip.to_canonical() {
+        IpAddr::V4(v4) => (4, v4.octets().to_vec(), policy.client_prefix_v4.min(32)),
+        IpAddr::V6(v6) => (6, v6.octets().to_vec(), policy.client_prefix_v6.min(128)),
+    };
+    let mut net = bytes;
+    for (i, b) in net.iter_mut().enumerate() {
+        let keep = (bits as usize).saturating_sub(i * 8).min(8);
+        *b &= (0xffu16 << (8 - keep)) as u8;
+    }
+    let mut h = blake3::Hasher::new_derive_key("sluice 2026-12 client network v1");
+    h.update(&[room.len() as u8]);
+    h.update(room.as_bytes());
+    h.update(&[family, bits]);
+    h.update(&net);
+    let mut key = [0u8; 16];
+    key.copy_from_slice(&h.finalize().as_bytes()[..16]);
+    ClientKey(key)
 }
 
 /// A ticket the gate lets through is re-issued once it is this old (seconds).
@@ -160,8 +185,38 @@ impl Sluice {
         validate_name("room", room).map_err(ApiError::from)
     }
 
-    /// Joins (or resumes a place).
-    pub async fn join(&self, room: &str, src: &TicketSource) -> Result<VisitorReply, ApiError> {
+    /// The join command for `visitor` from `client`: with the client's network when the room's
+    /// entry policy counts clients (a plain `Join` otherwise, as before policies existed).
+    fn join_command(&self, room: &str, visitor: VisitorId, client: Option<IpAddr>) -> Command {
+        let policy = self
+            .node
+            .read(|st| st.sm.entry_policy(room))
+            .ok()
+            .and_then(|(p, _)| p)
+            .filter(|p| p.counts_clients());
+        match (policy, client) {
+            (Some(p), Some(ip)) => Command::JoinWith {
+                room: room.into(),
+                visitor,
+                evidence: JoinEvidence {
+                    client: Some(client_key(room, ip, &p)),
+                }
+                .encode(),
+            },
+            _ => Command::Join {
+                room: room.into(),
+                visitor,
+            },
+        }
+    }
+
+    /// Joins (or resumes a place), for a client at `client` (when known).
+    pub async fn join(
+        &self,
+        room: &str,
+        src: &TicketSource,
+        client: Option<IpAddr>,
+    ) -> Result<VisitorReply, ApiError> {
         Self::check_room(room)?;
         let (visitor, fresh) = match self.resumed(room, src)? {
             Some(t) => (t.visitor, false),
@@ -175,10 +230,7 @@ impl Sluice {
         };
         let written = self
             .node
-            .write(Command::Join {
-                room: room.into(),
-                visitor,
-            })
+            .write(self.join_command(room, visitor, client))
             .await;
         let (outcome, index) = match written {
             Ok(w) => w,
@@ -359,6 +411,37 @@ impl Sluice {
         Self::check_room(room)?;
         let config = body.to_config().map_err(|(f, m)| ApiError::invalid(f, m))?;
         config.validate()?;
+        let policy = body.entry.to_policy();
+        policy.validate()?;
+        let (view, index, created) = self.create_or_update(room, config).await?;
+        // The entry policy is a command of its own (its encoding grows on its own); it is
+        // written only when it changes.
+        let _ = self.node.wait_applied(index, self.catch_up_timeout).await;
+        let current = self
+            .node
+            .read(|st| st.sm.entry_policy(room))
+            .ok()
+            .and_then(|(p, _)| p);
+        if current.as_ref() != Some(&policy) {
+            let set = Command::SetEntryPolicy {
+                room: room.into(),
+                policy: policy.encode(),
+            };
+            return match self.write(set).await? {
+                (Outcome::Room(v), i) => Ok((RoomBody::new(&v, &policy, i), created)),
+                (o, _) => Err(unexpected(o)),
+            };
+        }
+        Ok((RoomBody::new(&view, &policy, index), created))
+    }
+
+    /// Creates the room with `config`, or replaces an existing room's: the room, the log index,
+    /// and whether this request created it.
+    async fn create_or_update(
+        &self,
+        room: &str,
+        config: sluice_statemachine::RoomConfig,
+    ) -> Result<(sluice_statemachine::RoomView, u64, bool), ApiError> {
         // Create, else replace: whether this request created the room is decided by the log,
         // so of concurrent requests for a new room exactly one reports it created. A room
         // deleted between the two attempts is created on the next round.
@@ -368,7 +451,7 @@ impl Sluice {
                 config: config.clone(),
             };
             match self.node.write(create).await? {
-                (Outcome::Room(v), i) => return Ok((RoomBody::new(&v, i), true)),
+                (Outcome::Room(v), i) => return Ok((v, i, true)),
                 (Outcome::Rejected(Rejection::RoomExists), _) => {}
                 (Outcome::Rejected(r), _) => return Err(r.into()),
                 (o, _) => return Err(unexpected(o)),
@@ -378,7 +461,7 @@ impl Sluice {
                 config: config.clone(),
             };
             match self.node.write(update).await? {
-                (Outcome::Room(v), i) => return Ok((RoomBody::new(&v, i), false)),
+                (Outcome::Room(v), i) => return Ok((v, i, false)),
                 (Outcome::Rejected(Rejection::RoomNotFound), _) if round < 3 => {}
                 (Outcome::Rejected(r), _) => return Err(r.into()),
                 (o, _) => return Err(unexpected(o)),
@@ -387,17 +470,28 @@ impl Sluice {
         unreachable!("the loop returns by its third round")
     }
 
+    /// A room's view with its entry policy, as this node has applied them.
+    fn room_body(&self, v: &sluice_statemachine::RoomView, index: u64) -> RoomBody {
+        let policy = self
+            .node
+            .read(|st| st.sm.entry_policy(&v.name))
+            .ok()
+            .and_then(|(p, _)| p)
+            .unwrap_or_default();
+        RoomBody::new(v, &policy, index)
+    }
+
     /// A room.
     pub async fn get_room(&self, room: &str, consistent: bool) -> Result<RoomBody, ApiError> {
         Self::check_room(room)?;
-        let read = |st: &sluice_raft::SmState| st.sm.room(room);
+        let read = |st: &sluice_raft::SmState| st.sm.room(room).zip(st.sm.entry_policy(room));
         let (v, i) = if consistent {
             self.node.read_linearizable(read).await?
         } else {
             self.node.read(read)?
         };
-        let v = v.ok_or(Rejection::RoomNotFound)?;
-        Ok(RoomBody::new(&v, i))
+        let (v, policy) = v.ok_or(Rejection::RoomNotFound)?;
+        Ok(RoomBody::new(&v, &policy, i))
     }
 
     /// Every room.
@@ -416,15 +510,25 @@ impl Sluice {
         if let Some(after) = after {
             validate_name("after", after).map_err(ApiError::from)?;
         }
-        let read = |st: &sluice_raft::SmState| st.sm.rooms_after(after, limit);
+        let read = |st: &sluice_raft::SmState| {
+            let (page, more) = st.sm.rooms_after(after, limit);
+            let page: Vec<_> = page
+                .into_iter()
+                .map(|r| {
+                    let p = st.sm.entry_policy(&r.name).unwrap_or_default();
+                    (r, p)
+                })
+                .collect();
+            (page, more)
+        };
         let ((page, more), i) = if consistent {
             self.node.read_linearizable(read).await?
         } else {
             self.node.read(read)?
         };
         Ok(RoomList {
-            next_after: page.last().filter(|_| more).map(|r| r.name.clone()),
-            rooms: page.iter().map(|r| RoomBody::new(r, i)).collect(),
+            next_after: page.last().filter(|_| more).map(|(r, _)| r.name.clone()),
+            rooms: page.iter().map(|(r, p)| RoomBody::new(r, p, i)).collect(),
             applied_index: i,
         })
     }
@@ -446,7 +550,10 @@ impl Sluice {
 
     async fn room_cmd(&self, cmd: Command) -> Result<RoomBody, ApiError> {
         match self.write(cmd).await? {
-            (Outcome::Room(v), i) => Ok(RoomBody::new(&v, i)),
+            (Outcome::Room(v), i) => {
+                let _ = self.node.wait_applied(i, self.catch_up_timeout).await;
+                Ok(self.room_body(&v, i))
+            }
             (o, _) => Err(unexpected(o)),
         }
     }
@@ -819,4 +926,30 @@ fn unexpected(o: Outcome) -> ApiError {
         "internal",
         format!("unexpected outcome {o:?}"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_network_is_its_prefix_hashed_with_the_room() {
+        let p = EntryPolicy {
+            client_prefix_v4: 24,
+            ..EntryPolicy::default()
+        };
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let key = |room: &str, addr: &str, p: &EntryPolicy| client_key(room, ip(addr), p);
+        assert_eq!(key("r", "10.1.2.3", &p), key("r", "10.1.2.200", &p));
+        assert_ne!(key("r", "10.1.2.3", &p), key("r", "10.1.3.3", &p));
+        assert_ne!(key("r", "10.1.2.3", &p), key("s", "10.1.2.3", &p));
+        assert_eq!(
+            key("r", "2001:db8:1:2::1", &p),
+            key("r", "2001:db8:1:2:ffff::7", &p),
+            "an IPv6 /64"
+        );
+        assert_eq!(key("r", "::ffff:10.1.2.3", &p), key("r", "10.1.2.9", &p));
+        let whole = EntryPolicy::default();
+        assert_ne!(key("r", "10.1.2.3", &whole), key("r", "10.1.2.4", &whole));
+    }
 }

@@ -140,6 +140,10 @@ impl From<Rejection> for ApiError {
             }
             Rejection::LimitReached { .. } => ApiError::new(StatusCode::CONFLICT, r.code(), msg),
             Rejection::Banned { .. } => ApiError::new(StatusCode::FORBIDDEN, r.code(), msg),
+            // Retrying helps once one of the network's places has ended.
+            Rejection::PlaceLimit { .. } => {
+                ApiError::new(StatusCode::TOO_MANY_REQUESTS, r.code(), msg).retry(60)
+            }
         }
     }
 }

@@ -75,6 +75,8 @@ pub struct Grpc {
     pub sluice: Arc<Sluice>,
     /// Call counters.
     pub metrics: Arc<Metrics>,
+    /// Whether `Visitor` callers hold backend tokens (and so name their visitors' addresses).
+    pub backends_need_tokens: bool,
 }
 
 type R<T> = Result<Response<T>, Status>;
@@ -189,6 +191,12 @@ fn config_to_pb(c: &RoomConfigBody) -> pb::RoomConfig {
             background_color: c.branding.background_color.clone(),
             logo_url: c.branding.logo_url.clone(),
         }),
+        entry: Some(pb::Entry {
+            first_use_ttl_secs: c.entry.first_use_ttl_secs,
+            places_per_client_max: c.entry.places_per_client_max,
+            client_prefix_v4: c.entry.client_prefix_v4.into(),
+            client_prefix_v6: c.entry.client_prefix_v6.into(),
+        }),
     }
 }
 
@@ -226,6 +234,23 @@ fn config_from_pb(c: pb::RoomConfig) -> RoomConfigBody {
             accent_color: b.accent_color,
             background_color: b.background_color,
             logo_url: b.logo_url,
+        },
+        entry: {
+            let e = c.entry.unwrap_or_default();
+            // Out of range stays out of range (refused with its field), never wraps.
+            let bits = |v: u32, default: u8| {
+                if v == 0 {
+                    default
+                } else {
+                    u8::try_from(v).unwrap_or(u8::MAX)
+                }
+            };
+            EntryBody {
+                first_use_ttl_secs: e.first_use_ttl_secs,
+                places_per_client_max: e.places_per_client_max,
+                client_prefix_v4: bits(e.client_prefix_v4, d.entry.client_prefix_v4),
+                client_prefix_v6: bits(e.client_prefix_v6, d.entry.client_prefix_v6),
+            }
         },
     }
 }
@@ -309,10 +334,17 @@ fn cluster(s: sluice_raft::ClusterStatus) -> pb::ClusterStatus {
 #[tonic::async_trait]
 impl pb::visitor_server::Visitor for Grpc {
     async fn join(&self, req: Request<pb::JoinRequest>) -> R<pb::VisitorStatus> {
+        let peer = client_addr(&req);
         let r = req.into_inner();
+        // A backend (one with a token) speaks for its visitors; anyone else for itself.
+        let client = if self.backends_need_tokens {
+            r.client_address.parse().ok()
+        } else {
+            Some(peer)
+        };
         self.call(
             "Visitor/Join",
-            self.sluice.join(&r.room, &ticket(&r.ticket)),
+            self.sluice.join(&r.room, &ticket(&r.ticket), client),
             visitor,
         )
         .await

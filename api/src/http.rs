@@ -290,6 +290,7 @@ async fn join(
     Path(room): Path<String>,
     Query(q): Query<ReadQuery>,
     headers: HeaderMap,
+    extensions: axum::http::Extensions,
     body: Bytes,
 ) -> Response {
     let b: TicketBody = match parse_body(&body) {
@@ -297,7 +298,8 @@ async fn join(
         Err(e) => return e.into_response(),
     };
     let src = ticket_source(&headers, &room, q.ticket.as_deref(), b.ticket);
-    match app.sluice.join(&room, &src).await {
+    let client = client_ip_of(&app, &headers, &extensions);
+    match app.sluice.join(&room, &src, Some(client)).await {
         Ok(r) => with_cookie(&app, &room, &src, &headers, r),
         Err(e) => error_with_cookie(&app, &room, e),
     }
@@ -840,16 +842,12 @@ async fn wait_join(
     Query(q): Query<ReadQuery>,
     axum::extract::RawQuery(raw): axum::extract::RawQuery,
     headers: HeaderMap,
+    extensions: axum::http::Extensions,
 ) -> Response {
     let next = raw_next(raw.as_deref()).or(q.next);
-    pages::wait(
-        &app,
-        &room,
-        next.as_deref(),
-        &headers,
-        pages::WaitRequest::Join,
-    )
-    .await
+    let client = client_ip_of(&app, &headers, &extensions);
+    let join = pages::WaitRequest::Join(client);
+    pages::wait(&app, &room, next.as_deref(), &headers, join).await
 }
 
 /// The page to return to, as a proxy writes it: `next=` followed by the request URI as the
@@ -1203,7 +1201,7 @@ mod tests {
     info(title = "Sluice", description = "Virtual waiting room and admission coordinator", version = "1"),
     paths(join, status, heartbeat, leave, events, gate, put_room, get_room, delete_room, list_rooms, room_action, queue,
           put_pool, get_pool, pool_action, cluster, add_learner, membership, digest, log, backup),
-    components(schemas(VisitorReply, TicketBody, RoomConfigBody, BrandingBody, RoomBody, RoomList, TotalsBody, ModeBody, HealthBody,
+    components(schemas(VisitorReply, TicketBody, RoomConfigBody, BrandingBody, EntryBody, RoomBody, RoomList, TotalsBody, ModeBody, HealthBody,
         AdmitBody, RevokeBody, BanBody, CountReply, QueueReply, QueueEntryBody, PoolBody, PoolReply, PoolRoom, AssignReply, PoolRoomBody,
         LearnerBody, MembershipBody)),
     modifiers(&BearerAuth)

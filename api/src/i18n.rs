@@ -97,6 +97,8 @@ pub struct Texts {
     pub join_button: &'static str,
     /// Joined, but the browser kept no cookie.
     pub cookies_blocked: &'static str,
+    /// This network holds its share of places.
+    pub place_limit: &'static str,
 }
 
 /// The texts in `lang`.
@@ -131,6 +133,7 @@ static EN: Texts = Texts {
     join_intro: "Press the button to take your place in line. Keep this page open afterwards: it moves you on by itself when it is your turn.",
     join_button: "Join the line",
     cookies_blocked: "Your browser did not keep the cookie that holds your place. Please allow cookies for this site, then press the button again.",
+    place_limit: "Your network holds as many places in this line as one network may. Please try again once one of them has ended.",
 };
 
 static DE: Texts = Texts {
@@ -155,6 +158,7 @@ static DE: Texts = Texts {
     join_intro: "Drücken Sie die Schaltfläche, um sich anzustellen. Lassen Sie die Seite danach geöffnet: Sie werden automatisch weitergeleitet, sobald Sie an der Reihe sind.",
     join_button: "Anstellen",
     cookies_blocked: "Ihr Browser hat das Cookie, das Ihren Platz hält, nicht gespeichert. Bitte erlauben Sie Cookies für diese Seite und drücken Sie die Schaltfläche erneut.",
+    place_limit: "Ihr Netzwerk hält bereits so viele Plätze in dieser Warteschlange, wie ein Netzwerk halten darf. Bitte versuchen Sie es erneut, sobald einer davon abgelaufen ist.",
 };
 
 static FR: Texts = Texts {
@@ -179,6 +183,7 @@ static FR: Texts = Texts {
     join_intro: "Appuyez sur le bouton pour prendre votre place dans la file. Gardez ensuite cette page ouverte : elle vous redirige d'elle-même quand c'est votre tour.",
     join_button: "Rejoindre la file",
     cookies_blocked: "Votre navigateur n'a pas gardé le cookie qui retient votre place. Autorisez les cookies pour ce site, puis appuyez à nouveau sur le bouton.",
+    place_limit: "Votre réseau détient déjà autant de places dans cette file qu'un réseau le peut. Réessayez quand l'une d'elles aura pris fin.",
 };
 
 static ES: Texts = Texts {
@@ -204,6 +209,7 @@ static ES: Texts = Texts {
     join_intro: "Pulse el botón para ocupar su lugar en la fila. Después mantenga esta página abierta: le llevará automáticamente cuando sea su turno.",
     join_button: "Entrar en la fila",
     cookies_blocked: "Su navegador no guardó la cookie que conserva su lugar. Permita las cookies para este sitio y vuelva a pulsar el botón.",
+    place_limit: "Su red ya ocupa tantos lugares en esta fila como puede ocupar una red. Vuelva a intentarlo cuando uno de ellos haya terminado.",
 };
 
 #[cfg(test)]

@@ -1,7 +1,9 @@
 //! The public API's data shapes (JSON over HTTP; mirrored by the protobuf messages for gRPC).
 
 use serde::{Deserialize, Serialize};
-use sluice_statemachine::{Branding, Health, Mode, PoolView, RoomConfig, RoomView, Totals};
+use sluice_statemachine::{
+    Branding, EntryPolicy, Health, Mode, PoolView, RoomConfig, RoomView, Totals,
+};
 use utoipa::ToSchema;
 
 /// A visitor's status, as join, status, heartbeat and leave return it.
@@ -102,6 +104,55 @@ pub struct RoomConfigBody {
     pub slow_factor: f64,
     /// Waiting-page look.
     pub branding: BrandingBody,
+    /// Who may hold how many places, and how soon an admission must be used.
+    pub entry: EntryBody,
+}
+
+/// A room's entry policy. Every rule is off until set.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct EntryBody {
+    /// An admitted visitor who does not use the admission (no request through the gate, no
+    /// heartbeat) within this many seconds loses it (1 to 86,400).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_use_ttl_secs: Option<u64>,
+    /// Most live places (waiting or admitted) one client network holds in the room; a join past
+    /// it is refused with 429 `place_limit`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub places_per_client_max: Option<u64>,
+    /// Leading bits of an IPv4 client address that make its network (8 to 32; 32).
+    pub client_prefix_v4: u8,
+    /// Leading bits of an IPv6 client address that make its network (16 to 128; 64).
+    pub client_prefix_v6: u8,
+}
+
+impl Default for EntryBody {
+    fn default() -> Self {
+        EntryBody::from(&EntryPolicy::default())
+    }
+}
+
+impl From<&EntryPolicy> for EntryBody {
+    fn from(p: &EntryPolicy) -> Self {
+        EntryBody {
+            first_use_ttl_secs: p.first_use_ttl_secs,
+            places_per_client_max: p.places_per_client_max,
+            client_prefix_v4: p.client_prefix_v4,
+            client_prefix_v6: p.client_prefix_v6,
+        }
+    }
+}
+
+impl EntryBody {
+    /// The state machine's policy (checked there, one set of rules).
+    pub fn to_policy(&self) -> EntryPolicy {
+        EntryPolicy {
+            first_use_ttl_secs: self.first_use_ttl_secs,
+            places_per_client_max: self.places_per_client_max,
+            client_prefix_v4: self.client_prefix_v4,
+            client_prefix_v6: self.client_prefix_v6,
+        }
+    }
 }
 
 impl Default for RoomConfigBody {
@@ -133,6 +184,7 @@ impl From<&RoomConfig> for RoomConfigBody {
                 background_color: c.branding.background_color.clone(),
                 logo_url: c.branding.logo_url.clone(),
             },
+            entry: EntryBody::default(),
         }
     }
 }
@@ -270,11 +322,13 @@ pub struct RoomBody {
 }
 
 impl RoomBody {
-    /// From the state machine's view.
-    pub fn new(v: &RoomView, applied_index: u64) -> Self {
+    /// From the state machine's view and the room's entry policy.
+    pub fn new(v: &RoomView, policy: &EntryPolicy, applied_index: u64) -> Self {
+        let mut config = RoomConfigBody::from(&v.config);
+        config.entry = EntryBody::from(policy);
         RoomBody {
             name: v.name.clone(),
-            config: RoomConfigBody::from(&v.config),
+            config,
             open: v.open,
             closed: v.closed,
             waiting: v.waiting,

@@ -267,8 +267,8 @@ fn join_html(
 pub enum WaitRequest {
     /// `GET` (or `HEAD`): show where the visitor stands; never takes a place.
     Look,
-    /// `POST`: join (or resume the place the cookie holds).
-    Join,
+    /// `POST`: join (or resume the place the cookie holds), for a client at this address.
+    Join(std::net::IpAddr),
 }
 
 /// `GET /wait/{room}` shows the line to a visitor who holds a place (checking it in), moves an
@@ -313,7 +313,7 @@ pub async fn wait(
         .and_then(|(v, _)| v);
     let reply = match (resumed, request) {
         (Some(r), _) => Ok(r),
-        (None, WaitRequest::Join) => app.sluice.join(room, &src).await,
+        (None, WaitRequest::Join(client)) => app.sluice.join(room, &src, Some(client)).await,
         (None, WaitRequest::Look) if wants_json => Err(crate::error::ApiError::missing_ticket()),
         (None, WaitRequest::Look) => {
             if view.is_none() || crate::core::Sluice::check_room(room).is_err() {
@@ -332,6 +332,7 @@ pub async fn wait(
                 "queue_full" => t.full,
                 "room_not_found" | "invalid_field" => t.closed,
                 "banned" => t.ended,
+                "place_limit" => t.place_limit,
                 _ => t.busy,
             };
             let retry = e.status.is_server_error();
@@ -355,7 +356,7 @@ pub async fn wait(
         axum::Json(reply).into_response()
     } else if reply.state == "admitted" {
         see_other(&next)
-    } else if reply.state == "waiting" && request == WaitRequest::Join {
+    } else if reply.state == "waiting" && matches!(request, WaitRequest::Join(_)) {
         // Post, then redirect, then get: a reload shows the line and posts nothing again.
         see_other(&format!("/wait/{room}?next={next}"))
     } else if reply.state == "waiting" {

@@ -221,6 +221,7 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
     let grpc = Grpc {
         sluice: sluice.clone(),
         metrics,
+        backends_need_tokens: !cfg.backend_tokens.is_empty(),
     };
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
     health_reporter

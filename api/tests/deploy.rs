@@ -698,6 +698,7 @@ async fn tls_clients_that_stall_are_cut_off() {
         .join(sluice_api::pb::JoinRequest {
             room: "none-such".into(),
             ticket: String::new(),
+            client_address: String::new(),
         })
         .await;
     assert_eq!(reply.unwrap_err().code(), tonic::Code::NotFound);

@@ -175,6 +175,7 @@ async fn grpc_flow_health_and_reflection() {
         .join(pb::JoinRequest {
             room: "g".into(),
             ticket: String::new(),
+            client_address: String::new(),
         })
         .await
         .unwrap()
@@ -184,6 +185,7 @@ async fn grpc_flow_health_and_reflection() {
         .join(pb::JoinRequest {
             room: "g".into(),
             ticket: String::new(),
+            client_address: String::new(),
         })
         .await
         .unwrap()
@@ -194,6 +196,7 @@ async fn grpc_flow_health_and_reflection() {
         .join(pb::JoinRequest {
             room: "g".into(),
             ticket: "t".repeat(100 * 1024),
+            client_address: String::new(),
         })
         .await
         .unwrap_err();
@@ -270,6 +273,7 @@ async fn grpc_flow_health_and_reflection() {
         .join(pb::JoinRequest {
             room: "NO".into(),
             ticket: String::new(),
+            client_address: String::new(),
         })
         .await
         .unwrap_err();

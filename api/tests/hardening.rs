@@ -1005,3 +1005,63 @@ async fn grpc_joins_need_a_backend_token_or_keep_to_the_visitor_limit() {
     let codes = join(&c, Some(backend), 30).await;
     assert!(codes.iter().all(|c| *c == tonic::Code::Ok), "{codes:?}");
 }
+
+/// One address took 239 places in 10 s. With `places_per_client_max`, one client network holds
+/// at most its share of the room's places, through the API and the page alike; a place that
+/// ends frees its share; other networks are not affected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_network_holds_at_most_its_share_of_places() {
+    let c = Cluster::start_with(1, "trusted_proxies = [\"127.0.0.1\"]").await;
+    let mut config = held();
+    config["entry"] = json!({"places_per_client_max": 3});
+    c.create_room("p", config).await;
+    let (_, room) = c.admin(1, Method::GET, "/v1/rooms/p", None).await;
+    assert_eq!(
+        room["config"]["entry"]["places_per_client_max"], 3,
+        "{room}"
+    );
+    let join = |from: &'static str| {
+        let (http, url) = (c.http.clone(), c.node(1).url("/v1/rooms/p/join"));
+        async move {
+            let r = http
+                .post(&url)
+                .header("x-forwarded-for", from)
+                .send()
+                .await
+                .unwrap();
+            (r.status(), r.json::<Value>().await.unwrap())
+        }
+    };
+    let mut tickets = Vec::new();
+    for _ in 0..3 {
+        let (s, v) = join("203.0.113.7").await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        tickets.push(v["ticket"].as_str().unwrap().to_string());
+    }
+    let (s, v) = join("203.0.113.7").await;
+    assert_eq!(s, StatusCode::TOO_MANY_REQUESTS, "{v}");
+    assert_eq!(v["error"]["code"], "place_limit");
+    // The page says so too.
+    let r = c
+        .http
+        .post(c.node(1).url("/wait/p"))
+        .header("x-forwarded-for", "203.0.113.7")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(r.text().await.unwrap().contains("as many places"));
+    // Another network is not affected; a place that ends frees its network's share.
+    assert_eq!(join("198.51.100.1").await.0, StatusCode::OK);
+    let (s, _) = c
+        .visitor(1, Method::POST, "/v1/rooms/p/leave", Some(&tickets[0]))
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(join("203.0.113.7").await.0, StatusCode::OK);
+    // An out-of-range policy is refused with its field.
+    let mut bad = held();
+    bad["entry"] = json!({"places_per_client_max": 0});
+    let (s, v) = c.admin(1, Method::PUT, "/v1/rooms/p", Some(bad)).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    assert_eq!(v["error"]["field"], "entry.places_per_client_max");
+}

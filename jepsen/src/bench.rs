@@ -819,6 +819,7 @@ fn sluice_join_op(
             v.join(pb::sluice::JoinRequest {
                 room: room.into(),
                 ticket: String::new(),
+                client_address: String::new(),
             })
             .await
             .map(|_| 0)
@@ -1108,6 +1109,7 @@ async fn memory_restart_failover(opts: &BenchOpts) -> Result<(BTreeMap<u64, u64>
                     v.join(pb::sluice::JoinRequest {
                         room: "big".into(),
                         ticket: String::new(),
+                        client_address: String::new(),
                     })
                     .await
                     .map_err(|s| format!("{:?}", s.code()))?;
@@ -1166,6 +1168,7 @@ async fn memory_restart_failover(opts: &BenchOpts) -> Result<(BTreeMap<u64, u64>
         if c.join(pb::sluice::JoinRequest {
             room: "hot".into(),
             ticket: String::new(),
+            client_address: String::new(),
         })
         .await
         .is_ok()

@@ -6,6 +6,7 @@
 //! removed or changed (a changed command is a new variant).
 
 use crate::limits::*;
+use crate::policy::{EncodedEvidence, EncodedPolicy};
 use crate::types::{Health, Mode, RoomConfig, VisitorId};
 use serde::{Deserialize, Serialize};
 
@@ -176,6 +177,23 @@ pub enum Command {
         /// When it would have ended, ms since the epoch.
         until_ms: u64,
     },
+    /// Set a room's entry policy ([`crate::policy`]).
+    SetEntryPolicy {
+        /// Room name.
+        room: String,
+        /// The policy, in its own versioned encoding.
+        policy: EncodedPolicy,
+    },
+    /// Join (or resume) as [`Command::Join`], with what the edge knows of the visitor: the
+    /// client network it came from, which the room's entry policy may count.
+    JoinWith {
+        /// Room name.
+        room: String,
+        /// The visitor.
+        visitor: VisitorId,
+        /// What the join brings, in its own versioned encoding.
+        evidence: EncodedEvidence,
+    },
 }
 
 impl Command {
@@ -199,7 +217,9 @@ impl Command {
             | Revoke { room, .. }
             | RevokeAll { room }
             | Ban { room, .. }
-            | Unban { room, .. } => Some(room),
+            | Unban { room, .. }
+            | SetEntryPolicy { room, .. }
+            | JoinWith { room, .. } => Some(room),
             PutPool { pool, .. }
             | DeletePool { pool }
             | PoolAssign { pool }

@@ -12,6 +12,8 @@
 //! - `queue`: the waiting line with exact positions (ranks) in O(n / 256).
 //! - `sessions`: admitted sessions, indexed by visitor and kept in sequence-number order.
 //! - [`draw`]: seeded lottery draws and shuffles (`sluice-draw-v1`).
+//! - [`policy`]: a room's entry policy (places per client network, first-use TTL) and what a
+//!   join brings, each encoded on its own so that it can grow.
 //! - `pool`: capacity-bounded room sets, handed out first-fit.
 //! - [`snapshot`]: canonical encoding, restore, and the state digest.
 //! - [`outcome`]: what each command returns; rejections are outcomes, not errors.
@@ -25,6 +27,7 @@ mod idmap;
 pub mod limits;
 pub mod machine;
 pub mod outcome;
+pub mod policy;
 mod pool;
 mod queue;
 mod room;
@@ -37,6 +40,7 @@ pub use machine::{LogPosition, QueueEntry, StateMachine};
 pub use outcome::{
     EndReason, Outcome, PoolView, Rejection, RoomView, Totals, VisitorState, VisitorView,
 };
+pub use policy::{ClientKey, EntryPolicy, JoinEvidence};
 pub use snapshot::{digest_hex, Digest};
 pub use types::{Branding, Health, Mode, RoomConfig, VisitorId};
 

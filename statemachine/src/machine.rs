@@ -168,7 +168,28 @@ impl StateMachine {
                     active: r.sessions.len() as u64,
                 })
             }
-            Join { room, visitor } => room_op(self, room, &mut |r, d| r.join(*visitor, now, d)),
+            Join { room, visitor } => {
+                room_op(self, room, &mut |r, d| r.join(*visitor, None, now, d))
+            }
+            JoinWith {
+                room,
+                visitor,
+                evidence,
+            } => {
+                let evidence = evidence
+                    .decode()
+                    .map_err(|e| Rejection::invalid("evidence", e.to_string()))?;
+                room_op(self, room, &mut |r, d| {
+                    r.join(*visitor, evidence.client, now, d)
+                })
+            }
+            SetEntryPolicy { room, policy } => {
+                let policy = policy
+                    .decode()
+                    .map_err(|e| Rejection::invalid("entry", e.to_string()))?;
+                policy.validate()?;
+                room_op(self, room, &mut |r, d| r.set_policy(policy.clone(), now, d))
+            }
             Heartbeat { room, visitor } => {
                 room_op(self, room, &mut |r, d| r.heartbeat(*visitor, now, d))
             }
@@ -395,6 +416,11 @@ impl StateMachine {
         self.operator_sessions_ended
             .get(session)
             .is_some_and(|&until| until > self.clock_ms)
+    }
+
+    /// A room's entry policy.
+    pub fn entry_policy(&self, room: &str) -> Option<crate::EntryPolicy> {
+        self.rooms.get(room).map(|r| r.policy.clone())
     }
 
     /// When a visitor's ban in a room ends (log time ms; `u64::MAX`: never), if one is in force.

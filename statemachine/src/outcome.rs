@@ -56,6 +56,12 @@ pub enum Rejection {
         /// When the ban ends (log time, ms); `None`: while the room exists.
         until_ms: Option<u64>,
     },
+    /// The visitor's client network holds as many places as the room's policy allows.
+    #[error("this network holds {max} places in this room already")]
+    PlaceLimit {
+        /// The policy's `places_per_client_max`.
+        max: u64,
+    },
 }
 
 impl Rejection {
@@ -81,6 +87,7 @@ impl Rejection {
             Rejection::PoolFull => "pool_full",
             Rejection::LimitReached { .. } => "limit_reached",
             Rejection::Banned { .. } => "banned",
+            Rejection::PlaceLimit { .. } => "place_limit",
         }
     }
 
@@ -108,6 +115,8 @@ pub enum EndReason {
     Removed,
     /// An operator banned the visitor from the room.
     Banned,
+    /// An admission not used within the room's first-use TTL.
+    Unused,
 }
 
 impl EndReason {
@@ -120,6 +129,7 @@ impl EndReason {
             EndReason::Revoked => "revoked",
             EndReason::Removed => "removed",
             EndReason::Banned => "banned",
+            EndReason::Unused => "unused",
         }
     }
 }

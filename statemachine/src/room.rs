@@ -14,6 +14,7 @@ use crate::draw::LazyDraw;
 use crate::idmap::IdMap;
 use crate::limits::*;
 use crate::outcome::{EndReason, Outcome, Rejection, RoomView, Totals, VisitorState, VisitorView};
+use crate::policy::{ClientKey, EntryPolicy};
 use crate::queue::{Slot, WaitQueue};
 use crate::sessions::Sessions;
 use crate::types::{Health, Mode, RoomConfig, VisitorId};
@@ -67,6 +68,16 @@ pub(crate) struct Room {
     /// Banned visitors and when each ban ends (log time; `u64::MAX`: never). At most
     /// [`BANS_PER_ROOM_MAX`]; a ban past its end is dropped when room is needed.
     pub bans: BTreeMap<VisitorId, u64>,
+    /// The entry policy.
+    pub policy: EntryPolicy,
+    /// The client network of each live visitor that came with one while the policy counted
+    /// clients (at most one entry per waiter or session).
+    pub client_of: BTreeMap<VisitorId, ClientKey>,
+    /// Live places per client network (derived from `client_of`).
+    places_of: BTreeMap<ClientKey, u64>,
+    /// (deadline, seq, visitor) of admissions not yet used, under a first-use TTL; stale
+    /// unless the visitor's session has this seq and is still unused.
+    unused_due: MinHeap<(u64, u64, VisitorId)>,
 }
 
 /// Sorts due expiries (true time, seq, …) and splits them at `keep`: those to end now, and those
@@ -95,6 +106,8 @@ pub(crate) struct RoomParts {
     pub window_latest: u64,
     pub totals: Totals,
     pub bans: Vec<(VisitorId, u64)>,
+    pub policy: EntryPolicy,
+    pub client_of: Vec<(VisitorId, ClientKey)>,
 }
 
 impl Room {
@@ -120,6 +133,10 @@ impl Room {
             window_latest: now / WINDOW_MS,
             totals: Totals::default(),
             bans: BTreeMap::new(),
+            policy: EntryPolicy::default(),
+            client_of: BTreeMap::new(),
+            places_of: BTreeMap::new(),
+            unused_due: MinHeap::default(),
         }
     }
 
@@ -175,6 +192,20 @@ impl Room {
             return Err(format!("room {}: too many bans", room.name));
         }
         room.bans = p.bans.into_iter().collect();
+        room.policy = p.policy;
+        for (id, client) in p.client_of {
+            if room.sessions.get(&id).is_none() && !room.waiting.contains_key(&id) {
+                return Err(format!(
+                    "room {}: a client for {id}, who holds no place",
+                    room.name
+                ));
+            }
+            if room.client_of.insert(id, client).is_some() {
+                return Err(format!("room {}: two clients for {id}", room.name));
+            }
+            *room.places_of.entry(client).or_insert(0) += 1;
+        }
+        room.rebuild_unused_due();
         Ok(room)
     }
 
@@ -227,6 +258,24 @@ impl Room {
                 gone.push((seq, id, EndReason::Expired));
             }
         }
+        // Admissions not used in time. Deadlines never move (a use only makes an entry stale),
+        // so the heap pops in true order and every replica cuts alike.
+        while gone.len() < EXPIRIES_PER_APPLY_MAX {
+            let Some(&(deadline, seq, id)) = self.unused_due.peek() else {
+                break;
+            };
+            if deadline > now {
+                break;
+            }
+            self.unused_due.pop();
+            let unused = self
+                .sessions
+                .get(&id)
+                .is_some_and(|s| s.seq == seq && s.last_active_ms == s.admitted_at_ms);
+            if unused && self.sessions.remove(&id).is_some() {
+                gone.push((seq, id, EndReason::Unused));
+            }
+        }
         let ttl = self.config.waiter_ttl_secs * 1000;
         let mut due: Vec<(u64, u64, u64)> = Vec::new();
         while let Some(&(t, qidx)) = self.waiter_due.peek() {
@@ -243,7 +292,7 @@ impl Room {
                 self.waiter_due.push((slot.last_seen_ms, qidx));
             }
         }
-        let (due, later) = first_by_time(due, EXPIRIES_PER_APPLY_MAX - gone.len());
+        let (due, later) = first_by_time(due, EXPIRIES_PER_APPLY_MAX.saturating_sub(gone.len()));
         for (t, _, qidx) in later {
             self.waiter_due.push((t, qidx));
         }
@@ -340,6 +389,45 @@ impl Room {
             }
             self.session_due.pop();
         }
+        while let Some(&(_, seq, id)) = self.unused_due.peek() {
+            let live = self
+                .sessions
+                .get(&id)
+                .is_some_and(|s| s.seq == seq && s.last_active_ms == s.admitted_at_ms);
+            if live {
+                break;
+            }
+            self.unused_due.pop();
+        }
+    }
+
+    /// Rebuilds the first-use heap from the sessions (after a restore, or a new policy): every
+    /// session not used since its admission, due its first-use TTL after it.
+    fn rebuild_unused_due(&mut self) {
+        self.unused_due = match self.policy.first_use_ttl_secs {
+            None => MinHeap::default(),
+            Some(ttl) => MinHeap::from_vec(
+                self.sessions
+                    .iter()
+                    .filter(|(_, s)| s.last_active_ms == s.admitted_at_ms)
+                    .map(|(id, s)| (s.admitted_at_ms + ttl * 1000, s.seq, *id))
+                    .collect(),
+            ),
+        };
+    }
+
+    /// Replaces the entry policy (already validated). Sessions admitted and still unused come
+    /// under a new first-use TTL at once; visitors who joined without a counted client stay
+    /// uncounted.
+    pub fn set_policy(&mut self, policy: EntryPolicy, now: u64, draw: &mut LazyDraw) -> Outcome {
+        self.policy = policy;
+        if !self.policy.counts_clients() {
+            self.client_of.clear();
+            self.places_of.clear();
+        }
+        self.rebuild_unused_due();
+        self.pump(now, draw);
+        Outcome::Room(self.room_view(now))
     }
 
     fn admit_some(&mut self, now: u64, draw: &mut LazyDraw, max: u64, forced: bool) -> u64 {
@@ -397,6 +485,9 @@ impl Room {
             .insert(slot.id, s)
             .expect("a waiter has no session");
         self.session_due.push((now, slot.seq, slot.id));
+        if let Some(ttl) = self.policy.first_use_ttl_secs {
+            self.unused_due.push((now + ttl * 1000, slot.seq, slot.id));
+        }
         self.totals.admitted += 1;
         self.roll_windows(now);
         self.windows[((now / WINDOW_MS) % WINDOWS as u64) as usize] += 1;
@@ -455,10 +546,17 @@ impl Room {
     }
 
     fn record_end(&mut self, id: VisitorId, seq: u64, reason: EndReason, now: u64) {
+        if let Some(c) = self.client_of.remove(&id) {
+            let n = self.places_of.get_mut(&c).expect("a counted client");
+            *n -= 1;
+            if *n == 0 {
+                self.places_of.remove(&c);
+            }
+        }
         match reason {
             EndReason::Left => self.totals.left += 1,
             EndReason::Abandoned => self.totals.abandoned += 1,
-            EndReason::Expired => self.totals.expired += 1,
+            EndReason::Expired | EndReason::Unused => self.totals.expired += 1,
             EndReason::Revoked | EndReason::Removed | EndReason::Banned => self.totals.revoked += 1,
         }
         let e = Ended {
@@ -482,7 +580,13 @@ impl Room {
 
     // ---- commands -----------------------------------------------------------------------------
 
-    pub fn join(&mut self, id: VisitorId, now: u64, draw: &mut LazyDraw) -> Outcome {
+    pub fn join(
+        &mut self,
+        id: VisitorId,
+        client: Option<ClientKey>,
+        now: u64,
+        draw: &mut LazyDraw,
+    ) -> Outcome {
         if let Some(&until) = self.bans.get(&id).filter(|&&until| until > now) {
             self.pump(now, draw);
             return Outcome::Rejected(Rejection::Banned {
@@ -507,6 +611,16 @@ impl Room {
             self.pump(now, draw);
             if self.queue.len() >= self.config.max_waiting {
                 return Outcome::Rejected(Rejection::QueueFull);
+            }
+            let counted = client.filter(|_| self.policy.counts_clients());
+            if let (Some(c), Some(max)) = (counted, self.policy.places_per_client_max) {
+                if self.places_of.get(&c).copied().unwrap_or(0) >= max {
+                    return Outcome::Rejected(Rejection::PlaceLimit { max });
+                }
+            }
+            if let Some(c) = counted {
+                self.client_of.insert(id, c);
+                *self.places_of.entry(c).or_insert(0) += 1;
             }
             let seq = self.next_seq;
             self.next_seq += 1;
@@ -729,6 +843,9 @@ impl Room {
         }
         if let Some((t, _)) = self.waiter_due.peek() {
             consider(t + self.config.waiter_ttl_secs * 1000);
+        }
+        if let Some(&(deadline, _, _)) = self.unused_due.peek() {
+            consider(deadline);
         }
         if self.opened
             && !self.config.paused

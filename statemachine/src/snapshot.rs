@@ -6,9 +6,9 @@
 //! and sessions, which can number millions, as packed records: the 16 bytes of the visitor, then
 //! its numbers as LEB128 varints (postcard's integer encoding), with no per-field dispatch. A
 //! node encodes its snapshot while its applies wait, so the encoding's speed is a pause. Version 1
-//! (all postcard) is still read. Version 3 is version 2 followed by the
-//! [`ExtrasOut`] (bans, ended operator sessions), postcard. Canonical means every collection is written in an order
-//! that depends on the state alone (rooms and pools by name, waiters in line order, sessions by
+//! (all postcard) is still read. Version 3 is version 2 followed by what later versions grew
+//! (bans, ended operator sessions, entry policies, counted clients), postcard. Canonical means
+//! every collection is written in an order that depends on the state alone (rooms and pools by name, waiters in line order, sessions by
 //! sequence number, ended visitors oldest first), never on hash-map layout or on the history of
 //! how the state was reached. Derived indexes (expiry heaps, hash maps, holes in the line) are
 //! not written; they are rebuilt on decode. The digest is BLAKE3 of this encoding, so two
@@ -18,6 +18,7 @@ use crate::command::DecodeError;
 use crate::limits::*;
 use crate::machine::{LogPosition, StateMachine};
 use crate::outcome::{EndReason, Totals};
+use crate::policy::{ClientKey, EncodedPolicy, EntryPolicy};
 use crate::pool::Pool;
 use crate::queue::{Slot, WaitQueue};
 use crate::room::{Ended, Room, RoomParts, Session, WINDOWS};
@@ -224,12 +225,18 @@ struct ExtrasOut<'a> {
     operator_sessions_ended: Vec<(&'a [u8; 16], u64)>,
     /// The bans of each room that has any, rooms by name, visitors in order.
     bans: Vec<(&'a str, Vec<(VisitorId, u64)>)>,
+    /// The entry policy of each room whose policy is not the default, rooms by name.
+    policies: Vec<(&'a str, EncodedPolicy)>,
+    /// The client network of each counted visitor, for each room with any, visitors in order.
+    clients: Vec<(&'a str, Vec<(VisitorId, ClientKey)>)>,
 }
 
 #[derive(Deserialize, Default)]
 struct ExtrasIn {
     operator_sessions_ended: Vec<([u8; 16], u64)>,
     bans: Vec<(String, Vec<(VisitorId, u64)>)>,
+    policies: Vec<(String, EncodedPolicy)>,
+    clients: Vec<(String, Vec<(VisitorId, ClientKey)>)>,
 }
 
 /// A room as decoded, whichever the version; version 1 wrote it so, all postcard.
@@ -311,6 +318,23 @@ impl StateMachine {
                     )
                 })
                 .collect(),
+            policies: self
+                .rooms
+                .values()
+                .filter(|r| r.policy != EntryPolicy::default())
+                .map(|r| (r.name.as_str(), r.policy.encode()))
+                .collect(),
+            clients: self
+                .rooms
+                .values()
+                .filter(|r| !r.client_of.is_empty())
+                .map(|r| {
+                    (
+                        r.name.as_str(),
+                        r.client_of.iter().map(|(k, v)| (*k, *v)).collect(),
+                    )
+                })
+                .collect(),
         };
         postcard::to_extend(&extras, out).expect("encoding into a Vec cannot fail")
     }
@@ -339,6 +363,24 @@ impl StateMachine {
         if s.rooms.len() > ROOMS_MAX || s.pools.len() > POOLS_MAX {
             return Err(DecodeError::TooLarge("too many rooms or pools".into()));
         }
+        let mut policies: std::collections::BTreeMap<String, EntryPolicy> = Default::default();
+        for (name, p) in s.extras.policies {
+            let p = p.decode()?;
+            p.validate().map_err(|e| bad(format!("room {name}: {e}")))?;
+            if policies.insert(name.clone(), p).is_some() {
+                return Err(bad(format!("room {name}: two policies")));
+            }
+        }
+        let mut clients: std::collections::BTreeMap<String, Vec<(VisitorId, ClientKey)>> =
+            Default::default();
+        for (name, c) in s.extras.clients {
+            if c.len() as u64 > WAITERS_PER_ROOM_MAX + SESSIONS_PER_ROOM_MAX {
+                return Err(DecodeError::TooLarge(format!("room {name}: clients")));
+            }
+            if clients.insert(name.clone(), c).is_some() {
+                return Err(bad(format!("room {name}: clients listed twice")));
+            }
+        }
         let mut sm = StateMachine {
             clock_ms: s.clock_ms,
             last_applied: s
@@ -356,6 +398,7 @@ impl StateMachine {
                 return Err(DecodeError::TooLarge(format!("room {}", f.name)));
             }
             let name = f.name.clone();
+            let f_name = f.name.clone();
             let parts = RoomParts {
                 name: f.name,
                 config: f.config,
@@ -397,6 +440,8 @@ impl StateMachine {
                 window_latest: f.window_latest,
                 totals: f.totals,
                 bans: Vec::new(),
+                policy: policies.remove(&f_name).unwrap_or_default(),
+                client_of: clients.remove(&f_name).unwrap_or_default(),
             };
             let room = Room::from_parts(parts).map_err(bad)?;
             if sm.rooms.insert(name.clone(), room).is_some() {
@@ -416,6 +461,11 @@ impl StateMachine {
                 return Err(bad(format!("room {name}: too many bans, or listed twice")));
             }
             room.bans = bans.into_iter().collect();
+        }
+        if let Some(name) = policies.keys().chain(clients.keys()).next() {
+            return Err(bad(format!(
+                "room {name}: policy or clients, but no such room"
+            )));
         }
         for (name, p) in s.pools {
             validate_name("pool", &name).map_err(|e| bad(e.to_string()))?;

@@ -1591,17 +1591,146 @@ fn ended_operator_sessions_are_remembered_until_they_would_have_ended() {
     assert_eq!(end(&mut h, 0xee, T0 + 3_600_000), Outcome::Count(1));
 }
 
-/// A version 2 snapshot (before bans and ended operator sessions) restores to the same state,
+/// A version 2 snapshot (before bans, ended operator sessions and entry policies) restores to the same state,
 /// which the current version writes with empty extras.
 #[test]
 fn version_2_snapshots_still_restore() {
     let h = every_part();
     let v3 = h.sm.snapshot();
     assert_eq!(v3[4], crate::snapshot::SNAPSHOT_VERSION);
-    // With no bans and no ended sessions, the extras are two empty lists: two zero bytes.
-    assert_eq!(&v3[v3.len() - 2..], &[0, 0]);
-    let mut v2 = v3[..v3.len() - 2].to_vec();
+    // With no bans, ended sessions, entry policies or client networks, the extras are four
+    // empty lists: four zero bytes.
+    assert_eq!(&v3[v3.len() - 4..], &[0, 0, 0, 0]);
+    let mut v2 = v3[..v3.len() - 4].to_vec();
     v2[4] = 2;
     let back = StateMachine::restore(&v2).unwrap();
     assert_eq!(back.snapshot(), v3);
+}
+
+fn policy(h: &mut H, p: EntryPolicy) -> Outcome {
+    h.run(Command::SetEntryPolicy {
+        room: "r".into(),
+        policy: p.encode(),
+    })
+}
+
+fn join_from(h: &mut H, v: u128, client: u8) -> Outcome {
+    h.run(Command::JoinWith {
+        room: "r".into(),
+        visitor: vid(v),
+        evidence: JoinEvidence {
+            client: Some(ClientKey([client; 16])),
+        }
+        .encode(),
+    })
+}
+
+/// One client network holds at most its share of live places, waiting or admitted; a place
+/// that ends frees its share; a visitor resuming its place is not counted twice; a join
+/// without a client is not counted.
+#[test]
+fn a_client_network_holds_at_most_its_share_of_places() {
+    let mut h = H::new();
+    h.create("r", cfg(1, 60));
+    assert!(matches!(
+        policy(
+            &mut h,
+            EntryPolicy {
+                places_per_client_max: Some(2),
+                ..EntryPolicy::default()
+            }
+        ),
+        Outcome::Room(_)
+    ));
+    assert!(matches!(join_from(&mut h, 1, 7), Outcome::Visitor(_)));
+    assert!(h.is_admitted("r", 1));
+    assert!(matches!(join_from(&mut h, 2, 7), Outcome::Visitor(_)));
+    assert_eq!(
+        rejected(&join_from(&mut h, 3, 7)),
+        &Rejection::PlaceLimit { max: 2 }
+    );
+    // Resuming is not a new place.
+    assert!(matches!(join_from(&mut h, 2, 7), Outcome::Visitor(_)));
+    // Another network, and a join that names none, are not held to network 7's share.
+    assert!(matches!(join_from(&mut h, 4, 8), Outcome::Visitor(_)));
+    assert!(matches!(h.join("r", 5), Outcome::Visitor(_)));
+    // The admitted one leaves: network 7 may take a place again.
+    h.run(Command::Leave {
+        room: "r".into(),
+        visitor: vid(1),
+    });
+    assert!(matches!(join_from(&mut h, 3, 7), Outcome::Visitor(_)));
+    assert_eq!(
+        rejected(&join_from(&mut h, 6, 7)),
+        &Rejection::PlaceLimit { max: 2 }
+    );
+    // The counts are state: a restored replica refuses alike.
+    let mut back = H {
+        sm: StateMachine::restore(&h.sm.snapshot()).unwrap(),
+        term: h.term,
+        index: h.index,
+        now: h.now,
+    };
+    assert_eq!(back.sm.digest(), h.sm.digest());
+    assert_eq!(
+        rejected(&join_from(&mut back, 6, 7)),
+        &Rejection::PlaceLimit { max: 2 }
+    );
+    // Garbage evidence is refused, as is a policy out of range.
+    let garbage = h.run(Command::JoinWith {
+        room: "r".into(),
+        visitor: vid(9),
+        evidence: crate::policy::EncodedEvidence(vec![1, 7]),
+    });
+    assert_eq!(rejected(&garbage).code(), "invalid_field");
+    let bad = policy(
+        &mut h,
+        EntryPolicy {
+            places_per_client_max: Some(0),
+            ..EntryPolicy::default()
+        },
+    );
+    assert_eq!(rejected(&bad).code(), "invalid_field");
+}
+
+/// An admitted visitor who never uses the admission loses it after the first-use TTL, not the
+/// whole session TTL; one who uses it keeps it.
+#[test]
+fn an_admission_not_used_in_time_is_lost() {
+    let mut h = H::new();
+    h.create("r", cfg(2, 600));
+    policy(
+        &mut h,
+        EntryPolicy {
+            first_use_ttl_secs: Some(60),
+            ..EntryPolicy::default()
+        },
+    );
+    h.join("r", 1);
+    h.join("r", 2);
+    h.join("r", 3);
+    assert!(h.is_admitted("r", 1) && h.is_admitted("r", 2));
+    // Visitor 2 uses its admission (a gate check's renewal); visitor 1 does not.
+    h.at(10_000).run(Command::Touch {
+        room: "r".into(),
+        visitors: vec![vid(2)],
+    });
+    assert_eq!(h.sm.next_due_ms(), Some(T0 + 60_000));
+    let back = StateMachine::restore(&h.sm.snapshot()).unwrap();
+    assert_eq!(back.next_due_ms(), Some(T0 + 60_000), "rebuilt on restore");
+    h.at(59_999).tick();
+    assert!(h.is_admitted("r", 1));
+    h.at(60_000).tick();
+    assert!(matches!(
+        h.state("r", 1),
+        VisitorState::Ended {
+            reason: EndReason::Unused,
+            ..
+        }
+    ));
+    assert!(h.is_admitted("r", 2), "used in time");
+    assert!(
+        h.is_admitted("r", 3),
+        "the freed place goes to the next in line"
+    );
 }

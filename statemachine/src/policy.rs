@@ -1,0 +1,236 @@
+//! A room's entry policy: what one client may hold, and how soon an admission must be used.
+//!
+//! The policy is replicated state of the room, set by its own command
+//! ([`Command::SetEntryPolicy`](crate::Command::SetEntryPolicy)) and carried in that command
+//! encoded on its own ([`EncodedPolicy`]: a version byte, then postcard), so that it can grow
+//! new rules without changing the encoding of [`RoomConfig`](crate::RoomConfig), of any older
+//! command, or of older snapshots. The same holds for what a join brings with it
+//! ([`JoinEvidence`]).
+//!
+//! A *client* is a network, not a person: the edge reduces the client's address to its network
+//! (by [`EntryPolicy::client_prefix_v4`] and [`EntryPolicy::client_prefix_v6`] bits), hashes it
+//! with the room's name, and the join carries the hash ([`ClientKey`]). The state machine only
+//! counts: every replica sees the same key and decides alike.
+
+use crate::command::DecodeError;
+use crate::outcome::Rejection;
+use serde::{Deserialize, Serialize};
+
+/// The current encoding version of [`EntryPolicy`] and [`JoinEvidence`].
+pub const POLICY_VERSION: u8 = 1;
+/// Longest encoded policy or evidence accepted.
+pub const ENCODED_POLICY_BYTES_MAX: usize = 1_024;
+/// Largest `places_per_client_max`.
+pub const PLACES_PER_CLIENT_MAX: u64 = 1_000_000;
+/// Longest `first_use_ttl_secs` (a day).
+pub const FIRST_USE_TTL_SECS_MAX: u64 = 86_400;
+
+/// A client network, hashed: 16 bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ClientKey(pub [u8; 16]);
+
+/// A room's entry policy. Every rule is off until set.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EntryPolicy {
+    /// An admitted visitor who has not used the admission (no gate check, heartbeat or other
+    /// activity recorded since it was admitted) within this many seconds loses it, rather than
+    /// hold a place for the whole session TTL. `None`: only the session TTL applies.
+    pub first_use_ttl_secs: Option<u64>,
+    /// Most live places (waiting or admitted) one client network holds at once; a join past it
+    /// is refused with `place_limit`. Joins that carry no client are not counted.
+    pub places_per_client_max: Option<u64>,
+    /// Leading bits of an IPv4 address that make its client network (32: the address).
+    pub client_prefix_v4: u8,
+    /// Leading bits of an IPv6 address that make its client network (64: the usual
+    /// allocation to one subscriber).
+    pub client_prefix_v6: u8,
+}
+
+impl Default for EntryPolicy {
+    fn default() -> Self {
+        Self {
+            first_use_ttl_secs: None,
+            places_per_client_max: None,
+            client_prefix_v4: 32,
+            client_prefix_v6: 64,
+        }
+    }
+}
+
+impl EntryPolicy {
+    /// Checks the ranges.
+    pub fn validate(&self) -> Result<(), Rejection> {
+        if self
+            .first_use_ttl_secs
+            .is_some_and(|t| !(1..=FIRST_USE_TTL_SECS_MAX).contains(&t))
+        {
+            return Err(Rejection::invalid(
+                "entry.first_use_ttl_secs",
+                format!("must be between 1 and {FIRST_USE_TTL_SECS_MAX}"),
+            ));
+        }
+        if self
+            .places_per_client_max
+            .is_some_and(|n| !(1..=PLACES_PER_CLIENT_MAX).contains(&n))
+        {
+            return Err(Rejection::invalid(
+                "entry.places_per_client_max",
+                format!("must be between 1 and {PLACES_PER_CLIENT_MAX}"),
+            ));
+        }
+        if !(8..=32).contains(&self.client_prefix_v4) {
+            return Err(Rejection::invalid(
+                "entry.client_prefix_v4",
+                "must be between 8 and 32".into(),
+            ));
+        }
+        if !(16..=128).contains(&self.client_prefix_v6) {
+            return Err(Rejection::invalid(
+                "entry.client_prefix_v6",
+                "must be between 16 and 128".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether joins must say who the client is (some rule counts clients).
+    pub fn counts_clients(&self) -> bool {
+        self.places_per_client_max.is_some()
+    }
+
+    /// The versioned encoding.
+    pub fn encode(&self) -> EncodedPolicy {
+        EncodedPolicy(encode_versioned(self))
+    }
+}
+
+/// An [`EntryPolicy`], encoded: the form commands and snapshots carry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EncodedPolicy(pub Vec<u8>);
+
+impl EncodedPolicy {
+    /// The policy, checked.
+    pub fn decode(&self) -> Result<EntryPolicy, DecodeError> {
+        decode_versioned(&self.0)
+    }
+}
+
+/// What a join brings besides the visitor: the client network it came from.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JoinEvidence {
+    /// The client network, if the edge told it.
+    pub client: Option<ClientKey>,
+}
+
+impl JoinEvidence {
+    /// The versioned encoding.
+    pub fn encode(&self) -> EncodedEvidence {
+        EncodedEvidence(encode_versioned(self))
+    }
+}
+
+/// A [`JoinEvidence`], encoded: the form a join command carries.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EncodedEvidence(pub Vec<u8>);
+
+impl EncodedEvidence {
+    /// The evidence.
+    pub fn decode(&self) -> Result<JoinEvidence, DecodeError> {
+        decode_versioned(&self.0)
+    }
+}
+
+fn encode_versioned<T: Serialize>(v: &T) -> Vec<u8> {
+    postcard::to_extend(v, vec![POLICY_VERSION]).expect("encoding into a Vec cannot fail")
+}
+
+fn decode_versioned<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeError> {
+    if bytes.len() > ENCODED_POLICY_BYTES_MAX {
+        return Err(DecodeError::TooLarge(format!("{} bytes", bytes.len())));
+    }
+    match bytes.split_first() {
+        None => Err(DecodeError::Empty),
+        Some((&POLICY_VERSION, rest)) => {
+            let (v, tail) = postcard::take_from_bytes(rest)
+                .map_err(|e| DecodeError::Malformed(e.to_string()))?;
+            if !tail.is_empty() {
+                return Err(DecodeError::Malformed(format!(
+                    "{} trailing bytes",
+                    tail.len()
+                )));
+            }
+            Ok(v)
+        }
+        Some((&v, _)) => Err(DecodeError::Version(v)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policies_and_evidence_round_trip_and_garbage_is_refused() {
+        let p = EntryPolicy {
+            first_use_ttl_secs: Some(60),
+            places_per_client_max: Some(4),
+            client_prefix_v4: 24,
+            client_prefix_v6: 56,
+        };
+        assert_eq!(p.encode().decode().unwrap(), p);
+        let e = JoinEvidence {
+            client: Some(ClientKey([7; 16])),
+        };
+        assert_eq!(e.encode().decode().unwrap(), e);
+        assert!(EncodedPolicy(vec![]).decode().is_err());
+        assert!(matches!(
+            EncodedPolicy(vec![9, 0]).decode(),
+            Err(DecodeError::Version(9))
+        ));
+        let mut long = p.encode().0;
+        long.push(0);
+        assert!(EncodedPolicy(long).decode().is_err(), "trailing bytes");
+        assert!(EncodedPolicy(vec![1; ENCODED_POLICY_BYTES_MAX + 1])
+            .decode()
+            .is_err());
+        for bad in [
+            EntryPolicy {
+                first_use_ttl_secs: Some(0),
+                ..EntryPolicy::default()
+            },
+            EntryPolicy {
+                places_per_client_max: Some(0),
+                ..EntryPolicy::default()
+            },
+            EntryPolicy {
+                client_prefix_v4: 33,
+                ..EntryPolicy::default()
+            },
+            EntryPolicy {
+                client_prefix_v6: 8,
+                ..EntryPolicy::default()
+            },
+        ] {
+            assert!(bad.validate().is_err(), "{bad:?}");
+        }
+        EntryPolicy::default().validate().unwrap();
+    }
+
+    /// The encoding is the log format: it must not change by accident.
+    #[test]
+    fn the_encoding_is_golden() {
+        let p = EntryPolicy {
+            first_use_ttl_secs: Some(60),
+            places_per_client_max: None,
+            client_prefix_v4: 32,
+            client_prefix_v6: 64,
+        };
+        assert_eq!(p.encode().0, vec![1, 1, 60, 0, 32, 64]);
+        let e = JoinEvidence {
+            client: Some(ClientKey([1; 16])),
+        };
+        let mut golden = vec![1, 1];
+        golden.extend([1; 16]);
+        assert_eq!(e.encode().0, golden);
+    }
+}
