@@ -15,6 +15,13 @@
       document.getElementById('cookies').hidden = false;
       return;
     }
+    if (data.pow) {
+      document.getElementById('join').addEventListener('submit', function (e) {
+        if (!e.target.elements.altcha.value) { e.preventDefault(); solveThenJoin(joined); }
+      });
+      solveThenJoin(joined);
+      return;
+    }
     fetch('/v1/rooms/' + room + '/join', { method: 'POST', credentials: 'same-origin' })
       .then(function (r) {
         if (r.ok) {
@@ -24,6 +31,52 @@
       })
       .catch(function () {});
     return;
+  }
+  // The room asks a proof-of-work: fetch a challenge, solve it in Web Workers (one per core, at
+  // most four) while a progress bar and a live text say how far they are, then join with the
+  // solution. The join button, pressed again, solves a new one.
+  function solveThenJoin(joined) {
+    var box = document.getElementById('pow'), bar = document.getElementById('pow-bar');
+    var pct = document.getElementById('pow-pct'), failed = document.getElementById('pow-failed');
+    function fail() { box.hidden = true; failed.hidden = false; }
+    if (!window.Worker || !window.crypto || !crypto.subtle) { fail(); return; }
+    box.hidden = false;
+    fetch('/v1/rooms/' + room + '/challenge', { credentials: 'same-origin' })
+      .then(function (r) { if (!r.ok) throw r; return r.json(); })
+      .then(function (c) {
+        var p = c.parameters, n = Math.min(4, navigator.hardwareConcurrency || 2);
+        var from = p.data.start, to = from + p.data.work, tried = [], workers = [], left = n;
+        for (var i = 0; i < n; i++) {
+          (function (i) {
+            var w = new Worker('/assets/pow.js');
+            workers.push(w);
+            tried[i] = 0;
+            w.onmessage = function (e) {
+              tried[i] = e.data.tried;
+              var sum = tried.reduce(function (a, b) { return a + b; }, 0);
+              bar.value = Math.min(1, sum / p.data.work);
+              pct.textContent = Math.floor(100 * bar.value) + ' %';
+              if (e.data.derivedKey) {
+                workers.forEach(function (x) { x.terminate(); });
+                join(btoa(JSON.stringify({ challenge: c,
+                  solution: { counter: e.data.counter, derivedKey: e.data.derivedKey } })));
+              } else if (e.data.done && --left === 0) {
+                fail();
+              }
+            };
+            w.onerror = fail;
+            w.postMessage({ parameters: p, from: from + i, step: n, to: to });
+          })(i);
+        }
+      })
+      .catch(fail);
+    // The form carries the solution: the answer is the line, or a page that says what failed.
+    function join(altcha) {
+      var form = document.getElementById('join');
+      form.elements.altcha.value = altcha;
+      sessionStorage.setItem(joined, Date.now());
+      form.submit();
+    }
   }
   sessionStorage.removeItem('sluice-joined-' + room);
   var key = 'sluice-first-' + room, prog = document.getElementById('prog');

@@ -469,7 +469,7 @@ fn room_page(
 <form method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"health\">{}<label for=\"f-sf\">Slow factor (0–1)</label><input id=\"f-sf\" name=\"slow_factor\" value=\"{sf}\"> <button>Set health</button></form>\
 <form method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"admit\"><label for=\"f-count\">Admit now (count)</label><input id=\"f-count\" name=\"count\" type=\"number\" min=\"1\" value=\"1\"> <button>Admit</button></form>\
 <form method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"revoke\"><label for=\"f-vid\">Revoke visitor id (empty: every session)</label><input id=\"f-vid\" name=\"visitor_id\"> <button>Revoke</button></form>\
-<h2>Configuration</h2><form method=\"post\" action=\"/admin/rooms/{r}/config\">{hidden}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}\
+<h2>Configuration</h2><form method=\"post\" action=\"/admin/rooms/{r}/config\">{hidden}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}\
 <p><button type=\"submit\">Save configuration</button></p></form>{CHART_JS}",
         chart("waiting", room, "Waiting"),
         chart("active", room, "Active"),
@@ -498,6 +498,9 @@ fn room_page(
         input("entry.first_use_ttl_secs", "Use an admission within, seconds (empty: the session TTL)", &opt(cfg.entry.first_use_ttl_secs), "number", errors),
         input("entry.client_prefix_v4", "Client network: IPv4 prefix bits", &cfg.entry.client_prefix_v4.to_string(), "number", errors),
         input("entry.client_prefix_v6", "Client network: IPv6 prefix bits", &cfg.entry.client_prefix_v6.to_string(), "number", errors),
+        input("entry.pow.work", "Proof-of-work: counters to try (empty: none)", &opt(cfg.entry.proof_of_work.as_ref().map(|p| u64::from(p.work))), "number", errors),
+        input("entry.pow.cost", "Proof-of-work: PBKDF2 iterations per counter", &opt(cfg.entry.proof_of_work.as_ref().map(|p| u64::from(p.cost))), "number", errors),
+        input("entry.pow.double_every_waiting", "Proof-of-work: doubles for every this many waiting (empty: never)", &opt(cfg.entry.proof_of_work.as_ref().and_then(|p| p.double_every_waiting)), "number", errors),
         pause_action = if cfg.paused { "resume" } else { "pause" },
         pause_label = if cfg.paused { "Resume" } else { "Pause" },
         sf = cfg.slow_factor,
@@ -593,6 +596,23 @@ fn parse_config(f: &Fields) -> Result<RoomConfigBody, (String, String)> {
             places_per_client_max: opt_num("entry.places_per_client_max")?,
             client_prefix_v4: bits("entry.client_prefix_v4")?,
             client_prefix_v6: bits("entry.client_prefix_v6")?,
+            proof_of_work: match opt_num("entry.pow.work")? {
+                None => None,
+                Some(work) => {
+                    let small = |k: &str, v: u64| {
+                        u32::try_from(v).map_err(|_| (k.to_string(), "is too large".to_string()))
+                    };
+                    Some(crate::model::PowBody {
+                        work: small("entry.pow.work", work)?,
+                        cost: match opt_num("entry.pow.cost")? {
+                            Some(c) => small("entry.pow.cost", c)?,
+                            None => 1_000,
+                        },
+                        double_every_waiting: opt_num("entry.pow.double_every_waiting")?,
+                        work_max: None,
+                    })
+                }
+            },
         },
     })
 }

@@ -35,6 +35,8 @@ pub struct Sluice {
     pub node: RaftNode,
     /// Ticket keys.
     pub tickets: TicketKeys,
+    /// Proof-of-work challenge keys.
+    pub pow: crate::pow::PowKeys,
     /// Admission-token key.
     pub jwt: JwtKeys,
     /// Batched session renewals.
@@ -185,29 +187,80 @@ impl Sluice {
         validate_name("room", room).map_err(ApiError::from)
     }
 
-    /// The join command for `visitor` from `client`: with the client's network when the room's
-    /// entry policy counts clients (a plain `Join` otherwise, as before policies existed).
-    fn join_command(&self, room: &str, visitor: VisitorId, client: Option<IpAddr>) -> Command {
-        let policy = self
+    /// The join command for `visitor` from `client` with the solution `proof`: with what the
+    /// room's entry policy asks (a plain `Join` when it asks nothing, as before policies
+    /// existed). A new visitor in a room that asks a proof-of-work and brings none is refused
+    /// here, without a write.
+    fn join_command(
+        &self,
+        room: &str,
+        visitor: VisitorId,
+        fresh: bool,
+        client: Option<IpAddr>,
+        proof: Option<&str>,
+    ) -> Result<Command, ApiError> {
+        let (policy, waiting) = self
             .node
-            .read(|st| st.sm.entry_policy(room))
+            .read(|st| st.sm.join_terms(room))
             .ok()
-            .and_then(|(p, _)| p)
-            .filter(|p| p.counts_clients());
-        match (policy, client) {
-            (Some(p), Some(ip)) => Command::JoinWith {
+            .and_then(|(t, _)| t)
+            .unwrap_or_default();
+        let challenge = match (&policy.proof_of_work, proof) {
+            (Some(_), Some(proof)) => Some(
+                self.pow
+                    .verify(room, proof, self.now_secs())
+                    .map_err(ApiError::from)?,
+            ),
+            (Some(rule), None) if fresh => {
+                return Err(ApiError::from(Rejection::ChallengeRequired {
+                    work: rule.work_at(waiting),
+                }))
+            }
+            _ => None,
+        };
+        let client = client
+            .filter(|_| policy.counts_clients())
+            .map(|ip| client_key(room, ip, &policy));
+        if client.is_none() && challenge.is_none() {
+            return Ok(Command::Join {
                 room: room.into(),
                 visitor,
-                evidence: JoinEvidence {
-                    client: Some(client_key(room, ip, &p)),
-                }
-                .encode(),
-            },
-            _ => Command::Join {
-                room: room.into(),
-                visitor,
-            },
+            });
         }
+        Ok(Command::JoinWith {
+            room: room.into(),
+            visitor,
+            evidence: JoinEvidence { client, challenge }.encode(),
+        })
+    }
+
+    /// A proof-of-work challenge for a join to `room`, as hard as the room's rule asks now.
+    pub fn challenge(&self, room: &str) -> Result<crate::pow::Challenge, ApiError> {
+        Self::check_room(room)?;
+        let (policy, waiting) = self
+            .node
+            .read(|st| st.sm.join_terms(room))
+            .map_err(ApiError::from)?
+            .0
+            .ok_or_else(|| ApiError::from(Rejection::RoomNotFound))?;
+        let Some(rule) = policy.proof_of_work else {
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                "challenge_not_required",
+                "this room asks no proof-of-work",
+            ));
+        };
+        let mut random = [0u8; 36];
+        getrandom::fill(&mut random).map_err(|e| {
+            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+        })?;
+        Ok(self.pow.issue(
+            room,
+            rule.work_at(waiting),
+            rule.cost,
+            self.now_secs(),
+            random,
+        ))
     }
 
     /// Joins (or resumes a place), for a client at `client` (when known).
@@ -216,6 +269,7 @@ impl Sluice {
         room: &str,
         src: &TicketSource,
         client: Option<IpAddr>,
+        proof: Option<&str>,
     ) -> Result<VisitorReply, ApiError> {
         Self::check_room(room)?;
         let (visitor, fresh) = match self.resumed(room, src)? {
@@ -228,10 +282,8 @@ impl Sluice {
                 (VisitorId(b), true)
             }
         };
-        let written = self
-            .node
-            .write(self.join_command(room, visitor, client))
-            .await;
+        let command = self.join_command(room, visitor, fresh, client, proof)?;
+        let written = self.node.write(command).await;
         let (outcome, index) = match written {
             Ok(w) => w,
             Err(e) => {

@@ -97,6 +97,7 @@ impl ApiError {
             StatusCode::UNAUTHORIZED => Code::Unauthenticated,
             StatusCode::FORBIDDEN => Code::PermissionDenied,
             StatusCode::NOT_FOUND => Code::NotFound,
+            StatusCode::PRECONDITION_REQUIRED => Code::FailedPrecondition,
             StatusCode::CONFLICT => Code::AlreadyExists,
             StatusCode::TOO_MANY_REQUESTS => Code::ResourceExhausted,
             StatusCode::SERVICE_UNAVAILABLE | StatusCode::GATEWAY_TIMEOUT => Code::Unavailable,
@@ -144,7 +145,20 @@ impl From<Rejection> for ApiError {
             Rejection::PlaceLimit { .. } => {
                 ApiError::new(StatusCode::TOO_MANY_REQUESTS, r.code(), msg).retry(60)
             }
+            // Solve a challenge (`GET /v1/rooms/{room}/challenge`), then join with it.
+            Rejection::ChallengeRequired { .. } => {
+                ApiError::new(StatusCode::PRECONDITION_REQUIRED, r.code(), msg)
+            }
+            Rejection::ChallengeInvalid { .. } => {
+                ApiError::new(StatusCode::FORBIDDEN, r.code(), msg)
+            }
         }
+    }
+}
+
+impl From<crate::pow::PowError> for ApiError {
+    fn from(e: crate::pow::PowError) -> Self {
+        ApiError::new(StatusCode::FORBIDDEN, "challenge_invalid", e.to_string())
     }
 }
 

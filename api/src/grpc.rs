@@ -196,6 +196,12 @@ fn config_to_pb(c: &RoomConfigBody) -> pb::RoomConfig {
             places_per_client_max: c.entry.places_per_client_max,
             client_prefix_v4: c.entry.client_prefix_v4.into(),
             client_prefix_v6: c.entry.client_prefix_v6.into(),
+            proof_of_work: c.entry.proof_of_work.as_ref().map(|p| pb::ProofOfWork {
+                work: p.work,
+                cost: p.cost,
+                double_every_waiting: p.double_every_waiting,
+                work_max: p.work_max.unwrap_or(0),
+            }),
         }),
     }
 }
@@ -250,6 +256,12 @@ fn config_from_pb(c: pb::RoomConfig) -> RoomConfigBody {
                 places_per_client_max: e.places_per_client_max,
                 client_prefix_v4: bits(e.client_prefix_v4, d.entry.client_prefix_v4),
                 client_prefix_v6: bits(e.client_prefix_v6, d.entry.client_prefix_v6),
+                proof_of_work: e.proof_of_work.map(|p| PowBody {
+                    work: p.work,
+                    cost: if p.cost == 0 { 1_000 } else { p.cost },
+                    double_every_waiting: p.double_every_waiting,
+                    work_max: (p.work_max != 0).then_some(p.work_max),
+                }),
             }
         },
     }
@@ -342,10 +354,24 @@ impl pb::visitor_server::Visitor for Grpc {
         } else {
             Some(peer)
         };
+        let altcha = (!r.altcha.is_empty()).then_some(r.altcha.as_str());
         self.call(
             "Visitor/Join",
-            self.sluice.join(&r.room, &ticket(&r.ticket), client),
+            self.sluice
+                .join(&r.room, &ticket(&r.ticket), client, altcha),
             visitor,
+        )
+        .await
+    }
+
+    async fn challenge(&self, req: Request<pb::ChallengeRequest>) -> R<pb::ChallengeReply> {
+        let r = req.into_inner();
+        self.call(
+            "Visitor/Challenge",
+            std::future::ready(self.sluice.challenge(&r.room)),
+            |c| pb::ChallengeReply {
+                json: serde_json::to_string(&c).expect("a challenge always serializes"),
+            },
         )
         .await
     }

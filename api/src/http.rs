@@ -281,9 +281,13 @@ pub struct ReadQuery {
 // ---- visitor endpoints -------------------------------------------------------------------
 
 /// Join a room, or resume the place a ticket holds.
-#[utoipa::path(post, path = "/v1/rooms/{room}/join", request_body(content = Option<TicketBody>),
+#[utoipa::path(post, path = "/v1/rooms/{room}/join", request_body(content = Option<JoinBody>),
     params(("room" = String, Path, description = "Room name")),
-    responses((status = 200, body = VisitorReply), (status = 401, description = "invalid ticket"), (status = 404, description = "unknown room"),
+    responses((status = 200, body = VisitorReply), (status = 401, description = "invalid ticket"),
+        (status = 403, description = "challenge_invalid: the solution is forged, wrong, expired or used"),
+        (status = 404, description = "unknown room"),
+        (status = 428, description = "challenge_required: the room asks a proof-of-work (GET its challenge)"),
+        (status = 429, description = "place_limit: the client network holds its share of places"),
         (status = 503, description = "queue full or no leader; see Retry-After")))]
 async fn join(
     State(app): AppState,
@@ -293,15 +297,38 @@ async fn join(
     extensions: axum::http::Extensions,
     body: Bytes,
 ) -> Response {
-    let b: TicketBody = match parse_body(&body) {
+    let b: JoinBody = match parse_body(&body) {
         Ok(b) => b,
         Err(e) => return e.into_response(),
     };
     let src = ticket_source(&headers, &room, q.ticket.as_deref(), b.ticket);
     let client = client_ip_of(&app, &headers, &extensions);
-    match app.sluice.join(&room, &src, Some(client)).await {
+    match app
+        .sluice
+        .join(&room, &src, Some(client), b.altcha.as_deref())
+        .await
+    {
         Ok(r) => with_cookie(&app, &room, &src, &headers, r),
         Err(e) => error_with_cookie(&app, &room, e),
+    }
+}
+
+/// A proof-of-work challenge for joining the room (ALTCHA's protocol version 2,
+/// `PBKDF2/SHA-256`): solve it, then join with the solution in `altcha`. Signed and bound to
+/// the room; valid for five minutes and for one place.
+#[utoipa::path(get, path = "/v1/rooms/{room}/challenge",
+    params(("room" = String, Path, description = "Room name")),
+    responses((status = 200, description = "the challenge: {parameters, signature}"),
+        (status = 404, description = "unknown room, or challenge_not_required")))]
+async fn challenge(State(app): AppState, Path(room): Path<String>) -> Response {
+    match app.sluice.challenge(&room) {
+        Ok(c) => {
+            let mut r = axum::Json(c).into_response();
+            r.headers_mut()
+                .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            r
+        }
+        Err(e) => e.into_response(),
     }
 }
 
@@ -843,10 +870,15 @@ async fn wait_join(
     axum::extract::RawQuery(raw): axum::extract::RawQuery,
     headers: HeaderMap,
     extensions: axum::http::Extensions,
+    body: Bytes,
 ) -> Response {
     let next = raw_next(raw.as_deref()).or(q.next);
     let client = client_ip_of(&app, &headers, &extensions);
-    let join = pages::WaitRequest::Join(client);
+    // The form's fields: `altcha` when a solver filled it in (others are ignored).
+    let altcha = serde_urlencoded::from_bytes::<Vec<(String, String)>>(&body)
+        .ok()
+        .and_then(|f| f.into_iter().find(|(k, _)| k == "altcha").map(|(_, v)| v));
+    let join = pages::WaitRequest::Join(client, altcha);
     pages::wait(&app, &room, next.as_deref(), &headers, join).await
 }
 
@@ -975,6 +1007,7 @@ pub fn router(app: Arc<App>) -> Router {
     let body_max = app.body_bytes_max;
     let visitor = Router::new()
         .route("/v1/rooms/{room}/join", post(join))
+        .route("/v1/rooms/{room}/challenge", get(challenge))
         .route("/v1/rooms/{room}/status", get(status))
         .route("/v1/rooms/{room}/heartbeat", post(heartbeat))
         .route("/v1/rooms/{room}/leave", post(leave))

@@ -99,6 +99,12 @@ pub struct Texts {
     pub cookies_blocked: &'static str,
     /// This network holds its share of places.
     pub place_limit: &'static str,
+    /// The browser is solving the room's proof-of-work.
+    pub pow_working: &'static str,
+    /// The room asks a proof-of-work, which needs JavaScript (and a secure connection).
+    pub challenge_needs_script: &'static str,
+    /// The proof-of-work did not verify.
+    pub challenge_invalid: &'static str,
 }
 
 /// The texts in `lang`.
@@ -134,6 +140,9 @@ static EN: Texts = Texts {
     join_button: "Join the line",
     cookies_blocked: "Your browser did not keep the cookie that holds your place. Please allow cookies for this site, then press the button again.",
     place_limit: "Your network holds as many places in this line as one network may. Please try again once one of them has ended.",
+    pow_working: "Checking your browser before it joins the line. This takes a few seconds; please keep this page open.",
+    challenge_needs_script: "This line asks your browser to solve a small puzzle before it gives a place, so that bots cannot take the places of people. That needs JavaScript (and a secure connection): please turn JavaScript on, then press the button again.",
+    challenge_invalid: "The check of your browser did not succeed. Please press the button to try again.",
 };
 
 static DE: Texts = Texts {
@@ -159,6 +168,9 @@ static DE: Texts = Texts {
     join_button: "Anstellen",
     cookies_blocked: "Ihr Browser hat das Cookie, das Ihren Platz hält, nicht gespeichert. Bitte erlauben Sie Cookies für diese Seite und drücken Sie die Schaltfläche erneut.",
     place_limit: "Ihr Netzwerk hält bereits so viele Plätze in dieser Warteschlange, wie ein Netzwerk halten darf. Bitte versuchen Sie es erneut, sobald einer davon abgelaufen ist.",
+    pow_working: "Ihr Browser wird geprüft, bevor er sich anstellt. Das dauert einige Sekunden; bitte lassen Sie die Seite geöffnet.",
+    challenge_needs_script: "Diese Warteschlange lässt Ihren Browser eine kleine Rechenaufgabe lösen, bevor sie einen Platz vergibt, damit Bots Menschen keine Plätze wegnehmen. Dafür ist JavaScript nötig (und eine sichere Verbindung): Bitte aktivieren Sie JavaScript und drücken Sie die Schaltfläche erneut.",
+    challenge_invalid: "Die Prüfung Ihres Browsers ist nicht gelungen. Bitte drücken Sie die Schaltfläche, um es erneut zu versuchen.",
 };
 
 static FR: Texts = Texts {
@@ -184,6 +196,9 @@ static FR: Texts = Texts {
     join_button: "Rejoindre la file",
     cookies_blocked: "Votre navigateur n'a pas gardé le cookie qui retient votre place. Autorisez les cookies pour ce site, puis appuyez à nouveau sur le bouton.",
     place_limit: "Votre réseau détient déjà autant de places dans cette file qu'un réseau le peut. Réessayez quand l'une d'elles aura pris fin.",
+    pow_working: "Vérification de votre navigateur avant qu'il rejoigne la file. Cela prend quelques secondes ; gardez cette page ouverte.",
+    challenge_needs_script: "Cette file demande à votre navigateur de résoudre un petit calcul avant de donner une place, pour que des robots ne prennent pas la place des personnes. Il faut pour cela JavaScript (et une connexion sécurisée) : activez JavaScript, puis appuyez à nouveau sur le bouton.",
+    challenge_invalid: "La vérification de votre navigateur n'a pas abouti. Appuyez sur le bouton pour réessayer.",
 };
 
 static ES: Texts = Texts {
@@ -210,6 +225,9 @@ static ES: Texts = Texts {
     join_button: "Entrar en la fila",
     cookies_blocked: "Su navegador no guardó la cookie que conserva su lugar. Permita las cookies para este sitio y vuelva a pulsar el botón.",
     place_limit: "Su red ya ocupa tantos lugares en esta fila como puede ocupar una red. Vuelva a intentarlo cuando uno de ellos haya terminado.",
+    pow_working: "Comprobando su navegador antes de que entre en la fila. Tarda unos segundos; mantenga esta página abierta.",
+    challenge_needs_script: "Esta fila pide a su navegador que resuelva un pequeño cálculo antes de dar un lugar, para que los robots no ocupen los lugares de las personas. Para ello hace falta JavaScript (y una conexión segura): active JavaScript y vuelva a pulsar el botón.",
+    challenge_invalid: "La comprobación de su navegador no ha tenido éxito. Pulse el botón para volver a intentarlo.",
 };
 
 #[cfg(test)]

@@ -25,6 +25,7 @@ pub mod i18n;
 pub mod metrics;
 pub mod model;
 pub mod pages;
+pub mod pow;
 pub mod renew;
 pub mod server;
 pub mod tokens;

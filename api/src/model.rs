@@ -49,6 +49,20 @@ pub struct TicketBody {
     pub ticket: Option<String>,
 }
 
+/// A join's body: a ticket to resume, and the solution of a challenge when the room asks a
+/// proof-of-work.
+#[derive(Clone, Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JoinBody {
+    /// A ticket from an earlier answer.
+    #[serde(default)]
+    pub ticket: Option<String>,
+    /// The solved challenge: base64 of ALTCHA's payload JSON (`{challenge, solution}`), as the
+    /// ALTCHA widget submits it.
+    #[serde(default)]
+    pub altcha: Option<String>,
+}
+
 /// Room branding for the waiting page.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -124,6 +138,60 @@ pub struct EntryBody {
     pub client_prefix_v4: u8,
     /// Leading bits of an IPv6 client address that make its network (16 to 128; 64).
     pub client_prefix_v6: u8,
+    /// A join that takes a place must bring a solved proof-of-work challenge
+    /// (`GET /v1/rooms/{room}/challenge`); refused with 428 `challenge_required` otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proof_of_work: Option<PowBody>,
+}
+
+/// A room's proof-of-work rule.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PowBody {
+    /// Counters a solver may have to try (half of them on average), 1 to 100,000,000.
+    pub work: u32,
+    /// PBKDF2-SHA-256 iterations per counter, 1 to 1,000,000 (default 1,000).
+    #[serde(default = "default_pow_cost")]
+    pub cost: u32,
+    /// The work doubles for every this many waiters in line (absent: it does not rise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub double_every_waiting: Option<u64>,
+    /// The most the work rises to (default: `work`, or 16 times `work` when it rises).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work_max: Option<u32>,
+}
+
+fn default_pow_cost() -> u32 {
+    1_000
+}
+
+impl PowBody {
+    fn to_rule(&self) -> sluice_statemachine::PowRule {
+        let work_max = self.work_max.unwrap_or(match self.double_every_waiting {
+            Some(_) => self
+                .work
+                .saturating_mul(16)
+                .min(sluice_statemachine::policy::POW_WORK_MAX),
+            None => self.work,
+        });
+        sluice_statemachine::PowRule {
+            work: self.work,
+            cost: self.cost,
+            double_every_waiting: self.double_every_waiting,
+            work_max,
+        }
+    }
+}
+
+impl From<&sluice_statemachine::PowRule> for PowBody {
+    fn from(r: &sluice_statemachine::PowRule) -> Self {
+        PowBody {
+            work: r.work,
+            cost: r.cost,
+            double_every_waiting: r.double_every_waiting,
+            work_max: Some(r.work_max),
+        }
+    }
 }
 
 impl Default for EntryBody {
@@ -139,6 +207,7 @@ impl From<&EntryPolicy> for EntryBody {
             places_per_client_max: p.places_per_client_max,
             client_prefix_v4: p.client_prefix_v4,
             client_prefix_v6: p.client_prefix_v6,
+            proof_of_work: p.proof_of_work.as_ref().map(PowBody::from),
         }
     }
 }
@@ -151,6 +220,7 @@ impl EntryBody {
             places_per_client_max: self.places_per_client_max,
             client_prefix_v4: self.client_prefix_v4,
             client_prefix_v6: self.client_prefix_v6,
+            proof_of_work: self.proof_of_work.as_ref().map(PowBody::to_rule),
         }
     }
 }

@@ -49,6 +49,7 @@ pub fn safe_next(next: Option<&str>) -> String {
 pub const ASSETS: &[(&str, &str)] = &[
     ("wait.js", include_str!("../assets/wait.js")),
     ("admin.js", include_str!("../assets/admin.js")),
+    ("pow.js", include_str!("../assets/pow.js")),
 ];
 
 /// The policy every answer carries: scripts only from this origin's files, no frames, no
@@ -240,17 +241,32 @@ fn join_html(
     room: Option<&RoomView>,
     room_name: &str,
     next: &str,
+    pow: bool,
 ) -> String {
     let (title, top) = header_html(t, room, room_name);
+    // With a proof-of-work, the script solves it (a progress bar and a live text say how far it
+    // is) and then joins; without JavaScript, the page says why the button cannot work.
+    let pow_html = if pow {
+        format!(
+            "<div id=\"pow\" hidden><p role=\"status\" aria-live=\"polite\">{}</p>\
+<p><progress id=\"pow-bar\" max=\"1\" value=\"0\" aria-label=\"{}\"></progress> <span id=\"pow-pct\"></span></p></div>\
+<p id=\"pow-failed\" role=\"alert\" hidden>{}</p>\
+<noscript><p role=\"alert\">{}</p></noscript>",
+            t.pow_working, t.progress, t.challenge_needs_script, t.challenge_needs_script
+        )
+    } else {
+        String::new()
+    };
     page(
         lang,
         &title,
         &branding_css(room),
         &format!(
-            "{top}<h1>{}</h1><p>{}</p>\
+            "{top}<h1>{}</h1><p>{}</p>{pow_html}\
 <p id=\"cookies\" role=\"alert\" hidden>{}</p>\
-<form method=\"post\" action=\"/wait/{room}?next={next}\"><p><button type=\"submit\">{}</button></p></form>\
-<div id=\"sluice-wait\" hidden data-room=\"{room}\" data-next=\"{next}\" data-join=\"1\"></div>\
+<form id=\"join\" method=\"post\" action=\"/wait/{room}?next={next}\"><input type=\"hidden\" name=\"altcha\" value=\"\">\
+<p><button type=\"submit\">{}</button></p></form>\
+<div id=\"sluice-wait\" hidden data-room=\"{room}\" data-next=\"{next}\" data-join=\"1\" data-pow=\"{pow}\"></div>\
 <script src=\"/assets/wait.js\" defer></script>",
             t.join_title,
             t.join_intro,
@@ -258,17 +274,19 @@ fn join_html(
             t.join_button,
             room = esc(room_name),
             next = esc(next),
+            pow = if pow { "1" } else { "" },
         ),
     )
 }
 
 /// What a visitor's browser asks of the waiting page.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum WaitRequest {
     /// `GET` (or `HEAD`): show where the visitor stands; never takes a place.
     Look,
-    /// `POST`: join (or resume the place the cookie holds), for a client at this address.
-    Join(std::net::IpAddr),
+    /// `POST`: join (or resume the place the cookie holds), for a client at this address, with
+    /// the solution of a challenge when the form carried one.
+    Join(std::net::IpAddr, Option<String>),
 }
 
 /// `GET /wait/{room}` shows the line to a visitor who holds a place (checking it in), moves an
@@ -311,15 +329,27 @@ pub async fn wait(
         .read(|st| st.sm.room(room))
         .ok()
         .and_then(|(v, _)| v);
+    let joining = matches!(request, WaitRequest::Join(..));
     let reply = match (resumed, request) {
         (Some(r), _) => Ok(r),
-        (None, WaitRequest::Join(client)) => app.sluice.join(room, &src, Some(client)).await,
+        (None, WaitRequest::Join(client, altcha)) => {
+            app.sluice
+                .join(room, &src, Some(client), altcha.as_deref())
+                .await
+        }
         (None, WaitRequest::Look) if wants_json => Err(crate::error::ApiError::missing_ticket()),
         (None, WaitRequest::Look) => {
             if view.is_none() || crate::core::Sluice::check_room(room).is_err() {
                 return message_page(t, lang, None, room, t.closed, StatusCode::NOT_FOUND);
             }
-            let mut r = Html(join_html(t, lang, view.as_ref(), room, &next)).into_response();
+            let pow = app
+                .sluice
+                .node
+                .read(|st| st.sm.entry_policy(room))
+                .ok()
+                .and_then(|(p, _)| p)
+                .is_some_and(|p| p.proof_of_work.is_some());
+            let mut r = Html(join_html(t, lang, view.as_ref(), room, &next, pow)).into_response();
             no_store(&mut r);
             return r;
         }
@@ -333,6 +363,8 @@ pub async fn wait(
                 "room_not_found" | "invalid_field" => t.closed,
                 "banned" => t.ended,
                 "place_limit" => t.place_limit,
+                "challenge_required" => t.challenge_needs_script,
+                "challenge_invalid" => t.challenge_invalid,
                 _ => t.busy,
             };
             let retry = e.status.is_server_error();
@@ -356,7 +388,7 @@ pub async fn wait(
         axum::Json(reply).into_response()
     } else if reply.state == "admitted" {
         see_other(&next)
-    } else if reply.state == "waiting" && matches!(request, WaitRequest::Join(_)) {
+    } else if reply.state == "waiting" && joining {
         // Post, then redirect, then get: a reload shows the line and posts nothing again.
         see_other(&format!("/wait/{room}?next={next}"))
     } else if reply.state == "waiting" {

@@ -699,6 +699,7 @@ async fn tls_clients_that_stall_are_cut_off() {
             room: "none-such".into(),
             ticket: String::new(),
             client_address: String::new(),
+            altcha: String::new(),
         })
         .await;
     assert_eq!(reply.unwrap_err().code(), tonic::Code::NotFound);

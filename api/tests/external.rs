@@ -176,6 +176,7 @@ async fn grpc_flow_health_and_reflection() {
             room: "g".into(),
             ticket: String::new(),
             client_address: String::new(),
+            altcha: String::new(),
         })
         .await
         .unwrap()
@@ -186,6 +187,7 @@ async fn grpc_flow_health_and_reflection() {
             room: "g".into(),
             ticket: String::new(),
             client_address: String::new(),
+            altcha: String::new(),
         })
         .await
         .unwrap()
@@ -197,6 +199,7 @@ async fn grpc_flow_health_and_reflection() {
             room: "g".into(),
             ticket: "t".repeat(100 * 1024),
             client_address: String::new(),
+            altcha: String::new(),
         })
         .await
         .unwrap_err();
@@ -274,6 +277,7 @@ async fn grpc_flow_health_and_reflection() {
             room: "NO".into(),
             ticket: String::new(),
             client_address: String::new(),
+            altcha: String::new(),
         })
         .await
         .unwrap_err();

@@ -820,6 +820,7 @@ fn sluice_join_op(
                 room: room.into(),
                 ticket: String::new(),
                 client_address: String::new(),
+                altcha: String::new(),
             })
             .await
             .map(|_| 0)
@@ -1110,6 +1111,7 @@ async fn memory_restart_failover(opts: &BenchOpts) -> Result<(BTreeMap<u64, u64>
                         room: "big".into(),
                         ticket: String::new(),
                         client_address: String::new(),
+                        altcha: String::new(),
                     })
                     .await
                     .map_err(|s| format!("{:?}", s.code()))?;
@@ -1169,6 +1171,7 @@ async fn memory_restart_failover(opts: &BenchOpts) -> Result<(BTreeMap<u64, u64>
             room: "hot".into(),
             ticket: String::new(),
             client_address: String::new(),
+            altcha: String::new(),
         })
         .await
         .is_ok()

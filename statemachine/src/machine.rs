@@ -4,6 +4,7 @@ use crate::command::{Command, Proposal};
 use crate::draw::{DrawPosition, LazyDraw};
 use crate::limits::*;
 use crate::outcome::{EndReason, Outcome, PoolView, Rejection, RoomView, VisitorView};
+use crate::policy::JoinEvidence;
 use crate::pool::{self, Pool};
 use crate::room::Room;
 use crate::types::{validate_name, VisitorId};
@@ -168,9 +169,9 @@ impl StateMachine {
                     active: r.sessions.len() as u64,
                 })
             }
-            Join { room, visitor } => {
-                room_op(self, room, &mut |r, d| r.join(*visitor, None, now, d))
-            }
+            Join { room, visitor } => room_op(self, room, &mut |r, d| {
+                r.join(*visitor, &JoinEvidence::default(), now, d)
+            }),
             JoinWith {
                 room,
                 visitor,
@@ -179,9 +180,7 @@ impl StateMachine {
                 let evidence = evidence
                     .decode()
                     .map_err(|e| Rejection::invalid("evidence", e.to_string()))?;
-                room_op(self, room, &mut |r, d| {
-                    r.join(*visitor, evidence.client, now, d)
-                })
+                room_op(self, room, &mut |r, d| r.join(*visitor, &evidence, now, d))
             }
             SetEntryPolicy { room, policy } => {
                 let policy = policy
@@ -421,6 +420,14 @@ impl StateMachine {
     /// A room's entry policy.
     pub fn entry_policy(&self, room: &str) -> Option<crate::EntryPolicy> {
         self.rooms.get(room).map(|r| r.policy.clone())
+    }
+
+    /// What a join to `room` must bring: its entry policy, and how many wait in line now (which
+    /// the proof-of-work rule may count).
+    pub fn join_terms(&self, room: &str) -> Option<(crate::EntryPolicy, u64)> {
+        self.rooms
+            .get(room)
+            .map(|r| (r.policy.clone(), r.queue.len()))
     }
 
     /// When a visitor's ban in a room ends (log time ms; `u64::MAX`: never), if one is in force.

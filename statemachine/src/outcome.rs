@@ -62,6 +62,18 @@ pub enum Rejection {
         /// The policy's `places_per_client_max`.
         max: u64,
     },
+    /// The room asks a proof-of-work of a join that takes a place, and this one brought none.
+    #[error("this room asks for a solved challenge (work {work}) before it gives a place")]
+    ChallengeRequired {
+        /// The work the room asks now.
+        work: u32,
+    },
+    /// The join's challenge cannot be used: expired, too easy, or used already.
+    #[error("the challenge cannot be used: {reason}")]
+    ChallengeInvalid {
+        /// Why.
+        reason: String,
+    },
 }
 
 impl Rejection {
@@ -88,6 +100,8 @@ impl Rejection {
             Rejection::LimitReached { .. } => "limit_reached",
             Rejection::Banned { .. } => "banned",
             Rejection::PlaceLimit { .. } => "place_limit",
+            Rejection::ChallengeRequired { .. } => "challenge_required",
+            Rejection::ChallengeInvalid { .. } => "challenge_invalid",
         }
     }
 

@@ -7,6 +7,11 @@
 //! command, or of older snapshots. The same holds for what a join brings with it
 //! ([`JoinEvidence`]).
 //!
+//! *Proof-of-work* is checked where it is cheap and stateless, at the edge (which signs the
+//! challenges and verifies the solution); what must be the same on every replica is here: that
+//! the solution's challenge was hard enough for the room's rule at the join's log time, and that
+//! no challenge mints two places ([`ChallengeUse`]).
+//!
 //! A *client* is a network, not a person: the edge reduces the client's address to its network
 //! (by [`EntryPolicy::client_prefix_v4`] and [`EntryPolicy::client_prefix_v6`] bits), hashes it
 //! with the room's name, and the join carries the hash ([`ClientKey`]). The state machine only
@@ -24,6 +29,85 @@ pub const ENCODED_POLICY_BYTES_MAX: usize = 1_024;
 pub const PLACES_PER_CLIENT_MAX: u64 = 1_000_000;
 /// Longest `first_use_ttl_secs` (a day).
 pub const FIRST_USE_TTL_SECS_MAX: u64 = 86_400;
+/// Most work (counters to search) a proof-of-work rule may ask.
+pub const POW_WORK_MAX: u32 = 100_000_000;
+/// Most PBKDF2 iterations per counter a proof-of-work rule may ask.
+pub const POW_COST_MAX: u32 = 1_000_000;
+/// Longest a challenge may stay valid: the state machine remembers a used challenge until it
+/// expires, so this bounds how long it remembers one.
+pub const CHALLENGE_TTL_MS_MAX: u64 = 600_000;
+/// Most used challenges one room remembers at once; a join past it is refused with
+/// `limit_reached` until older ones expire (a sustained rate of 1,667 proof-of-work joins per
+/// second with challenges of the longest lifetime).
+pub const CHALLENGES_REMEMBERED_MAX: usize = 1_000_000;
+
+/// A room's proof-of-work rule: a join that mints a place must bring the solution of a
+/// challenge at least this hard.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PowRule {
+    /// Counters the solver may have to try (it tries half of them on average).
+    pub work: u32,
+    /// PBKDF2-SHA-256 iterations per counter.
+    pub cost: u32,
+    /// The work doubles for every this many waiters in line (`None`: it stays at `work`).
+    pub double_every_waiting: Option<u64>,
+    /// The most the work rises to.
+    pub work_max: u32,
+}
+
+impl PowRule {
+    /// The work asked of a join when `waiting` visitors are in line: `work`, doubled for every
+    /// `double_every_waiting` of them, at most `work_max`.
+    pub fn work_at(&self, waiting: u64) -> u32 {
+        let doublings = match self.double_every_waiting {
+            Some(n) => (waiting / n).min(32) as u32,
+            None => 0,
+        };
+        let w = u64::from(self.work) << doublings;
+        w.min(u64::from(self.work_max.max(self.work))) as u32
+    }
+
+    fn validate(&self) -> Result<(), Rejection> {
+        if !(1..=POW_WORK_MAX).contains(&self.work) {
+            return Err(Rejection::invalid(
+                "entry.proof_of_work.work",
+                format!("must be between 1 and {POW_WORK_MAX}"),
+            ));
+        }
+        if !(self.work..=POW_WORK_MAX).contains(&self.work_max) {
+            return Err(Rejection::invalid(
+                "entry.proof_of_work.work_max",
+                format!("must be between work and {POW_WORK_MAX}"),
+            ));
+        }
+        if !(1..=POW_COST_MAX).contains(&self.cost) {
+            return Err(Rejection::invalid(
+                "entry.proof_of_work.cost",
+                format!("must be between 1 and {POW_COST_MAX}"),
+            ));
+        }
+        if self.double_every_waiting == Some(0) {
+            return Err(Rejection::invalid(
+                "entry.proof_of_work.double_every_waiting",
+                "must be at least 1".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The solved challenge a join brings, as the edge verified it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChallengeUse {
+    /// The challenge's nonce: what makes it single-use.
+    pub id: [u8; 16],
+    /// When the challenge expires (ms since the epoch, the issuing node's clock).
+    pub expires_ms: u64,
+    /// The work the challenge asked.
+    pub work: u32,
+    /// The PBKDF2 iterations per counter it asked.
+    pub cost: u32,
+}
 
 /// A client network, hashed: 16 bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -44,6 +128,8 @@ pub struct EntryPolicy {
     /// Leading bits of an IPv6 address that make its client network (64: the usual
     /// allocation to one subscriber).
     pub client_prefix_v6: u8,
+    /// A join that mints a place must bring a solved challenge (`None`: no proof-of-work).
+    pub proof_of_work: Option<PowRule>,
 }
 
 impl Default for EntryPolicy {
@@ -53,6 +139,7 @@ impl Default for EntryPolicy {
             places_per_client_max: None,
             client_prefix_v4: 32,
             client_prefix_v6: 64,
+            proof_of_work: None,
         }
     }
 }
@@ -90,6 +177,9 @@ impl EntryPolicy {
                 "must be between 16 and 128".into(),
             ));
         }
+        if let Some(pow) = &self.proof_of_work {
+            pow.validate()?;
+        }
         Ok(())
     }
 
@@ -115,11 +205,14 @@ impl EncodedPolicy {
     }
 }
 
-/// What a join brings besides the visitor: the client network it came from.
+/// What a join brings besides the visitor: the client network it came from, and the
+/// challenge it solved.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JoinEvidence {
     /// The client network, if the edge told it.
     pub client: Option<ClientKey>,
+    /// The solved challenge, if the edge verified one.
+    pub challenge: Option<ChallengeUse>,
 }
 
 impl JoinEvidence {
@@ -176,10 +269,22 @@ mod tests {
             places_per_client_max: Some(4),
             client_prefix_v4: 24,
             client_prefix_v6: 56,
+            proof_of_work: Some(PowRule {
+                work: 1_000,
+                cost: 500,
+                double_every_waiting: Some(100),
+                work_max: 8_000,
+            }),
         };
         assert_eq!(p.encode().decode().unwrap(), p);
         let e = JoinEvidence {
             client: Some(ClientKey([7; 16])),
+            challenge: Some(ChallengeUse {
+                id: [3; 16],
+                expires_ms: 1_800_000_000_000,
+                work: 1_000,
+                cost: 500,
+            }),
         };
         assert_eq!(e.encode().decode().unwrap(), e);
         assert!(EncodedPolicy(vec![]).decode().is_err());
@@ -210,6 +315,33 @@ mod tests {
                 client_prefix_v6: 8,
                 ..EntryPolicy::default()
             },
+            EntryPolicy {
+                proof_of_work: Some(PowRule {
+                    work: 0,
+                    cost: 1,
+                    double_every_waiting: None,
+                    work_max: 0,
+                }),
+                ..EntryPolicy::default()
+            },
+            EntryPolicy {
+                proof_of_work: Some(PowRule {
+                    work: 10,
+                    cost: 1,
+                    double_every_waiting: Some(0),
+                    work_max: 10,
+                }),
+                ..EntryPolicy::default()
+            },
+            EntryPolicy {
+                proof_of_work: Some(PowRule {
+                    work: 10,
+                    cost: 1,
+                    double_every_waiting: None,
+                    work_max: 5,
+                }),
+                ..EntryPolicy::default()
+            },
         ] {
             assert!(bad.validate().is_err(), "{bad:?}");
         }
@@ -224,13 +356,45 @@ mod tests {
             places_per_client_max: None,
             client_prefix_v4: 32,
             client_prefix_v6: 64,
+            proof_of_work: Some(PowRule {
+                work: 300,
+                cost: 2,
+                double_every_waiting: None,
+                work_max: 300,
+            }),
         };
-        assert_eq!(p.encode().0, vec![1, 1, 60, 0, 32, 64]);
+        assert_eq!(
+            p.encode().0,
+            vec![1, 1, 60, 0, 32, 64, 1, 0xac, 0x02, 2, 0, 0xac, 0x02]
+        );
         let e = JoinEvidence {
             client: Some(ClientKey([1; 16])),
+            challenge: None,
         };
         let mut golden = vec![1, 1];
         golden.extend([1; 16]);
+        golden.push(0);
         assert_eq!(e.encode().0, golden);
+    }
+
+    #[test]
+    fn work_doubles_with_the_line_up_to_its_ceiling() {
+        let r = PowRule {
+            work: 1_000,
+            cost: 1,
+            double_every_waiting: Some(100),
+            work_max: 5_000,
+        };
+        assert_eq!(r.work_at(0), 1_000);
+        assert_eq!(r.work_at(99), 1_000);
+        assert_eq!(r.work_at(100), 2_000);
+        assert_eq!(r.work_at(250), 4_000);
+        assert_eq!(r.work_at(300), 5_000);
+        assert_eq!(r.work_at(u64::MAX), 5_000);
+        let flat = PowRule {
+            double_every_waiting: None,
+            ..r
+        };
+        assert_eq!(flat.work_at(1_000_000), 1_000);
     }
 }

@@ -14,11 +14,14 @@ use crate::draw::LazyDraw;
 use crate::idmap::IdMap;
 use crate::limits::*;
 use crate::outcome::{EndReason, Outcome, Rejection, RoomView, Totals, VisitorState, VisitorView};
-use crate::policy::{ClientKey, EntryPolicy};
+use crate::policy::{
+    ChallengeUse, ClientKey, EntryPolicy, JoinEvidence, CHALLENGES_REMEMBERED_MAX,
+    CHALLENGE_TTL_MS_MAX,
+};
 use crate::queue::{Slot, WaitQueue};
 use crate::sessions::Sessions;
 use crate::types::{Health, Mode, RoomConfig, VisitorId};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// Bucket units per token: ms per minute × permille, so refill is exact integer arithmetic.
 pub(crate) const UNITS_PER_TOKEN: u64 = 60_000 * 1_000;
@@ -78,6 +81,12 @@ pub(crate) struct Room {
     /// (deadline, seq, visitor) of admissions not yet used, under a first-use TTL; stale
     /// unless the visitor's session has this seq and is still unused.
     unused_due: MinHeap<(u64, u64, VisitorId)>,
+    /// Challenges that minted a place and have not expired, by (expiry, id): a second join with
+    /// one is refused. At most [`CHALLENGES_REMEMBERED_MAX`]; expired ones are forgotten at the
+    /// next join.
+    pub challenges_used: BTreeSet<(u64, [u8; 16])>,
+    /// The ids of `challenges_used`, for the reuse check.
+    challenge_ids: BTreeSet<[u8; 16]>,
 }
 
 /// Sorts due expiries (true time, seq, …) and splits them at `keep`: those to end now, and those
@@ -108,6 +117,7 @@ pub(crate) struct RoomParts {
     pub bans: Vec<(VisitorId, u64)>,
     pub policy: EntryPolicy,
     pub client_of: Vec<(VisitorId, ClientKey)>,
+    pub challenges_used: Vec<(u64, [u8; 16])>,
 }
 
 impl Room {
@@ -137,6 +147,8 @@ impl Room {
             client_of: BTreeMap::new(),
             places_of: BTreeMap::new(),
             unused_due: MinHeap::default(),
+            challenges_used: BTreeSet::new(),
+            challenge_ids: BTreeSet::new(),
         }
     }
 
@@ -206,6 +218,15 @@ impl Room {
             *room.places_of.entry(client).or_insert(0) += 1;
         }
         room.rebuild_unused_due();
+        if p.challenges_used.len() > CHALLENGES_REMEMBERED_MAX {
+            return Err(format!("room {}: too many used challenges", room.name));
+        }
+        for (expires, id) in p.challenges_used {
+            if !room.challenge_ids.insert(id) {
+                return Err(format!("room {}: a challenge used twice", room.name));
+            }
+            room.challenges_used.insert((expires, id));
+        }
         Ok(room)
     }
 
@@ -583,10 +604,11 @@ impl Room {
     pub fn join(
         &mut self,
         id: VisitorId,
-        client: Option<ClientKey>,
+        evidence: &JoinEvidence,
         now: u64,
         draw: &mut LazyDraw,
     ) -> Outcome {
+        let client = evidence.client;
         if let Some(&until) = self.bans.get(&id).filter(|&&until| until > now) {
             self.pump(now, draw);
             return Outcome::Rejected(Rejection::Banned {
@@ -618,6 +640,9 @@ impl Room {
                     return Outcome::Rejected(Rejection::PlaceLimit { max });
                 }
             }
+            if let Err(r) = self.spend_challenge(evidence.challenge, now) {
+                return Outcome::Rejected(r);
+            }
             if let Some(c) = counted {
                 self.client_of.insert(id, c);
                 *self.places_of.entry(c).or_insert(0) += 1;
@@ -635,6 +660,58 @@ impl Room {
         }
         self.pump(now, draw);
         Outcome::Visitor(self.view(id, now).expect("joined visitor has a view"))
+    }
+
+    /// Checks the challenge a join that mints a place brings against the proof-of-work rule, and
+    /// remembers it as used until it expires. Without a rule, a challenge is neither needed nor
+    /// remembered.
+    fn spend_challenge(
+        &mut self,
+        challenge: Option<ChallengeUse>,
+        now: u64,
+    ) -> Result<(), Rejection> {
+        let Some(rule) = &self.policy.proof_of_work else {
+            return Ok(());
+        };
+        let required = rule.work_at(self.queue.len());
+        let Some(c) = challenge else {
+            return Err(Rejection::ChallengeRequired { work: required });
+        };
+        // Forget what has expired: an expired challenge is refused below anyway.
+        while let Some(&(expires, id)) = self.challenges_used.first() {
+            if expires > now {
+                break;
+            }
+            self.challenges_used.pop_first();
+            self.challenge_ids.remove(&id);
+        }
+        let invalid = |reason: &str| {
+            Err(Rejection::ChallengeInvalid {
+                reason: reason.to_string(),
+            })
+        };
+        if c.expires_ms <= now {
+            return invalid("the challenge has expired");
+        }
+        if c.expires_ms > now.saturating_add(CHALLENGE_TTL_MS_MAX) {
+            return invalid("the challenge expires too far ahead");
+        }
+        // One doubling of slack: the line may have grown while the visitor was solving.
+        if u64::from(c.work) * 2 < u64::from(required) || c.cost < rule.cost {
+            return invalid("the challenge is easier than the room asks");
+        }
+        if self.challenge_ids.contains(&c.id) {
+            return invalid("the challenge was used already");
+        }
+        if self.challenges_used.len() >= CHALLENGES_REMEMBERED_MAX {
+            return Err(Rejection::LimitReached {
+                what: "challenges remembered in this room".into(),
+                max: CHALLENGES_REMEMBERED_MAX as u64,
+            });
+        }
+        self.challenge_ids.insert(c.id);
+        self.challenges_used.insert((c.expires_ms, c.id));
+        Ok(())
     }
 
     /// Records activity: renews a session or checks a waiter in. Returns false for unknown visitors.

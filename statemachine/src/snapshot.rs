@@ -7,7 +7,7 @@
 //! its numbers as LEB128 varints (postcard's integer encoding), with no per-field dispatch. A
 //! node encodes its snapshot while its applies wait, so the encoding's speed is a pause. Version 1
 //! (all postcard) is still read. Version 3 is version 2 followed by what later versions grew
-//! (bans, ended operator sessions, entry policies, counted clients), postcard. Canonical means
+//! (bans, ended operator sessions, entry policies, counted clients, used challenges), postcard. Canonical means
 //! every collection is written in an order that depends on the state alone (rooms and pools by name, waiters in line order, sessions by
 //! sequence number, ended visitors oldest first), never on hash-map layout or on the history of
 //! how the state was reached. Derived indexes (expiry heaps, hash maps, holes in the line) are
@@ -218,6 +218,9 @@ fn room_head(r: &Room) -> RoomHeadOut<'_> {
     }
 }
 
+/// A used challenge: (expiry, id).
+type UsedChallenge = (u64, [u8; 16]);
+
 /// What version 3 adds after the rooms: state that later versions grew, in order.
 #[derive(Serialize)]
 struct ExtrasOut<'a> {
@@ -229,6 +232,9 @@ struct ExtrasOut<'a> {
     policies: Vec<(&'a str, EncodedPolicy)>,
     /// The client network of each counted visitor, for each room with any, visitors in order.
     clients: Vec<(&'a str, Vec<(VisitorId, ClientKey)>)>,
+    /// The used, unexpired challenges of each room with any, rooms by name, in (expiry, id)
+    /// order.
+    challenges: Vec<(&'a str, Vec<UsedChallenge>)>,
 }
 
 #[derive(Deserialize, Default)]
@@ -237,6 +243,7 @@ struct ExtrasIn {
     bans: Vec<(String, Vec<(VisitorId, u64)>)>,
     policies: Vec<(String, EncodedPolicy)>,
     clients: Vec<(String, Vec<(VisitorId, ClientKey)>)>,
+    challenges: Vec<(String, Vec<UsedChallenge>)>,
 }
 
 /// A room as decoded, whichever the version; version 1 wrote it so, all postcard.
@@ -335,6 +342,12 @@ impl StateMachine {
                     )
                 })
                 .collect(),
+            challenges: self
+                .rooms
+                .values()
+                .filter(|r| !r.challenges_used.is_empty())
+                .map(|r| (r.name.as_str(), r.challenges_used.iter().copied().collect()))
+                .collect(),
         };
         postcard::to_extend(&extras, out).expect("encoding into a Vec cannot fail")
     }
@@ -379,6 +392,16 @@ impl StateMachine {
             }
             if clients.insert(name.clone(), c).is_some() {
                 return Err(bad(format!("room {name}: clients listed twice")));
+            }
+        }
+        let mut challenges: std::collections::BTreeMap<String, Vec<UsedChallenge>> =
+            Default::default();
+        for (name, c) in s.extras.challenges {
+            if c.len() > crate::policy::CHALLENGES_REMEMBERED_MAX {
+                return Err(DecodeError::TooLarge(format!("room {name}: challenges")));
+            }
+            if challenges.insert(name.clone(), c).is_some() {
+                return Err(bad(format!("room {name}: challenges listed twice")));
             }
         }
         let mut sm = StateMachine {
@@ -442,6 +465,7 @@ impl StateMachine {
                 bans: Vec::new(),
                 policy: policies.remove(&f_name).unwrap_or_default(),
                 client_of: clients.remove(&f_name).unwrap_or_default(),
+                challenges_used: challenges.remove(&f_name).unwrap_or_default(),
             };
             let room = Room::from_parts(parts).map_err(bad)?;
             if sm.rooms.insert(name.clone(), room).is_some() {
@@ -462,9 +486,14 @@ impl StateMachine {
             }
             room.bans = bans.into_iter().collect();
         }
-        if let Some(name) = policies.keys().chain(clients.keys()).next() {
+        if let Some(name) = policies
+            .keys()
+            .chain(clients.keys())
+            .chain(challenges.keys())
+            .next()
+        {
             return Err(bad(format!(
-                "room {name}: policy or clients, but no such room"
+                "room {name}: policy, clients or challenges, but no such room"
             )));
         }
         for (name, p) in s.pools {

@@ -1598,10 +1598,10 @@ fn version_2_snapshots_still_restore() {
     let h = every_part();
     let v3 = h.sm.snapshot();
     assert_eq!(v3[4], crate::snapshot::SNAPSHOT_VERSION);
-    // With no bans, ended sessions, entry policies or client networks, the extras are four
-    // empty lists: four zero bytes.
-    assert_eq!(&v3[v3.len() - 4..], &[0, 0, 0, 0]);
-    let mut v2 = v3[..v3.len() - 4].to_vec();
+    // With no bans, ended sessions, entry policies, client networks or used challenges, the
+    // extras are five empty lists: five zero bytes.
+    assert_eq!(&v3[v3.len() - 5..], &[0, 0, 0, 0, 0]);
+    let mut v2 = v3[..v3.len() - 5].to_vec();
     v2[4] = 2;
     let back = StateMachine::restore(&v2).unwrap();
     assert_eq!(back.snapshot(), v3);
@@ -1620,9 +1620,135 @@ fn join_from(h: &mut H, v: u128, client: u8) -> Outcome {
         visitor: vid(v),
         evidence: JoinEvidence {
             client: Some(ClientKey([client; 16])),
+            challenge: None,
         }
         .encode(),
     })
+}
+
+fn join_solved(h: &mut H, v: u128, id: u8, expires_ms: u64, work: u32) -> Outcome {
+    h.run(Command::JoinWith {
+        room: "r".into(),
+        visitor: vid(v),
+        evidence: JoinEvidence {
+            client: None,
+            challenge: Some(crate::ChallengeUse {
+                id: [id; 16],
+                expires_ms,
+                work,
+                cost: 10,
+            }),
+        }
+        .encode(),
+    })
+}
+
+/// A room with a proof-of-work rule gives a place only for a solved challenge that is hard
+/// enough for the line at the join's log time, unexpired, and not used before; it remembers a
+/// used challenge until it expires, on every replica alike (in snapshots too). A visitor who
+/// holds a place resumes it without a new challenge.
+#[test]
+fn a_place_costs_one_fresh_challenge() {
+    let mut h = H::new();
+    h.create("r", cfg(1, 60));
+    let rule = crate::PowRule {
+        work: 100,
+        cost: 10,
+        double_every_waiting: Some(2),
+        work_max: 1_000,
+    };
+    policy(
+        &mut h,
+        EntryPolicy {
+            proof_of_work: Some(rule.clone()),
+            ..EntryPolicy::default()
+        },
+    );
+    let soon = T0 + 60_000;
+    assert_eq!(
+        rejected(&h.join("r", 1)),
+        &Rejection::ChallengeRequired { work: 100 }
+    );
+    assert!(matches!(
+        join_solved(&mut h, 1, 1, soon, 100),
+        Outcome::Visitor(_)
+    ));
+    assert!(h.is_admitted("r", 1));
+    // Resuming the place needs no challenge.
+    assert!(matches!(h.join("r", 1), Outcome::Visitor(_)));
+    // The same challenge does not mint a second place.
+    assert_eq!(
+        rejected(&join_solved(&mut h, 2, 1, soon, 100)).code(),
+        "challenge_invalid"
+    );
+    // Expired by log time, or expiring further ahead than any challenge may: refused.
+    assert_eq!(
+        rejected(&join_solved(&mut h, 2, 2, T0, 100)).code(),
+        "challenge_invalid"
+    );
+    assert_eq!(
+        rejected(&join_solved(&mut h, 2, 2, T0 + 3_600_000, 100)).code(),
+        "challenge_invalid"
+    );
+    // The work doubles with every two waiters; a challenge of half the work still counts (the
+    // line may have grown while it was solved), a quarter does not.
+    assert!(matches!(
+        join_solved(&mut h, 2, 2, soon, 100),
+        Outcome::Visitor(_)
+    ));
+    assert!(matches!(
+        join_solved(&mut h, 3, 3, soon, 100),
+        Outcome::Visitor(_)
+    ));
+    assert_eq!(
+        rejected(&h.join("r", 4)),
+        &Rejection::ChallengeRequired { work: 200 }
+    );
+    assert!(matches!(
+        join_solved(&mut h, 4, 4, soon, 100),
+        Outcome::Visitor(_)
+    ));
+    assert!(matches!(
+        join_solved(&mut h, 5, 5, soon, 200),
+        Outcome::Visitor(_)
+    ));
+    assert_eq!(
+        rejected(&h.join("r", 6)),
+        &Rejection::ChallengeRequired { work: 400 }
+    );
+    assert_eq!(
+        rejected(&join_solved(&mut h, 6, 6, soon, 100)).code(),
+        "challenge_invalid"
+    );
+    // A restored replica remembers the used challenges and refuses alike.
+    let mut back = H {
+        sm: StateMachine::restore(&h.sm.snapshot()).unwrap(),
+        term: h.term,
+        index: h.index,
+        now: h.now,
+    };
+    assert_eq!(back.sm.digest(), h.sm.digest());
+    assert_eq!(
+        rejected(&join_solved(&mut back, 7, 5, soon, 400)).code(),
+        "challenge_invalid"
+    );
+    // Once expired, used challenges are forgotten (a join after that finds none).
+    h.at(61_000);
+    for v in 1..=5 {
+        h.run(Command::Leave {
+            room: "r".into(),
+            visitor: vid(v),
+        });
+    }
+    assert!(matches!(
+        join_solved(&mut h, 8, 8, T0 + 120_000, 100),
+        Outcome::Visitor(_)
+    ));
+    assert_eq!(
+        h.sm.rooms["r"].challenges_used.len(),
+        1,
+        "only the newest is remembered"
+    );
 }
 
 /// One client network holds at most its share of live places, waiting or admitted; a place

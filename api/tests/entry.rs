@@ -1,0 +1,253 @@
+//! Fair entry, tried as a bot army would, against real `sluice serve` processes: places taken
+//! from one network, joins without (or with forged, reused, expired) proofs of work. Each test
+//! names the attack and fails if it works.
+
+mod common;
+
+use common::*;
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+use sluice_api::pow;
+
+/// A paused room: visitors join and wait.
+fn held() -> Value {
+    json!({"capacity": 1, "paused": true, "admit_per_minute": 600000, "session_ttl_secs": 600, "waiter_ttl_secs": 600})
+}
+
+/// How many wait in room `pw`.
+async fn waiting(c: &Cluster) -> u64 {
+    let (_, r) = c.admin(1, Method::GET, "/v1/rooms/pw", None).await;
+    r["waiting"].as_u64().unwrap()
+}
+
+/// One address took 239 places in 10 s. With `places_per_client_max`, one client network holds
+/// at most its share of the room's places, through the API and the page alike; a place that
+/// ends frees its share; other networks are not affected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_network_holds_at_most_its_share_of_places() {
+    let c = Cluster::start_with(1, "trusted_proxies = [\"127.0.0.1\"]").await;
+    let mut config = held();
+    config["entry"] = json!({"places_per_client_max": 3});
+    c.create_room("p", config).await;
+    let (_, room) = c.admin(1, Method::GET, "/v1/rooms/p", None).await;
+    assert_eq!(
+        room["config"]["entry"]["places_per_client_max"], 3,
+        "{room}"
+    );
+    let join = |from: &'static str| {
+        let (http, url) = (c.http.clone(), c.node(1).url("/v1/rooms/p/join"));
+        async move {
+            let r = http
+                .post(&url)
+                .header("x-forwarded-for", from)
+                .send()
+                .await
+                .unwrap();
+            (r.status(), r.json::<Value>().await.unwrap())
+        }
+    };
+    let mut tickets = Vec::new();
+    for _ in 0..3 {
+        let (s, v) = join("203.0.113.7").await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        tickets.push(v["ticket"].as_str().unwrap().to_string());
+    }
+    let (s, v) = join("203.0.113.7").await;
+    assert_eq!(s, StatusCode::TOO_MANY_REQUESTS, "{v}");
+    assert_eq!(v["error"]["code"], "place_limit");
+    // The page says so too.
+    let r = c
+        .http
+        .post(c.node(1).url("/wait/p"))
+        .header("x-forwarded-for", "203.0.113.7")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(r.text().await.unwrap().contains("as many places"));
+    // Another network is not affected; a place that ends frees its network's share.
+    assert_eq!(join("198.51.100.1").await.0, StatusCode::OK);
+    let (s, _) = c
+        .visitor(1, Method::POST, "/v1/rooms/p/leave", Some(&tickets[0]))
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(join("203.0.113.7").await.0, StatusCode::OK);
+    // An out-of-range policy is refused with its field.
+    let mut bad = held();
+    bad["entry"] = json!({"places_per_client_max": 0});
+    let (s, v) = c.admin(1, Method::PUT, "/v1/rooms/p", Some(bad)).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    assert_eq!(v["error"]["field"], "entry.places_per_client_max");
+}
+
+/// A free place was the bots' first prize. With a proof-of-work rule, a join that takes a place
+/// must bring a solved challenge: none is refused before anything is written, a solved one
+/// joins once, and a reused, forged, wrong, foreign or oversized one is refused with its code,
+/// on every path (JSON API, the page's form, gRPC). A visitor who holds a place resumes it
+/// without solving again; the page without JavaScript says why it cannot join.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_place_costs_a_solved_challenge_once() {
+    let c = Cluster::start(1).await;
+    let mut config = held();
+    config["entry"] = json!({"proof_of_work": {"work": 20, "cost": 5}});
+    c.create_room("pw", config).await;
+    c.create_room("free", held()).await;
+    let (_, room) = c.admin(1, Method::GET, "/v1/rooms/pw", None).await;
+    assert_eq!(
+        room["config"]["entry"]["proof_of_work"]["work"], 20,
+        "{room}"
+    );
+    let join = |body: Value| {
+        let (http, url) = (c.http.clone(), c.node(1).url("/v1/rooms/pw/join"));
+        async move {
+            let r = http.post(&url).json(&body).send().await.unwrap();
+            (r.status(), r.json::<Value>().await.unwrap())
+        }
+    };
+    let challenge = || {
+        let (http, url) = (c.http.clone(), c.node(1).url("/v1/rooms/pw/challenge"));
+        async move {
+            let r = http.get(&url).send().await.unwrap();
+            assert_eq!(r.status(), StatusCode::OK);
+            assert_eq!(r.headers()["cache-control"], "no-store");
+            r.json::<pow::Challenge>().await.unwrap()
+        }
+    };
+    // No solution: refused, and nothing was written.
+    let (s, v) = join(json!({})).await;
+    assert_eq!(s, StatusCode::PRECONDITION_REQUIRED, "{v}");
+    assert_eq!(v["error"]["code"], "challenge_required");
+    assert_eq!(waiting(&c).await, 0);
+    // Solved: one place.
+    let ch = challenge().await;
+    assert_eq!(ch.parameters.algorithm, "PBKDF2/SHA-256");
+    assert_eq!((ch.parameters.data.work, ch.parameters.cost), (20, 5));
+    let (counter, key) = pow::solve(&ch).expect("solvable");
+    let good = pow::payload(&ch, counter, &key);
+    let (s, v) = join(json!({"altcha": good})).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let ticket = v["ticket"].as_str().unwrap().to_string();
+    assert_eq!(waiting(&c).await, 1);
+    // Reused: refused by the state machine (the signature is still good).
+    let (s, v) = join(json!({"altcha": good})).await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{v}");
+    assert_eq!(v["error"]["code"], "challenge_invalid");
+    assert_eq!(waiting(&c).await, 1);
+    // Resuming with the ticket needs no solution.
+    let (s, v) = join(json!({"ticket": ticket})).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    // Forged (an easier challenge, re-signed by nobody), wrong key, oversized, garbage.
+    let ch = challenge().await;
+    let (counter, key) = pow::solve(&ch).unwrap();
+    let mut easier = ch.clone();
+    easier.parameters.data.work = 1;
+    let mut wrong = key;
+    wrong[0] ^= 1;
+    for bad in [
+        pow::payload(&easier, counter, &key),
+        pow::payload(&ch, counter, &wrong),
+        "A".repeat(pow::PAYLOAD_CHARS_MAX + 1),
+        "not base64".into(),
+    ] {
+        let (s, v) = join(json!({"altcha": bad})).await;
+        assert_eq!(s, StatusCode::FORBIDDEN, "{v}");
+        assert_eq!(v["error"]["code"], "challenge_invalid");
+    }
+    // A solution for another room is no solution here.
+    let mut cfg_other = held();
+    cfg_other["entry"] = json!({"proof_of_work": {"work": 20, "cost": 5}});
+    c.create_room("pw2", cfg_other).await;
+    let r = c
+        .http
+        .get(c.node(1).url("/v1/rooms/pw2/challenge"))
+        .send()
+        .await
+        .unwrap();
+    let other: pow::Challenge = r.json().await.unwrap();
+    let (oc, ok) = pow::solve(&other).unwrap();
+    let (s, v) = join(json!({"altcha": pow::payload(&other, oc, &ok)})).await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{v}");
+    assert_eq!(waiting(&c).await, 1);
+    // A room without the rule issues no challenge.
+    let r = c
+        .http
+        .get(c.node(1).url("/v1/rooms/free/challenge"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    assert_eq!(
+        r.json::<Value>().await.unwrap()["error"]["code"],
+        "challenge_not_required"
+    );
+    // The page: its join form explains itself without JavaScript; posting it without a
+    // solution says why; with one (as the page's script submits it) it joins.
+    let page = c
+        .http
+        .get(c.node(1).url("/wait/pw"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        page.contains("data-pow=\"1\"") && page.contains("<noscript>"),
+        "{page}"
+    );
+    let r = c.http.post(c.node(1).url("/wait/pw")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::PRECONDITION_REQUIRED);
+    assert!(r.text().await.unwrap().contains("needs JavaScript"));
+    let form = [("altcha", pow::payload(&ch, counter, &key))];
+    let r = c
+        .http
+        .post(c.node(1).url("/wait/pw"))
+        .form(&form)
+        .send()
+        .await
+        .unwrap();
+    // (Posted, redirected to the line: the client follows the redirect.)
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(r.url().path().starts_with("/wait/pw"), "{}", r.url());
+    assert_eq!(waiting(&c).await, 2);
+    // gRPC: the same rule, the same codes.
+    let mut g = sluice_api::pb::visitor_client::VisitorClient::connect(format!(
+        "http://{}",
+        c.node(1).grpc
+    ))
+    .await
+    .unwrap();
+    let e = g
+        .join(sluice_api::pb::JoinRequest {
+            room: "pw".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e:?}");
+    let json = g
+        .challenge(sluice_api::pb::ChallengeRequest { room: "pw".into() })
+        .await
+        .unwrap()
+        .into_inner()
+        .json;
+    let ch: pow::Challenge = serde_json::from_str(&json).unwrap();
+    let (counter, key) = pow::solve(&ch).unwrap();
+    let ok = g
+        .join(sluice_api::pb::JoinRequest {
+            room: "pw".into(),
+            altcha: pow::payload(&ch, counter, &key),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(ok.state, "waiting");
+    assert_eq!(waiting(&c).await, 3);
+    // Out of range is refused with its field.
+    let mut bad = held();
+    bad["entry"] = json!({"proof_of_work": {"work": 0}});
+    let (s, v) = c.admin(1, Method::PUT, "/v1/rooms/pw", Some(bad)).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    assert_eq!(v["error"]["field"], "entry.proof_of_work.work");
+}
