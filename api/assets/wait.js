@@ -44,6 +44,7 @@
     fetch('/v1/rooms/' + room + '/challenge', { credentials: 'same-origin' })
       .then(function (r) { if (!r.ok) throw r; return r.json(); })
       .then(function (c) {
+        var began = Date.now();
         var p = c.parameters, n = Math.min(4, navigator.hardwareConcurrency || 2);
         var from = p.data.start, to = from + p.data.work, tried = [], workers = [], left = n;
         for (var i = 0; i < n; i++) {
@@ -58,6 +59,7 @@
               pct.textContent = Math.floor(100 * bar.value) + ' %';
               if (e.data.derivedKey) {
                 workers.forEach(function (x) { x.terminate(); });
+                sessionStorage.setItem('sluice-pow-ms-' + room, Date.now() - began);
                 join(btoa(JSON.stringify({ challenge: c,
                   solution: { counter: e.data.counter, derivedKey: e.data.derivedKey } })));
               } else if (e.data.done && --left === 0) {

@@ -606,7 +606,7 @@ fn parse_config(f: &Fields) -> Result<RoomConfigBody, (String, String)> {
                         work: small("entry.pow.work", work)?,
                         cost: match opt_num("entry.pow.cost")? {
                             Some(c) => small("entry.pow.cost", c)?,
-                            None => 1_000,
+                            None => crate::model::POW_COST_DEFAULT,
                         },
                         double_every_waiting: opt_num("entry.pow.double_every_waiting")?,
                         work_max: None,

@@ -258,7 +258,11 @@ fn config_from_pb(c: pb::RoomConfig) -> RoomConfigBody {
                 client_prefix_v6: bits(e.client_prefix_v6, d.entry.client_prefix_v6),
                 proof_of_work: e.proof_of_work.map(|p| PowBody {
                     work: p.work,
-                    cost: if p.cost == 0 { 1_000 } else { p.cost },
+                    cost: if p.cost == 0 {
+                        crate::model::POW_COST_DEFAULT
+                    } else {
+                        p.cost
+                    },
                     double_every_waiting: p.double_every_waiting,
                     work_max: (p.work_max != 0).then_some(p.work_max),
                 }),

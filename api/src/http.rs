@@ -305,7 +305,12 @@ async fn join(
     let client = client_ip_of(&app, &headers, &extensions);
     match app
         .sluice
-        .join(&room, &src, Some(client), b.altcha.as_deref())
+        .join(
+            &room,
+            &src,
+            Some(client),
+            b.altcha.as_deref().filter(|a| !a.is_empty()),
+        )
         .await
     {
         Ok(r) => with_cookie(&app, &room, &src, &headers, r),
@@ -877,7 +882,8 @@ async fn wait_join(
     // The form's fields: `altcha` when a solver filled it in (others are ignored).
     let altcha = serde_urlencoded::from_bytes::<Vec<(String, String)>>(&body)
         .ok()
-        .and_then(|f| f.into_iter().find(|(k, _)| k == "altcha").map(|(_, v)| v));
+        .and_then(|f| f.into_iter().find(|(k, _)| k == "altcha").map(|(_, v)| v))
+        .filter(|v| !v.is_empty());
     let join = pages::WaitRequest::Join(client, altcha);
     pages::wait(&app, &room, next.as_deref(), &headers, join).await
 }

@@ -150,7 +150,7 @@ pub struct EntryBody {
 pub struct PowBody {
     /// Counters a solver may have to try (half of them on average), 1 to 100,000,000.
     pub work: u32,
-    /// PBKDF2-SHA-256 iterations per counter, 1 to 1,000,000 (default 1,000).
+    /// PBKDF2-SHA-256 iterations per counter, 1 to 1,000,000 (default 2,000).
     #[serde(default = "default_pow_cost")]
     pub cost: u32,
     /// The work doubles for every this many waiters in line (absent: it does not rise).
@@ -161,8 +161,12 @@ pub struct PowBody {
     pub work_max: Option<u32>,
 }
 
+/// The default PBKDF2 iterations per counter: with `work` 5,500, a measured 1.1 CPU-seconds per
+/// place for a native solver, under a second or two in a browser (BENCHMARKS.md).
+pub const POW_COST_DEFAULT: u32 = 2_000;
+
 fn default_pow_cost() -> u32 {
-    1_000
+    POW_COST_DEFAULT
 }
 
 impl PowBody {

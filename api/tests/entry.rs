@@ -195,7 +195,13 @@ async fn a_place_costs_a_solved_challenge_once() {
         page.contains("data-pow=\"1\"") && page.contains("<noscript>"),
         "{page}"
     );
-    let r = c.http.post(c.node(1).url("/wait/pw")).send().await.unwrap();
+    let r = c
+        .http
+        .post(c.node(1).url("/wait/pw"))
+        .form(&[("altcha", "")])
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), StatusCode::PRECONDITION_REQUIRED);
     assert!(r.text().await.unwrap().contains("needs JavaScript"));
     let form = [("altcha", pow::payload(&ch, counter, &key))];
