@@ -32,6 +32,51 @@ pub struct TicketKey {
     pub secret: String,
 }
 
+/// How identity assertions (JWTs from the shop, `sub` = its customer) are verified; the same
+/// on every node.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IdentityConfig {
+    /// The HS256 secret the shop signs assertions with, base64, at least 32 bytes.
+    #[serde(default)]
+    pub hmac_secret: Option<String>,
+    /// A JWKS file with the shop's public keys (RS256, ES256, EdDSA).
+    #[serde(default)]
+    pub jwks_file: Option<PathBuf>,
+    /// The `iss` assertions must carry, if set.
+    #[serde(default)]
+    pub issuer: Option<String>,
+    /// The `aud` assertions must carry, if set.
+    #[serde(default)]
+    pub audience: Option<String>,
+}
+
+impl IdentityConfig {
+    /// The verifier: the secret decoded, the JWKS file read.
+    pub fn keys(&self) -> Result<crate::identity::IdentityKeys, String> {
+        let secret = match &self.hmac_secret {
+            Some(s) => {
+                let bytes = B64
+                    .decode(s)
+                    .map_err(|_| "identity.hmac_secret is not base64".to_string())?;
+                if bytes.len() < 32 {
+                    return Err("identity.hmac_secret must be at least 32 bytes".into());
+                }
+                Some(bytes)
+            }
+            None => None,
+        };
+        let jwks = match &self.jwks_file {
+            Some(path) => Some(
+                std::fs::read_to_string(path)
+                    .map_err(|e| format!("identity.jwks_file {}: {e}", path.display()))?,
+            ),
+            None => None,
+        };
+        crate::identity::IdentityKeys::new(self, secret, jwks.as_deref())
+    }
+}
+
 /// Token material, identical on every node.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -296,6 +341,10 @@ pub struct ServerConfig {
     /// Token keys and the cluster secret: here, or in `tokens_file`.
     #[serde(default)]
     pub tokens: TokensConfig,
+    /// The keys the shop's identity assertions are verified with, for rooms that ask
+    /// identities (`entry.identity_required`).
+    #[serde(default)]
+    pub identity: Option<IdentityConfig>,
     /// A file holding the `[tokens]` section (`sluice keygen > tokens.toml`), read in its
     /// place when the node starts: the secrets can then live in a secret store or a file only
     /// the node reads, apart from the rest of the configuration.

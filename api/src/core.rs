@@ -37,6 +37,8 @@ pub struct Sluice {
     pub tickets: TicketKeys,
     /// Proof-of-work challenge keys.
     pub pow: crate::pow::PowKeys,
+    /// The keys identity assertions are verified with, if configured.
+    pub identity: Option<crate::identity::IdentityKeys>,
     /// Admission-token key.
     pub jwt: JwtKeys,
     /// Batched session renewals.
@@ -68,6 +70,25 @@ pub fn client_key(room: &str, ip: IpAddr, policy: &EntryPolicy) -> ClientKey {
     let mut key = [0u8; 16];
     key.copy_from_slice(&h.finalize().as_bytes()[..16]);
     ClientKey(key)
+}
+
+/// What a join brings to show it may take a place, as the room's entry policy asks.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct JoinProof<'a> {
+    /// A solved proof-of-work challenge (base64 of ALTCHA's payload).
+    pub altcha: Option<&'a str>,
+    /// An identity assertion (a JWT from the shop).
+    pub identity: Option<&'a str>,
+}
+
+impl<'a> JoinProof<'a> {
+    /// The proof in these fields, empty ones taken as absent (a form's empty field).
+    pub fn new(altcha: Option<&'a str>, identity: Option<&'a str>) -> Self {
+        JoinProof {
+            altcha: altcha.filter(|s| !s.is_empty()),
+            identity: identity.filter(|s| !s.is_empty()),
+        }
+    }
 }
 
 /// A ticket the gate lets through is re-issued once it is this old (seconds).
@@ -197,7 +218,7 @@ impl Sluice {
         visitor: VisitorId,
         fresh: bool,
         client: Option<IpAddr>,
-        proof: Option<&str>,
+        proof: &JoinProof<'_>,
     ) -> Result<Command, ApiError> {
         let (policy, waiting) = self
             .node
@@ -205,7 +226,21 @@ impl Sluice {
             .ok()
             .and_then(|(t, _)| t)
             .unwrap_or_default();
-        let challenge = match (&policy.proof_of_work, proof) {
+        let identity = match (&policy.identity, proof.identity) {
+            (Some(rule), Some(token)) => {
+                let keys = self.identity.as_ref().ok_or_else(|| {
+                    ApiError::new(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "identity_unavailable",
+                        "this node has no [identity] keys to verify assertions with",
+                    )
+                })?;
+                Some(keys.key(room, &rule.salt, &keys.verify(token)?))
+            }
+            (Some(_), None) if fresh => return Err(ApiError::from(Rejection::IdentityRequired)),
+            _ => None,
+        };
+        let challenge = match (&policy.proof_of_work, proof.altcha) {
             (Some(_), Some(proof)) => Some(
                 self.pow
                     .verify(room, proof, self.now_secs())
@@ -221,7 +256,7 @@ impl Sluice {
         let client = client
             .filter(|_| policy.counts_clients())
             .map(|ip| client_key(room, ip, &policy));
-        if client.is_none() && challenge.is_none() {
+        if client.is_none() && challenge.is_none() && identity.is_none() {
             return Ok(Command::Join {
                 room: room.into(),
                 visitor,
@@ -230,7 +265,12 @@ impl Sluice {
         Ok(Command::JoinWith {
             room: room.into(),
             visitor,
-            evidence: JoinEvidence { client, challenge }.encode(),
+            evidence: JoinEvidence {
+                client,
+                challenge,
+                identity,
+            }
+            .encode(),
         })
     }
 
@@ -269,7 +309,7 @@ impl Sluice {
         room: &str,
         src: &TicketSource,
         client: Option<IpAddr>,
-        proof: Option<&str>,
+        proof: &JoinProof<'_>,
     ) -> Result<VisitorReply, ApiError> {
         Self::check_room(room)?;
         let (visitor, fresh) = match self.resumed(room, src)? {
@@ -463,8 +503,14 @@ impl Sluice {
         Self::check_room(room)?;
         let config = body.to_config().map_err(|(f, m)| ApiError::invalid(f, m))?;
         config.validate()?;
-        let policy = body.entry.to_policy();
+        let mut policy = body.entry.to_policy();
         policy.validate()?;
+        if body.entry.identity_required && self.identity.is_none() {
+            return Err(ApiError::invalid(
+                "entry.identity_required",
+                "this node has no [identity] keys to verify assertions with".to_string(),
+            ));
+        }
         let (view, index, created) = self.create_or_update(room, config).await?;
         // The entry policy is a command of its own (its encoding grows on its own); it is
         // written only when it changes.
@@ -474,6 +520,20 @@ impl Sluice {
             .read(|st| st.sm.entry_policy(room))
             .ok()
             .and_then(|(p, _)| p);
+        // The identity salt is chosen once, and kept while the room asks identities.
+        if body.entry.identity_required {
+            let salt = match current.as_ref().and_then(|p| p.identity.as_ref()) {
+                Some(rule) => rule.salt,
+                None => {
+                    let mut salt = [0u8; 16];
+                    getrandom::fill(&mut salt).map_err(|e| {
+                        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+                    })?;
+                    salt
+                }
+            };
+            policy.identity = Some(sluice_statemachine::IdentityRule { salt });
+        }
         if current.as_ref() != Some(&policy) {
             let set = Command::SetEntryPolicy {
                 room: room.into(),

@@ -149,10 +149,18 @@ impl From<Rejection> for ApiError {
             Rejection::ChallengeRequired { .. } => {
                 ApiError::new(StatusCode::PRECONDITION_REQUIRED, r.code(), msg)
             }
+            // Sign in at the shop, then come back with its assertion.
+            Rejection::IdentityRequired => ApiError::new(StatusCode::UNAUTHORIZED, r.code(), msg),
             Rejection::ChallengeInvalid { .. } => {
                 ApiError::new(StatusCode::FORBIDDEN, r.code(), msg)
             }
         }
+    }
+}
+
+impl From<crate::identity::IdentityError> for ApiError {
+    fn from(e: crate::identity::IdentityError) -> Self {
+        ApiError::new(StatusCode::UNAUTHORIZED, "identity_invalid", e.to_string())
     }
 }
 

@@ -202,6 +202,7 @@ fn config_to_pb(c: &RoomConfigBody) -> pb::RoomConfig {
                 double_every_waiting: p.double_every_waiting,
                 work_max: p.work_max.unwrap_or(0),
             }),
+            identity_required: c.entry.identity_required,
         }),
     }
 }
@@ -266,6 +267,7 @@ fn config_from_pb(c: pb::RoomConfig) -> RoomConfigBody {
                     double_every_waiting: p.double_every_waiting,
                     work_max: (p.work_max != 0).then_some(p.work_max),
                 }),
+                identity_required: e.identity_required,
             }
         },
     }
@@ -358,11 +360,11 @@ impl pb::visitor_server::Visitor for Grpc {
         } else {
             Some(peer)
         };
-        let altcha = (!r.altcha.is_empty()).then_some(r.altcha.as_str());
+        let proof = crate::core::JoinProof::new(Some(&r.altcha), Some(&r.identity));
         self.call(
             "Visitor/Join",
             self.sluice
-                .join(&r.room, &ticket(&r.ticket), client, altcha),
+                .join(&r.room, &ticket(&r.ticket), client, &proof),
             visitor,
         )
         .await

@@ -1,7 +1,7 @@
 //! The HTTP API (axum): visitor endpoints, the proxy gate, operator endpoints, pages, metrics,
 //! health and the OpenAPI document. Handlers only parse and render; [`Sluice`] does the work.
 
-use crate::core::{Sluice, TicketSource};
+use crate::core::{JoinProof, Sluice, TicketSource};
 use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::model::*;
@@ -264,6 +264,10 @@ pub struct ReadQuery {
     /// Ticket (alternative to the cookie).
     #[serde(default)]
     pub ticket: Option<String>,
+    /// The shop's identity assertion, carried by the waiting page into its join form (before
+    /// `next` in the query: `next` takes the rest).
+    #[serde(default)]
+    pub identity: Option<String>,
     /// Queue page start.
     #[serde(default)]
     pub offset: Option<u64>,
@@ -309,7 +313,7 @@ async fn join(
             &room,
             &src,
             Some(client),
-            b.altcha.as_deref().filter(|a| !a.is_empty()),
+            &JoinProof::new(b.altcha.as_deref(), b.identity.as_deref()),
         )
         .await
     {
@@ -862,7 +866,7 @@ async fn wait_page(
         &room,
         next.as_deref(),
         &headers,
-        pages::WaitRequest::Look,
+        pages::WaitRequest::Look(q.identity),
     )
     .await
 }
@@ -879,12 +883,17 @@ async fn wait_join(
 ) -> Response {
     let next = raw_next(raw.as_deref()).or(q.next);
     let client = client_ip_of(&app, &headers, &extensions);
-    // The form's fields: `altcha` when a solver filled it in (others are ignored).
-    let altcha = serde_urlencoded::from_bytes::<Vec<(String, String)>>(&body)
-        .ok()
-        .and_then(|f| f.into_iter().find(|(k, _)| k == "altcha").map(|(_, v)| v))
-        .filter(|v| !v.is_empty());
-    let join = pages::WaitRequest::Join(client, altcha);
+    // The form's fields: `altcha` when a solver filled it in, `identity` when the shop's link
+    // brought one (others are ignored).
+    let fields = serde_urlencoded::from_bytes::<Vec<(String, String)>>(&body).unwrap_or_default();
+    let field = |name: &str| {
+        fields
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+            .filter(|v| !v.is_empty())
+    };
+    let join = pages::WaitRequest::Join(client, field("altcha"), field("identity"));
     pages::wait(&app, &room, next.as_deref(), &headers, join).await
 }
 

@@ -105,6 +105,9 @@ pub struct Texts {
     pub challenge_needs_script: &'static str,
     /// The proof-of-work did not verify.
     pub challenge_invalid: &'static str,
+    /// The room is for the shop's signed-in customers, and this visitor brought no (valid)
+    /// assertion.
+    pub identity_required: &'static str,
 }
 
 /// The texts in `lang`.
@@ -143,6 +146,7 @@ static EN: Texts = Texts {
     pow_working: "Checking your browser before it joins the line. This takes a few seconds; please keep this page open.",
     challenge_needs_script: "This line asks your browser to solve a small puzzle before it gives a place, so that bots cannot take the places of people. That needs JavaScript (and a secure connection): please turn JavaScript on, then press the button again.",
     challenge_invalid: "The check of your browser did not succeed. Please go back to the previous page to try again.",
+    identity_required: "This line is for signed-in customers. Please sign in at the shop, then follow its link to the line again.",
 };
 
 static DE: Texts = Texts {
@@ -171,6 +175,7 @@ static DE: Texts = Texts {
     pow_working: "Ihr Browser wird geprüft, bevor er sich anstellt. Das dauert einige Sekunden; bitte lassen Sie die Seite geöffnet.",
     challenge_needs_script: "Diese Warteschlange lässt Ihren Browser eine kleine Rechenaufgabe lösen, bevor sie einen Platz vergibt, damit Bots Menschen keine Plätze wegnehmen. Dafür ist JavaScript nötig (und eine sichere Verbindung): Bitte aktivieren Sie JavaScript und drücken Sie die Schaltfläche erneut.",
     challenge_invalid: "Die Prüfung Ihres Browsers ist nicht gelungen. Bitte kehren Sie zur vorigen Seite zurück, um es erneut zu versuchen.",
+    identity_required: "Diese Warteschlange ist für angemeldete Kundinnen und Kunden. Bitte melden Sie sich im Shop an und folgen Sie dann erneut seinem Link zur Warteschlange.",
 };
 
 static FR: Texts = Texts {
@@ -199,6 +204,7 @@ static FR: Texts = Texts {
     pow_working: "Vérification de votre navigateur avant qu'il rejoigne la file. Cela prend quelques secondes ; gardez cette page ouverte.",
     challenge_needs_script: "Cette file demande à votre navigateur de résoudre un petit calcul avant de donner une place, pour que des robots ne prennent pas la place des personnes. Il faut pour cela JavaScript (et une connexion sécurisée) : activez JavaScript, puis appuyez à nouveau sur le bouton.",
     challenge_invalid: "La vérification de votre navigateur n'a pas abouti. Revenez à la page précédente pour réessayer.",
+    identity_required: "Cette file est réservée aux clients connectés. Connectez-vous à la boutique, puis suivez à nouveau son lien vers la file.",
 };
 
 static ES: Texts = Texts {
@@ -228,6 +234,7 @@ static ES: Texts = Texts {
     pow_working: "Comprobando su navegador antes de que entre en la fila. Tarda unos segundos; mantenga esta página abierta.",
     challenge_needs_script: "Esta fila pide a su navegador que resuelva un pequeño cálculo antes de dar un lugar, para que los robots no ocupen los lugares de las personas. Para ello hace falta JavaScript (y una conexión segura): active JavaScript y vuelva a pulsar el botón.",
     challenge_invalid: "La comprobación de su navegador no ha tenido éxito. Vuelva a la página anterior para intentarlo de nuevo.",
+    identity_required: "Esta fila es para clientes que han iniciado sesión. Inicie sesión en la tienda y vuelva a seguir su enlace a la fila.",
 };
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ pub mod error;
 pub mod grpc;
 pub mod http;
 pub mod i18n;
+pub mod identity;
 pub mod metrics;
 pub mod model;
 pub mod pages;

@@ -259,6 +259,7 @@ fn dev_config(
         admin_token_file: None,
         metrics_token: None,
         backend_tokens: Vec::new(),
+        identity: None,
         tokens: TokensConfig {
             ticket_keys: vec![TicketKey {
                 id: "dev".into(),

@@ -61,6 +61,9 @@ pub struct JoinBody {
     /// ALTCHA widget submits it.
     #[serde(default)]
     pub altcha: Option<String>,
+    /// The shop's identity assertion (a JWT), when the room asks identities.
+    #[serde(default)]
+    pub identity: Option<String>,
 }
 
 /// Room branding for the waiting page.
@@ -142,6 +145,10 @@ pub struct EntryBody {
     /// (`GET /v1/rooms/{room}/challenge`); refused with 428 `challenge_required` otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub proof_of_work: Option<PowBody>,
+    /// A join that takes a place must bring an identity assertion from the shop (a JWT the
+    /// node's `[identity]` keys verify, in `identity`); one identity holds one place, and joins
+    /// again resume it from any device. Refused with 401 `identity_required` otherwise.
+    pub identity_required: bool,
 }
 
 /// A room's proof-of-work rule.
@@ -212,6 +219,7 @@ impl From<&EntryPolicy> for EntryBody {
             client_prefix_v4: p.client_prefix_v4,
             client_prefix_v6: p.client_prefix_v6,
             proof_of_work: p.proof_of_work.as_ref().map(PowBody::from),
+            identity_required: p.identity.is_some(),
         }
     }
 }
@@ -225,6 +233,8 @@ impl EntryBody {
             client_prefix_v4: self.client_prefix_v4,
             client_prefix_v6: self.client_prefix_v6,
             proof_of_work: self.proof_of_work.as_ref().map(PowBody::to_rule),
+            // The salt is the node's to choose (`put_room`).
+            identity: None,
         }
     }
 }

@@ -242,6 +242,7 @@ fn join_html(
     room_name: &str,
     next: &str,
     pow: bool,
+    identity: &str,
 ) -> String {
     let (title, top) = header_html(t, room, room_name);
     // With a proof-of-work, the script solves it (a progress bar and a live text say how far it
@@ -265,6 +266,7 @@ fn join_html(
             "{top}<h1>{}</h1><p>{}</p>{pow_html}\
 <p id=\"cookies\" role=\"alert\" hidden>{}</p>\
 <form id=\"join\" method=\"post\" action=\"/wait/{room}?next={next}\"><input type=\"hidden\" name=\"altcha\" value=\"\">\
+<input type=\"hidden\" name=\"identity\" value=\"{identity}\">\
 <p><button type=\"submit\">{}</button></p></form>\
 <div id=\"sluice-wait\" hidden data-room=\"{room}\" data-next=\"{next}\" data-join=\"1\" data-pow=\"{pow}\"></div>\
 <script src=\"/assets/wait.js\" defer></script>",
@@ -275,6 +277,7 @@ fn join_html(
             room = esc(room_name),
             next = esc(next),
             pow = if pow { "1" } else { "" },
+            identity = esc(identity),
         ),
     )
 }
@@ -282,11 +285,12 @@ fn join_html(
 /// What a visitor's browser asks of the waiting page.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum WaitRequest {
-    /// `GET` (or `HEAD`): show where the visitor stands; never takes a place.
-    Look,
+    /// `GET` (or `HEAD`): show where the visitor stands; never takes a place. With the shop's
+    /// identity assertion, which the join form carries on.
+    Look(Option<String>),
     /// `POST`: join (or resume the place the cookie holds), for a client at this address, with
-    /// the solution of a challenge when the form carried one.
-    Join(std::net::IpAddr, Option<String>),
+    /// the solution of a challenge and the identity assertion when the form carried them.
+    Join(std::net::IpAddr, Option<String>, Option<String>),
 }
 
 /// `GET /wait/{room}` shows the line to a visitor who holds a place (checking it in), moves an
@@ -332,13 +336,12 @@ pub async fn wait(
     let joining = matches!(request, WaitRequest::Join(..));
     let reply = match (resumed, request) {
         (Some(r), _) => Ok(r),
-        (None, WaitRequest::Join(client, altcha)) => {
-            app.sluice
-                .join(room, &src, Some(client), altcha.as_deref())
-                .await
+        (None, WaitRequest::Join(client, altcha, identity)) => {
+            let proof = crate::core::JoinProof::new(altcha.as_deref(), identity.as_deref());
+            app.sluice.join(room, &src, Some(client), &proof).await
         }
-        (None, WaitRequest::Look) if wants_json => Err(crate::error::ApiError::missing_ticket()),
-        (None, WaitRequest::Look) => {
+        (None, WaitRequest::Look(_)) if wants_json => Err(crate::error::ApiError::missing_ticket()),
+        (None, WaitRequest::Look(identity)) => {
             if view.is_none() || crate::core::Sluice::check_room(room).is_err() {
                 return message_page(t, lang, None, room, t.closed, StatusCode::NOT_FOUND);
             }
@@ -349,7 +352,17 @@ pub async fn wait(
                 .ok()
                 .and_then(|(p, _)| p)
                 .is_some_and(|p| p.proof_of_work.is_some());
-            let mut r = Html(join_html(t, lang, view.as_ref(), room, &next, pow)).into_response();
+            let identity = identity.unwrap_or_default();
+            let mut r = Html(join_html(
+                t,
+                lang,
+                view.as_ref(),
+                room,
+                &next,
+                pow,
+                &identity,
+            ))
+            .into_response();
             no_store(&mut r);
             return r;
         }
@@ -365,6 +378,7 @@ pub async fn wait(
                 "place_limit" => t.place_limit,
                 "challenge_required" => t.challenge_needs_script,
                 "challenge_invalid" => t.challenge_invalid,
+                "identity_required" | "identity_invalid" => t.identity_required,
                 _ => t.busy,
             };
             let retry = e.status.is_server_error();

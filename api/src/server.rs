@@ -152,11 +152,16 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
     let ticket_keys = cfg.ticket_keys().map_err(anyhow::Error::msg)?;
     let pow = crate::pow::PowKeys::new(ticket_keys.iter().map(|(_, s)| s.as_slice()));
     let tickets = TicketKeys::new(ticket_keys).map_err(anyhow::Error::msg)?;
+    let identity = match &cfg.identity {
+        Some(i) => Some(i.keys().map_err(anyhow::Error::msg)?),
+        None => None,
+    };
     let jwt = cfg.jwt_keys().map_err(anyhow::Error::msg)?;
     let sluice = Arc::new(Sluice {
         node: node.clone(),
         tickets,
         pow,
+        identity,
         jwt,
         renew: Renewer::start(node.clone(), cancel.clone()),
         catch_up_timeout: Duration::from_secs(2),

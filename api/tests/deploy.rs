@@ -700,6 +700,7 @@ async fn tls_clients_that_stall_are_cut_off() {
             ticket: String::new(),
             client_address: String::new(),
             altcha: String::new(),
+            identity: String::new(),
         })
         .await;
     assert_eq!(reply.unwrap_err().code(), tonic::Code::NotFound);

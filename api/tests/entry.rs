@@ -257,3 +257,111 @@ async fn a_place_costs_a_solved_challenge_once() {
     assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
     assert_eq!(v["error"]["field"], "entry.proof_of_work.work");
 }
+
+const SHOP_SECRET: &[u8] = b"the shop's identity secret, 32 bytes or more";
+
+/// An assertion for `sub`, signed with `secret`, expiring at `exp`.
+fn assertion(secret: &[u8], sub: &str, exp: u64) -> String {
+    jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+        &json!({"sub": sub, "iss": "shop", "exp": exp}),
+        &jsonwebtoken::EncodingKey::from_secret(secret),
+    )
+    .unwrap()
+}
+
+/// One person, one place: a room that asks identities refuses a new place without the shop's
+/// assertion (or with a forged or expired one), and a second join with the same identity, from
+/// another device (no ticket, no cookie), resumes the first place instead of taking another; on
+/// the page (the shop links to it with the assertion) and over gRPC alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_identity_holds_one_place() {
+    use base64::Engine;
+    let secret = base64::engine::general_purpose::STANDARD.encode(SHOP_SECRET);
+    let c = Cluster::start_with(
+        1,
+        &format!("[identity]\nhmac_secret = \"{secret}\"\nissuer = \"shop\"\n"),
+    )
+    .await;
+    let mut config = held();
+    config["entry"] = json!({"identity_required": true});
+    c.create_room("pw", config).await;
+    let (_, room) = c.admin(1, Method::GET, "/v1/rooms/pw", None).await;
+    assert_eq!(room["config"]["entry"]["identity_required"], true, "{room}");
+    let exp = 4_000_000_000;
+    let join = |body: Value| {
+        let (http, url) = (c.http.clone(), c.node(1).url("/v1/rooms/pw/join"));
+        async move {
+            let r = http.post(&url).json(&body).send().await.unwrap();
+            (r.status(), r.json::<Value>().await.unwrap())
+        }
+    };
+    let (s, v) = join(json!({})).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED, "{v}");
+    assert_eq!(v["error"]["code"], "identity_required");
+    for bad in [
+        assertion(b"another secret, also 32 bytes long", "alice", exp),
+        assertion(SHOP_SECRET, "alice", 1),
+        "not a jwt".into(),
+    ] {
+        let (s, v) = join(json!({ "identity": bad })).await;
+        assert_eq!(s, StatusCode::UNAUTHORIZED, "{v}");
+        assert_eq!(v["error"]["code"], "identity_invalid");
+    }
+    assert_eq!(waiting(&c).await, 0);
+    let alice = assertion(SHOP_SECRET, "alice", exp);
+    let (s, first) = join(json!({ "identity": alice })).await;
+    assert_eq!(s, StatusCode::OK, "{first}");
+    // Another device: the same place.
+    let (s, again) = join(json!({ "identity": alice })).await;
+    assert_eq!(s, StatusCode::OK, "{again}");
+    assert_eq!(again["visitor_id"], first["visitor_id"]);
+    assert_eq!(waiting(&c).await, 1);
+    let (s, _) = join(json!({"identity": assertion(SHOP_SECRET, "bob", exp)})).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(waiting(&c).await, 2);
+    // The shop's link carries the assertion into the page's join form; posting it resumes.
+    let page = c
+        .http
+        .get(c.node(1).url(&format!("/wait/pw?identity={alice}&next=/")))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        page.contains(&format!("name=\"identity\" value=\"{alice}\"")),
+        "{page}"
+    );
+    let r = c
+        .http
+        .post(c.node(1).url("/wait/pw"))
+        .form(&[("identity", alice.as_str()), ("altcha", "")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(waiting(&c).await, 2);
+    let r = c.http.post(c.node(1).url("/wait/pw")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert!(r.text().await.unwrap().contains("signed-in customers"));
+    // gRPC: the same place for the same identity.
+    let mut g = sluice_api::pb::visitor_client::VisitorClient::connect(format!(
+        "http://{}",
+        c.node(1).grpc
+    ))
+    .await
+    .unwrap();
+    let st = g
+        .join(sluice_api::pb::JoinRequest {
+            room: "pw".into(),
+            identity: alice.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(st.visitor_id, first["visitor_id"].as_str().unwrap());
+    assert_eq!(waiting(&c).await, 2);
+}

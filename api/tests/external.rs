@@ -177,6 +177,7 @@ async fn grpc_flow_health_and_reflection() {
             ticket: String::new(),
             client_address: String::new(),
             altcha: String::new(),
+            identity: String::new(),
         })
         .await
         .unwrap()
@@ -188,6 +189,7 @@ async fn grpc_flow_health_and_reflection() {
             ticket: String::new(),
             client_address: String::new(),
             altcha: String::new(),
+            identity: String::new(),
         })
         .await
         .unwrap()
@@ -200,6 +202,7 @@ async fn grpc_flow_health_and_reflection() {
             ticket: "t".repeat(100 * 1024),
             client_address: String::new(),
             altcha: String::new(),
+            identity: String::new(),
         })
         .await
         .unwrap_err();
@@ -278,6 +281,7 @@ async fn grpc_flow_health_and_reflection() {
             ticket: String::new(),
             client_address: String::new(),
             altcha: String::new(),
+            identity: String::new(),
         })
         .await
         .unwrap_err();

@@ -821,6 +821,7 @@ fn sluice_join_op(
                 ticket: String::new(),
                 client_address: String::new(),
                 altcha: String::new(),
+                identity: String::new(),
             })
             .await
             .map(|_| 0)
@@ -1112,6 +1113,7 @@ async fn memory_restart_failover(opts: &BenchOpts) -> Result<(BTreeMap<u64, u64>
                         ticket: String::new(),
                         client_address: String::new(),
                         altcha: String::new(),
+                        identity: String::new(),
                     })
                     .await
                     .map_err(|s| format!("{:?}", s.code()))?;
@@ -1172,6 +1174,7 @@ async fn memory_restart_failover(opts: &BenchOpts) -> Result<(BTreeMap<u64, u64>
             ticket: String::new(),
             client_address: String::new(),
             altcha: String::new(),
+            identity: String::new(),
         })
         .await
         .is_ok()

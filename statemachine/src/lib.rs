@@ -40,7 +40,9 @@ pub use machine::{LogPosition, QueueEntry, StateMachine};
 pub use outcome::{
     EndReason, Outcome, PoolView, Rejection, RoomView, Totals, VisitorState, VisitorView,
 };
-pub use policy::{ChallengeUse, ClientKey, EntryPolicy, JoinEvidence, PowRule};
+pub use policy::{
+    ChallengeUse, ClientKey, EntryPolicy, IdentityKey, IdentityRule, JoinEvidence, PowRule,
+};
 pub use snapshot::{digest_hex, Digest};
 pub use types::{Branding, Health, Mode, RoomConfig, VisitorId};
 

@@ -68,6 +68,9 @@ pub enum Rejection {
         /// The work the room asks now.
         work: u32,
     },
+    /// The room gives places only to visitors with an identity, and this join brought none.
+    #[error("this room gives places only to visitors who bring an identity")]
+    IdentityRequired,
     /// The join's challenge cannot be used: expired, too easy, or used already.
     #[error("the challenge cannot be used: {reason}")]
     ChallengeInvalid {
@@ -101,6 +104,7 @@ impl Rejection {
             Rejection::Banned { .. } => "banned",
             Rejection::PlaceLimit { .. } => "place_limit",
             Rejection::ChallengeRequired { .. } => "challenge_required",
+            Rejection::IdentityRequired => "identity_required",
             Rejection::ChallengeInvalid { .. } => "challenge_invalid",
         }
     }

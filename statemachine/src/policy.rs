@@ -109,6 +109,20 @@ pub struct ChallengeUse {
     pub cost: u32,
 }
 
+/// A visitor's identity (the subject of the shop's assertion), hashed with the room's salt:
+/// 16 bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct IdentityKey(pub [u8; 16]);
+
+/// A room's identity rule: every new place needs an identity assertion, and one identity holds
+/// one place.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdentityRule {
+    /// The room's salt, which the edge hashes subjects with (chosen when the rule is first set,
+    /// kept while it stays).
+    pub salt: [u8; 16],
+}
+
 /// A client network, hashed: 16 bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct ClientKey(pub [u8; 16]);
@@ -130,6 +144,9 @@ pub struct EntryPolicy {
     pub client_prefix_v6: u8,
     /// A join that mints a place must bring a solved challenge (`None`: no proof-of-work).
     pub proof_of_work: Option<PowRule>,
+    /// A join that mints a place must bring an identity, and an identity that holds a place
+    /// resumes it (`None`: identities are not asked).
+    pub identity: Option<IdentityRule>,
 }
 
 impl Default for EntryPolicy {
@@ -140,6 +157,7 @@ impl Default for EntryPolicy {
             client_prefix_v4: 32,
             client_prefix_v6: 64,
             proof_of_work: None,
+            identity: None,
         }
     }
 }
@@ -213,6 +231,8 @@ pub struct JoinEvidence {
     pub client: Option<ClientKey>,
     /// The solved challenge, if the edge verified one.
     pub challenge: Option<ChallengeUse>,
+    /// The visitor's identity, if the edge verified an assertion.
+    pub identity: Option<IdentityKey>,
 }
 
 impl JoinEvidence {
@@ -275,6 +295,7 @@ mod tests {
                 double_every_waiting: Some(100),
                 work_max: 8_000,
             }),
+            identity: Some(IdentityRule { salt: [4; 16] }),
         };
         assert_eq!(p.encode().decode().unwrap(), p);
         let e = JoinEvidence {
@@ -285,6 +306,7 @@ mod tests {
                 work: 1_000,
                 cost: 500,
             }),
+            identity: Some(IdentityKey([6; 16])),
         };
         assert_eq!(e.encode().decode().unwrap(), e);
         assert!(EncodedPolicy(vec![]).decode().is_err());
@@ -362,18 +384,20 @@ mod tests {
                 double_every_waiting: None,
                 work_max: 300,
             }),
+            identity: None,
         };
         assert_eq!(
             p.encode().0,
-            vec![1, 1, 60, 0, 32, 64, 1, 0xac, 0x02, 2, 0, 0xac, 0x02]
+            vec![1, 1, 60, 0, 32, 64, 1, 0xac, 0x02, 2, 0, 0xac, 0x02, 0]
         );
         let e = JoinEvidence {
             client: Some(ClientKey([1; 16])),
             challenge: None,
+            identity: None,
         };
         let mut golden = vec![1, 1];
         golden.extend([1; 16]);
-        golden.push(0);
+        golden.extend([0, 0]);
         assert_eq!(e.encode().0, golden);
     }
 

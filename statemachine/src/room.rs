@@ -15,7 +15,7 @@ use crate::idmap::IdMap;
 use crate::limits::*;
 use crate::outcome::{EndReason, Outcome, Rejection, RoomView, Totals, VisitorState, VisitorView};
 use crate::policy::{
-    ChallengeUse, ClientKey, EntryPolicy, JoinEvidence, CHALLENGES_REMEMBERED_MAX,
+    ChallengeUse, ClientKey, EntryPolicy, IdentityKey, JoinEvidence, CHALLENGES_REMEMBERED_MAX,
     CHALLENGE_TTL_MS_MAX,
 };
 use crate::queue::{Slot, WaitQueue};
@@ -87,6 +87,10 @@ pub(crate) struct Room {
     pub challenges_used: BTreeSet<(u64, [u8; 16])>,
     /// The ids of `challenges_used`, for the reuse check.
     challenge_ids: BTreeSet<[u8; 16]>,
+    /// The identity of each live visitor that came with one while the room asked identities.
+    pub identity_of: BTreeMap<VisitorId, IdentityKey>,
+    /// The live visitor of each identity (the inverse of `identity_of`).
+    visitor_of: BTreeMap<IdentityKey, VisitorId>,
 }
 
 /// Sorts due expiries (true time, seq, …) and splits them at `keep`: those to end now, and those
@@ -118,6 +122,7 @@ pub(crate) struct RoomParts {
     pub policy: EntryPolicy,
     pub client_of: Vec<(VisitorId, ClientKey)>,
     pub challenges_used: Vec<(u64, [u8; 16])>,
+    pub identity_of: Vec<(VisitorId, IdentityKey)>,
 }
 
 impl Room {
@@ -149,6 +154,8 @@ impl Room {
             unused_due: MinHeap::default(),
             challenges_used: BTreeSet::new(),
             challenge_ids: BTreeSet::new(),
+            identity_of: BTreeMap::new(),
+            visitor_of: BTreeMap::new(),
         }
     }
 
@@ -226,6 +233,19 @@ impl Room {
                 return Err(format!("room {}: a challenge used twice", room.name));
             }
             room.challenges_used.insert((expires, id));
+        }
+        for (id, who) in p.identity_of {
+            if room.sessions.get(&id).is_none() && !room.waiting.contains_key(&id) {
+                return Err(format!(
+                    "room {}: an identity for {id}, who holds no place",
+                    room.name
+                ));
+            }
+            if room.identity_of.insert(id, who).is_some()
+                || room.visitor_of.insert(who, id).is_some()
+            {
+                return Err(format!("room {}: an identity listed twice", room.name));
+            }
         }
         Ok(room)
     }
@@ -446,6 +466,10 @@ impl Room {
             self.client_of.clear();
             self.places_of.clear();
         }
+        if self.policy.identity.is_none() {
+            self.identity_of.clear();
+            self.visitor_of.clear();
+        }
         self.rebuild_unused_due();
         self.pump(now, draw);
         Outcome::Room(self.room_view(now))
@@ -567,6 +591,9 @@ impl Room {
     }
 
     fn record_end(&mut self, id: VisitorId, seq: u64, reason: EndReason, now: u64) {
+        if let Some(k) = self.identity_of.remove(&id) {
+            self.visitor_of.remove(&k);
+        }
         if let Some(c) = self.client_of.remove(&id) {
             let n = self.places_of.get_mut(&c).expect("a counted client");
             *n -= 1;
@@ -609,6 +636,12 @@ impl Room {
         draw: &mut LazyDraw,
     ) -> Outcome {
         let client = evidence.client;
+        // One identity, one place: an identity that holds a place resumes it, from any device.
+        if let Some(&held) = evidence.identity.and_then(|k| self.visitor_of.get(&k)) {
+            if held != id {
+                return self.join(held, &JoinEvidence::default(), now, draw);
+            }
+        }
         if let Some(&until) = self.bans.get(&id).filter(|&&until| until > now) {
             self.pump(now, draw);
             return Outcome::Rejected(Rejection::Banned {
@@ -634,6 +667,10 @@ impl Room {
             if self.queue.len() >= self.config.max_waiting {
                 return Outcome::Rejected(Rejection::QueueFull);
             }
+            let identity = evidence.identity.filter(|_| self.policy.identity.is_some());
+            if self.policy.identity.is_some() && identity.is_none() {
+                return Outcome::Rejected(Rejection::IdentityRequired);
+            }
             let counted = client.filter(|_| self.policy.counts_clients());
             if let (Some(c), Some(max)) = (counted, self.policy.places_per_client_max) {
                 if self.places_of.get(&c).copied().unwrap_or(0) >= max {
@@ -646,6 +683,10 @@ impl Room {
             if let Some(c) = counted {
                 self.client_of.insert(id, c);
                 *self.places_of.entry(c).or_insert(0) += 1;
+            }
+            if let Some(k) = identity {
+                self.identity_of.insert(id, k);
+                self.visitor_of.insert(k, id);
             }
             let seq = self.next_seq;
             self.next_seq += 1;

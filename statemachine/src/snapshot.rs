@@ -7,7 +7,7 @@
 //! its numbers as LEB128 varints (postcard's integer encoding), with no per-field dispatch. A
 //! node encodes its snapshot while its applies wait, so the encoding's speed is a pause. Version 1
 //! (all postcard) is still read. Version 3 is version 2 followed by what later versions grew
-//! (bans, ended operator sessions, entry policies, counted clients, used challenges), postcard. Canonical means
+//! (bans, ended operator sessions, entry policies, counted clients, used challenges, identities), postcard. Canonical means
 //! every collection is written in an order that depends on the state alone (rooms and pools by name, waiters in line order, sessions by
 //! sequence number, ended visitors oldest first), never on hash-map layout or on the history of
 //! how the state was reached. Derived indexes (expiry heaps, hash maps, holes in the line) are
@@ -18,7 +18,7 @@ use crate::command::DecodeError;
 use crate::limits::*;
 use crate::machine::{LogPosition, StateMachine};
 use crate::outcome::{EndReason, Totals};
-use crate::policy::{ClientKey, EncodedPolicy, EntryPolicy};
+use crate::policy::{ClientKey, EncodedPolicy, EntryPolicy, IdentityKey};
 use crate::pool::Pool;
 use crate::queue::{Slot, WaitQueue};
 use crate::room::{Ended, Room, RoomParts, Session, WINDOWS};
@@ -235,6 +235,8 @@ struct ExtrasOut<'a> {
     /// The used, unexpired challenges of each room with any, rooms by name, in (expiry, id)
     /// order.
     challenges: Vec<(&'a str, Vec<UsedChallenge>)>,
+    /// The identity of each visitor that has one, for each room with any, visitors in order.
+    identities: Vec<(&'a str, Vec<(VisitorId, IdentityKey)>)>,
 }
 
 #[derive(Deserialize, Default)]
@@ -244,6 +246,7 @@ struct ExtrasIn {
     policies: Vec<(String, EncodedPolicy)>,
     clients: Vec<(String, Vec<(VisitorId, ClientKey)>)>,
     challenges: Vec<(String, Vec<UsedChallenge>)>,
+    identities: Vec<(String, Vec<(VisitorId, IdentityKey)>)>,
 }
 
 /// A room as decoded, whichever the version; version 1 wrote it so, all postcard.
@@ -348,6 +351,17 @@ impl StateMachine {
                 .filter(|r| !r.challenges_used.is_empty())
                 .map(|r| (r.name.as_str(), r.challenges_used.iter().copied().collect()))
                 .collect(),
+            identities: self
+                .rooms
+                .values()
+                .filter(|r| !r.identity_of.is_empty())
+                .map(|r| {
+                    (
+                        r.name.as_str(),
+                        r.identity_of.iter().map(|(k, v)| (*k, *v)).collect(),
+                    )
+                })
+                .collect(),
         };
         postcard::to_extend(&extras, out).expect("encoding into a Vec cannot fail")
     }
@@ -402,6 +416,16 @@ impl StateMachine {
             }
             if challenges.insert(name.clone(), c).is_some() {
                 return Err(bad(format!("room {name}: challenges listed twice")));
+            }
+        }
+        let mut identities: std::collections::BTreeMap<String, Vec<(VisitorId, IdentityKey)>> =
+            Default::default();
+        for (name, i) in s.extras.identities {
+            if i.len() as u64 > WAITERS_PER_ROOM_MAX + SESSIONS_PER_ROOM_MAX {
+                return Err(DecodeError::TooLarge(format!("room {name}: identities")));
+            }
+            if identities.insert(name.clone(), i).is_some() {
+                return Err(bad(format!("room {name}: identities listed twice")));
             }
         }
         let mut sm = StateMachine {
@@ -466,6 +490,7 @@ impl StateMachine {
                 policy: policies.remove(&f_name).unwrap_or_default(),
                 client_of: clients.remove(&f_name).unwrap_or_default(),
                 challenges_used: challenges.remove(&f_name).unwrap_or_default(),
+                identity_of: identities.remove(&f_name).unwrap_or_default(),
             };
             let room = Room::from_parts(parts).map_err(bad)?;
             if sm.rooms.insert(name.clone(), room).is_some() {
@@ -490,6 +515,7 @@ impl StateMachine {
             .keys()
             .chain(clients.keys())
             .chain(challenges.keys())
+            .chain(identities.keys())
             .next()
         {
             return Err(bad(format!(

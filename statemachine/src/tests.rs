@@ -1598,10 +1598,10 @@ fn version_2_snapshots_still_restore() {
     let h = every_part();
     let v3 = h.sm.snapshot();
     assert_eq!(v3[4], crate::snapshot::SNAPSHOT_VERSION);
-    // With no bans, ended sessions, entry policies, client networks or used challenges, the
-    // extras are five empty lists: five zero bytes.
-    assert_eq!(&v3[v3.len() - 5..], &[0, 0, 0, 0, 0]);
-    let mut v2 = v3[..v3.len() - 5].to_vec();
+    // With no bans, ended sessions, entry policies, client networks, used challenges or
+    // identities, the extras are six empty lists: six zero bytes.
+    assert_eq!(&v3[v3.len() - 6..], &[0, 0, 0, 0, 0, 0]);
+    let mut v2 = v3[..v3.len() - 6].to_vec();
     v2[4] = 2;
     let back = StateMachine::restore(&v2).unwrap();
     assert_eq!(back.snapshot(), v3);
@@ -1621,6 +1621,19 @@ fn join_from(h: &mut H, v: u128, client: u8) -> Outcome {
         evidence: JoinEvidence {
             client: Some(ClientKey([client; 16])),
             challenge: None,
+            identity: None,
+        }
+        .encode(),
+    })
+}
+
+fn join_as(h: &mut H, v: u128, who: u8) -> Outcome {
+    h.run(Command::JoinWith {
+        room: "r".into(),
+        visitor: vid(v),
+        evidence: JoinEvidence {
+            identity: Some(crate::policy::IdentityKey([who; 16])),
+            ..JoinEvidence::default()
         }
         .encode(),
     })
@@ -1638,6 +1651,7 @@ fn join_solved(h: &mut H, v: u128, id: u8, expires_ms: u64, work: u32) -> Outcom
                 work,
                 cost: 10,
             }),
+            identity: None,
         }
         .encode(),
     })
@@ -1859,4 +1873,45 @@ fn an_admission_not_used_in_time_is_lost() {
         h.is_admitted("r", 3),
         "the freed place goes to the next in line"
     );
+}
+
+/// One identity, one place: a room that asks identities gives a place only to a join that brings
+/// one; a second join with the same identity (another device: another visitor id) resumes the
+/// first place rather than take another; once that place ends, the identity may join again. The
+/// mapping is state: a restored replica resumes alike.
+#[test]
+fn one_identity_holds_one_place() {
+    let mut h = H::new();
+    h.create("r", cfg(1, 60));
+    policy(
+        &mut h,
+        EntryPolicy {
+            identity: Some(crate::policy::IdentityRule { salt: [1; 16] }),
+            ..EntryPolicy::default()
+        },
+    );
+    assert_eq!(rejected(&h.join("r", 1)), &Rejection::IdentityRequired);
+    assert!(matches!(join_as(&mut h, 1, 7), Outcome::Visitor(v) if v.visitor == vid(1)));
+    assert!(matches!(join_as(&mut h, 2, 8), Outcome::Visitor(v) if v.visitor == vid(2)));
+    // Identity 7 from another device: visitor 1's place, not a new one.
+    assert!(matches!(join_as(&mut h, 3, 7), Outcome::Visitor(v) if v.visitor == vid(1)));
+    assert_eq!(h.room("r").totals.joined, 2);
+    let mut back = H {
+        sm: StateMachine::restore(&h.sm.snapshot()).unwrap(),
+        term: h.term,
+        index: h.index,
+        now: h.now,
+    };
+    assert_eq!(back.sm.digest(), h.sm.digest());
+    assert!(matches!(join_as(&mut back, 4, 8), Outcome::Visitor(v) if v.visitor == vid(2)));
+    // The place ends: the identity may take a new one.
+    h.run(Command::Leave {
+        room: "r".into(),
+        visitor: vid(1),
+    });
+    assert!(matches!(join_as(&mut h, 5, 7), Outcome::Visitor(v) if v.visitor == vid(5)));
+    assert_eq!(h.room("r").totals.joined, 3);
+    // Turning the rule off forgets the identities.
+    policy(&mut h, EntryPolicy::default());
+    assert!(matches!(h.join("r", 6), Outcome::Visitor(_)));
 }

@@ -1,0 +1,213 @@
+//! Identity assertions: the shop's word for who a visitor is, so that one person holds one
+//! place. The shop signs a short JWT whose `sub` is its customer (HS256 with a shared secret, or
+//! RS256/ES256/EdDSA with keys from a JWKS file); the visitor brings it to the join. The node
+//! checks it and hashes the subject with the room's salt ([`IdentityKeys::key`]): the replicated
+//! state holds only that hash, and maps it to the one visitor who holds the place.
+
+use crate::config::IdentityConfig;
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use serde::Deserialize;
+use sluice_statemachine::IdentityKey;
+
+/// Longest assertion accepted, bytes.
+pub const ASSERTION_BYTES_MAX: usize = 8_192;
+/// Longest subject accepted, bytes.
+pub const SUBJECT_BYTES_MAX: usize = 256;
+
+/// Why an assertion is refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum IdentityError {
+    /// Longer than [`ASSERTION_BYTES_MAX`], or its subject longer than [`SUBJECT_BYTES_MAX`].
+    #[error("the identity assertion is too long")]
+    TooLong,
+    /// Not a JWT these keys verify, expired, for another issuer or audience, or without `sub`.
+    #[error("the identity assertion is not valid: {0}")]
+    Invalid(String),
+}
+
+#[derive(Deserialize)]
+struct Claims {
+    sub: String,
+}
+
+/// The keys assertions are verified with.
+pub struct IdentityKeys {
+    hmac: Option<DecodingKey>,
+    jwks: jsonwebtoken::jwk::JwkSet,
+    issuer: Option<String>,
+    audience: Option<String>,
+}
+
+impl std::fmt::Debug for IdentityKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "IdentityKeys(hmac: {}, {} public keys)",
+            self.hmac.is_some(),
+            self.jwks.keys.len()
+        )
+    }
+}
+
+impl IdentityKeys {
+    /// The keys of the `[identity]` configuration (`hmac_secret` already decoded, the JWKS file
+    /// already read).
+    pub fn new(
+        cfg: &IdentityConfig,
+        hmac_secret: Option<Vec<u8>>,
+        jwks: Option<&str>,
+    ) -> Result<Self, String> {
+        let jwks: jsonwebtoken::jwk::JwkSet = match jwks {
+            Some(text) => serde_json::from_str(text)
+                .map_err(|e| format!("identity.jwks_file is not a JWKS: {e}"))?,
+            None => jsonwebtoken::jwk::JwkSet { keys: Vec::new() },
+        };
+        for k in &jwks.keys {
+            DecodingKey::from_jwk(k).map_err(|e| format!("identity.jwks_file: a key: {e}"))?;
+        }
+        if hmac_secret.is_none() && jwks.keys.is_empty() {
+            return Err("[identity] needs hmac_secret or jwks_file".into());
+        }
+        Ok(IdentityKeys {
+            hmac: hmac_secret.map(|s| DecodingKey::from_secret(&s)),
+            jwks,
+            issuer: cfg.issuer.clone(),
+            audience: cfg.audience.clone(),
+        })
+    }
+
+    /// The subject of a valid assertion.
+    pub fn verify(&self, token: &str) -> Result<String, IdentityError> {
+        if token.len() > ASSERTION_BYTES_MAX {
+            return Err(IdentityError::TooLong);
+        }
+        let invalid = |e: &dyn std::fmt::Display| IdentityError::Invalid(e.to_string());
+        let header = jsonwebtoken::decode_header(token).map_err(|e| invalid(&e))?;
+        // Shared secrets sign HS256 only; public keys never verify an HS* token (the key
+        // confusion of a public key taken as an HMAC secret).
+        let key = match header.alg {
+            Algorithm::HS256 => self
+                .hmac
+                .clone()
+                .ok_or_else(|| invalid(&"HS256 is not configured"))?,
+            Algorithm::RS256 | Algorithm::ES256 | Algorithm::EdDSA => {
+                let jwk = match &header.kid {
+                    Some(kid) => self.jwks.find(kid),
+                    None if self.jwks.keys.len() == 1 => self.jwks.keys.first(),
+                    None => None,
+                }
+                .ok_or_else(|| invalid(&"no configured key for this kid"))?;
+                DecodingKey::from_jwk(jwk).map_err(|e| invalid(&e))?
+            }
+            other => return Err(invalid(&format!("algorithm {other:?} is not accepted"))),
+        };
+        let mut v = Validation::new(header.alg);
+        v.set_required_spec_claims(&["exp", "sub"]);
+        v.leeway = 30;
+        match &self.issuer {
+            Some(iss) => v.set_issuer(&[iss]),
+            None => v.iss = None,
+        }
+        match &self.audience {
+            Some(aud) => v.set_audience(&[aud]),
+            None => v.validate_aud = false,
+        }
+        let data = jsonwebtoken::decode::<Claims>(token, &key, &v).map_err(|e| invalid(&e))?;
+        let sub = data.claims.sub;
+        if sub.is_empty() {
+            return Err(invalid(&"empty sub"));
+        }
+        if sub.len() > SUBJECT_BYTES_MAX {
+            return Err(IdentityError::TooLong);
+        }
+        Ok(sub)
+    }
+
+    /// The key `subject` is held under in `room`: hashed with the room's salt, so that the state
+    /// holds no subject and one room's keys say nothing of another's.
+    pub fn key(&self, room: &str, salt: &[u8; 16], subject: &str) -> IdentityKey {
+        let mut h = blake3::Hasher::new_derive_key("sluice 2026-12 identity v1");
+        h.update(salt);
+        h.update(&[room.len() as u8]);
+        h.update(room.as_bytes());
+        h.update(subject.as_bytes());
+        let mut key = [0u8; 16];
+        key.copy_from_slice(&h.finalize().as_bytes()[..16]);
+        IdentityKey(key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jsonwebtoken::{encode, EncodingKey, Header};
+
+    fn keys(issuer: Option<&str>) -> IdentityKeys {
+        let cfg = IdentityConfig {
+            issuer: issuer.map(str::to_string),
+            ..IdentityConfig::default()
+        };
+        IdentityKeys::new(&cfg, Some(vec![3; 32]), None).unwrap()
+    }
+
+    fn token(secret: &[u8], claims: serde_json::Value) -> String {
+        encode(
+            &Header::new(Algorithm::HS256),
+            &claims,
+            &EncodingKey::from_secret(secret),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn only_a_valid_assertion_names_a_subject() {
+        let k = keys(Some("shop"));
+        let exp = 4_000_000_000u64;
+        let good = token(
+            &[3; 32],
+            serde_json::json!({"sub": "c-1", "iss": "shop", "exp": exp}),
+        );
+        assert_eq!(k.verify(&good).unwrap(), "c-1");
+        for bad in [
+            token(
+                &[4; 32],
+                serde_json::json!({"sub": "c-1", "iss": "shop", "exp": exp}),
+            ),
+            token(
+                &[3; 32],
+                serde_json::json!({"sub": "c-1", "iss": "other", "exp": exp}),
+            ),
+            token(
+                &[3; 32],
+                serde_json::json!({"sub": "c-1", "iss": "shop", "exp": 1}),
+            ),
+            token(&[3; 32], serde_json::json!({"iss": "shop", "exp": exp})),
+            token(
+                &[3; 32],
+                serde_json::json!({"sub": "", "iss": "shop", "exp": exp}),
+            ),
+            "garbage".into(),
+        ] {
+            assert!(k.verify(&bad).is_err(), "{bad}");
+        }
+        let long = token(
+            &[3; 32],
+            serde_json::json!({"sub": "x".repeat(SUBJECT_BYTES_MAX + 1), "iss": "shop", "exp": exp}),
+        );
+        assert_eq!(k.verify(&long), Err(IdentityError::TooLong));
+        assert_eq!(
+            k.verify(&"a".repeat(ASSERTION_BYTES_MAX + 1)),
+            Err(IdentityError::TooLong)
+        );
+    }
+
+    #[test]
+    fn keys_differ_by_room_salt_and_subject() {
+        let k = keys(None);
+        let a = k.key("r", &[1; 16], "c-1");
+        assert_eq!(a, k.key("r", &[1; 16], "c-1"));
+        assert_ne!(a, k.key("s", &[1; 16], "c-1"));
+        assert_ne!(a, k.key("r", &[2; 16], "c-1"));
+        assert_ne!(a, k.key("r", &[1; 16], "c-2"));
+    }
+}
