@@ -469,7 +469,7 @@ fn room_page(
 <form method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"health\">{}<label for=\"f-sf\">Slow factor (0–1)</label><input id=\"f-sf\" name=\"slow_factor\" value=\"{sf}\"> <button>Set health</button></form>\
 <form method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"admit\"><label for=\"f-count\">Admit now (count)</label><input id=\"f-count\" name=\"count\" type=\"number\" min=\"1\" value=\"1\"> <button>Admit</button></form>\
 <form method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"revoke\"><label for=\"f-vid\">Revoke visitor id (empty: every session)</label><input id=\"f-vid\" name=\"visitor_id\"> <button>Revoke</button></form>\
-<h2>Configuration</h2><form method=\"post\" action=\"/admin/rooms/{r}/config\">{hidden}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}\
+<h2>Configuration</h2><form method=\"post\" action=\"/admin/rooms/{r}/config\">{hidden}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}\
 <p><button type=\"submit\">Save configuration</button></p></form>{CHART_JS}",
         chart("waiting", room, "Waiting"),
         chart("active", room, "Active"),
@@ -501,6 +501,7 @@ fn room_page(
         input("entry.pow.work", "Proof-of-work: counters to try (empty: none)", &opt(cfg.entry.proof_of_work.as_ref().map(|p| u64::from(p.work))), "number", errors),
         input("entry.pow.cost", "Proof-of-work: PBKDF2 iterations per counter", &opt(cfg.entry.proof_of_work.as_ref().map(|p| u64::from(p.cost))), "number", errors),
         input("entry.identity_required", "One place per signed-in customer (the shop's identity assertion)", &cfg.entry.identity_required.to_string(), "checkbox", errors),
+        input("entry.networks_per_session_max", "Most client networks per admitted session (empty: not counted)", &opt(cfg.entry.networks_per_session_max), "number", errors),
         input("entry.pow.double_every_waiting", "Proof-of-work: doubles for every this many waiting (empty: never)", &opt(cfg.entry.proof_of_work.as_ref().and_then(|p| p.double_every_waiting)), "number", errors),
         pause_action = if cfg.paused { "resume" } else { "pause" },
         pause_label = if cfg.paused { "Resume" } else { "Pause" },
@@ -615,6 +616,7 @@ fn parse_config(f: &Fields) -> Result<RoomConfigBody, (String, String)> {
                 }
             },
             identity_required: f.contains_key("entry.identity_required"),
+            networks_per_session_max: opt_num("entry.networks_per_session_max")?,
         },
     })
 }

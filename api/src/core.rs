@@ -444,7 +444,12 @@ impl Sluice {
     /// Also returns a fresh ticket when the browser's should be replaced: it was signed with a
     /// key that no longer signs (rotation), or was issued over [`GATE_REISSUE_SECS`] ago (its
     /// cookie lasts a day; a visitor who only browses the origin would lose it).
-    pub fn gate(&self, room: &str, ticket: Option<&str>) -> Result<GateOk, ApiError> {
+    pub fn gate(
+        &self,
+        room: &str,
+        ticket: Option<&str>,
+        client: Option<IpAddr>,
+    ) -> Result<GateOk, ApiError> {
         let deny = |m: &str| ApiError::new(StatusCode::UNAUTHORIZED, "not_admitted", m.to_string());
         let s = ticket.ok_or_else(ApiError::missing_ticket)?;
         let t = self.tickets.verify(s)?;
@@ -459,18 +464,31 @@ impl Sluice {
             return Err(deny("the ticket carries no admission"));
         }
         let now = self.node.now_ms();
-        let (active, _) = self.node.read(|st| match st.sm.visitor(room, t.visitor) {
-            Ok(VisitorView {
-                seq,
-                state: VisitorState::Admitted { expires_at_ms, .. },
-                ..
-            }) => seq == t.admitted_seq && expires_at_ms > now,
-            _ => false,
+        let ((active, policy), _) = self.node.read(|st| {
+            let active = match st.sm.visitor(room, t.visitor) {
+                Ok(VisitorView {
+                    seq,
+                    state: VisitorState::Admitted { expires_at_ms, .. },
+                    ..
+                }) => seq == t.admitted_seq && expires_at_ms > now,
+                _ => false,
+            };
+            // The policy only when the room counts the networks a session is used from.
+            let policy = active
+                .then(|| st.sm.entry_policy(room))
+                .flatten()
+                .filter(|p| p.networks_per_session_max.is_some());
+            (active, policy)
         })?;
         if !active {
             return Err(deny("the session is not active"));
         }
-        self.renew.touch(room, t.visitor);
+        match (policy, client) {
+            (Some(p), Some(ip)) => self
+                .renew
+                .touch_from(room, t.visitor, client_key(room, ip, &p)),
+            _ => self.renew.touch(room, t.visitor),
+        }
         let stale = !self.tickets.signs(s) || t.issued_at + GATE_REISSUE_SECS <= now / 1000;
         let fresh = stale.then(|| {
             self.tickets.issue(&Ticket {

@@ -203,6 +203,7 @@ fn config_to_pb(c: &RoomConfigBody) -> pb::RoomConfig {
                 work_max: p.work_max.unwrap_or(0),
             }),
             identity_required: c.entry.identity_required,
+            networks_per_session_max: c.entry.networks_per_session_max,
         }),
     }
 }
@@ -268,6 +269,7 @@ fn config_from_pb(c: pb::RoomConfig) -> RoomConfigBody {
                     work_max: (p.work_max != 0).then_some(p.work_max),
                 }),
                 identity_required: e.identity_required,
+                networks_per_session_max: e.networks_per_session_max,
             }
         },
     }
@@ -292,6 +294,7 @@ fn room(r: RoomBody) -> pb::Room {
         admitted_last_minute: r.admitted_last_minute,
         eta_rate_per_minute: r.eta_rate_per_minute,
         bucket_tokens: r.bucket_tokens,
+        sessions_shared: r.sessions_shared,
         applied_index: r.applied_index,
     }
 }
@@ -429,12 +432,19 @@ impl pb::visitor_server::Visitor for Grpc {
     }
 
     async fn check(&self, req: Request<pb::GateRequest>) -> R<pb::GateReply> {
+        let peer = client_addr(&req);
         let r = req.into_inner();
+        let client = if self.backends_need_tokens {
+            r.client_address.parse().ok()
+        } else {
+            Some(peer)
+        };
         let result = self.sluice.gate(
             &r.room,
             Some(&r.ticket)
                 .filter(|t| !t.is_empty())
                 .map(|t| t.as_str()),
+            client,
         );
         let reply = match result {
             Ok(ok) => pb::GateReply {

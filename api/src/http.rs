@@ -454,13 +454,15 @@ async fn gate(
     State(app): AppState,
     room: Result<Path<String>, ApiError>,
     headers: HeaderMap,
+    extensions: axum::http::Extensions,
 ) -> Response {
+    let client = client_ip_of(&app, &headers, &extensions);
     // A path that is not a room name is denied like any other (and no waiting page is named).
     let room = room.ok().filter(|Path(r)| Sluice::check_room(r).is_ok());
     let checked = match &room {
         Some(Path(room)) => {
             let ticket = header_ticket(&headers).or_else(|| cookie_ticket(&headers, room));
-            app.sluice.gate(room, ticket.as_deref())
+            app.sluice.gate(room, ticket.as_deref(), Some(client))
         }
         None => Err(ApiError::invalid("room", "not a room name")),
     };

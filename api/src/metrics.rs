@@ -108,7 +108,7 @@ impl Metrics {
                 let _ = writeln!(w, "{name}{{room=\"{}\"}} {}", esc(&r.name), get(r));
             }
         }
-        let counters: [(&str, &str, RoomGetter); 6] = [
+        let counters: [(&str, &str, RoomGetter); 7] = [
             ("sluice_room_joined_total", "Places handed out.", |r| {
                 r.totals.joined
             }),
@@ -128,8 +128,13 @@ impl Metrics {
             ),
             (
                 "sluice_room_revoked_total",
-                "Visitors removed by operators.",
+                "Visitors removed by operators (and sessions ended as shared).",
                 |r| r.totals.revoked,
+            ),
+            (
+                "sluice_room_sessions_shared_total",
+                "Sessions ended as shared: used from more client networks than the room allows.",
+                |r| r.sessions_shared,
             ),
         ];
         for (name, help, get) in counters {

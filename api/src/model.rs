@@ -149,6 +149,10 @@ pub struct EntryBody {
     /// node's `[identity]` keys verify, in `identity`); one identity holds one place, and joins
     /// again resume it from any device. Refused with 401 `identity_required` otherwise.
     pub identity_required: bool,
+    /// Most client networks one admitted session is used from (gate checks): a session used
+    /// from one more, a shared ticket, ends as `shared` (1 to 16; absent: not counted).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub networks_per_session_max: Option<u64>,
 }
 
 /// A room's proof-of-work rule.
@@ -220,6 +224,7 @@ impl From<&EntryPolicy> for EntryBody {
             client_prefix_v6: p.client_prefix_v6,
             proof_of_work: p.proof_of_work.as_ref().map(PowBody::from),
             identity_required: p.identity.is_some(),
+            networks_per_session_max: p.networks_per_session_max,
         }
     }
 }
@@ -235,6 +240,7 @@ impl EntryBody {
             proof_of_work: self.proof_of_work.as_ref().map(PowBody::to_rule),
             // The salt is the node's to choose (`put_room`).
             identity: None,
+            networks_per_session_max: self.networks_per_session_max,
         }
     }
 }
@@ -401,6 +407,9 @@ pub struct RoomBody {
     pub eta_rate_per_minute: u64,
     /// Whole tokens in the admission bucket.
     pub bucket_tokens: u64,
+    /// Sessions ended as shared: used from more client networks than the entry policy allows
+    /// (also counted in `totals.revoked`).
+    pub sessions_shared: u64,
     /// Log index this was read at.
     pub applied_index: u64,
 }
@@ -421,6 +430,7 @@ impl RoomBody {
             admitted_last_minute: v.admitted_last_minute,
             eta_rate_per_minute: v.eta_rate_per_minute,
             bucket_tokens: v.bucket_tokens,
+            sessions_shared: v.sessions_shared,
             applied_index,
         }
     }

@@ -6,7 +6,7 @@
 
 use sluice_raft::RaftNode;
 use sluice_statemachine::limits::TOUCH_BATCH_MAX;
-use sluice_statemachine::{Command, VisitorId};
+use sluice_statemachine::{ClientKey, Command, VisitorId};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -20,8 +20,16 @@ pub const FLUSH_EVERY: Duration = Duration::from_millis(500);
 #[derive(Debug, Default)]
 struct Pending {
     rooms: BTreeMap<String, BTreeSet<VisitorId>>,
+    /// Visits with the client network they came from, for rooms that count networks.
+    visits: BTreeMap<String, BTreeSet<(VisitorId, ClientKey)>>,
     count: usize,
 }
+
+/// What one flush proposes for one room.
+type Due = (
+    BTreeMap<String, BTreeSet<VisitorId>>,
+    BTreeMap<String, BTreeSet<(VisitorId, ClientKey)>>,
+);
 
 impl Pending {
     fn add(&mut self, room: &str, visitor: VisitorId) {
@@ -37,9 +45,25 @@ impl Pending {
         }
     }
 
-    fn take(&mut self) -> BTreeMap<String, BTreeSet<VisitorId>> {
+    fn add_from(&mut self, room: &str, visitor: VisitorId, net: ClientKey) {
+        if self.count >= PENDING_MAX {
+            return;
+        }
+        let set = match self.visits.get_mut(room) {
+            Some(s) => s,
+            None => self.visits.entry(room.to_string()).or_default(),
+        };
+        if set.insert((visitor, net)) {
+            self.count += 1;
+        }
+    }
+
+    fn take(&mut self) -> Due {
         self.count = 0;
-        std::mem::take(&mut self.rooms)
+        (
+            std::mem::take(&mut self.rooms),
+            std::mem::take(&mut self.visits),
+        )
     }
 }
 
@@ -64,6 +88,15 @@ impl Renewer {
             .expect("renewals lock")
             .add(room, visitor);
     }
+
+    /// Records activity of a visitor from a client network, for a room that counts the
+    /// networks a session is used from (best effort).
+    pub fn touch_from(&self, room: &str, visitor: VisitorId, net: ClientKey) {
+        self.pending
+            .lock()
+            .expect("renewals lock")
+            .add_from(room, visitor, net);
+    }
 }
 
 async fn flusher(node: RaftNode, pending: Arc<Mutex<Pending>>, cancel: CancellationToken) {
@@ -73,23 +106,41 @@ async fn flusher(node: RaftNode, pending: Arc<Mutex<Pending>>, cancel: Cancellat
             _ = cancel.cancelled() => break,
             _ = tick.tick() => {}
         }
-        let due = pending.lock().expect("renewals lock").take();
+        let (due, visits) = pending.lock().expect("renewals lock").take();
+        for (room, visits) in visits {
+            let visits: Vec<(VisitorId, ClientKey)> = visits.into_iter().collect();
+            for chunk in visits.chunks(TOUCH_BATCH_MAX) {
+                propose(
+                    &node,
+                    Command::TouchFrom {
+                        room: room.clone(),
+                        visits: chunk.to_vec(),
+                    },
+                );
+            }
+        }
         for (room, visitors) in due {
             let visitors: Vec<VisitorId> = visitors.into_iter().collect();
             for chunk in visitors.chunks(TOUCH_BATCH_MAX) {
-                let node = node.clone();
-                let cmd = Command::Touch {
-                    room: room.clone(),
-                    visitors: chunk.to_vec(),
-                };
-                tokio::spawn(async move {
-                    if let Err(e) = node.write(cmd).await {
-                        tracing::debug!(error = %e, "renewal batch not applied");
-                    }
-                });
+                propose(
+                    &node,
+                    Command::Touch {
+                        room: room.clone(),
+                        visitors: chunk.to_vec(),
+                    },
+                );
             }
         }
     }
+}
+
+fn propose(node: &RaftNode, cmd: Command) {
+    let node = node.clone();
+    tokio::spawn(async move {
+        if let Err(e) = node.write(cmd).await {
+            tracing::debug!(error = %e, "renewal batch not applied");
+        }
+    });
 }
 
 #[cfg(test)]
@@ -105,7 +156,7 @@ mod tests {
         p.add("a", v(2));
         p.add("b", v(1));
         assert_eq!(p.count, 3);
-        let due = p.take();
+        let due = p.take().0;
         assert_eq!(
             due.into_iter()
                 .map(|(r, v)| (r, v.into_iter().collect::<Vec<_>>()))
@@ -120,6 +171,19 @@ mod tests {
             p.add("c", v(i));
         }
         assert_eq!(p.count, PENDING_MAX);
-        assert_eq!(p.take()["c"].len(), PENDING_MAX);
+        // Visits with a network share the bound, and are kept per (visitor, network).
+        p.add_from("d", v(1), ClientKey([1; 16]));
+        assert_eq!(p.take().0["c"].len(), PENDING_MAX);
+        let net = |n: u8| ClientKey([n; 16]);
+        p.add_from("d", v(1), net(1));
+        p.add_from("d", v(1), net(2));
+        p.add_from("d", v(1), net(1));
+        assert_eq!(p.count, 2);
+        let (plain, visits) = p.take();
+        assert!(plain.is_empty());
+        assert_eq!(
+            visits["d"].iter().copied().collect::<Vec<_>>(),
+            vec![(v(1), net(1)), (v(1), net(2))]
+        );
     }
 }

@@ -365,3 +365,74 @@ async fn one_identity_holds_one_place() {
     assert_eq!(st.visitor_id, first["visitor_id"].as_str().unwrap());
     assert_eq!(waiting(&c).await, 2);
 }
+
+/// One admitted ticket passed the gate from 200 addresses. With `networks_per_session_max`, a
+/// session used through the gate from one client network more than the room allows ends as
+/// `shared`: the gate then refuses the ticket everywhere, and the room and `/metrics` count it.
+/// Gate checks from the session's own networks keep it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ticket_shared_across_networks_stops_passing_the_gate() {
+    let c = Cluster::start_with(1, "trusted_proxies = [\"127.0.0.1\"]").await;
+    let config = json!({"capacity": 5, "admit_per_minute": 600000, "session_ttl_secs": 600,
+        "waiter_ttl_secs": 600, "entry": {"networks_per_session_max": 2}});
+    c.create_room("pw", config).await;
+    let r = c
+        .http
+        .post(c.node(1).url("/v1/rooms/pw/join"))
+        .send()
+        .await
+        .unwrap();
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["state"], "admitted", "{v}");
+    let ticket = v["ticket"].as_str().unwrap().to_string();
+    let gate = |from: &'static str| {
+        let (http, url, t) = (
+            c.http.clone(),
+            c.node(1).url("/gate/pw/check"),
+            ticket.clone(),
+        );
+        async move {
+            http.get(&url)
+                .header("authorization", format!("Ticket {t}"))
+                .header("x-forwarded-for", from)
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }
+    };
+    // Two networks (a phone moving from Wi-Fi to mobile data), each more than once: fine.
+    for from in ["203.0.113.1", "198.51.100.2", "203.0.113.1", "198.51.100.2"] {
+        assert_eq!(gate(from).await, StatusCode::OK);
+    }
+    // A third network: the gate answers from local state at once; the visits, applied, end
+    // the session (whichever order the three networks are counted in; that two alone keep it
+    // is the state machine's test).
+    assert_eq!(
+        gate("192.0.2.77").await,
+        StatusCode::OK,
+        "checked from local state"
+    );
+    wait_for(
+        "the shared ticket is refused",
+        std::time::Duration::from_secs(10),
+        || async { gate("203.0.113.1").await == StatusCode::UNAUTHORIZED },
+    )
+    .await;
+    let (_, room) = c.admin(1, Method::GET, "/v1/rooms/pw", None).await;
+    assert_eq!(room["sessions_shared"], 1, "{room}");
+    let metrics = c
+        .http
+        .get(c.node(1).url("/metrics"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("sluice_room_sessions_shared_total{room=\"pw\"} 1"),
+        "{metrics}"
+    );
+}

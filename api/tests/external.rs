@@ -211,6 +211,7 @@ async fn grpc_flow_health_and_reflection() {
         .check(pb::GateRequest {
             room: "g".into(),
             ticket: a.ticket.clone(),
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -220,6 +221,7 @@ async fn grpc_flow_health_and_reflection() {
         .check(pb::GateRequest {
             room: "g".into(),
             ticket: b.ticket.clone(),
+            ..Default::default()
         })
         .await
         .unwrap()

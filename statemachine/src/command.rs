@@ -6,7 +6,7 @@
 //! removed or changed (a changed command is a new variant).
 
 use crate::limits::*;
-use crate::policy::{EncodedEvidence, EncodedPolicy};
+use crate::policy::{ClientKey, EncodedEvidence, EncodedPolicy};
 use crate::types::{Health, Mode, RoomConfig, VisitorId};
 use serde::{Deserialize, Serialize};
 
@@ -194,6 +194,15 @@ pub enum Command {
         /// What the join brings, in its own versioned encoding.
         evidence: EncodedEvidence,
     },
+    /// Record activity of many visitors at once, as [`Command::Touch`], with the client network
+    /// each was seen from (a visitor may appear once per network), for rooms whose entry policy
+    /// counts the networks a session is used from.
+    TouchFrom {
+        /// Room name.
+        room: String,
+        /// At most [`TOUCH_BATCH_MAX`] (visitor, network) pairs.
+        visits: Vec<(VisitorId, ClientKey)>,
+    },
 }
 
 impl Command {
@@ -219,7 +228,8 @@ impl Command {
             | Ban { room, .. }
             | Unban { room, .. }
             | SetEntryPolicy { room, .. }
-            | JoinWith { room, .. } => Some(room),
+            | JoinWith { room, .. }
+            | TouchFrom { room, .. } => Some(room),
             PutPool { pool, .. }
             | DeletePool { pool }
             | PoolAssign { pool }

@@ -207,6 +207,15 @@ impl StateMachine {
                 }
                 room_op(self, room, &mut |r, d| r.touch(visitors, now, d))
             }
+            TouchFrom { room, visits } => {
+                if visits.len() > TOUCH_BATCH_MAX {
+                    return Err(Rejection::invalid(
+                        "visits",
+                        format!("{} visits, at most {TOUCH_BATCH_MAX}", visits.len()),
+                    ));
+                }
+                room_op(self, room, &mut |r, d| r.touch_from(visits, now, d))
+            }
             RevokeAll { room } => room_op(self, room, &mut |r, d| r.revoke_all(now, d)),
             ForceAdmit { room, count } => {
                 if *count == 0 || *count > FORCE_ADMIT_MAX {

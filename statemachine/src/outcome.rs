@@ -135,6 +135,8 @@ pub enum EndReason {
     Banned,
     /// An admission not used within the room's first-use TTL.
     Unused,
+    /// A session used from more client networks than the room's policy allows: a shared ticket.
+    Shared,
 }
 
 impl EndReason {
@@ -148,6 +150,7 @@ impl EndReason {
             EndReason::Removed => "removed",
             EndReason::Banned => "banned",
             EndReason::Unused => "unused",
+            EndReason::Shared => "shared",
         }
     }
 }
@@ -240,6 +243,8 @@ pub struct RoomView {
     pub bucket_tokens: u64,
     /// The next sequence number to be issued.
     pub next_seq: u64,
+    /// Sessions ended as `shared` (used from more client networks than the policy allows).
+    pub sessions_shared: u64,
 }
 
 /// A pool as seen from outside.

@@ -29,6 +29,8 @@ pub const ENCODED_POLICY_BYTES_MAX: usize = 1_024;
 pub const PLACES_PER_CLIENT_MAX: u64 = 1_000_000;
 /// Longest `first_use_ttl_secs` (a day).
 pub const FIRST_USE_TTL_SECS_MAX: u64 = 86_400;
+/// Largest `networks_per_session_max` (the networks remembered per session).
+pub const NETWORKS_PER_SESSION_MAX: u64 = 16;
 /// Most work (counters to search) a proof-of-work rule may ask.
 pub const POW_WORK_MAX: u32 = 100_000_000;
 /// Most PBKDF2 iterations per counter a proof-of-work rule may ask.
@@ -147,6 +149,9 @@ pub struct EntryPolicy {
     /// A join that mints a place must bring an identity, and an identity that holds a place
     /// resumes it (`None`: identities are not asked).
     pub identity: Option<IdentityRule>,
+    /// Most distinct client networks one session is used from (gate checks, heartbeats); a
+    /// session used from one more ends as `shared` (`None`: not counted).
+    pub networks_per_session_max: Option<u64>,
 }
 
 impl Default for EntryPolicy {
@@ -158,6 +163,7 @@ impl Default for EntryPolicy {
             client_prefix_v6: 64,
             proof_of_work: None,
             identity: None,
+            networks_per_session_max: None,
         }
     }
 }
@@ -197,6 +203,15 @@ impl EntryPolicy {
         }
         if let Some(pow) = &self.proof_of_work {
             pow.validate()?;
+        }
+        if self
+            .networks_per_session_max
+            .is_some_and(|n| !(1..=NETWORKS_PER_SESSION_MAX).contains(&n))
+        {
+            return Err(Rejection::invalid(
+                "entry.networks_per_session_max",
+                format!("must be between 1 and {NETWORKS_PER_SESSION_MAX}"),
+            ));
         }
         Ok(())
     }
@@ -296,6 +311,7 @@ mod tests {
                 work_max: 8_000,
             }),
             identity: Some(IdentityRule { salt: [4; 16] }),
+            networks_per_session_max: Some(3),
         };
         assert_eq!(p.encode().decode().unwrap(), p);
         let e = JoinEvidence {
@@ -385,10 +401,11 @@ mod tests {
                 work_max: 300,
             }),
             identity: None,
+            networks_per_session_max: None,
         };
         assert_eq!(
             p.encode().0,
-            vec![1, 1, 60, 0, 32, 64, 1, 0xac, 0x02, 2, 0, 0xac, 0x02, 0]
+            vec![1, 1, 60, 0, 32, 64, 1, 0xac, 0x02, 2, 0, 0xac, 0x02, 0, 0]
         );
         let e = JoinEvidence {
             client: Some(ClientKey([1; 16])),

@@ -91,6 +91,11 @@ pub(crate) struct Room {
     pub identity_of: BTreeMap<VisitorId, IdentityKey>,
     /// The live visitor of each identity (the inverse of `identity_of`).
     visitor_of: BTreeMap<IdentityKey, VisitorId>,
+    /// The distinct client networks each session was used from, while the policy counts them
+    /// (at most `networks_per_session_max` each).
+    pub networks_of: BTreeMap<VisitorId, Vec<ClientKey>>,
+    /// Sessions ended as shared.
+    pub sessions_shared: u64,
 }
 
 /// Sorts due expiries (true time, seq, …) and splits them at `keep`: those to end now, and those
@@ -123,6 +128,8 @@ pub(crate) struct RoomParts {
     pub client_of: Vec<(VisitorId, ClientKey)>,
     pub challenges_used: Vec<(u64, [u8; 16])>,
     pub identity_of: Vec<(VisitorId, IdentityKey)>,
+    pub networks_of: Vec<(VisitorId, Vec<ClientKey>)>,
+    pub sessions_shared: u64,
 }
 
 impl Room {
@@ -156,6 +163,8 @@ impl Room {
             challenge_ids: BTreeSet::new(),
             identity_of: BTreeMap::new(),
             visitor_of: BTreeMap::new(),
+            networks_of: BTreeMap::new(),
+            sessions_shared: 0,
         }
     }
 
@@ -247,6 +256,21 @@ impl Room {
                 return Err(format!("room {}: an identity listed twice", room.name));
             }
         }
+        for (id, nets) in p.networks_of {
+            if room.sessions.get(&id).is_none() {
+                return Err(format!(
+                    "room {}: networks of {id}, who holds no session",
+                    room.name
+                ));
+            }
+            if nets.is_empty()
+                || nets.len() as u64 > crate::policy::NETWORKS_PER_SESSION_MAX
+                || room.networks_of.insert(id, nets).is_some()
+            {
+                return Err(format!("room {}: the networks of {id}", room.name));
+            }
+        }
+        room.sessions_shared = p.sessions_shared;
         Ok(room)
     }
 
@@ -470,6 +494,9 @@ impl Room {
             self.identity_of.clear();
             self.visitor_of.clear();
         }
+        if self.policy.networks_per_session_max.is_none() {
+            self.networks_of.clear();
+        }
         self.rebuild_unused_due();
         self.pump(now, draw);
         Outcome::Room(self.room_view(now))
@@ -594,6 +621,7 @@ impl Room {
         if let Some(k) = self.identity_of.remove(&id) {
             self.visitor_of.remove(&k);
         }
+        self.networks_of.remove(&id);
         if let Some(c) = self.client_of.remove(&id) {
             let n = self.places_of.get_mut(&c).expect("a counted client");
             *n -= 1;
@@ -606,6 +634,10 @@ impl Room {
             EndReason::Abandoned => self.totals.abandoned += 1,
             EndReason::Expired | EndReason::Unused => self.totals.expired += 1,
             EndReason::Revoked | EndReason::Removed | EndReason::Banned => self.totals.revoked += 1,
+            EndReason::Shared => {
+                self.totals.revoked += 1;
+                self.sessions_shared += 1;
+            }
         }
         let e = Ended {
             seq,
@@ -796,6 +828,42 @@ impl Room {
         }
     }
 
+    /// [`touch`](Self::touch), with the network each visit came from: a session used from one
+    /// network more than the policy allows ends as shared.
+    pub fn touch_from(
+        &mut self,
+        visits: &[(VisitorId, ClientKey)],
+        now: u64,
+        draw: &mut LazyDraw,
+    ) -> Outcome {
+        let (mut renewed, mut checked_in, mut missed) = (0, 0, 0);
+        let max = self.policy.networks_per_session_max;
+        for &(id, net) in visits {
+            if let (Some(max), true) = (max, self.sessions.get(&id).is_some()) {
+                let nets = self.networks_of.entry(id).or_default();
+                if !nets.contains(&net) {
+                    if nets.len() as u64 >= max {
+                        self.end(id, EndReason::Shared, now, draw);
+                        missed += 1;
+                        continue;
+                    }
+                    nets.push(net);
+                }
+            }
+            match self.touch_one(id, now) {
+                Some(true) => renewed += 1,
+                Some(false) => checked_in += 1,
+                None => missed += 1,
+            }
+        }
+        self.pump(now, draw);
+        Outcome::Touched {
+            renewed,
+            checked_in,
+            missed,
+        }
+    }
+
     /// Ends a visitor's place or session with `reason`. Ended visitors get their view back;
     /// unknown ones a rejection.
     pub fn end(
@@ -946,6 +1014,7 @@ impl Room {
             eta_rate_per_minute: self.eta_rate_milli(now) / 1000,
             bucket_tokens: self.bucket_units / UNITS_PER_TOKEN,
             next_seq: self.next_seq,
+            sessions_shared: self.sessions_shared,
         }
     }
 

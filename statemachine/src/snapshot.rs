@@ -7,7 +7,7 @@
 //! its numbers as LEB128 varints (postcard's integer encoding), with no per-field dispatch. A
 //! node encodes its snapshot while its applies wait, so the encoding's speed is a pause. Version 1
 //! (all postcard) is still read. Version 3 is version 2 followed by what later versions grew
-//! (bans, ended operator sessions, entry policies, counted clients, used challenges, identities), postcard. Canonical means
+//! (bans, ended operator sessions, entry policies, counted clients, used challenges, identities, networks per session), postcard. Canonical means
 //! every collection is written in an order that depends on the state alone (rooms and pools by name, waiters in line order, sessions by
 //! sequence number, ended visitors oldest first), never on hash-map layout or on the history of
 //! how the state was reached. Derived indexes (expiry heaps, hash maps, holes in the line) are
@@ -237,7 +237,13 @@ struct ExtrasOut<'a> {
     challenges: Vec<(&'a str, Vec<UsedChallenge>)>,
     /// The identity of each visitor that has one, for each room with any, visitors in order.
     identities: Vec<(&'a str, Vec<(VisitorId, IdentityKey)>)>,
+    /// The networks each session was used from, and the count of sessions ended as shared,
+    /// for each room with any.
+    networks: Vec<(&'a str, RoomNetworks)>,
 }
+
+/// A room's networks per session, and its count of sessions ended as shared.
+type RoomNetworks = (Vec<(VisitorId, Vec<ClientKey>)>, u64);
 
 #[derive(Deserialize, Default)]
 struct ExtrasIn {
@@ -247,6 +253,7 @@ struct ExtrasIn {
     clients: Vec<(String, Vec<(VisitorId, ClientKey)>)>,
     challenges: Vec<(String, Vec<UsedChallenge>)>,
     identities: Vec<(String, Vec<(VisitorId, IdentityKey)>)>,
+    networks: Vec<(String, RoomNetworks)>,
 }
 
 /// A room as decoded, whichever the version; version 1 wrote it so, all postcard.
@@ -362,6 +369,20 @@ impl StateMachine {
                     )
                 })
                 .collect(),
+            networks: self
+                .rooms
+                .values()
+                .filter(|r| !r.networks_of.is_empty() || r.sessions_shared > 0)
+                .map(|r| {
+                    (
+                        r.name.as_str(),
+                        (
+                            r.networks_of.iter().map(|(k, v)| (*k, v.clone())).collect(),
+                            r.sessions_shared,
+                        ),
+                    )
+                })
+                .collect(),
         };
         postcard::to_extend(&extras, out).expect("encoding into a Vec cannot fail")
     }
@@ -428,6 +449,15 @@ impl StateMachine {
                 return Err(bad(format!("room {name}: identities listed twice")));
             }
         }
+        let mut networks: std::collections::BTreeMap<String, RoomNetworks> = Default::default();
+        for (name, n) in s.extras.networks {
+            if n.0.len() as u64 > SESSIONS_PER_ROOM_MAX {
+                return Err(DecodeError::TooLarge(format!("room {name}: networks")));
+            }
+            if networks.insert(name.clone(), n).is_some() {
+                return Err(bad(format!("room {name}: networks listed twice")));
+            }
+        }
         let mut sm = StateMachine {
             clock_ms: s.clock_ms,
             last_applied: s
@@ -491,6 +521,14 @@ impl StateMachine {
                 client_of: clients.remove(&f_name).unwrap_or_default(),
                 challenges_used: challenges.remove(&f_name).unwrap_or_default(),
                 identity_of: identities.remove(&f_name).unwrap_or_default(),
+                networks_of: Vec::new(),
+                sessions_shared: 0,
+            };
+            let (networks_of, sessions_shared) = networks.remove(&f_name).unwrap_or_default();
+            let parts = RoomParts {
+                networks_of,
+                sessions_shared,
+                ..parts
             };
             let room = Room::from_parts(parts).map_err(bad)?;
             if sm.rooms.insert(name.clone(), room).is_some() {
@@ -516,6 +554,7 @@ impl StateMachine {
             .chain(clients.keys())
             .chain(challenges.keys())
             .chain(identities.keys())
+            .chain(networks.keys())
             .next()
         {
             return Err(bad(format!(

@@ -1598,10 +1598,10 @@ fn version_2_snapshots_still_restore() {
     let h = every_part();
     let v3 = h.sm.snapshot();
     assert_eq!(v3[4], crate::snapshot::SNAPSHOT_VERSION);
-    // With no bans, ended sessions, entry policies, client networks, used challenges or
-    // identities, the extras are six empty lists: six zero bytes.
-    assert_eq!(&v3[v3.len() - 6..], &[0, 0, 0, 0, 0, 0]);
-    let mut v2 = v3[..v3.len() - 6].to_vec();
+    // With no bans, ended sessions, entry policies, client networks, used challenges,
+    // identities or networks per session, the extras are seven empty lists: seven zero bytes.
+    assert_eq!(&v3[v3.len() - 7..], &[0, 0, 0, 0, 0, 0, 0]);
+    let mut v2 = v3[..v3.len() - 7].to_vec();
     v2[4] = 2;
     let back = StateMachine::restore(&v2).unwrap();
     assert_eq!(back.snapshot(), v3);
@@ -1914,4 +1914,50 @@ fn one_identity_holds_one_place() {
     // Turning the rule off forgets the identities.
     policy(&mut h, EntryPolicy::default());
     assert!(matches!(h.join("r", 6), Outcome::Visitor(_)));
+}
+
+/// A shared ticket: a session used from one client network more than the room allows ends as
+/// `shared` (counted), on every replica alike; a session used from its own networks again, or a
+/// room that does not count networks, is unaffected.
+#[test]
+fn a_session_used_from_too_many_networks_ends_as_shared() {
+    let mut h = H::new();
+    h.create("r", cfg(2, 600));
+    policy(
+        &mut h,
+        EntryPolicy {
+            networks_per_session_max: Some(2),
+            ..EntryPolicy::default()
+        },
+    );
+    h.join("r", 1);
+    h.join("r", 2);
+    assert!(h.is_admitted("r", 1) && h.is_admitted("r", 2));
+    let net = |n: u8| ClientKey([n; 16]);
+    let visits = |v: Vec<(u128, u8)>| Command::TouchFrom {
+        room: "r".into(),
+        visits: v.into_iter().map(|(id, n)| (vid(id), net(n))).collect(),
+    };
+    h.at(1_000)
+        .run(visits(vec![(1, 1), (1, 2), (2, 5), (1, 1), (2, 5)]));
+    assert!(h.is_admitted("r", 1) && h.is_admitted("r", 2));
+    let back = StateMachine::restore(&h.sm.snapshot()).unwrap();
+    assert_eq!(back.digest(), h.sm.digest());
+    h.at(2_000).run(visits(vec![(1, 3)]));
+    assert!(matches!(
+        h.state("r", 1),
+        VisitorState::Ended {
+            reason: EndReason::Shared,
+            ..
+        }
+    ));
+    assert!(h.is_admitted("r", 2));
+    assert_eq!(h.room("r").sessions_shared, 1);
+    let back = StateMachine::restore(&h.sm.snapshot()).unwrap();
+    assert_eq!(back.room("r").unwrap().sessions_shared, 1);
+    // Without the rule, networks are not counted.
+    policy(&mut h, EntryPolicy::default());
+    h.at(3_000)
+        .run(visits(vec![(2, 6), (2, 7), (2, 8), (2, 9)]));
+    assert!(h.is_admitted("r", 2));
 }
