@@ -469,8 +469,14 @@ pub fn lottery_replay(
                 Ok(p) => {
                     let outcomes = sm.apply(e.term, e.index, &p);
                     for (c, o) in p.commands.iter().zip(&outcomes) {
-                        if let (Command::Join { room: r, visitor }, Outcome::Visitor(view)) = (c, o)
-                        {
+                        let join = match c {
+                            Command::Join { room: r, visitor }
+                            | Command::JoinWith {
+                                room: r, visitor, ..
+                            } => Some((r, visitor)),
+                            _ => None,
+                        };
+                        if let (Some((r, visitor)), Outcome::Visitor(view)) = (join, o) {
                             if r == room {
                                 joined
                                     .entry(*visitor)

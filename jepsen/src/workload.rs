@@ -74,7 +74,10 @@ impl Workload {
             )],
             Workload::Lottery => vec![(
                 LOTTERY_ROOM.into(),
-                json!({"mode": "lottery", "capacity": 3, "admit_per_minute": 600, "admit_burst": 2, "session_ttl_secs": 2, "waiter_ttl_secs": WAITER_TTL_SECS, "max_waiting": 1_000_000}),
+                // An entry policy that never refuses, so that joins carry what the edge knows of
+                // the client (`JoinWith`) and the replay reads them from the log.
+                json!({"mode": "lottery", "capacity": 3, "admit_per_minute": 600, "admit_burst": 2, "session_ttl_secs": 2, "waiter_ttl_secs": WAITER_TTL_SECS, "max_waiting": 1_000_000,
+                       "entry": {"places_per_client_max": 1_000_000}}),
             )],
         }
     }
