@@ -77,6 +77,26 @@ impl IdentityConfig {
     }
 }
 
+/// An external challenge provider: where its `siteverify` is, and this site's secret.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChallengeProviderConfig {
+    /// The name rooms use (letters, digits, `-`, `_`).
+    pub name: String,
+    /// The provider's verification URL (for Turnstile
+    /// `https://challenges.cloudflare.com/turnstile/v0/siteverify`).
+    pub verify_url: String,
+    /// This site's secret with the provider.
+    pub secret: String,
+    /// How long to wait for the provider, milliseconds (then the room's `fail_open` decides).
+    #[serde(default = "default_provider_timeout_ms")]
+    pub timeout_ms: u64,
+}
+
+fn default_provider_timeout_ms() -> u64 {
+    3_000
+}
+
 /// Token material, identical on every node.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -345,6 +365,9 @@ pub struct ServerConfig {
     /// identities (`entry.identity_required`).
     #[serde(default)]
     pub identity: Option<IdentityConfig>,
+    /// External challenge providers rooms may name (`entry.external_challenge`).
+    #[serde(default)]
+    pub challenge_providers: Vec<ChallengeProviderConfig>,
     /// A file holding the `[tokens]` section (`sluice keygen > tokens.toml`), read in its
     /// place when the node starts: the secrets can then live in a secret store or a file only
     /// the node reads, apart from the rest of the configuration.

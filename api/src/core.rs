@@ -39,6 +39,8 @@ pub struct Sluice {
     pub pow: crate::pow::PowKeys,
     /// The keys identity assertions are verified with, if configured.
     pub identity: Option<crate::identity::IdentityKeys>,
+    /// External challenge providers.
+    pub providers: crate::hook::Providers,
     /// Admission-token key.
     pub jwt: JwtKeys,
     /// Batched session renewals.
@@ -79,6 +81,8 @@ pub struct JoinProof<'a> {
     pub altcha: Option<&'a str>,
     /// An identity assertion (a JWT from the shop).
     pub identity: Option<&'a str>,
+    /// A token from an external challenge provider's widget.
+    pub external: Option<&'a str>,
 }
 
 impl<'a> JoinProof<'a> {
@@ -87,6 +91,15 @@ impl<'a> JoinProof<'a> {
         JoinProof {
             altcha: altcha.filter(|s| !s.is_empty()),
             identity: identity.filter(|s| !s.is_empty()),
+            external: None,
+        }
+    }
+
+    /// With an external challenge token (empty: none).
+    pub fn with_external(self, token: Option<&'a str>) -> Self {
+        JoinProof {
+            external: token.filter(|s| !s.is_empty()),
+            ..self
         }
     }
 }
@@ -212,7 +225,7 @@ impl Sluice {
     /// room's entry policy asks (a plain `Join` when it asks nothing, as before policies
     /// existed). A new visitor in a room that asks a proof-of-work and brings none is refused
     /// here, without a write.
-    fn join_command(
+    async fn join_command(
         &self,
         room: &str,
         visitor: VisitorId,
@@ -253,10 +266,39 @@ impl Sluice {
             }
             _ => None,
         };
+        // Last, as it asks another service: the external challenge.
+        let external_passed = match (&policy.external_challenge, proof.external) {
+            (Some(rule), Some(token)) => {
+                match self.providers.verify(&rule.provider, token, client).await {
+                    crate::hook::Verdict::Passed => true,
+                    crate::hook::Verdict::Refused => {
+                        return Err(ApiError::from(Rejection::ChallengeInvalid {
+                            reason: "the challenge provider refused the token".into(),
+                        }))
+                    }
+                    crate::hook::Verdict::Unavailable(why) if rule.fail_open => {
+                        tracing::warn!(room, provider = %rule.provider, %why, "challenge provider unavailable; the room fails open");
+                        true
+                    }
+                    crate::hook::Verdict::Unavailable(why) => {
+                        return Err(ApiError::new(
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            "challenge_unavailable",
+                            format!("the challenge provider cannot be reached: {why}"),
+                        )
+                        .retry(5))
+                    }
+                }
+            }
+            (Some(_), None) if fresh => {
+                return Err(ApiError::from(Rejection::ChallengeRequired { work: 0 }))
+            }
+            _ => false,
+        };
         let client = client
             .filter(|_| policy.counts_clients())
             .map(|ip| client_key(room, ip, &policy));
-        if client.is_none() && challenge.is_none() && identity.is_none() {
+        if client.is_none() && challenge.is_none() && identity.is_none() && !external_passed {
             return Ok(Command::Join {
                 room: room.into(),
                 visitor,
@@ -269,6 +311,7 @@ impl Sluice {
                 client,
                 challenge,
                 identity,
+                external_passed,
             }
             .encode(),
         })
@@ -322,7 +365,9 @@ impl Sluice {
                 (VisitorId(b), true)
             }
         };
-        let command = self.join_command(room, visitor, fresh, client, proof)?;
+        let command = self
+            .join_command(room, visitor, fresh, client, proof)
+            .await?;
         let written = self.node.write(command).await;
         let (outcome, index) = match written {
             Ok(w) => w,
@@ -523,6 +568,17 @@ impl Sluice {
         config.validate()?;
         let mut policy = body.entry.to_policy();
         policy.validate()?;
+        if let Some(e) = &policy.external_challenge {
+            if !self.providers.knows(&e.provider) {
+                return Err(ApiError::invalid(
+                    "entry.external_challenge.provider",
+                    format!(
+                        "no challenge provider {} in this node's configuration",
+                        e.provider
+                    ),
+                ));
+            }
+        }
         if body.entry.identity_required && self.identity.is_none() {
             return Err(ApiError::invalid(
                 "entry.identity_required",

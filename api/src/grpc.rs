@@ -204,6 +204,12 @@ fn config_to_pb(c: &RoomConfigBody) -> pb::RoomConfig {
             }),
             identity_required: c.entry.identity_required,
             networks_per_session_max: c.entry.networks_per_session_max,
+            external_challenge: c.entry.external_challenge.as_ref().map(|e| {
+                pb::ExternalChallenge {
+                    provider: e.provider.clone(),
+                    fail_open: e.fail_open,
+                }
+            }),
         }),
     }
 }
@@ -270,6 +276,10 @@ fn config_from_pb(c: pb::RoomConfig) -> RoomConfigBody {
                 }),
                 identity_required: e.identity_required,
                 networks_per_session_max: e.networks_per_session_max,
+                external_challenge: e.external_challenge.map(|x| ExternalChallengeBody {
+                    provider: x.provider,
+                    fail_open: x.fail_open,
+                }),
             }
         },
     }
@@ -363,7 +373,8 @@ impl pb::visitor_server::Visitor for Grpc {
         } else {
             Some(peer)
         };
-        let proof = crate::core::JoinProof::new(Some(&r.altcha), Some(&r.identity));
+        let proof = crate::core::JoinProof::new(Some(&r.altcha), Some(&r.identity))
+            .with_external(Some(&r.challenge_token));
         self.call(
             "Visitor/Join",
             self.sluice

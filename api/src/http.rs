@@ -313,7 +313,8 @@ async fn join(
             &room,
             &src,
             Some(client),
-            &JoinProof::new(b.altcha.as_deref(), b.identity.as_deref()),
+            &JoinProof::new(b.altcha.as_deref(), b.identity.as_deref())
+                .with_external(b.challenge_token.as_deref()),
         )
         .await
     {
@@ -895,7 +896,16 @@ async fn wait_join(
             .map(|(_, v)| v.clone())
             .filter(|v| !v.is_empty())
     };
-    let join = pages::WaitRequest::Join(client, field("altcha"), field("identity"));
+    // The provider widgets' own field names, as a page hosting one posts them.
+    let external = [
+        "challenge_token",
+        "cf-turnstile-response",
+        "h-captcha-response",
+        "g-recaptcha-response",
+    ]
+    .into_iter()
+    .find_map(field);
+    let join = pages::WaitRequest::Join(client, field("altcha"), field("identity"), external);
     pages::wait(&app, &room, next.as_deref(), &headers, join).await
 }
 

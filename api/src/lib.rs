@@ -20,6 +20,7 @@ pub mod core;
 pub mod ctl;
 pub mod error;
 pub mod grpc;
+pub mod hook;
 pub mod http;
 pub mod i18n;
 pub mod identity;

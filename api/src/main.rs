@@ -260,6 +260,7 @@ fn dev_config(
         metrics_token: None,
         backend_tokens: Vec::new(),
         identity: None,
+        challenge_providers: Vec::new(),
         tokens: TokensConfig {
             ticket_keys: vec![TicketKey {
                 id: "dev".into(),

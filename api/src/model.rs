@@ -64,6 +64,9 @@ pub struct JoinBody {
     /// The shop's identity assertion (a JWT), when the room asks identities.
     #[serde(default)]
     pub identity: Option<String>,
+    /// The token of an external challenge provider's widget, when the room asks one.
+    #[serde(default)]
+    pub challenge_token: Option<String>,
 }
 
 /// Room branding for the waiting page.
@@ -153,6 +156,23 @@ pub struct EntryBody {
     /// from one more, a shared ticket, ends as `shared` (1 to 16; absent: not counted).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub networks_per_session_max: Option<u64>,
+    /// A join that takes a place must bring a token that an external challenge provider
+    /// (configured on the nodes under `[[challenge_providers]]`) accepts; refused with 428
+    /// `challenge_required` without one, 403 `challenge_invalid` when the provider refuses it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub external_challenge: Option<ExternalChallengeBody>,
+}
+
+/// A room's external challenge rule.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExternalChallengeBody {
+    /// The provider's name in the nodes' configuration.
+    pub provider: String,
+    /// When the provider cannot be reached within its timeout: let joins through (`true`) or
+    /// refuse them with 503 `challenge_unavailable` (`false`, the default).
+    #[serde(default)]
+    pub fail_open: bool,
 }
 
 /// A room's proof-of-work rule.
@@ -225,6 +245,13 @@ impl From<&EntryPolicy> for EntryBody {
             proof_of_work: p.proof_of_work.as_ref().map(PowBody::from),
             identity_required: p.identity.is_some(),
             networks_per_session_max: p.networks_per_session_max,
+            external_challenge: p
+                .external_challenge
+                .as_ref()
+                .map(|e| ExternalChallengeBody {
+                    provider: e.provider.clone(),
+                    fail_open: e.fail_open,
+                }),
         }
     }
 }
@@ -241,6 +268,12 @@ impl EntryBody {
             // The salt is the node's to choose (`put_room`).
             identity: None,
             networks_per_session_max: self.networks_per_session_max,
+            external_challenge: self.external_challenge.as_ref().map(|e| {
+                sluice_statemachine::policy::ExternalRule {
+                    provider: e.provider.clone(),
+                    fail_open: e.fail_open,
+                }
+            }),
         }
     }
 }

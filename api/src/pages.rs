@@ -290,7 +290,12 @@ pub enum WaitRequest {
     Look(Option<String>),
     /// `POST`: join (or resume the place the cookie holds), for a client at this address, with
     /// the solution of a challenge and the identity assertion when the form carried them.
-    Join(std::net::IpAddr, Option<String>, Option<String>),
+    Join(
+        std::net::IpAddr,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+    ),
 }
 
 /// `GET /wait/{room}` shows the line to a visitor who holds a place (checking it in), moves an
@@ -336,8 +341,9 @@ pub async fn wait(
     let joining = matches!(request, WaitRequest::Join(..));
     let reply = match (resumed, request) {
         (Some(r), _) => Ok(r),
-        (None, WaitRequest::Join(client, altcha, identity)) => {
-            let proof = crate::core::JoinProof::new(altcha.as_deref(), identity.as_deref());
+        (None, WaitRequest::Join(client, altcha, identity, external)) => {
+            let proof = crate::core::JoinProof::new(altcha.as_deref(), identity.as_deref())
+                .with_external(external.as_deref());
             app.sluice.join(room, &src, Some(client), &proof).await
         }
         (None, WaitRequest::Look(_)) if wants_json => Err(crate::error::ApiError::missing_ticket()),

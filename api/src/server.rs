@@ -162,6 +162,7 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
         tickets,
         pow,
         identity,
+        providers: crate::hook::Providers::new(&cfg.challenge_providers),
         jwt,
         renew: Renewer::start(node.clone(), cancel.clone()),
         catch_up_timeout: Duration::from_secs(2),

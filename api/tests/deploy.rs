@@ -701,6 +701,7 @@ async fn tls_clients_that_stall_are_cut_off() {
             client_address: String::new(),
             altcha: String::new(),
             identity: String::new(),
+            challenge_token: String::new(),
         })
         .await;
     assert_eq!(reply.unwrap_err().code(), tonic::Code::NotFound);

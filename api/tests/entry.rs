@@ -436,3 +436,104 @@ async fn a_ticket_shared_across_networks_stops_passing_the_gate() {
         "{metrics}"
     );
 }
+
+/// A local stand-in for a `siteverify` endpoint (Turnstile's protocol): `success` is true for
+/// the token `good` sent with the secret `s3cret`.
+const VERIFIER: &str = r#"
+import http.server, json, sys, urllib.parse
+class H(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        n = int(self.headers.get("content-length", 0))
+        f = urllib.parse.parse_qs(self.rfile.read(n).decode())
+        ok = f.get("secret") == ["s3cret"] and f.get("response") == ["good"]
+        body = json.dumps({"success": ok}).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+"#;
+
+/// An external challenge (Turnstile-, hCaptcha-, reCAPTCHA-style): a new place needs a token
+/// the provider accepts, asked of a local verifier; a refused token is `challenge_invalid`;
+/// when the provider cannot be reached, a room that fails closed answers 503
+/// `challenge_unavailable` and one that fails open lets the join through. A room cannot name a
+/// provider the nodes do not know.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_external_challenge_is_verified_with_its_provider() {
+    let port = free_port();
+    let mut verifier = std::process::Command::new("python3")
+        .args(["-c", VERIFIER, &port.to_string()])
+        .spawn()
+        .unwrap();
+    let closed = free_port();
+    let c = Cluster::start_with(
+        1,
+        &format!(
+            "[[challenge_providers]]\nname = \"local\"\nverify_url = \"http://127.0.0.1:{port}/siteverify\"\nsecret = \"s3cret\"\ntimeout_ms = 2000\n\n\
+             [[challenge_providers]]\nname = \"down\"\nverify_url = \"http://127.0.0.1:{closed}/siteverify\"\nsecret = \"x\"\ntimeout_ms = 300\n"
+        ),
+    )
+    .await;
+    wait_for(
+        "the verifier",
+        std::time::Duration::from_secs(10),
+        || async { std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() },
+    )
+    .await;
+    let room = |provider: &str, fail_open: bool| {
+        let mut r = held();
+        r["entry"] = json!({"external_challenge": {"provider": provider, "fail_open": fail_open}});
+        r
+    };
+    c.create_room("pw", room("local", false)).await;
+    c.create_room("closed", room("down", false)).await;
+    c.create_room("open", room("down", true)).await;
+    let join = |room: &'static str, body: Value| {
+        let (http, url) = (
+            c.http.clone(),
+            c.node(1).url(&format!("/v1/rooms/{room}/join")),
+        );
+        async move {
+            let r = http.post(&url).json(&body).send().await.unwrap();
+            (r.status(), r.json::<Value>().await.unwrap())
+        }
+    };
+    let (s, v) = join("pw", json!({})).await;
+    assert_eq!(s, StatusCode::PRECONDITION_REQUIRED, "{v}");
+    assert_eq!(v["error"]["code"], "challenge_required");
+    let (s, v) = join("pw", json!({"challenge_token": "bad"})).await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{v}");
+    assert_eq!(v["error"]["code"], "challenge_invalid");
+    assert_eq!(waiting(&c).await, 0);
+    let (s, v) = join("pw", json!({"challenge_token": "good"})).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(waiting(&c).await, 1);
+    // A page hosting the provider's widget posts the widget's own field.
+    let r = c
+        .http
+        .post(c.node(1).url("/wait/pw"))
+        .form(&[("cf-turnstile-response", "good")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(waiting(&c).await, 2);
+    // The provider is down: fail closed, fail open.
+    let (s, v) = join("closed", json!({"challenge_token": "good"})).await;
+    assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{v}");
+    assert_eq!(v["error"]["code"], "challenge_unavailable");
+    let (s, v) = join("open", json!({"challenge_token": "anything"})).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    // A provider no node knows is refused with its field.
+    let (s, v) = c
+        .admin(1, Method::PUT, "/v1/rooms/pw", Some(room("nobody", false)))
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    assert_eq!(v["error"]["field"], "entry.external_challenge.provider");
+    verifier.kill().unwrap();
+    verifier.wait().unwrap();
+}

@@ -178,6 +178,7 @@ async fn grpc_flow_health_and_reflection() {
             client_address: String::new(),
             altcha: String::new(),
             identity: String::new(),
+            challenge_token: String::new(),
         })
         .await
         .unwrap()
@@ -190,6 +191,7 @@ async fn grpc_flow_health_and_reflection() {
             client_address: String::new(),
             altcha: String::new(),
             identity: String::new(),
+            challenge_token: String::new(),
         })
         .await
         .unwrap()
@@ -203,6 +205,7 @@ async fn grpc_flow_health_and_reflection() {
             client_address: String::new(),
             altcha: String::new(),
             identity: String::new(),
+            challenge_token: String::new(),
         })
         .await
         .unwrap_err();
@@ -284,6 +287,7 @@ async fn grpc_flow_health_and_reflection() {
             client_address: String::new(),
             altcha: String::new(),
             identity: String::new(),
+            challenge_token: String::new(),
         })
         .await
         .unwrap_err();

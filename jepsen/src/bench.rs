@@ -822,6 +822,7 @@ fn sluice_join_op(
                 client_address: String::new(),
                 altcha: String::new(),
                 identity: String::new(),
+                challenge_token: String::new(),
             })
             .await
             .map(|_| 0)
@@ -1114,6 +1115,7 @@ async fn memory_restart_failover(opts: &BenchOpts) -> Result<(BTreeMap<u64, u64>
                         client_address: String::new(),
                         altcha: String::new(),
                         identity: String::new(),
+                        challenge_token: String::new(),
                     })
                     .await
                     .map_err(|s| format!("{:?}", s.code()))?;
@@ -1175,6 +1177,7 @@ async fn memory_restart_failover(opts: &BenchOpts) -> Result<(BTreeMap<u64, u64>
             client_address: String::new(),
             altcha: String::new(),
             identity: String::new(),
+            challenge_token: String::new(),
         })
         .await
         .is_ok()

@@ -125,6 +125,19 @@ pub struct IdentityRule {
     pub salt: [u8; 16],
 }
 
+/// A room's external challenge rule: every new place needs a token from a challenge provider
+/// (Turnstile, hCaptcha, reCAPTCHA style), which the edge verifies with the provider.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExternalRule {
+    /// The provider's name, as the nodes' configuration lists it.
+    pub provider: String,
+    /// When the provider cannot be reached: let the join through (`true`) or refuse it.
+    pub fail_open: bool,
+}
+
+/// Longest provider name.
+pub const PROVIDER_NAME_MAX: usize = 64;
+
 /// A client network, hashed: 16 bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct ClientKey(pub [u8; 16]);
@@ -152,6 +165,9 @@ pub struct EntryPolicy {
     /// Most distinct client networks one session is used from (gate checks, heartbeats); a
     /// session used from one more ends as `shared` (`None`: not counted).
     pub networks_per_session_max: Option<u64>,
+    /// A join that mints a place must bring a token an external challenge provider accepts
+    /// (`None`: none asked).
+    pub external_challenge: Option<ExternalRule>,
 }
 
 impl Default for EntryPolicy {
@@ -164,6 +180,7 @@ impl Default for EntryPolicy {
             proof_of_work: None,
             identity: None,
             networks_per_session_max: None,
+            external_challenge: None,
         }
     }
 }
@@ -203,6 +220,19 @@ impl EntryPolicy {
         }
         if let Some(pow) = &self.proof_of_work {
             pow.validate()?;
+        }
+        if self.external_challenge.as_ref().is_some_and(|e| {
+            e.provider.is_empty()
+                || e.provider.len() > PROVIDER_NAME_MAX
+                || !e
+                    .provider
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        }) {
+            return Err(Rejection::invalid(
+                "entry.external_challenge.provider",
+                format!("1 to {PROVIDER_NAME_MAX} letters, digits, '-' or '_'"),
+            ));
         }
         if self
             .networks_per_session_max
@@ -248,6 +278,9 @@ pub struct JoinEvidence {
     pub challenge: Option<ChallengeUse>,
     /// The visitor's identity, if the edge verified an assertion.
     pub identity: Option<IdentityKey>,
+    /// Whether the edge passed the room's external challenge (the provider accepted the
+    /// token, or could not be reached and the rule fails open).
+    pub external_passed: bool,
 }
 
 impl JoinEvidence {
@@ -312,6 +345,10 @@ mod tests {
             }),
             identity: Some(IdentityRule { salt: [4; 16] }),
             networks_per_session_max: Some(3),
+            external_challenge: Some(ExternalRule {
+                provider: "turnstile".into(),
+                fail_open: true,
+            }),
         };
         assert_eq!(p.encode().decode().unwrap(), p);
         let e = JoinEvidence {
@@ -323,6 +360,7 @@ mod tests {
                 cost: 500,
             }),
             identity: Some(IdentityKey([6; 16])),
+            external_passed: true,
         };
         assert_eq!(e.encode().decode().unwrap(), e);
         assert!(EncodedPolicy(vec![]).decode().is_err());
@@ -402,19 +440,21 @@ mod tests {
             }),
             identity: None,
             networks_per_session_max: None,
+            external_challenge: None,
         };
         assert_eq!(
             p.encode().0,
-            vec![1, 1, 60, 0, 32, 64, 1, 0xac, 0x02, 2, 0, 0xac, 0x02, 0, 0]
+            vec![1, 1, 60, 0, 32, 64, 1, 0xac, 0x02, 2, 0, 0xac, 0x02, 0, 0, 0]
         );
         let e = JoinEvidence {
             client: Some(ClientKey([1; 16])),
             challenge: None,
             identity: None,
+            external_passed: false,
         };
         let mut golden = vec![1, 1];
         golden.extend([1; 16]);
-        golden.extend([0, 0]);
+        golden.extend([0, 0, 0]);
         assert_eq!(e.encode().0, golden);
     }
 

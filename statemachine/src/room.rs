@@ -709,6 +709,9 @@ impl Room {
                     return Outcome::Rejected(Rejection::PlaceLimit { max });
                 }
             }
+            if self.policy.external_challenge.is_some() && !evidence.external_passed {
+                return Outcome::Rejected(Rejection::ChallengeRequired { work: 0 });
+            }
             if let Err(r) = self.spend_challenge(evidence.challenge, now) {
                 return Outcome::Rejected(r);
             }

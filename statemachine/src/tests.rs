@@ -1622,6 +1622,7 @@ fn join_from(h: &mut H, v: u128, client: u8) -> Outcome {
             client: Some(ClientKey([client; 16])),
             challenge: None,
             identity: None,
+            external_passed: false,
         }
         .encode(),
     })
@@ -1652,6 +1653,7 @@ fn join_solved(h: &mut H, v: u128, id: u8, expires_ms: u64, work: u32) -> Outcom
                 cost: 10,
             }),
             identity: None,
+            external_passed: false,
         }
         .encode(),
     })
@@ -1960,4 +1962,50 @@ fn a_session_used_from_too_many_networks_ends_as_shared() {
     h.at(3_000)
         .run(visits(vec![(2, 6), (2, 7), (2, 8), (2, 9)]));
     assert!(h.is_admitted("r", 2));
+}
+
+/// A room with an external challenge gives a place only to a join the edge says passed it; a
+/// place held resumes without.
+#[test]
+fn an_external_challenge_gates_new_places() {
+    let mut h = H::new();
+    h.create("r", cfg(1, 60));
+    policy(
+        &mut h,
+        EntryPolicy {
+            external_challenge: Some(crate::policy::ExternalRule {
+                provider: "turnstile".into(),
+                fail_open: false,
+            }),
+            ..EntryPolicy::default()
+        },
+    );
+    assert_eq!(
+        rejected(&h.join("r", 1)),
+        &Rejection::ChallengeRequired { work: 0 }
+    );
+    let passed = |h: &mut H, v: u128| {
+        h.run(Command::JoinWith {
+            room: "r".into(),
+            visitor: vid(v),
+            evidence: JoinEvidence {
+                external_passed: true,
+                ..JoinEvidence::default()
+            }
+            .encode(),
+        })
+    };
+    assert!(matches!(passed(&mut h, 1), Outcome::Visitor(_)));
+    assert!(matches!(h.join("r", 1), Outcome::Visitor(_)), "resumes");
+    let bad = policy(
+        &mut h,
+        EntryPolicy {
+            external_challenge: Some(crate::policy::ExternalRule {
+                provider: "no spaces".into(),
+                fail_open: false,
+            }),
+            ..EntryPolicy::default()
+        },
+    );
+    assert_eq!(rejected(&bad).code(), "invalid_field");
 }
