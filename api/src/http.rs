@@ -1259,9 +1259,9 @@ mod tests {
 #[derive(OpenApi)]
 #[openapi(
     info(title = "Sluice", description = "Virtual waiting room and admission coordinator", version = "1"),
-    paths(join, status, heartbeat, leave, events, gate, put_room, get_room, delete_room, list_rooms, room_action, queue,
+    paths(join, challenge, status, heartbeat, leave, events, gate, put_room, get_room, delete_room, list_rooms, room_action, queue,
           put_pool, get_pool, pool_action, cluster, add_learner, membership, digest, log, backup),
-    components(schemas(VisitorReply, TicketBody, RoomConfigBody, BrandingBody, EntryBody, RoomBody, RoomList, TotalsBody, ModeBody, HealthBody,
+    components(schemas(VisitorReply, TicketBody, JoinBody, RoomConfigBody, BrandingBody, EntryBody, PowBody, ExternalChallengeBody, RoomBody, RoomList, TotalsBody, ModeBody, HealthBody,
         AdmitBody, RevokeBody, BanBody, CountReply, QueueReply, QueueEntryBody, PoolBody, PoolReply, PoolRoom, AssignReply, PoolRoomBody,
         LearnerBody, MembershipBody)),
     modifiers(&BearerAuth)
