@@ -1,0 +1,176 @@
+//! Property tests of the entry policy: random joins (from a few client networks, with a few
+//! identities and challenges), leaves and time steps, checked after every command against what
+//! the rules promise: a network holds at most its share of live places, an identity at most one,
+//! a challenge mints at most one place while it is valid, and a replica restored from a snapshot
+//! is the same state.
+
+use proptest::prelude::*;
+use sluice_statemachine::*;
+use std::collections::BTreeMap;
+
+const T0: u64 = 1_800_000_000_000;
+const SHARE: u64 = 2;
+const CHALLENGE_TTL_MS: u64 = 20_000;
+
+#[derive(Clone, Debug)]
+enum Op {
+    /// visitor, network, identity, challenge (its id and the time step it was issued in)
+    Join(u8, u8, Option<u8>, Option<u8>),
+    Leave(u8),
+    Step(u64),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (0u8..16, 0u8..3, proptest::option::of(0u8..5), proptest::option::of(0u8..8))
+            .prop_map(|(v, n, i, c)| Op::Join(v, n, i, c)),
+        2 => (0u8..16).prop_map(Op::Leave),
+        1 => (1u64..15_000).prop_map(Op::Step),
+    ]
+}
+
+fn vid(v: u8) -> VisitorId {
+    VisitorId::from_u128(1_000 + v as u128)
+}
+
+fn live(sm: &StateMachine, v: u8) -> bool {
+    matches!(
+        sm.visitor("r", vid(v)).map(|view| view.state),
+        Ok(VisitorState::Waiting { .. } | VisitorState::Admitted { .. })
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    #[test]
+    fn the_entry_rules_hold_in_every_reachable_state(ops in proptest::collection::vec(op(), 1..120)) {
+        let mut sm = StateMachine::new();
+        let (mut index, mut now) = (0u64, T0);
+        let mut apply = |sm: &mut StateMachine, now: u64, cmd: Command| {
+            index += 1;
+            sm.apply(1, index, &Proposal { time_ms: now, commands: vec![cmd] }).pop().unwrap()
+        };
+        apply(&mut sm, now, Command::CreateRoom {
+            room: "r".into(),
+            config: RoomConfig { capacity: 2, admit_per_minute: 60, ..RoomConfig::default() },
+        });
+        let policy = EntryPolicy {
+            places_per_client_max: Some(SHARE),
+            proof_of_work: Some(PowRule { work: 10, cost: 1, double_every_waiting: None, work_max: 10 }),
+            ..EntryPolicy::default()
+        };
+        let set = apply(&mut sm, now, Command::SetEntryPolicy { room: "r".into(), policy: policy.encode() });
+        prop_assert!(matches!(set, Outcome::Room(_)), "{set:?}");
+        // What the test knows of each place it saw minted: network, identity.
+        let mut place: BTreeMap<u8, (u8, Option<u8>)> = BTreeMap::new();
+        // Challenges that minted a place, and until when they were valid.
+        let mut minted: BTreeMap<u8, u64> = BTreeMap::new();
+        // Each challenge id's expiry: issued at the first time step it is used in.
+        let mut expiry: BTreeMap<u8, u64> = BTreeMap::new();
+        for op in ops {
+            match op {
+                Op::Join(v, n, who, ch) => {
+                    let was_live = live(&sm, v);
+                    let joined_before = sm.room("r").unwrap().totals.joined;
+                    let challenge = ch.map(|c| ChallengeUse {
+                        id: [c; 16],
+                        expires_ms: *expiry.entry(c).or_insert(now + CHALLENGE_TTL_MS),
+                        work: 10,
+                        cost: 1,
+                    });
+                    let evidence = JoinEvidence {
+                        client: Some(ClientKey([n; 16])),
+                        challenge,
+                        identity: who.map(|i| IdentityKey([i; 16])),
+                        external_passed: false,
+                    };
+                    apply(&mut sm, now, Command::JoinWith { room: "r".into(), visitor: vid(v), evidence: evidence.encode() });
+                    if sm.room("r").unwrap().totals.joined > joined_before {
+                        prop_assert!(!was_live);
+                        let c = ch.expect("a place was minted without a challenge");
+                        if let Some(&until) = minted.get(&c) {
+                            prop_assert!(until <= now, "challenge {c} minted a second place while valid");
+                        }
+                        minted.insert(c, expiry[&c]);
+                        place.insert(v, (n, who));
+                    }
+                }
+                Op::Leave(v) => {
+                    apply(&mut sm, now, Command::Leave { room: "r".into(), visitor: vid(v) });
+                }
+                Op::Step(dt) => {
+                    now += dt;
+                    apply(&mut sm, now, Command::Tick);
+                }
+            }
+            let mut per_net: BTreeMap<u8, u64> = BTreeMap::new();
+            for (&v, &(n, _)) in place.iter().filter(|(&v, _)| live(&sm, v)) {
+                let _ = v;
+                *per_net.entry(n).or_default() += 1;
+            }
+            for (n, count) in per_net {
+                prop_assert!(count <= SHARE, "network {n} holds {count} places");
+            }
+        }
+        let back = StateMachine::restore(&sm.snapshot()).unwrap();
+        prop_assert_eq!(back.digest(), sm.digest());
+    }
+
+    #[test]
+    fn one_identity_never_holds_two_places(ops in proptest::collection::vec(op(), 1..120)) {
+        let mut sm = StateMachine::new();
+        let (mut index, mut now) = (0u64, T0);
+        let mut apply = |sm: &mut StateMachine, now: u64, cmd: Command| {
+            index += 1;
+            sm.apply(1, index, &Proposal { time_ms: now, commands: vec![cmd] }).pop().unwrap()
+        };
+        apply(&mut sm, now, Command::CreateRoom {
+            room: "r".into(),
+            config: RoomConfig { capacity: 2, admit_per_minute: 60, ..RoomConfig::default() },
+        });
+        let policy = EntryPolicy {
+            identity: Some(IdentityRule { salt: [9; 16] }),
+            ..EntryPolicy::default()
+        };
+        apply(&mut sm, now, Command::SetEntryPolicy { room: "r".into(), policy: policy.encode() });
+        let mut identity_of: BTreeMap<u8, u8> = BTreeMap::new();
+        for op in ops {
+            match op {
+                Op::Join(v, _, who, _) => {
+                    let joined_before = sm.room("r").unwrap().totals.joined;
+                    let evidence = JoinEvidence {
+                        identity: who.map(|i| IdentityKey([i; 16])),
+                        ..JoinEvidence::default()
+                    };
+                    let out = apply(&mut sm, now, Command::JoinWith { room: "r".into(), visitor: vid(v), evidence: evidence.encode() });
+                    if sm.room("r").unwrap().totals.joined > joined_before {
+                        identity_of.insert(v, who.expect("a place was minted without an identity"));
+                    } else if let (Some(i), Outcome::Visitor(view)) = (who, &out) {
+                        // A join with a held identity answers with the holder's place.
+                        if let Some((&holder, _)) = identity_of.iter().find(|(&h, &hi)| hi == i && live(&sm, h)) {
+                            prop_assert_eq!(view.visitor, vid(holder));
+                        }
+                    }
+                }
+                Op::Leave(v) => {
+                    apply(&mut sm, now, Command::Leave { room: "r".into(), visitor: vid(v) });
+                }
+                Op::Step(dt) => {
+                    now += dt;
+                    apply(&mut sm, now, Command::Tick);
+                }
+            }
+            let mut holders: BTreeMap<u8, u64> = BTreeMap::new();
+            for (&v, &i) in &identity_of {
+                if live(&sm, v) {
+                    *holders.entry(i).or_default() += 1;
+                }
+            }
+            for (i, n) in holders {
+                prop_assert!(n <= 1, "identity {i} holds {n} places");
+            }
+        }
+        let back = StateMachine::restore(&sm.snapshot()).unwrap();
+        prop_assert_eq!(back.digest(), sm.digest());
+    }
+}
