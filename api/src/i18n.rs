@@ -144,8 +144,8 @@ static EN: Texts = Texts {
     cookies_blocked: "Your browser did not keep the cookie that holds your place. Please allow cookies for this site, then press the button again.",
     place_limit: "Your network holds as many places in this line as one network may. Please try again once one of them has ended.",
     pow_working: "Checking your browser before it joins the line. This takes a few seconds; please keep this page open.",
-    challenge_needs_script: "This line asks your browser to solve a small puzzle before it gives a place, so that bots cannot take the places of people. That needs JavaScript (and a secure connection): please turn JavaScript on, then press the button again.",
-    challenge_invalid: "The check of your browser did not succeed. Please go back to the previous page to try again.",
+    challenge_needs_script: "This line asks your browser to solve a small puzzle before it gives a place, so that bots cannot take the places of people. That needs JavaScript (and a secure connection): please turn JavaScript on, then join again.",
+    challenge_invalid: "The check of your browser did not succeed. Please join again to try once more.",
     identity_required: "This line is for signed-in customers. Please sign in at the shop, then follow its link to the line again.",
 };
 
@@ -173,8 +173,8 @@ static DE: Texts = Texts {
     cookies_blocked: "Ihr Browser hat das Cookie, das Ihren Platz hält, nicht gespeichert. Bitte erlauben Sie Cookies für diese Seite und drücken Sie die Schaltfläche erneut.",
     place_limit: "Ihr Netzwerk hält bereits so viele Plätze in dieser Warteschlange, wie ein Netzwerk halten darf. Bitte versuchen Sie es erneut, sobald einer davon abgelaufen ist.",
     pow_working: "Ihr Browser wird geprüft, bevor er sich anstellt. Das dauert einige Sekunden; bitte lassen Sie die Seite geöffnet.",
-    challenge_needs_script: "Diese Warteschlange lässt Ihren Browser eine kleine Rechenaufgabe lösen, bevor sie einen Platz vergibt, damit Bots Menschen keine Plätze wegnehmen. Dafür ist JavaScript nötig (und eine sichere Verbindung): Bitte aktivieren Sie JavaScript und drücken Sie die Schaltfläche erneut.",
-    challenge_invalid: "Die Prüfung Ihres Browsers ist nicht gelungen. Bitte kehren Sie zur vorigen Seite zurück, um es erneut zu versuchen.",
+    challenge_needs_script: "Diese Warteschlange lässt Ihren Browser eine kleine Rechenaufgabe lösen, bevor sie einen Platz vergibt, damit Bots Menschen keine Plätze wegnehmen. Dafür ist JavaScript nötig (und eine sichere Verbindung): Bitte aktivieren Sie JavaScript und stellen Sie sich erneut an.",
+    challenge_invalid: "Die Prüfung Ihres Browsers ist nicht gelungen. Bitte stellen Sie sich erneut an, um es noch einmal zu versuchen.",
     identity_required: "Diese Warteschlange ist für angemeldete Kundinnen und Kunden. Bitte melden Sie sich im Shop an und folgen Sie dann erneut seinem Link zur Warteschlange.",
 };
 
@@ -202,8 +202,8 @@ static FR: Texts = Texts {
     cookies_blocked: "Votre navigateur n'a pas gardé le cookie qui retient votre place. Autorisez les cookies pour ce site, puis appuyez à nouveau sur le bouton.",
     place_limit: "Votre réseau détient déjà autant de places dans cette file qu'un réseau le peut. Réessayez quand l'une d'elles aura pris fin.",
     pow_working: "Vérification de votre navigateur avant qu'il rejoigne la file. Cela prend quelques secondes ; gardez cette page ouverte.",
-    challenge_needs_script: "Cette file demande à votre navigateur de résoudre un petit calcul avant de donner une place, pour que des robots ne prennent pas la place des personnes. Il faut pour cela JavaScript (et une connexion sécurisée) : activez JavaScript, puis appuyez à nouveau sur le bouton.",
-    challenge_invalid: "La vérification de votre navigateur n'a pas abouti. Revenez à la page précédente pour réessayer.",
+    challenge_needs_script: "Cette file demande à votre navigateur de résoudre un petit calcul avant de donner une place, pour que des robots ne prennent pas la place des personnes. Il faut pour cela JavaScript (et une connexion sécurisée) : activez JavaScript, puis rejoignez à nouveau la file.",
+    challenge_invalid: "La vérification de votre navigateur n'a pas abouti. Rejoignez à nouveau la file pour réessayer.",
     identity_required: "Cette file est réservée aux clients connectés. Connectez-vous à la boutique, puis suivez à nouveau son lien vers la file.",
 };
 
@@ -232,8 +232,8 @@ static ES: Texts = Texts {
     cookies_blocked: "Su navegador no guardó la cookie que conserva su lugar. Permita las cookies para este sitio y vuelva a pulsar el botón.",
     place_limit: "Su red ya ocupa tantos lugares en esta fila como puede ocupar una red. Vuelva a intentarlo cuando uno de ellos haya terminado.",
     pow_working: "Comprobando su navegador antes de que entre en la fila. Tarda unos segundos; mantenga esta página abierta.",
-    challenge_needs_script: "Esta fila pide a su navegador que resuelva un pequeño cálculo antes de dar un lugar, para que los robots no ocupen los lugares de las personas. Para ello hace falta JavaScript (y una conexión segura): active JavaScript y vuelva a pulsar el botón.",
-    challenge_invalid: "La comprobación de su navegador no ha tenido éxito. Vuelva a la página anterior para intentarlo de nuevo.",
+    challenge_needs_script: "Esta fila pide a su navegador que resuelva un pequeño cálculo antes de dar un lugar, para que los robots no ocupen los lugares de las personas. Para ello hace falta JavaScript (y una conexión segura): active JavaScript y vuelva a entrar en la fila.",
+    challenge_invalid: "La comprobación de su navegador no ha tenido éxito. Vuelva a entrar en la fila para intentarlo de nuevo.",
     identity_required: "Esta fila es para clientes que han iniciado sesión. Inicie sesión en la tienda y vuelva a seguir su enlace a la fila.",
 };
 

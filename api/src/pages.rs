@@ -388,11 +388,19 @@ pub async fn wait(
                 _ => t.busy,
             };
             let retry = e.status.is_server_error();
-            let mut resp = (
-                e.status,
-                Html(message_html(t, lang, view.as_ref(), room, text, retry)),
-            )
-                .into_response();
+            let mut html = message_html(t, lang, view.as_ref(), room, text, retry);
+            // After a failed check, a way back to the join page (which solves a new challenge,
+            // or takes the shop's link again).
+            if e.code.starts_with("challenge_") || e.code.starts_with("identity_") {
+                let back = format!(
+                    "<p><a class=\"button\" href=\"/wait/{}?next={}\">{}</a></p></main>",
+                    esc(room),
+                    esc(&next),
+                    t.rejoin
+                );
+                html = html.replacen("</main>", &back, 1);
+            }
+            let mut resp = (e.status, Html(html)).into_response();
             if let Some(s) = e.retry_after {
                 resp.headers_mut()
                     .insert(header::RETRY_AFTER, HeaderValue::from(s));

@@ -203,7 +203,9 @@ async fn a_place_costs_a_solved_challenge_once() {
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::PRECONDITION_REQUIRED);
-    assert!(r.text().await.unwrap().contains("needs JavaScript"));
+    let text = r.text().await.unwrap();
+    assert!(text.contains("needs JavaScript"), "{text}");
+    assert!(text.contains("href=\"/wait/pw?next="), "a way back: {text}");
     let form = [("altcha", pow::payload(&ch, counter, &key))];
     let r = c
         .http
