@@ -38,9 +38,14 @@
   function solveThenJoin(joined) {
     var box = document.getElementById('pow'), bar = document.getElementById('pow-bar');
     var pct = document.getElementById('pow-pct'), failed = document.getElementById('pow-failed');
-    function fail() { box.hidden = true; failed.hidden = false; }
+    var form = document.getElementById('join');
+    // While the browser works, the button is hidden (the work joins by itself); it comes back
+    // if the work fails, to try again.
+    function fail() { box.hidden = true; failed.hidden = false; form.hidden = false; }
     if (!window.Worker || !window.crypto || !crypto.subtle) { fail(); return; }
     box.hidden = false;
+    failed.hidden = true;
+    form.hidden = true;
     fetch('/v1/rooms/' + room + '/challenge', { credentials: 'same-origin' })
       .then(function (r) { if (!r.ok) throw r; return r.json(); })
       .then(function (c) {
@@ -74,7 +79,6 @@
       .catch(fail);
     // The form carries the solution: the answer is the line, or a page that says what failed.
     function join(altcha) {
-      var form = document.getElementById('join');
       form.elements.altcha.value = altcha;
       sessionStorage.setItem(joined, Date.now());
       form.submit();
