@@ -14,6 +14,13 @@ fn held() -> Value {
     json!({"capacity": 1, "paused": true, "admit_per_minute": 600000, "session_ttl_secs": 600, "waiter_ttl_secs": 600})
 }
 
+/// A JSON join to `room` on node 1: the status and the answer.
+async fn join_json(c: &Cluster, room: &str, body: Value) -> (StatusCode, Value) {
+    let url = c.node(1).url(&format!("/v1/rooms/{room}/join"));
+    let r = c.http.post(&url).json(&body).send().await.unwrap();
+    (r.status(), r.json::<Value>().await.unwrap())
+}
+
 /// How many wait in room `pw`.
 async fn waiting(c: &Cluster) -> u64 {
     let (_, r) = c.admin(1, Method::GET, "/v1/rooms/pw", None).await;
@@ -97,13 +104,7 @@ async fn a_place_costs_a_solved_challenge_once() {
         room["config"]["entry"]["proof_of_work"]["work"], 20,
         "{room}"
     );
-    let join = |body: Value| {
-        let (http, url) = (c.http.clone(), c.node(1).url("/v1/rooms/pw/join"));
-        async move {
-            let r = http.post(&url).json(&body).send().await.unwrap();
-            (r.status(), r.json::<Value>().await.unwrap())
-        }
-    };
+    let join = |body: Value| join_json(&c, "pw", body);
     let challenge = || {
         let (http, url) = (c.http.clone(), c.node(1).url("/v1/rooms/pw/challenge"));
         async move {
@@ -291,13 +292,7 @@ async fn one_identity_holds_one_place() {
     let (_, room) = c.admin(1, Method::GET, "/v1/rooms/pw", None).await;
     assert_eq!(room["config"]["entry"]["identity_required"], true, "{room}");
     let exp = 4_000_000_000;
-    let join = |body: Value| {
-        let (http, url) = (c.http.clone(), c.node(1).url("/v1/rooms/pw/join"));
-        async move {
-            let r = http.post(&url).json(&body).send().await.unwrap();
-            (r.status(), r.json::<Value>().await.unwrap())
-        }
-    };
+    let join = |body: Value| join_json(&c, "pw", body);
     let (s, v) = join(json!({})).await;
     assert_eq!(s, StatusCode::UNAUTHORIZED, "{v}");
     assert_eq!(v["error"]["code"], "identity_required");
@@ -494,16 +489,7 @@ async fn an_external_challenge_is_verified_with_its_provider() {
     c.create_room("pw", room("local", false)).await;
     c.create_room("closed", room("down", false)).await;
     c.create_room("open", room("down", true)).await;
-    let join = |room: &'static str, body: Value| {
-        let (http, url) = (
-            c.http.clone(),
-            c.node(1).url(&format!("/v1/rooms/{room}/join")),
-        );
-        async move {
-            let r = http.post(&url).json(&body).send().await.unwrap();
-            (r.status(), r.json::<Value>().await.unwrap())
-        }
-    };
+    let join = |room: &'static str, body: Value| join_json(&c, room, body);
     let (s, v) = join("pw", json!({})).await;
     assert_eq!(s, StatusCode::PRECONDITION_REQUIRED, "{v}");
     assert_eq!(v["error"]["code"], "challenge_required");

@@ -19,6 +19,16 @@ struct H {
 }
 
 impl H {
+    /// A replica restored from this one's snapshot, at the same log position and time.
+    fn restored(&self) -> H {
+        H {
+            sm: StateMachine::restore(&self.sm.snapshot()).unwrap(),
+            term: self.term,
+            index: self.index,
+            now: self.now,
+        }
+    }
+
     fn new() -> Self {
         H {
             sm: StateMachine::new(),
@@ -1737,12 +1747,7 @@ fn a_place_costs_one_fresh_challenge() {
         "challenge_invalid"
     );
     // A restored replica remembers the used challenges and refuses alike.
-    let mut back = H {
-        sm: StateMachine::restore(&h.sm.snapshot()).unwrap(),
-        term: h.term,
-        index: h.index,
-        now: h.now,
-    };
+    let mut back = h.restored();
     assert_eq!(back.sm.digest(), h.sm.digest());
     assert_eq!(
         rejected(&join_solved(&mut back, 7, 5, soon, 400)).code(),
@@ -1807,12 +1812,7 @@ fn a_client_network_holds_at_most_its_share_of_places() {
         &Rejection::PlaceLimit { max: 2 }
     );
     // The counts are state: a restored replica refuses alike.
-    let mut back = H {
-        sm: StateMachine::restore(&h.sm.snapshot()).unwrap(),
-        term: h.term,
-        index: h.index,
-        now: h.now,
-    };
+    let mut back = h.restored();
     assert_eq!(back.sm.digest(), h.sm.digest());
     assert_eq!(
         rejected(&join_from(&mut back, 6, 7)),
@@ -1898,12 +1898,7 @@ fn one_identity_holds_one_place() {
     // Identity 7 from another device: visitor 1's place, not a new one.
     assert!(matches!(join_as(&mut h, 3, 7), Outcome::Visitor(v) if v.visitor == vid(1)));
     assert_eq!(h.room("r").totals.joined, 2);
-    let mut back = H {
-        sm: StateMachine::restore(&h.sm.snapshot()).unwrap(),
-        term: h.term,
-        index: h.index,
-        now: h.now,
-    };
+    let mut back = h.restored();
     assert_eq!(back.sm.digest(), h.sm.digest());
     assert!(matches!(join_as(&mut back, 4, 8), Outcome::Visitor(v) if v.visitor == vid(2)));
     // The place ends: the identity may take a new one.

@@ -40,27 +40,52 @@ fn live(sm: &StateMachine, v: u8) -> bool {
     )
 }
 
+/// A replica with room `r` under `policy`, and the index of its last entry.
+fn replica(policy: &EntryPolicy) -> (StateMachine, u64) {
+    let mut sm = StateMachine::new();
+    let mut index = 0;
+    for cmd in [
+        Command::CreateRoom {
+            room: "r".into(),
+            config: RoomConfig {
+                capacity: 2,
+                admit_per_minute: 60,
+                ..RoomConfig::default()
+            },
+        },
+        Command::SetEntryPolicy {
+            room: "r".into(),
+            policy: policy.encode(),
+        },
+    ] {
+        index += 1;
+        let out = sm.apply(
+            1,
+            index,
+            &Proposal {
+                time_ms: T0,
+                commands: vec![cmd],
+            },
+        );
+        assert!(matches!(out[..], [Outcome::Room(_)]), "{out:?}");
+    }
+    (sm, index)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
     #[test]
     fn the_entry_rules_hold_in_every_reachable_state(ops in proptest::collection::vec(op(), 1..120)) {
-        let mut sm = StateMachine::new();
-        let (mut index, mut now) = (0u64, T0);
+        let (mut sm, mut index) = replica(&EntryPolicy {
+            places_per_client_max: Some(SHARE),
+            proof_of_work: Some(PowRule { work: 10, cost: 1, double_every_waiting: None, work_max: 10 }),
+            ..EntryPolicy::default()
+        });
+        let mut now = T0;
         let mut apply = |sm: &mut StateMachine, now: u64, cmd: Command| {
             index += 1;
             sm.apply(1, index, &Proposal { time_ms: now, commands: vec![cmd] }).pop().unwrap()
         };
-        apply(&mut sm, now, Command::CreateRoom {
-            room: "r".into(),
-            config: RoomConfig { capacity: 2, admit_per_minute: 60, ..RoomConfig::default() },
-        });
-        let policy = EntryPolicy {
-            places_per_client_max: Some(SHARE),
-            proof_of_work: Some(PowRule { work: 10, cost: 1, double_every_waiting: None, work_max: 10 }),
-            ..EntryPolicy::default()
-        };
-        let set = apply(&mut sm, now, Command::SetEntryPolicy { room: "r".into(), policy: policy.encode() });
-        prop_assert!(matches!(set, Outcome::Room(_)), "{set:?}");
         // What the test knows of each place it saw minted: network, identity.
         let mut place: BTreeMap<u8, (u8, Option<u8>)> = BTreeMap::new();
         // Challenges that minted a place, and until when they were valid.
@@ -118,21 +143,15 @@ proptest! {
 
     #[test]
     fn one_identity_never_holds_two_places(ops in proptest::collection::vec(op(), 1..120)) {
-        let mut sm = StateMachine::new();
-        let (mut index, mut now) = (0u64, T0);
+        let (mut sm, mut index) = replica(&EntryPolicy {
+            identity: Some(IdentityRule { salt: [9; 16] }),
+            ..EntryPolicy::default()
+        });
+        let mut now = T0;
         let mut apply = |sm: &mut StateMachine, now: u64, cmd: Command| {
             index += 1;
             sm.apply(1, index, &Proposal { time_ms: now, commands: vec![cmd] }).pop().unwrap()
         };
-        apply(&mut sm, now, Command::CreateRoom {
-            room: "r".into(),
-            config: RoomConfig { capacity: 2, admit_per_minute: 60, ..RoomConfig::default() },
-        });
-        let policy = EntryPolicy {
-            identity: Some(IdentityRule { salt: [9; 16] }),
-            ..EntryPolicy::default()
-        };
-        apply(&mut sm, now, Command::SetEntryPolicy { room: "r".into(), policy: policy.encode() });
         let mut identity_of: BTreeMap<u8, u8> = BTreeMap::new();
         for op in ops {
             match op {
