@@ -21,6 +21,15 @@ async fn join_json(c: &Cluster, room: &str, body: Value) -> (StatusCode, Value) 
     (r.status(), r.json::<Value>().await.unwrap())
 }
 
+/// A gRPC Visitor client of node 1.
+async fn visitor_client(
+    c: &Cluster,
+) -> sluice_api::pb::visitor_client::VisitorClient<tonic::transport::Channel> {
+    sluice_api::pb::visitor_client::VisitorClient::connect(format!("http://{}", c.node(1).grpc))
+        .await
+        .unwrap()
+}
+
 /// How many wait in room `pw`.
 async fn waiting(c: &Cluster) -> u64 {
     let (_, r) = c.admin(1, Method::GET, "/v1/rooms/pw", None).await;
@@ -220,12 +229,7 @@ async fn a_place_costs_a_solved_challenge_once() {
     assert!(r.url().path().starts_with("/wait/pw"), "{}", r.url());
     assert_eq!(waiting(&c).await, 2);
     // gRPC: the same rule, the same codes.
-    let mut g = sluice_api::pb::visitor_client::VisitorClient::connect(format!(
-        "http://{}",
-        c.node(1).grpc
-    ))
-    .await
-    .unwrap();
+    let mut g = visitor_client(&c).await;
     let e = g
         .join(sluice_api::pb::JoinRequest {
             room: "pw".into(),
@@ -344,12 +348,7 @@ async fn one_identity_holds_one_place() {
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
     assert!(r.text().await.unwrap().contains("signed-in customers"));
     // gRPC: the same place for the same identity.
-    let mut g = sluice_api::pb::visitor_client::VisitorClient::connect(format!(
-        "http://{}",
-        c.node(1).grpc
-    ))
-    .await
-    .unwrap();
+    let mut g = visitor_client(&c).await;
     let st = g
         .join(sluice_api::pb::JoinRequest {
             room: "pw".into(),

@@ -815,20 +815,7 @@ impl Room {
     }
 
     pub fn touch(&mut self, ids: &[VisitorId], now: u64, draw: &mut LazyDraw) -> Outcome {
-        let (mut renewed, mut checked_in, mut missed) = (0, 0, 0);
-        for &id in ids {
-            match self.touch_one(id, now) {
-                Some(true) => renewed += 1,
-                Some(false) => checked_in += 1,
-                None => missed += 1,
-            }
-        }
-        self.pump(now, draw);
-        Outcome::Touched {
-            renewed,
-            checked_in,
-            missed,
-        }
+        self.touch_visits(ids.iter().map(|&id| (id, None)), now, draw)
     }
 
     /// [`touch`](Self::touch), with the network each visit came from: a session used from one
@@ -839,10 +826,21 @@ impl Room {
         now: u64,
         draw: &mut LazyDraw,
     ) -> Outcome {
+        self.touch_visits(visits.iter().map(|&(id, net)| (id, Some(net))), now, draw)
+    }
+
+    /// Records each visit (and, while the policy counts them, the network it came from), then
+    /// lets the line move.
+    fn touch_visits(
+        &mut self,
+        visits: impl Iterator<Item = (VisitorId, Option<ClientKey>)>,
+        now: u64,
+        draw: &mut LazyDraw,
+    ) -> Outcome {
         let (mut renewed, mut checked_in, mut missed) = (0, 0, 0);
         let max = self.policy.networks_per_session_max;
-        for &(id, net) in visits {
-            if let (Some(max), true) = (max, self.sessions.get(&id).is_some()) {
+        for (id, net) in visits {
+            if let (Some(max), Some(net), true) = (max, net, self.sessions.get(&id).is_some()) {
                 let nets = self.networks_of.entry(id).or_default();
                 if !nets.contains(&net) {
                     if nets.len() as u64 >= max {
