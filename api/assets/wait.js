@@ -91,6 +91,11 @@
       : (s < 3600 ? Math.ceil(s / 60) + ' min'
         : Math.floor(s / 3600) + ' h ' + Math.floor(s % 3600 / 60) + ' min');
   }
+  function range(s) {
+    if (s.eta_secs == null) return unknown;
+    var a = fmt(s.eta_secs), b = s.eta_max_secs == null ? a : fmt(s.eta_max_secs);
+    return a === b ? a : a + ' – ' + b;
+  }
   function go() {
     fetch('/v1/rooms/' + room + '/join', { method: 'POST', credentials: 'same-origin' })
       .then(function () { location.replace(next); }, function () { location.replace(next); });
@@ -100,7 +105,7 @@
     if (s.state !== 'waiting') { location.reload(); return; }
     var p = document.getElementById('pos');
     if (p) p.textContent = s.position == null ? '—' : s.position;
-    document.getElementById('eta').textContent = s.eta_secs == null ? unknown : fmt(s.eta_secs);
+    document.getElementById('eta').textContent = range(s);
     if (s.position != null) {
       var f = +sessionStorage.getItem(key) || 0;
       if (!f || s.position > f) { f = s.position; sessionStorage.setItem(key, f); }

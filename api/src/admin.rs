@@ -469,7 +469,7 @@ fn room_page(
 <form method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"health\">{}<label for=\"f-sf\">Slow factor (0–1)</label><input id=\"f-sf\" name=\"slow_factor\" value=\"{sf}\"> <button>Set health</button></form>\
 <form method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"admit\"><label for=\"f-count\">Admit now (count)</label><input id=\"f-count\" name=\"count\" type=\"number\" min=\"1\" value=\"1\"> <button>Admit</button></form>\
 <form method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"revoke\"><label for=\"f-vid\">Revoke visitor id (empty: every session)</label><input id=\"f-vid\" name=\"visitor_id\"> <button>Revoke</button></form>\
-<h2>Configuration</h2><form method=\"post\" action=\"/admin/rooms/{r}/config\">{hidden}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}\
+<h2>Configuration</h2><form method=\"post\" action=\"/admin/rooms/{r}/config\">{hidden}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}\
 <p><button type=\"submit\">Save configuration</button></p></form>{CHART_JS}",
         chart("waiting", room, "Waiting"),
         chart("active", room, "Active"),
@@ -495,6 +495,7 @@ fn room_page(
         input("branding.background_color", "Background colour (#rrggbb)", b.background_color.as_deref().unwrap_or(""), "text", errors),
         input("branding.logo_url", "Logo URL", b.logo_url.as_deref().unwrap_or(""), "text", errors),
         input("entry.places_per_client_max", "Most places per client network (empty: no limit)", &opt(cfg.entry.places_per_client_max), "number", errors),
+        input("entry.sessions_per_client_max", "Most admitted sessions per client network (empty: no limit)", &opt(cfg.entry.sessions_per_client_max), "number", errors),
         input("entry.first_use_ttl_secs", "Use an admission within, seconds (empty: the session TTL)", &opt(cfg.entry.first_use_ttl_secs), "number", errors),
         input("entry.client_prefix_v4", "Client network: IPv4 prefix bits", &cfg.entry.client_prefix_v4.to_string(), "number", errors),
         input("entry.client_prefix_v6", "Client network: IPv6 prefix bits", &cfg.entry.client_prefix_v6.to_string(), "number", errors),
@@ -502,6 +503,7 @@ fn room_page(
         input("entry.pow.cost", "Proof-of-work: PBKDF2 iterations per counter", &opt(cfg.entry.proof_of_work.as_ref().map(|p| u64::from(p.cost))), "number", errors),
         input("entry.identity_required", "One place per signed-in customer (the shop's identity assertion)", &cfg.entry.identity_required.to_string(), "checkbox", errors),
         input("entry.networks_per_session_max", "Most client networks per admitted session (empty: not counted)", &opt(cfg.entry.networks_per_session_max), "number", errors),
+        input("entry.networks_window_secs", "Forget a session's network not seen for, seconds (empty: never)", &opt(cfg.entry.networks_window_secs), "number", errors),
         input("entry.external_challenge.provider", "External challenge provider (empty: none)", cfg.entry.external_challenge.as_ref().map_or("", |e| e.provider.as_str()), "text", errors),
         input("entry.external_challenge.fail_open", "External challenge: let joins through when the provider is down", &cfg.entry.external_challenge.as_ref().is_some_and(|e| e.fail_open).to_string(), "checkbox", errors),
         input("entry.pow.double_every_waiting", "Proof-of-work: doubles for every this many waiting (empty: never)", &opt(cfg.entry.proof_of_work.as_ref().and_then(|p| p.double_every_waiting)), "number", errors),
@@ -598,6 +600,7 @@ fn parse_config(f: &Fields) -> Result<RoomConfigBody, (String, String)> {
         entry: EntryBody {
             first_use_ttl_secs: opt_num("entry.first_use_ttl_secs")?,
             places_per_client_max: opt_num("entry.places_per_client_max")?,
+            sessions_per_client_max: opt_num("entry.sessions_per_client_max")?,
             client_prefix_v4: bits("entry.client_prefix_v4")?,
             client_prefix_v6: bits("entry.client_prefix_v6")?,
             proof_of_work: match opt_num("entry.pow.work")? {
@@ -619,6 +622,7 @@ fn parse_config(f: &Fields) -> Result<RoomConfigBody, (String, String)> {
             },
             identity_required: f.contains_key("entry.identity_required"),
             networks_per_session_max: opt_num("entry.networks_per_session_max")?,
+            networks_window_secs: opt_num("entry.networks_window_secs")?,
             external_challenge: text("entry.external_challenge.provider").map(|provider| {
                 crate::model::ExternalChallengeBody {
                     provider,

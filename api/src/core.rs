@@ -171,6 +171,7 @@ impl Sluice {
             ticket: String::new(),
             position: None,
             eta_secs: None,
+            eta_max_secs: None,
             waiting: None,
             admission_token: None,
             expires_at: None,
@@ -183,12 +184,14 @@ impl Sluice {
                 position,
                 waiting,
                 eta_secs,
+                eta_max_secs,
                 ..
             } => {
                 r.state = "waiting".into();
                 r.position = *position;
                 r.waiting = Some(*waiting);
                 r.eta_secs = *eta_secs;
+                r.eta_max_secs = *eta_max_secs;
             }
             VisitorState::Admitted { expires_at_ms, .. } => {
                 r.state = "admitted".into();
@@ -403,6 +406,7 @@ impl Sluice {
                     }),
                     position: None,
                     eta_secs: None,
+                    eta_max_secs: None,
                     waiting: None,
                     admission_token: None,
                     expires_at: None,

@@ -161,6 +161,7 @@ fn visitor(v: VisitorReply) -> pb::VisitorStatus {
         ticket: v.ticket,
         position: v.position,
         eta_secs: v.eta_secs,
+        eta_max_secs: v.eta_max_secs,
         waiting: v.waiting,
         admission_token: v.admission_token,
         expires_at: v.expires_at,
@@ -204,6 +205,8 @@ fn config_to_pb(c: &RoomConfigBody) -> pb::RoomConfig {
             }),
             identity_required: c.entry.identity_required,
             networks_per_session_max: c.entry.networks_per_session_max,
+            sessions_per_client_max: c.entry.sessions_per_client_max,
+            networks_window_secs: c.entry.networks_window_secs,
             external_challenge: c.entry.external_challenge.as_ref().map(|e| {
                 pb::ExternalChallenge {
                     provider: e.provider.clone(),
@@ -276,6 +279,8 @@ fn config_from_pb(c: pb::RoomConfig) -> RoomConfigBody {
                 }),
                 identity_required: e.identity_required,
                 networks_per_session_max: e.networks_per_session_max,
+                sessions_per_client_max: e.sessions_per_client_max,
+                networks_window_secs: e.networks_window_secs,
                 external_challenge: e.external_challenge.map(|x| ExternalChallengeBody {
                     provider: x.provider,
                     fail_open: x.fail_open,

@@ -18,12 +18,18 @@ pub struct VisitorReply {
     /// The visitor's ticket; send it back as cookie `sluice_ticket`, field `ticket` or header
     /// `Authorization: Ticket …`.
     pub ticket: String,
-    /// 1-based place in line (FIFO rooms).
+    /// 1-based place in line (FIFO rooms; not before a shuffled opening, which discards it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub position: Option<u64>,
-    /// Estimated seconds until admission.
+    /// Estimated seconds until admission, from the admission rate and, in a full room, how
+    /// long its sessions last (in a lottery: until an even chance of being drawn). Absent when
+    /// there is no honest estimate: paused, origin down, or a full room none of whose sessions
+    /// has ended yet.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub eta_secs: Option<u64>,
+    /// The longer end of the estimate (in a lottery: until nine chances in ten).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eta_max_secs: Option<u64>,
     /// Waiters in the room.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub waiting: Option<u64>,
@@ -140,6 +146,10 @@ pub struct EntryBody {
     /// it is refused with 429 `place_limit`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub places_per_client_max: Option<u64>,
+    /// Most admitted sessions one client network holds in the room at once: a waiter whose
+    /// network holds this many is passed over, keeping its place, until one of them ends.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sessions_per_client_max: Option<u64>,
     /// Leading bits of an IPv4 client address that make its network (8 to 32; 32).
     pub client_prefix_v4: u8,
     /// Leading bits of an IPv6 client address that make its network (16 to 128; 64).
@@ -156,6 +166,11 @@ pub struct EntryBody {
     /// from one more, a shared ticket, ends as `shared` (1 to 16; absent: not counted).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub networks_per_session_max: Option<u64>,
+    /// A network not seen on a session for this many seconds stops counting against
+    /// `networks_per_session_max` (1 to 86,400; absent: every network of the session's life
+    /// counts).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub networks_window_secs: Option<u64>,
     /// A join that takes a place must bring a token that an external challenge provider
     /// (configured on the nodes under `[[challenge_providers]]`) accepts; refused with 428
     /// `challenge_required` without one, 403 `challenge_invalid` when the provider refuses it.
@@ -240,11 +255,13 @@ impl From<&EntryPolicy> for EntryBody {
         EntryBody {
             first_use_ttl_secs: p.first_use_ttl_secs,
             places_per_client_max: p.places_per_client_max,
+            sessions_per_client_max: p.sessions_per_client_max,
             client_prefix_v4: p.client_prefix_v4,
             client_prefix_v6: p.client_prefix_v6,
             proof_of_work: p.proof_of_work.as_ref().map(PowBody::from),
             identity_required: p.identity.is_some(),
             networks_per_session_max: p.networks_per_session_max,
+            networks_window_secs: p.networks_window_secs,
             external_challenge: p
                 .external_challenge
                 .as_ref()
@@ -262,12 +279,14 @@ impl EntryBody {
         EntryPolicy {
             first_use_ttl_secs: self.first_use_ttl_secs,
             places_per_client_max: self.places_per_client_max,
+            sessions_per_client_max: self.sessions_per_client_max,
             client_prefix_v4: self.client_prefix_v4,
             client_prefix_v6: self.client_prefix_v6,
             proof_of_work: self.proof_of_work.as_ref().map(PowBody::to_rule),
             // The salt is the node's to choose (`put_room`).
             identity: None,
             networks_per_session_max: self.networks_per_session_max,
+            networks_window_secs: self.networks_window_secs,
             external_challenge: self.external_challenge.as_ref().map(|e| {
                 sluice_statemachine::policy::ExternalRule {
                     provider: e.provider.clone(),

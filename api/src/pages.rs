@@ -100,6 +100,16 @@ pub fn landing(demo_room: Option<&str>) -> String {
     )
 }
 
+/// A waiting time as a range ("4 min – 5 min"), one figure when both ends read alike, or
+/// `unknown` when there is no honest estimate. The page's script writes it alike (`wait.js`).
+fn fmt_wait(eta: Option<u64>, eta_max: Option<u64>, unknown: &str) -> String {
+    match (eta.map(fmt_secs), eta_max.map(fmt_secs)) {
+        (None, _) => unknown.to_string(),
+        (Some(a), Some(b)) if a != b => format!("{a} – {b}"),
+        (Some(a), _) => a,
+    }
+}
+
 fn fmt_secs(s: u64) -> String {
     if s < 60 {
         format!("{s} s")
@@ -160,7 +170,7 @@ fn wait_html(
     let (title, top) = header_html(t, room, &r.room);
     let lottery = room.is_some_and(|v| v.config.mode == Mode::Lottery);
     let position = r.position.map_or("—".to_string(), |p| p.to_string());
-    let eta = r.eta_secs.map_or(t.unknown.to_string(), fmt_secs);
+    let eta = fmt_wait(r.eta_secs, r.eta_max_secs, t.unknown);
     let opens_at = room
         .filter(|v| !v.open)
         .and_then(|v| v.config.opens_at_ms)
@@ -512,5 +522,9 @@ mod tests {
         assert_eq!(fmt_secs(5), "5 s");
         assert_eq!(fmt_secs(61), "2 min");
         assert_eq!(fmt_secs(3 * 3600 + 120), "3 h 2 min");
+        assert_eq!(fmt_wait(Some(200), Some(250), "?"), "4 min – 5 min");
+        assert_eq!(fmt_wait(Some(181), Some(200), "?"), "4 min");
+        assert_eq!(fmt_wait(Some(5), None, "?"), "5 s");
+        assert_eq!(fmt_wait(None, Some(5), "?"), "?");
     }
 }

@@ -96,6 +96,74 @@ async fn one_network_holds_at_most_its_share_of_places() {
     assert_eq!(v["error"]["field"], "entry.places_per_client_max");
 }
 
+/// One client held all 100 sessions of a room. With `sessions_per_client_max`, a network at its
+/// share of sessions waits, keeping its place, while others go in past it; when one of its
+/// sessions ends its next waiter goes in. A share out of range, or a networks window without a
+/// networks count, is refused with its field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_network_holds_at_most_its_share_of_sessions() {
+    let c = Cluster::start_with(1, "trusted_proxies = [\"127.0.0.1\"]").await;
+    let config = json!({"capacity": 3, "admit_per_minute": 600000, "session_ttl_secs": 600,
+        "waiter_ttl_secs": 600, "entry": {"sessions_per_client_max": 1}});
+    c.create_room("ps", config.clone()).await;
+    let join = |from: &'static str| {
+        let (http, url) = (c.http.clone(), c.node(1).url("/v1/rooms/ps/join"));
+        async move {
+            let r = http
+                .post(&url)
+                .header("x-forwarded-for", from)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), StatusCode::OK);
+            r.json::<Value>().await.unwrap()
+        }
+    };
+    let office = [join("203.0.113.7").await, join("203.0.113.7").await];
+    assert_eq!(office[0]["state"], "admitted", "{}", office[0]);
+    assert_eq!(office[1]["state"], "waiting", "{}", office[1]);
+    assert_eq!(office[1]["position"], 1);
+    let other = join("198.51.100.1").await;
+    assert_eq!(
+        other["state"], "admitted",
+        "another network goes in past the held one"
+    );
+    let (s, _) = c
+        .visitor(
+            1,
+            Method::POST,
+            "/v1/rooms/ps/leave",
+            office[0]["ticket"].as_str(),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let (_, v) = c
+        .visitor(
+            1,
+            Method::GET,
+            "/v1/rooms/ps/status",
+            office[1]["ticket"].as_str(),
+        )
+        .await;
+    assert_eq!(v["state"], "admitted", "{v}");
+    for (entry, field) in [
+        (
+            json!({"sessions_per_client_max": 0}),
+            "entry.sessions_per_client_max",
+        ),
+        (
+            json!({"networks_window_secs": 60}),
+            "entry.networks_window_secs",
+        ),
+    ] {
+        let mut bad = config.clone();
+        bad["entry"] = entry;
+        let (s, v) = c.admin(1, Method::PUT, "/v1/rooms/ps", Some(bad)).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+        assert_eq!(v["error"]["field"], field);
+    }
+}
+
 /// A free place was the bots' first prize. With a proof-of-work rule, a join that takes a place
 /// must bring a solved challenge: none is refused before anything is written, a solved one
 /// joins once, and a reused, forged, wrong, foreign or oversized one is refused with its code,

@@ -29,6 +29,10 @@ async fn flow(c: &Cluster, entry: u64, reader: u64) {
         "{b}"
     );
     assert!(b.get("admission_token").is_none());
+    assert!(
+        b.get("eta_secs").is_none() && b.get("eta_max_secs").is_none(),
+        "a full room none of whose sessions has ended has no honest estimate: {b}"
+    );
     // Joining again with the same ticket resumes the same place.
     let b2 = c.join(entry, "sale", Some(&s(&b, "ticket"))).await;
     assert_eq!(
@@ -90,6 +94,11 @@ async fn flow(c: &Cluster, entry: u64, reader: u64) {
         c.gate(reader, "sale", &s(&st, "ticket")).await,
         StatusCode::OK
     );
+    // A session has ended: a newcomer in the full room is told a waiting time, as a range.
+    let later = c.join(entry, "sale", None).await;
+    assert_eq!(s(&later, "state"), "waiting", "{later}");
+    let (eta, eta_max) = (later["eta_secs"].as_u64(), later["eta_max_secs"].as_u64());
+    assert!(eta.is_some() && eta_max >= eta, "{later}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,6 +9,13 @@ that one process can play many addresses, and must have `[identity]` with the HS
 here (base64 of SHOP_SECRET). Example (one node, release build):
 
     python3 jepsen/scripts/attack.py http://127.0.0.1:8080 "$(cat admin-token)" --seconds 10
+
+`presolve` prepares an independent generator's run instead: it makes room ROOM with the given
+proof-of-work rule (or none), and writes COUNT join bodies, each with its own solved challenge,
+for `wrk -s jepsen/scripts/join.lua` (BENCHMARKS.md, *Join throughput with proofs*):
+
+    python3 jepsen/scripts/attack.py http://127.0.0.1:8080 "$(cat admin-token)" \
+        presolve --room thr --work 1 --cost 2000 --count 40000 > bodies.jsonl
 """
 import argparse, base64, concurrent.futures as cf, hashlib, json, random, resource, time
 import urllib.error, urllib.request
@@ -158,13 +165,32 @@ def only_throughput(a):
               flush=True)
 
 
+def presolve(a):
+    entry = {"proof_of_work": {"work": a.work, "cost": a.cost}} if a.work else {}
+    room(a.base, a.token, a.room, entry)
+    if not a.work:
+        return
+    with cf.ThreadPoolExecutor(a.workers) as pool:
+        for body in pool.map(lambda _: json.dumps({"altcha": solve(a.base, a.room)}),
+                             range(a.count)):
+            print(body)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("base")
     ap.add_argument("token")
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--workers", type=int, default=8)
+    sub = ap.add_subparsers(dest="command")
+    pre = sub.add_parser("presolve", help="make a room and write solved join bodies for wrk")
+    pre.add_argument("--room", default="thr")
+    pre.add_argument("--work", type=int, default=1, help="0: a room without proof-of-work")
+    pre.add_argument("--cost", type=int, default=2000)
+    pre.add_argument("--count", type=int, default=40000)
     a = ap.parse_args()
+    if a.command == "presolve":
+        return presolve(a)
     random.seed(1)
     for label, (entry, bot) in POLICIES.items():
         for addresses in (1, 100):

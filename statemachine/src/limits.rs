@@ -40,6 +40,12 @@ pub const COMMANDS_PER_PROPOSAL_MAX: usize = 4_096;
 pub const FORCE_ADMIT_MAX: u64 = 100_000;
 /// Most admissions one command performs in one room; the rest follow on the next tick.
 pub const ADMITS_PER_APPLY_MAX: u64 = 100_000;
+/// Most waiters one command passes over in one room because their client network holds its
+/// share of sessions (`sessions_per_client_max`); past it, admission waits for the next command.
+pub const HELD_SKIPS_PER_APPLY_MAX: u64 = 4_096;
+/// Most seconds of admitted sessions one waiting-time estimate looks through, oldest first, to
+/// find which place frees when; past it, places are taken to free evenly.
+pub const ESTIMATE_SECONDS_SCANNED_MAX: usize = 1_024;
 /// Most expiries one command performs in one room; the rest follow on the next tick.
 pub const EXPIRIES_PER_APPLY_MAX: usize = 100_000;
 /// How many ended visitors (left, expired, revoked) a room remembers for status queries.

@@ -164,8 +164,12 @@ pub enum VisitorState {
         position: Option<u64>,
         /// Waiters in the room.
         waiting: u64,
-        /// Estimated seconds until admission; `None` when nobody is being admitted (paused, down).
+        /// Estimated seconds until admission (in a lottery: until an even chance); `None` when
+        /// there is no honest estimate (paused, origin down, a full room that has never seen a
+        /// session end).
         eta_secs: Option<u64>,
+        /// The longer end of the estimate (in a lottery: until nine chances in ten).
+        eta_max_secs: Option<u64>,
         /// Last check-in (log time, ms).
         last_seen_ms: u64,
     },

@@ -31,6 +31,8 @@ pub const PLACES_PER_CLIENT_MAX: u64 = 1_000_000;
 pub const FIRST_USE_TTL_SECS_MAX: u64 = 86_400;
 /// Largest `networks_per_session_max` (the networks remembered per session).
 pub const NETWORKS_PER_SESSION_MAX: u64 = 16;
+/// Longest `networks_window_secs` (a day).
+pub const NETWORKS_WINDOW_SECS_MAX: u64 = 86_400;
 /// Most work (counters to search) a proof-of-work rule may ask.
 pub const POW_WORK_MAX: u32 = 100_000_000;
 /// Most PBKDF2 iterations per counter a proof-of-work rule may ask.
@@ -152,6 +154,10 @@ pub struct EntryPolicy {
     /// Most live places (waiting or admitted) one client network holds at once; a join past it
     /// is refused with `place_limit`. Joins that carry no client are not counted.
     pub places_per_client_max: Option<u64>,
+    /// Most admitted sessions one client network holds at once: a waiter whose network holds
+    /// this many is passed over, keeping its place, until one of them ends (`None`: not
+    /// counted). Joins that carry no client are not counted.
+    pub sessions_per_client_max: Option<u64>,
     /// Leading bits of an IPv4 address that make its client network (32: the address).
     pub client_prefix_v4: u8,
     /// Leading bits of an IPv6 address that make its client network (64: the usual
@@ -165,6 +171,9 @@ pub struct EntryPolicy {
     /// Most distinct client networks one session is used from (gate checks, heartbeats); a
     /// session used from one more ends as `shared` (`None`: not counted).
     pub networks_per_session_max: Option<u64>,
+    /// A network not seen on a session for this many seconds no longer counts against
+    /// `networks_per_session_max` (`None`: every network seen in the session's life counts).
+    pub networks_window_secs: Option<u64>,
     /// A join that mints a place must bring a token an external challenge provider accepts
     /// (`None`: none asked).
     pub external_challenge: Option<ExternalRule>,
@@ -175,11 +184,13 @@ impl Default for EntryPolicy {
         Self {
             first_use_ttl_secs: None,
             places_per_client_max: None,
+            sessions_per_client_max: None,
             client_prefix_v4: 32,
             client_prefix_v6: 64,
             proof_of_work: None,
             identity: None,
             networks_per_session_max: None,
+            networks_window_secs: None,
             external_challenge: None,
         }
     }
@@ -203,6 +214,15 @@ impl EntryPolicy {
         {
             return Err(Rejection::invalid(
                 "entry.places_per_client_max",
+                format!("must be between 1 and {PLACES_PER_CLIENT_MAX}"),
+            ));
+        }
+        if self
+            .sessions_per_client_max
+            .is_some_and(|n| !(1..=PLACES_PER_CLIENT_MAX).contains(&n))
+        {
+            return Err(Rejection::invalid(
+                "entry.sessions_per_client_max",
                 format!("must be between 1 and {PLACES_PER_CLIENT_MAX}"),
             ));
         }
@@ -243,12 +263,26 @@ impl EntryPolicy {
                 format!("must be between 1 and {NETWORKS_PER_SESSION_MAX}"),
             ));
         }
+        if let Some(w) = self.networks_window_secs {
+            if !(1..=NETWORKS_WINDOW_SECS_MAX).contains(&w) {
+                return Err(Rejection::invalid(
+                    "entry.networks_window_secs",
+                    format!("must be between 1 and {NETWORKS_WINDOW_SECS_MAX}"),
+                ));
+            }
+            if self.networks_per_session_max.is_none() {
+                return Err(Rejection::invalid(
+                    "entry.networks_window_secs",
+                    "needs networks_per_session_max".into(),
+                ));
+            }
+        }
         Ok(())
     }
 
     /// Whether joins must say who the client is (some rule counts clients).
     pub fn counts_clients(&self) -> bool {
-        self.places_per_client_max.is_some()
+        self.places_per_client_max.is_some() || self.sessions_per_client_max.is_some()
     }
 
     /// The versioned encoding.
@@ -335,6 +369,7 @@ mod tests {
         let p = EntryPolicy {
             first_use_ttl_secs: Some(60),
             places_per_client_max: Some(4),
+            sessions_per_client_max: Some(2),
             client_prefix_v4: 24,
             client_prefix_v6: 56,
             proof_of_work: Some(PowRule {
@@ -345,6 +380,7 @@ mod tests {
             }),
             identity: Some(IdentityRule { salt: [4; 16] }),
             networks_per_session_max: Some(3),
+            networks_window_secs: Some(600),
             external_challenge: Some(ExternalRule {
                 provider: "turnstile".into(),
                 fail_open: true,
@@ -381,6 +417,19 @@ mod tests {
             },
             EntryPolicy {
                 places_per_client_max: Some(0),
+                ..EntryPolicy::default()
+            },
+            EntryPolicy {
+                sessions_per_client_max: Some(0),
+                ..EntryPolicy::default()
+            },
+            EntryPolicy {
+                networks_window_secs: Some(60),
+                ..EntryPolicy::default()
+            },
+            EntryPolicy {
+                networks_per_session_max: Some(2),
+                networks_window_secs: Some(NETWORKS_WINDOW_SECS_MAX + 1),
                 ..EntryPolicy::default()
             },
             EntryPolicy {
@@ -430,6 +479,7 @@ mod tests {
         let p = EntryPolicy {
             first_use_ttl_secs: Some(60),
             places_per_client_max: None,
+            sessions_per_client_max: None,
             client_prefix_v4: 32,
             client_prefix_v6: 64,
             proof_of_work: Some(PowRule {
@@ -440,11 +490,12 @@ mod tests {
             }),
             identity: None,
             networks_per_session_max: None,
+            networks_window_secs: None,
             external_challenge: None,
         };
         assert_eq!(
             p.encode().0,
-            vec![1, 1, 60, 0, 32, 64, 1, 0xac, 0x02, 2, 0, 0xac, 0x02, 0, 0, 0]
+            vec![1, 1, 60, 0, 0, 32, 64, 1, 0xac, 0x02, 2, 0, 0xac, 0x02, 0, 0, 0, 0]
         );
         let e = JoinEvidence {
             client: Some(ClientKey([1; 16])),

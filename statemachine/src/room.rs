@@ -78,6 +78,12 @@ pub(crate) struct Room {
     pub client_of: BTreeMap<VisitorId, ClientKey>,
     /// Live places per client network (derived from `client_of`).
     places_of: BTreeMap<ClientKey, u64>,
+    /// Admitted sessions per client network (derived from `client_of` and `sessions`).
+    sessions_of: BTreeMap<ClientKey, u64>,
+    /// Whether the last admission stopped because every waiter it looked at was held by
+    /// `sessions_per_client_max`: then only a change of state, not time, can admit more.
+    /// Not state: derived by every admission, and only used to schedule ticks.
+    held_back: bool,
     /// (deadline, seq, visitor) of admissions not yet used, under a first-use TTL; stale
     /// unless the visitor's session has this seq and is still unused.
     unused_due: MinHeap<(u64, u64, VisitorId)>,
@@ -91,11 +97,48 @@ pub(crate) struct Room {
     pub identity_of: BTreeMap<VisitorId, IdentityKey>,
     /// The live visitor of each identity (the inverse of `identity_of`).
     visitor_of: BTreeMap<IdentityKey, VisitorId>,
-    /// The distinct client networks each session was used from, while the policy counts them
-    /// (at most `networks_per_session_max` each).
-    pub networks_of: BTreeMap<VisitorId, Vec<ClientKey>>,
+    /// The distinct client networks each session was used from and when each was last seen,
+    /// while the policy counts them (at most `networks_per_session_max` each).
+    pub networks_of: BTreeMap<VisitorId, Vec<(ClientKey, u64)>>,
     /// Sessions ended as shared.
     pub sessions_shared: u64,
+    /// How long sessions last: see [`Turnover`].
+    pub turnover: Turnover,
+    /// Admitted sessions by the second they were admitted in (derived from `sessions`): which
+    /// places free first, for the estimates.
+    admitted_in: BTreeMap<u64, u64>,
+    /// The sum of those seconds (derived): the sessions' mean age.
+    admitted_secs_sum: u128,
+}
+
+/// How long a room's sessions last, learned from the sessions that ended by themselves (left,
+/// expired, unused; not those an operator ended): how many did, and a moving average of their
+/// lengths (each new one weighs 1/8). The estimates of a full room come from it: a place frees
+/// every `mean_ms / capacity` on average.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Turnover {
+    /// Sessions that ended by themselves (saturating).
+    pub ended: u64,
+    /// Their moving average length, ms (0 before the first).
+    pub mean_ms: u64,
+}
+
+impl Turnover {
+    fn record(&mut self, length_ms: u64) {
+        self.mean_ms = if self.ended == 0 {
+            length_ms
+        } else {
+            ((u128::from(self.mean_ms) * 7 + u128::from(length_ms)) / 8) as u64
+        };
+        self.ended = self.ended.saturating_add(1);
+    }
+}
+
+/// What a waiter is told: seconds until admission, at best and at worst.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Estimate {
+    pub secs: u64,
+    pub max_secs: u64,
 }
 
 /// Sorts due expiries (true time, seq, …) and splits them at `keep`: those to end now, and those
@@ -104,6 +147,15 @@ fn first_by_time<T: Ord>(mut due: Vec<T>, keep: usize) -> (Vec<T>, Vec<T>) {
     due.sort_unstable();
     let later = due.split_off(keep.min(due.len()));
     (due, later)
+}
+
+/// Takes one from a key's count, forgetting the key at zero.
+fn count_down<K: Ord>(counts: &mut BTreeMap<K, u64>, k: &K) {
+    let n = counts.get_mut(k).expect("a counted key");
+    *n -= 1;
+    if *n == 0 {
+        counts.remove(k);
+    }
 }
 
 /// Restored parts of a room, as a snapshot holds them.
@@ -128,8 +180,9 @@ pub(crate) struct RoomParts {
     pub client_of: Vec<(VisitorId, ClientKey)>,
     pub challenges_used: Vec<(u64, [u8; 16])>,
     pub identity_of: Vec<(VisitorId, IdentityKey)>,
-    pub networks_of: Vec<(VisitorId, Vec<ClientKey>)>,
+    pub networks_of: Vec<(VisitorId, Vec<(ClientKey, u64)>)>,
     pub sessions_shared: u64,
+    pub turnover: Turnover,
 }
 
 impl Room {
@@ -158,6 +211,10 @@ impl Room {
             policy: EntryPolicy::default(),
             client_of: BTreeMap::new(),
             places_of: BTreeMap::new(),
+            sessions_of: BTreeMap::new(),
+            held_back: false,
+            admitted_in: BTreeMap::new(),
+            admitted_secs_sum: 0,
             unused_due: MinHeap::default(),
             challenges_used: BTreeSet::new(),
             challenge_ids: BTreeSet::new(),
@@ -165,6 +222,7 @@ impl Room {
             visitor_of: BTreeMap::new(),
             networks_of: BTreeMap::new(),
             sessions_shared: 0,
+            turnover: Turnover::default(),
         }
     }
 
@@ -209,6 +267,10 @@ impl Room {
             due.push((s.last_active_ms, s.seq, id));
         }
         room.session_due = MinHeap::from_vec(due);
+        for (_, s) in room.sessions.iter() {
+            *room.admitted_in.entry(s.admitted_at_ms / 1000).or_insert(0) += 1;
+            room.admitted_secs_sum += u128::from(s.admitted_at_ms / 1000);
+        }
         if p.ended.len() > ENDED_PER_ROOM_MAX {
             return Err(format!("room {}: too many ended records", room.name));
         }
@@ -232,6 +294,9 @@ impl Room {
                 return Err(format!("room {}: two clients for {id}", room.name));
             }
             *room.places_of.entry(client).or_insert(0) += 1;
+            if room.sessions.get(&id).is_some() {
+                *room.sessions_of.entry(client).or_insert(0) += 1;
+            }
         }
         room.rebuild_unused_due();
         if p.challenges_used.len() > CHALLENGES_REMEMBERED_MAX {
@@ -263,14 +328,17 @@ impl Room {
                     room.name
                 ));
             }
+            let distinct: BTreeSet<ClientKey> = nets.iter().map(|&(n, _)| n).collect();
             if nets.is_empty()
                 || nets.len() as u64 > crate::policy::NETWORKS_PER_SESSION_MAX
+                || distinct.len() != nets.len()
                 || room.networks_of.insert(id, nets).is_some()
             {
                 return Err(format!("room {}: the networks of {id}", room.name));
             }
         }
         room.sessions_shared = p.sessions_shared;
+        room.turnover = p.turnover;
         Ok(room)
     }
 
@@ -317,10 +385,11 @@ impl Room {
         for e in later {
             self.session_due.push(e);
         }
-        let mut gone: Vec<(u64, VisitorId, EndReason)> = Vec::with_capacity(due.len());
+        // (seq, visitor, reason, when its session began)
+        let mut gone: Vec<(u64, VisitorId, EndReason, Option<u64>)> = Vec::with_capacity(due.len());
         for (_, seq, id) in due {
-            if self.sessions.remove(&id).is_some() {
-                gone.push((seq, id, EndReason::Expired));
+            if let Some(s) = self.sessions.remove(&id) {
+                gone.push((seq, id, EndReason::Expired, Some(s.admitted_at_ms)));
             }
         }
         // Admissions not used in time. Deadlines never move (a use only makes an entry stale),
@@ -337,8 +406,10 @@ impl Room {
                 .sessions
                 .get(&id)
                 .is_some_and(|s| s.seq == seq && s.last_active_ms == s.admitted_at_ms);
-            if unused && self.sessions.remove(&id).is_some() {
-                gone.push((seq, id, EndReason::Unused));
+            if unused {
+                if let Some(s) = self.sessions.remove(&id) {
+                    gone.push((seq, id, EndReason::Unused, Some(s.admitted_at_ms)));
+                }
             }
         }
         let ttl = self.config.waiter_ttl_secs * 1000;
@@ -364,12 +435,12 @@ impl Room {
         for (_, seq, qidx) in due {
             if let Some(slot) = self.queue.remove(qidx) {
                 self.waiting.remove(&slot.id);
-                gone.push((seq, slot.id, EndReason::Abandoned));
+                gone.push((seq, slot.id, EndReason::Abandoned, None));
             }
         }
-        gone.sort_unstable_by_key(|&(seq, _, _)| seq);
-        for &(seq, id, reason) in &gone {
-            self.record_end(id, seq, reason, now);
+        gone.sort_unstable_by_key(|&(seq, _, _, _)| seq);
+        for &(seq, id, reason, admitted_at) in &gone {
+            self.record_end(id, seq, reason, admitted_at, now);
         }
         self.maybe_compact();
         gone.len() as u64
@@ -489,6 +560,7 @@ impl Room {
         if !self.policy.counts_clients() {
             self.client_of.clear();
             self.places_of.clear();
+            self.sessions_of.clear();
         }
         if self.policy.identity.is_none() {
             self.identity_of.clear();
@@ -505,6 +577,8 @@ impl Room {
     fn admit_some(&mut self, now: u64, draw: &mut LazyDraw, max: u64, forced: bool) -> u64 {
         let pass = self.config.mode == Mode::Passthrough;
         let mut n = 0;
+        let mut skips_left = HELD_SKIPS_PER_APPLY_MAX;
+        self.held_back = false;
         while n < max && self.queue.len() > 0 {
             if self.sessions.len() as u64 >= self.sessions_max() {
                 break;
@@ -514,11 +588,14 @@ impl Room {
             {
                 break;
             }
-            let qidx = if self.config.mode == Mode::Lottery {
-                let k = draw.get().below(self.queue.len());
-                self.queue.select(k)
+            let k = if self.config.mode == Mode::Lottery {
+                draw.get().below(self.queue.len())
             } else {
-                self.queue.front().expect("non-empty line").0
+                0
+            };
+            let Some(qidx) = self.pick(k, &mut skips_left) else {
+                self.held_back = true;
+                break;
             };
             self.admit(qidx, now);
             if metered {
@@ -534,6 +611,37 @@ impl Room {
             "admission overshot capacity"
         );
         n
+    }
+
+    /// The waiter to admit: the one at rank `k`, or, while `sessions_per_client_max` holds
+    /// waiters back, the first after it (wrapping round) whose network may take one more
+    /// session. `None` when every waiter looked at is held or `skips_left` runs out.
+    fn pick(&self, k: u64, skips_left: &mut u64) -> Option<u64> {
+        let Some(max) = self.policy.sessions_per_client_max else {
+            return Some(match k {
+                0 => self.queue.front().expect("non-empty line").0,
+                k => self.queue.select(k),
+            });
+        };
+        let held = |id: &VisitorId| {
+            self.client_of
+                .get(id)
+                .is_some_and(|c| self.sessions_of.get(c).is_some_and(|&n| n >= max))
+        };
+        for (qidx, slot) in self
+            .queue
+            .iter_from(k)
+            .chain(self.queue.iter().take(k as usize))
+        {
+            if !held(&slot.id) {
+                return Some(qidx);
+            }
+            if *skips_left == 0 {
+                return None;
+            }
+            *skips_left -= 1;
+        }
+        None
     }
 
     /// Sessions this room may hold: its capacity, or the hard bound in passthrough mode.
@@ -557,6 +665,11 @@ impl Room {
             .insert(slot.id, s)
             .expect("a waiter has no session");
         self.session_due.push((now, slot.seq, slot.id));
+        if let Some(&c) = self.client_of.get(&slot.id) {
+            *self.sessions_of.entry(c).or_insert(0) += 1;
+        }
+        *self.admitted_in.entry(now / 1000).or_insert(0) += 1;
+        self.admitted_secs_sum += u128::from(now / 1000);
         if let Some(ttl) = self.policy.first_use_ttl_secs {
             self.unused_due.push((now + ttl * 1000, slot.seq, slot.id));
         }
@@ -586,47 +699,132 @@ impl Room {
             .sum()
     }
 
-    /// Admissions per minute × 1000 used for ETAs: the setpoint (after health), blended half and
-    /// half with observed admissions once the room has been open a minute, never above the setpoint.
-    fn eta_rate_milli(&self, now: u64) -> u64 {
+    /// Admissions per minute × 1000 the estimates assume now: the setpoint (after health), or,
+    /// when the room is full, the turnover of its sessions if that is slower.
+    fn eta_rate_milli(&self) -> u64 {
         let setpoint = self.config.admit_per_minute * self.config.rate_permille();
-        if self.opened && now >= self.opened_at_ms + 60_000 {
-            let observed = self.admitted_last_minute(now) * 1000;
-            setpoint.min((setpoint + observed) / 2)
+        let full = self.sessions.len() as u64 >= self.config.capacity;
+        if full && self.config.mode != Mode::Passthrough && self.turnover.mean_ms > 0 {
+            let turnover = (u128::from(self.config.capacity) * 60_000_000
+                / u128::from(self.turnover.mean_ms)) as u64;
+            setpoint.min(turnover)
         } else {
             setpoint
         }
     }
 
-    fn eta_secs(&self, ahead: u64, now: u64) -> Option<u64> {
+    /// Ms from `now` until the `ends`-th session from now ends, each session taken to last the
+    /// mean length from its admission (one already older: a quarter of the mean more), and each
+    /// place taken again, as it frees, by a session that lasts the mean. Sessions are found
+    /// oldest first by the second they were admitted in, at most [`ESTIMATE_SECONDS_SCANNED_MAX`]
+    /// seconds of them; past that, places are taken to free evenly (`mean / capacity` apart).
+    fn session_ends_in(&self, ends: u64, now: u64) -> u128 {
+        let mut mean = u128::from(self.turnover.mean_ms);
+        let active = self.sessions.len() as u128;
+        if self.turnover.ended < self.config.capacity && active > 0 {
+            // Before a room's first generation of sessions has ended, those that have are the
+            // short ones: a session lasts at least twice the mean age of those still going (as
+            // it would in a full room of sessions of one length, admitted evenly).
+            let age = (u128::from(now) / 1000).saturating_sub(self.admitted_secs_sum / active);
+            mean = mean.max(2 * age * 1000);
+        }
+        let places = self.config.capacity.max(1);
+        let (k, generation) = ((ends - 1) % places + 1, (ends - 1) / places);
+        let floor = u128::from(now) + mean / 4;
+        let mut seen = 0;
+        let mut first_end = None;
+        if k > self.sessions.len() as u64 {
+            // A session not yet admitted: it begins now.
+            first_end = Some(u128::from(now) + mean);
+        } else {
+            for (&second, &count) in self.admitted_in.iter().take(ESTIMATE_SECONDS_SCANNED_MAX) {
+                seen += count;
+                if seen >= k {
+                    first_end = Some((u128::from(second) * 1000 + mean).max(floor));
+                    break;
+                }
+            }
+        }
+        match first_end {
+            Some(t) => t - u128::from(now) + u128::from(generation) * mean,
+            None => u128::from(ends) * mean / u128::from(places),
+        }
+    }
+
+    /// How long until `n` more admissions (the waiter's own included) have happened, from both
+    /// constraints: the admission rate (the tokens in the bucket go first), and, past the free
+    /// places, the ends of sessions ([`session_ends_in`](Self::session_ends_in)).
+    /// The estimate is the slower of the two, the worst case their sum (both in turn) and never
+    /// under a quarter more than the estimate. `None` when there is no honest figure: paused,
+    /// origin down, or a full room that has never seen a session end.
+    fn estimate(&self, n: u64, now: u64) -> Option<Estimate> {
         if self.config.paused {
             return None;
         }
-        let until_open = match (self.opened, self.config.opens_at_ms) {
-            (false, Some(t)) => t.saturating_sub(now).div_ceil(1000),
+        let until_open_ms = match (self.opened, self.config.opens_at_ms) {
+            (false, Some(t)) => t.saturating_sub(now),
             _ => 0,
         };
+        let secs = |ms: u128| (u128::from(until_open_ms) + ms).div_ceil(1000) as u64;
         if self.config.mode == Mode::Passthrough {
             // At the bound on sessions, a place frees only when a session ends.
-            return ((self.sessions.len() as u64) < SESSIONS_PER_ROOM_MAX).then_some(until_open);
+            return ((self.sessions.len() as u64) < SESSIONS_PER_ROOM_MAX).then(|| Estimate {
+                secs: secs(0),
+                max_secs: secs(0),
+            });
         }
-        let rate = self.eta_rate_milli(now);
+        let rate = u128::from(self.config.admit_per_minute * self.config.rate_permille());
         if rate == 0 {
             return None;
         }
-        Some(until_open + (ahead as u128 * 60_000).div_ceil(rate as u128) as u64)
+        let tokens = if self.opened {
+            self.bucket_units / UNITS_PER_TOKEN
+        } else {
+            self.config.burst()
+        };
+        let by_rate = u128::from(n.saturating_sub(tokens)) * 60_000_000 / rate;
+        // Sessions that must end first: past the free places (and any over a lowered capacity).
+        let ends = (n + self.sessions.len() as u64).saturating_sub(self.config.capacity);
+        let by_turnover = match ends {
+            0 => 0,
+            _ if self.turnover.ended == 0 => return None,
+            ends => self.session_ends_in(ends, now),
+        };
+        let likely = by_rate.max(by_turnover);
+        let worst = (by_rate + by_turnover).max(likely + likely / 4);
+        Some(Estimate {
+            secs: secs(likely),
+            max_secs: secs(worst),
+        })
     }
 
-    fn record_end(&mut self, id: VisitorId, seq: u64, reason: EndReason, now: u64) {
+    /// Records that a visitor's place ended: its session, if it began at `admitted_at`.
+    fn record_end(
+        &mut self,
+        id: VisitorId,
+        seq: u64,
+        reason: EndReason,
+        admitted_at: Option<u64>,
+        now: u64,
+    ) {
+        if let Some(t) = admitted_at {
+            count_down(&mut self.admitted_in, &(t / 1000));
+            self.admitted_secs_sum -= u128::from(t / 1000);
+            if matches!(
+                reason,
+                EndReason::Left | EndReason::Expired | EndReason::Unused
+            ) {
+                self.turnover.record(now.saturating_sub(t));
+            }
+        }
         if let Some(k) = self.identity_of.remove(&id) {
             self.visitor_of.remove(&k);
         }
         self.networks_of.remove(&id);
         if let Some(c) = self.client_of.remove(&id) {
-            let n = self.places_of.get_mut(&c).expect("a counted client");
-            *n -= 1;
-            if *n == 0 {
-                self.places_of.remove(&c);
+            count_down(&mut self.places_of, &c);
+            if admitted_at.is_some() {
+                count_down(&mut self.sessions_of, &c);
             }
         }
         match reason {
@@ -839,16 +1037,21 @@ impl Room {
     ) -> Outcome {
         let (mut renewed, mut checked_in, mut missed) = (0, 0, 0);
         let max = self.policy.networks_per_session_max;
+        let window_ms = self.policy.networks_window_secs.map(|s| s * 1000);
         for (id, net) in visits {
             if let (Some(max), Some(net), true) = (max, net, self.sessions.get(&id).is_some()) {
                 let nets = self.networks_of.entry(id).or_default();
-                if !nets.contains(&net) {
-                    if nets.len() as u64 >= max {
-                        self.end(id, EndReason::Shared, now, draw);
-                        missed += 1;
-                        continue;
-                    }
-                    nets.push(net);
+                if let Some(w) = window_ms {
+                    nets.retain(|&(_, seen)| seen + w > now);
+                }
+                if let Some(seen) = nets.iter_mut().find(|(n, _)| *n == net) {
+                    seen.1 = now;
+                } else if nets.len() as u64 >= max {
+                    self.end(id, EndReason::Shared, now, draw);
+                    missed += 1;
+                    continue;
+                } else {
+                    nets.push((net, now));
                 }
             }
             match self.touch_one(id, now) {
@@ -875,11 +1078,11 @@ impl Room {
         draw: &mut LazyDraw,
     ) -> Outcome {
         if let Some(s) = self.sessions.remove(&id) {
-            self.record_end(id, s.seq, reason, now);
+            self.record_end(id, s.seq, reason, Some(s.admitted_at_ms), now);
             self.maybe_compact_session_due();
         } else if let Some(qidx) = self.waiting.remove(&id) {
             let slot = self.queue.remove(qidx).expect("indexed waiter");
-            self.record_end(id, slot.seq, reason, now);
+            self.record_end(id, slot.seq, reason, None, now);
             self.maybe_compact();
         } else if !self.ended_index.contains_key(&id) {
             self.pump(now, draw);
@@ -929,7 +1132,7 @@ impl Room {
     pub fn revoke_all(&mut self, now: u64, draw: &mut LazyDraw) -> Outcome {
         let all = self.sessions.take_all();
         for &(id, s) in &all {
-            self.record_end(id, s.seq, EndReason::Revoked, now);
+            self.record_end(id, s.seq, EndReason::Revoked, Some(s.admitted_at_ms), now);
         }
         self.session_due.clear();
         self.pump(now, draw);
@@ -978,15 +1181,29 @@ impl Room {
         if let Some(&qidx) = self.waiting.get(&id) {
             let slot = self.queue.get(qidx).expect("indexed waiter");
             let rank = self.queue.rank(qidx);
-            let lottery = self.config.mode == Mode::Lottery;
-            let ahead = if lottery { self.queue.len() } else { rank + 1 };
+            let waiting = self.queue.len();
+            let estimate = if self.config.mode == Mode::Lottery {
+                // Each draw picks one waiter of all: an even chance after half the line has
+                // been drawn, nine in ten after nine tenths (late joiners only lengthen it).
+                self.estimate(waiting.div_ceil(2), now)
+                    .zip(self.estimate((waiting * 9).div_ceil(10), now))
+                    .map(|(even, likely)| Estimate {
+                        secs: even.secs,
+                        max_secs: likely.max_secs,
+                    })
+            } else {
+                self.estimate(rank + 1, now)
+            };
+            // Positions before a shuffled opening are not kept: they are not shown.
+            let shuffled = !self.opened && self.config.shuffle_at_open;
             return Some(VisitorView {
                 visitor: id,
                 seq: slot.seq,
                 state: VisitorState::Waiting {
-                    position: (!lottery).then_some(rank + 1),
-                    waiting: self.queue.len(),
-                    eta_secs: self.eta_secs(ahead, now),
+                    position: (self.config.mode != Mode::Lottery && !shuffled).then_some(rank + 1),
+                    waiting,
+                    eta_secs: estimate.map(|e| e.secs),
+                    eta_max_secs: estimate.map(|e| e.max_secs),
                     last_seen_ms: slot.last_seen_ms,
                 },
             });
@@ -1012,7 +1229,7 @@ impl Room {
             active: self.sessions.len() as u64,
             totals: self.totals,
             admitted_last_minute: self.admitted_last_minute(now),
-            eta_rate_per_minute: self.eta_rate_milli(now) / 1000,
+            eta_rate_per_minute: self.eta_rate_milli() / 1000,
             bucket_tokens: self.bucket_units / UNITS_PER_TOKEN,
             next_seq: self.next_seq,
             sessions_shared: self.sessions_shared,
@@ -1037,6 +1254,7 @@ impl Room {
         }
         if self.opened
             && !self.config.paused
+            && !self.held_back
             && self.queue.len() > 0
             && (self.sessions.len() as u64) < self.sessions_max()
         {

@@ -21,7 +21,7 @@ use crate::outcome::{EndReason, Totals};
 use crate::policy::{ClientKey, EncodedPolicy, EntryPolicy, IdentityKey};
 use crate::pool::Pool;
 use crate::queue::{Slot, WaitQueue};
-use crate::room::{Ended, Room, RoomParts, Session, WINDOWS};
+use crate::room::{Ended, Room, RoomParts, Session, Turnover, WINDOWS};
 use crate::sessions::Sessions;
 use crate::types::{validate_name, RoomConfig, VisitorId};
 use serde::{Deserialize, Serialize};
@@ -240,10 +240,12 @@ struct ExtrasOut<'a> {
     /// The networks each session was used from, and the count of sessions ended as shared,
     /// for each room with any.
     networks: Vec<(&'a str, RoomNetworks)>,
+    /// How long sessions last (ended, mean ms), for each room that has seen one end.
+    turnover: Vec<(&'a str, (u64, u64))>,
 }
 
 /// A room's networks per session, and its count of sessions ended as shared.
-type RoomNetworks = (Vec<(VisitorId, Vec<ClientKey>)>, u64);
+type RoomNetworks = (Vec<(VisitorId, Vec<(ClientKey, u64)>)>, u64);
 
 #[derive(Deserialize, Default)]
 struct ExtrasIn {
@@ -254,6 +256,7 @@ struct ExtrasIn {
     challenges: Vec<(String, Vec<UsedChallenge>)>,
     identities: Vec<(String, Vec<(VisitorId, IdentityKey)>)>,
     networks: Vec<(String, RoomNetworks)>,
+    turnover: Vec<(String, (u64, u64))>,
 }
 
 /// A room as decoded, whichever the version; version 1 wrote it so, all postcard.
@@ -383,6 +386,12 @@ impl StateMachine {
                     )
                 })
                 .collect(),
+            turnover: self
+                .rooms
+                .values()
+                .filter(|r| r.turnover.ended > 0)
+                .map(|r| (r.name.as_str(), (r.turnover.ended, r.turnover.mean_ms)))
+                .collect(),
         };
         postcard::to_extend(&extras, out).expect("encoding into a Vec cannot fail")
     }
@@ -458,6 +467,18 @@ impl StateMachine {
                 return Err(bad(format!("room {name}: networks listed twice")));
             }
         }
+        if s.extras.turnover.len() > ROOMS_MAX {
+            return Err(DecodeError::TooLarge("turnover of too many rooms".into()));
+        }
+        let mut turnover: std::collections::BTreeMap<String, Turnover> = Default::default();
+        for (name, (ended, mean_ms)) in s.extras.turnover {
+            if turnover
+                .insert(name.clone(), Turnover { ended, mean_ms })
+                .is_some()
+            {
+                return Err(bad(format!("room {name}: turnover listed twice")));
+            }
+        }
         let mut sm = StateMachine {
             clock_ms: s.clock_ms,
             last_applied: s
@@ -523,6 +544,7 @@ impl StateMachine {
                 identity_of: identities.remove(&f_name).unwrap_or_default(),
                 networks_of: Vec::new(),
                 sessions_shared: 0,
+                turnover: turnover.remove(&f_name).unwrap_or_default(),
             };
             let (networks_of, sessions_shared) = networks.remove(&f_name).unwrap_or_default();
             let parts = RoomParts {

@@ -1,8 +1,9 @@
 //! Property tests of the entry policy: random joins (from a few client networks, with a few
 //! identities and challenges), leaves and time steps, checked after every command against what
 //! the rules promise: a network holds at most its share of live places, an identity at most one,
-//! a challenge mints at most one place while it is valid, and a replica restored from a snapshot
-//! is the same state.
+//! a challenge mints at most one place while it is valid, a network holds at most its share of
+//! sessions without leaving a place free that another could use, and a replica restored from a
+//! snapshot is the same state.
 
 use proptest::prelude::*;
 use sluice_statemachine::*;
@@ -42,16 +43,24 @@ fn live(sm: &StateMachine, v: u8) -> bool {
 
 /// A replica with room `r` under `policy`, and the index of its last entry.
 fn replica(policy: &EntryPolicy) -> (StateMachine, u64) {
+    replica_of(
+        RoomConfig {
+            capacity: 2,
+            admit_per_minute: 60,
+            ..RoomConfig::default()
+        },
+        policy,
+    )
+}
+
+/// A replica with room `r` of `config` under `policy`, and the index of its last entry.
+fn replica_of(config: RoomConfig, policy: &EntryPolicy) -> (StateMachine, u64) {
     let mut sm = StateMachine::new();
     let mut index = 0;
     for cmd in [
         Command::CreateRoom {
             room: "r".into(),
-            config: RoomConfig {
-                capacity: 2,
-                admit_per_minute: 60,
-                ..RoomConfig::default()
-            },
+            config,
         },
         Command::SetEntryPolicy {
             room: "r".into(),
@@ -187,6 +196,76 @@ proptest! {
             }
             for (i, n) in holders {
                 prop_assert!(n <= 1, "identity {i} holds {n} places");
+            }
+        }
+        let back = StateMachine::restore(&sm.snapshot()).unwrap();
+        prop_assert_eq!(back.digest(), sm.digest());
+    }
+
+    /// Under `sessions_per_client_max`, no network ever holds more admitted sessions than its
+    /// share, and the room never leaves a place free while a waiter whose network is under its
+    /// share waits (tokens are plentiful here, so only the cap can hold anyone back).
+    #[test]
+    fn a_network_never_holds_more_than_its_share_of_sessions(ops in proptest::collection::vec(op(), 1..150)) {
+        const CAPACITY: u64 = 4;
+        const SESSIONS: u64 = 1;
+        let (mut sm, mut index) = replica_of(
+            RoomConfig {
+                capacity: CAPACITY,
+                admit_per_minute: 6_000_000,
+                admit_burst: 100_000,
+                ..RoomConfig::default()
+            },
+            &EntryPolicy {
+                sessions_per_client_max: Some(SESSIONS),
+                ..EntryPolicy::default()
+            },
+        );
+        let mut now = T0;
+        let mut apply = |sm: &mut StateMachine, now: u64, cmd: Command| {
+            index += 1;
+            sm.apply(1, index, &Proposal { time_ms: now, commands: vec![cmd] }).pop().unwrap()
+        };
+        let mut network_of: BTreeMap<u8, u8> = BTreeMap::new();
+        for op in ops {
+            match op {
+                Op::Join(v, n, _, _) => {
+                    let joined_before = sm.room("r").unwrap().totals.joined;
+                    let evidence = JoinEvidence { client: Some(ClientKey([n; 16])), ..JoinEvidence::default() };
+                    apply(&mut sm, now, Command::JoinWith { room: "r".into(), visitor: vid(v), evidence: evidence.encode() });
+                    if sm.room("r").unwrap().totals.joined > joined_before {
+                        network_of.insert(v, n);
+                    }
+                }
+                Op::Leave(v) => {
+                    apply(&mut sm, now, Command::Leave { room: "r".into(), visitor: vid(v) });
+                }
+                Op::Step(dt) => {
+                    now += dt;
+                    apply(&mut sm, now, Command::Tick);
+                }
+            }
+            let state = |v: u8| sm.visitor("r", vid(v)).map(|view| view.state);
+            let mut sessions: BTreeMap<u8, u64> = BTreeMap::new();
+            let mut waiting_nets: Vec<u8> = Vec::new();
+            for (&v, &n) in &network_of {
+                match state(v) {
+                    Ok(VisitorState::Admitted { .. }) => *sessions.entry(n).or_default() += 1,
+                    Ok(VisitorState::Waiting { .. }) => waiting_nets.push(n),
+                    _ => {}
+                }
+            }
+            for (n, count) in &sessions {
+                prop_assert!(*count <= SESSIONS, "network {n} holds {count} sessions");
+            }
+            let active = sm.room("r").unwrap().active;
+            if active < CAPACITY {
+                for n in waiting_nets {
+                    prop_assert!(
+                        sessions.get(&n).copied().unwrap_or(0) >= SESSIONS,
+                        "a place is free while a waiter of network {n}, under its share, waits"
+                    );
+                }
             }
         }
         let back = StateMachine::restore(&sm.snapshot()).unwrap();

@@ -45,3 +45,39 @@ fn simulator_refuses_bad_arguments() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// The waiting-time simulation runs every scenario and reports both estimators on each.
+#[test]
+fn the_eta_simulation_runs_and_reports() {
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice-eta"))
+        .args(["--seed", "3", "--scale", "0.05"])
+        .output()
+        .expect("run sluice-eta");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    for scenario in [
+        "rate-bound",
+        "capacity-long",
+        "capacity-short",
+        "bursty-leaves",
+        "pause",
+        "health-slow",
+        "lottery",
+    ] {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("scenario={scenario} ")))
+            .unwrap_or_else(|| panic!("no line for {scenario}: {stdout}"));
+        assert!(line.contains("| new: median_error="), "{line}");
+        assert!(line.contains("| old: median_error="), "{line}");
+    }
+    assert!(
+        stdout.lines().last().unwrap().starts_with("all | new:"),
+        "{stdout}"
+    );
+    let bad = Command::new(env!("CARGO_BIN_EXE_sluice-eta"))
+        .args(["--scenario", "nonesuch"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+}
