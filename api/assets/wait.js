@@ -103,8 +103,10 @@
   function show(s) {
     if (s.state === 'admitted') { go(); return; }
     if (s.state !== 'waiting') { location.reload(); return; }
-    var p = document.getElementById('pos');
+    var p = document.getElementById('pos'), w = document.getElementById('waiting');
     if (p) p.textContent = s.position == null ? '—' : s.position;
+    if (w && s.waiting != null) w.textContent = s.waiting;
+    if (s.next_check_secs) check = s.next_check_secs;
     document.getElementById('eta').textContent = range(s);
     if (s.position != null) {
       var f = +sessionStorage.getItem(key) || 0;
@@ -113,13 +115,16 @@
       prog.value = f - s.position + 1;
     }
   }
+  // How long to wait between polls: the room's advice, which keeps all its waiters' polling
+  // within its budget.
+  var check = +data.check || 5;
   var timer = null;
   function poll() {
     fetch('/v1/rooms/' + room + '/heartbeat', { method: 'POST', credentials: 'same-origin' })
       .then(function (r) { return r.json(); })
       .then(show)
       .catch(function () {});
-    timer = setTimeout(poll, 5000);
+    timer = setTimeout(poll, check * 1000);
   }
   if (window.EventSource) {
     var es = new EventSource('/v1/rooms/' + room + '/events');

@@ -440,6 +440,183 @@ fn select(id: &str, name: &str, label: &str, value: &str, options: &[&str]) -> S
     )
 }
 
+/// The configuration form's fields for what the line shows and how the origin is watched.
+fn line_and_origin_inputs(cfg: &RoomConfigBody, errors: &BTreeMap<String, String>) -> String {
+    let opt = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_default();
+    let o = cfg.origin.clone().unwrap_or_default();
+    let watched = cfg.origin.is_some();
+    let probe = o.probe.as_ref();
+    let probe_num = |f: fn(&crate::model::ProbeBody) -> u64| opt(probe.map(f));
+    [
+        input(
+            "line.show_waiting",
+            "Show waiters how many are waiting",
+            &cfg.line.show_waiting.to_string(),
+            "checkbox",
+            errors,
+        ),
+        input(
+            "line.show_positions",
+            "Show waiters their place in line",
+            &cfg.line.show_positions.to_string(),
+            "checkbox",
+            errors,
+        ),
+        input(
+            "line.status_reads_per_sec",
+            "Polling budget, status reads per second (empty: none)",
+            &opt(cfg.line.status_reads_per_sec),
+            "number",
+            errors,
+        ),
+        input(
+            "origin.probe.url",
+            "Origin probe URL (empty: no probe)",
+            probe.map_or("", |p| p.url.as_str()),
+            "text",
+            errors,
+        ),
+        input(
+            "origin.probe.interval_secs",
+            "Origin probe: every, seconds",
+            &probe_num(|p| p.interval_secs),
+            "number",
+            errors,
+        ),
+        input(
+            "origin.probe.timeout_ms",
+            "Origin probe: timeout, ms",
+            &probe_num(|p| p.timeout_ms),
+            "number",
+            errors,
+        ),
+        input(
+            "origin.slow_latency_ms",
+            "Origin slow above latency, ms (empty: not judged)",
+            &opt(o.slow_latency_ms.filter(|_| watched)),
+            "number",
+            errors,
+        ),
+        input(
+            "origin.down_latency_ms",
+            "Origin down above latency, ms (empty: not judged)",
+            &opt(o.down_latency_ms.filter(|_| watched)),
+            "number",
+            errors,
+        ),
+        input(
+            "origin.slow_error_permille",
+            "Origin slow from errors, per mille (empty: not judged)",
+            &opt(o.slow_error_permille.filter(|_| watched)),
+            "number",
+            errors,
+        ),
+        input(
+            "origin.down_error_permille",
+            "Origin down from errors, per mille (empty: not judged)",
+            &opt(o.down_error_permille.filter(|_| watched)),
+            "number",
+            errors,
+        ),
+        input(
+            "origin.latency_percentile",
+            "Origin latency percentile",
+            &o.latency_percentile.to_string(),
+            "number",
+            errors,
+        ),
+        input(
+            "origin.window_secs",
+            "Origin window, seconds",
+            &o.window_secs.to_string(),
+            "number",
+            errors,
+        ),
+        input(
+            "origin.min_samples",
+            "Origin: fewest samples for a verdict",
+            &o.min_samples.to_string(),
+            "number",
+            errors,
+        ),
+        input(
+            "origin.worsen_after_secs",
+            "Origin: worsen after, seconds",
+            &o.worsen_after_secs.to_string(),
+            "number",
+            errors,
+        ),
+        input(
+            "origin.recover_after_secs",
+            "Origin: recover after, seconds",
+            &o.recover_after_secs.to_string(),
+            "number",
+            errors,
+        ),
+        input(
+            "origin.auto_pause",
+            "Pause the room while the origin is down",
+            &o.auto_pause.to_string(),
+            "checkbox",
+            errors,
+        ),
+    ]
+    .concat()
+}
+
+/// The line and origin parts of the configuration form. The origin is watched when a probe URL
+/// or any threshold is given.
+fn parse_line_and_origin(
+    f: &Fields,
+) -> Result<(crate::model::LineBody, Option<crate::model::OriginBody>), (String, String)> {
+    let opt_num = |k: &str| -> Result<Option<u64>, (String, String)> {
+        match f.get(k).map(|v| v.trim()).filter(|v| !v.is_empty()) {
+            None => Ok(None),
+            Some(v) => v
+                .parse()
+                .map(Some)
+                .map_err(|_| (k.to_string(), "must be a whole number or empty".to_string())),
+        }
+    };
+    let line = crate::model::LineBody {
+        show_waiting: f.contains_key("line.show_waiting"),
+        show_positions: f.contains_key("line.show_positions"),
+        status_reads_per_sec: opt_num("line.status_reads_per_sec")?,
+    };
+    let d = crate::model::OriginBody::default();
+    let url = f
+        .get("origin.probe.url")
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty());
+    let probe = url.map(|url| -> Result<_, (String, String)> {
+        Ok(crate::model::ProbeBody {
+            url,
+            method: "GET".into(),
+            interval_secs: opt_num("origin.probe.interval_secs")?.unwrap_or(5),
+            timeout_ms: opt_num("origin.probe.timeout_ms")?.unwrap_or(2_000),
+        })
+    });
+    let origin = crate::model::OriginBody {
+        probe: probe.transpose()?,
+        window_secs: opt_num("origin.window_secs")?.unwrap_or(d.window_secs),
+        min_samples: opt_num("origin.min_samples")?.unwrap_or(d.min_samples),
+        latency_percentile: opt_num("origin.latency_percentile")?.unwrap_or(d.latency_percentile),
+        slow_latency_ms: opt_num("origin.slow_latency_ms")?,
+        down_latency_ms: opt_num("origin.down_latency_ms")?,
+        slow_error_permille: opt_num("origin.slow_error_permille")?,
+        down_error_permille: opt_num("origin.down_error_permille")?,
+        worsen_after_secs: opt_num("origin.worsen_after_secs")?.unwrap_or(d.worsen_after_secs),
+        recover_after_secs: opt_num("origin.recover_after_secs")?.unwrap_or(d.recover_after_secs),
+        auto_pause: f.contains_key("origin.auto_pause"),
+    };
+    let watched = origin.probe.is_some()
+        || origin.slow_latency_ms.is_some()
+        || origin.down_latency_ms.is_some()
+        || origin.slow_error_permille.is_some()
+        || origin.down_error_permille.is_some();
+    Ok((line, watched.then_some(origin)))
+}
+
 fn room_page(
     app: &App,
     session: &Session,
@@ -469,7 +646,7 @@ fn room_page(
 <form method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"health\">{}<label for=\"f-sf\">Slow factor (0–1)</label><input id=\"f-sf\" name=\"slow_factor\" value=\"{sf}\"> <button>Set health</button></form>\
 <form method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"admit\"><label for=\"f-count\">Admit now (count)</label><input id=\"f-count\" name=\"count\" type=\"number\" min=\"1\" value=\"1\"> <button>Admit</button></form>\
 <form method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"revoke\"><label for=\"f-vid\">Revoke visitor id (empty: every session)</label><input id=\"f-vid\" name=\"visitor_id\"> <button>Revoke</button></form>\
-<h2>Configuration</h2><form method=\"post\" action=\"/admin/rooms/{r}/config\">{hidden}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}\
+<h2>Configuration</h2><form method=\"post\" action=\"/admin/rooms/{r}/config\">{hidden}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}\
 <p><button type=\"submit\">Save configuration</button></p></form>{CHART_JS}",
         chart("waiting", room, "Waiting"),
         chart("active", room, "Active"),
@@ -507,6 +684,7 @@ fn room_page(
         input("entry.external_challenge.provider", "External challenge provider (empty: none)", cfg.entry.external_challenge.as_ref().map_or("", |e| e.provider.as_str()), "text", errors),
         input("entry.external_challenge.fail_open", "External challenge: let joins through when the provider is down", &cfg.entry.external_challenge.as_ref().is_some_and(|e| e.fail_open).to_string(), "checkbox", errors),
         input("entry.pow.double_every_waiting", "Proof-of-work: doubles for every this many waiting (empty: never)", &opt(cfg.entry.proof_of_work.as_ref().and_then(|p| p.double_every_waiting)), "number", errors),
+        line_and_origin_inputs(cfg, errors),
         pause_action = if cfg.paused { "resume" } else { "pause" },
         pause_label = if cfg.paused { "Resume" } else { "Pause" },
         sf = cfg.slow_factor,
@@ -520,7 +698,21 @@ pub async fn room(State(app): AppState, Path(room): Path<String>, headers: Heade
         return see_other("/admin");
     };
     match app.sluice.get_room(&room, false).await {
-        Ok(r) => room_page(&app, &s, &room, &r.config, &BTreeMap::new(), None).into_response(),
+        Ok(r) => {
+            let health = r
+                .health_change
+                .as_ref()
+                .map(|c| format!("Origin health: {}.", c.reason));
+            room_page(
+                &app,
+                &s,
+                &room,
+                &r.config,
+                &BTreeMap::new(),
+                health.as_deref(),
+            )
+            .into_response()
+        }
         Err(e) => (
             e.status,
             page(
@@ -570,7 +762,10 @@ fn parse_config(f: &Fields) -> Result<RoomConfigBody, (String, String)> {
                 .map_err(|_| (k.to_string(), "must be a number of bits".to_string())),
         }
     };
+    let (line, origin) = parse_line_and_origin(f)?;
     Ok(RoomConfigBody {
+        line,
+        origin,
         capacity: num("capacity")?,
         admit_per_minute: num("admit_per_minute")?,
         admit_burst: num("admit_burst")?,

@@ -10,8 +10,8 @@ use sluice_raft::{ClusterError, ClusterStatus, MembershipOp, NodeAddr, RaftNode}
 use sluice_statemachine::limits::{QUEUE_PAGE_MAX, ROOMS_PAGE_MAX};
 use sluice_statemachine::types::validate_name;
 use sluice_statemachine::{
-    ClientKey, Command, EntryPolicy, Health, JoinEvidence, Mode, Outcome, Rejection, VisitorId,
-    VisitorState, VisitorView,
+    ClientKey, Command, EntryPolicy, Health, HealthSource, JoinEvidence, Mode, OriginRule,
+    OriginSamples, Outcome, Rejection, VisitorId, VisitorState, VisitorView,
 };
 use std::net::IpAddr;
 use std::time::Duration;
@@ -173,6 +173,8 @@ impl Sluice {
             eta_secs: None,
             eta_max_secs: None,
             waiting: None,
+            provisional: None,
+            next_check_secs: None,
             admission_token: None,
             expires_at: None,
             reason: None,
@@ -182,14 +184,18 @@ impl Sluice {
         match &view.state {
             VisitorState::Waiting {
                 position,
+                provisional,
                 waiting,
+                next_check_secs,
                 eta_secs,
                 eta_max_secs,
                 ..
             } => {
                 r.state = "waiting".into();
                 r.position = *position;
-                r.waiting = Some(*waiting);
+                r.provisional = provisional.then_some(true);
+                r.next_check_secs = Some(*next_check_secs);
+                r.waiting = *waiting;
                 r.eta_secs = *eta_secs;
                 r.eta_max_secs = *eta_max_secs;
             }
@@ -408,6 +414,8 @@ impl Sluice {
                     eta_secs: None,
                     eta_max_secs: None,
                     waiting: None,
+                    provisional: None,
+                    next_check_secs: None,
                     admission_token: None,
                     expires_at: None,
                     reason: Some(r.code().into()),
@@ -571,6 +579,13 @@ impl Sluice {
         let config = body.to_config().map_err(|(f, m)| ApiError::invalid(f, m))?;
         config.validate()?;
         let mut policy = body.entry.to_policy();
+        policy.line = body.line.to_rule();
+        policy.origin = body
+            .origin
+            .as_ref()
+            .map(|o| o.to_rule())
+            .transpose()
+            .map_err(|(f, m)| ApiError::invalid(f, m))?;
         policy.validate()?;
         if let Some(e) = &policy.external_challenge {
             if !self.providers.knows(&e.provider) {
@@ -793,6 +808,53 @@ impl Sluice {
             slow_factor_permille: permille,
         })
         .await
+    }
+
+    /// Records answers of a room's origin, as proxies report them (or as the probe measured
+    /// them), classified against the room's origin rule: one command for the batch.
+    pub async fn report_origin(
+        &self,
+        room: &str,
+        source: HealthSource,
+        answers: &[(u16, u64)],
+    ) -> Result<RoomBody, ApiError> {
+        Self::check_room(room)?;
+        if answers.is_empty() || answers.len() > ORIGIN_REPORT_BODY_SAMPLES_MAX {
+            return Err(ApiError::invalid(
+                "samples",
+                format!("1 to {ORIGIN_REPORT_BODY_SAMPLES_MAX} samples per report"),
+            ));
+        }
+        let rule = self
+            .node
+            .read(|st| st.sm.entry_policy(room))?
+            .0
+            .ok_or(Rejection::RoomNotFound)?
+            .origin
+            .ok_or_else(|| {
+                ApiError::invalid(
+                    "origin",
+                    "this room watches no origin: set its origin rule first",
+                )
+            })?;
+        let mut samples = OriginSamples::default();
+        for &(status, latency_ms) in answers {
+            samples.add(&rule.sample(latency_ms, status == 0 || status >= 500));
+        }
+        self.room_cmd(Command::ReportOrigin {
+            room: room.into(),
+            source,
+            samples,
+        })
+        .await
+    }
+
+    /// The rooms whose origin rule has a probe, with the rule, as this node has applied them.
+    pub fn origin_probes(&self) -> Vec<(String, OriginRule)> {
+        self.node
+            .read(|st| st.sm.origin_probes())
+            .map(|(v, _)| v)
+            .unwrap_or_default()
     }
 
     /// Force-admit.

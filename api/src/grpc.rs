@@ -162,6 +162,8 @@ fn visitor(v: VisitorReply) -> pb::VisitorStatus {
         position: v.position,
         eta_secs: v.eta_secs,
         eta_max_secs: v.eta_max_secs,
+        provisional: v.provisional,
+        next_check_secs: v.next_check_secs,
         waiting: v.waiting,
         admission_token: v.admission_token,
         expires_at: v.expires_at,
@@ -214,6 +216,65 @@ fn config_to_pb(c: &RoomConfigBody) -> pb::RoomConfig {
                 }
             }),
         }),
+        line: Some(pb::Line {
+            show_waiting: Some(c.line.show_waiting),
+            show_positions: Some(c.line.show_positions),
+            status_reads_per_sec: c.line.status_reads_per_sec,
+        }),
+        origin: c.origin.as_ref().map(|o| pb::Origin {
+            probe: o.probe.as_ref().map(|p| pb::Probe {
+                url: p.url.clone(),
+                method: p.method.clone(),
+                interval_secs: p.interval_secs,
+                timeout_ms: p.timeout_ms,
+            }),
+            window_secs: o.window_secs,
+            min_samples: o.min_samples,
+            latency_percentile: o.latency_percentile,
+            slow_latency_ms: o.slow_latency_ms,
+            down_latency_ms: o.down_latency_ms,
+            slow_error_permille: o.slow_error_permille,
+            down_error_permille: o.down_error_permille,
+            worsen_after_secs: Some(o.worsen_after_secs),
+            recover_after_secs: Some(o.recover_after_secs),
+            auto_pause: o.auto_pause,
+        }),
+    }
+}
+
+fn line_from_pb(l: Option<pb::Line>) -> LineBody {
+    let l = l.unwrap_or_default();
+    LineBody {
+        show_waiting: l.show_waiting.unwrap_or(true),
+        show_positions: l.show_positions.unwrap_or(true),
+        status_reads_per_sec: l.status_reads_per_sec,
+    }
+}
+
+fn origin_from_pb(o: pb::Origin) -> OriginBody {
+    let d = OriginBody::default();
+    let or = |v: u64, default: u64| if v == 0 { default } else { v };
+    OriginBody {
+        probe: o.probe.map(|p| ProbeBody {
+            url: p.url,
+            method: if p.method.is_empty() {
+                "GET".into()
+            } else {
+                p.method
+            },
+            interval_secs: or(p.interval_secs, 5),
+            timeout_ms: or(p.timeout_ms, 2_000),
+        }),
+        window_secs: or(o.window_secs, d.window_secs),
+        min_samples: or(o.min_samples, d.min_samples),
+        latency_percentile: or(o.latency_percentile, d.latency_percentile),
+        slow_latency_ms: o.slow_latency_ms,
+        down_latency_ms: o.down_latency_ms,
+        slow_error_permille: o.slow_error_permille,
+        down_error_permille: o.down_error_permille,
+        worsen_after_secs: o.worsen_after_secs.unwrap_or(d.worsen_after_secs),
+        recover_after_secs: o.recover_after_secs.unwrap_or(d.recover_after_secs),
+        auto_pause: o.auto_pause,
     }
 }
 
@@ -287,6 +348,8 @@ fn config_from_pb(c: pb::RoomConfig) -> RoomConfigBody {
                 }),
             }
         },
+        line: line_from_pb(c.line),
+        origin: c.origin.map(origin_from_pb),
     }
 }
 
@@ -310,6 +373,8 @@ fn room(r: RoomBody) -> pb::Room {
         eta_rate_per_minute: r.eta_rate_per_minute,
         bucket_tokens: r.bucket_tokens,
         sessions_shared: r.sessions_shared,
+        health_reason: r.health_change.map(|c| c.reason),
+        paused_by_origin: r.paused_by_origin,
         applied_index: r.applied_index,
     }
 }

@@ -617,6 +617,25 @@ async fn room_action(
     respond(r)
 }
 
+/// Proxies report the origin's answers to admitted traffic; a room with an origin rule
+/// measures them with its probe's, over the rule's window, and its health follows.
+#[utoipa::path(post, path = "/v1/rooms/{room}/origin/reports",
+    params(("room" = String, Path)),
+    request_body = OriginReportBody,
+    responses((status = 200, body = RoomBody), (status = 400, description = "no origin rule, or a bad report"), (status = 404)),
+    security(("bearer" = [])))]
+async fn origin_reports(State(app): AppState, Path(room): Path<String>, body: Bytes) -> Response {
+    let r = async {
+        let b: OriginReportBody = parse_required(&body)?;
+        let answers: Vec<(u16, u64)> = b.samples.iter().map(|s| (s.status, s.latency_ms)).collect();
+        app.sluice
+            .report_origin(&room, sluice_statemachine::HealthSource::Reports, &answers)
+            .await
+    }
+    .await;
+    respond(r)
+}
+
 /// Waiters in admission order.
 #[utoipa::path(get, path = "/v1/rooms/{room}/queue",
     params(("room" = String, Path), ("consistent" = Option<bool>, Query), ("offset" = Option<u64>, Query), ("limit" = Option<usize>, Query)),
@@ -953,6 +972,18 @@ async fn operator_auth(State(app): AppState, req: Request, next: Next) -> Respon
     }
 }
 
+/// Proxies' reports: the operator token, or a backend's (`backend_tokens`).
+async fn backend_auth(State(app): AppState, req: Request, next: Next) -> Response {
+    let client = client_ip(&app, &req);
+    match app
+        .auth
+        .check(client, bearer(&req), crate::auth::Scope::Backend)
+    {
+        Ok(()) => next.run(req).await,
+        Err(e) => e.into_response(),
+    }
+}
+
 /// `/metrics`: the operator token, or the scraper's own (`metrics_token`).
 async fn metrics_auth(State(app): AppState, req: Request, next: Next) -> Response {
     let client = client_ip(&app, &req);
@@ -1058,6 +1089,9 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/cluster/log", get(log))
         .route("/v1/cluster/backup", get(backup))
         .route_layer(middleware::from_fn_with_state(app.clone(), operator_auth));
+    let reporters = Router::new()
+        .route("/v1/rooms/{room}/origin/reports", post(origin_reports))
+        .route_layer(middleware::from_fn_with_state(app.clone(), backend_auth));
     let scrape = Router::new()
         .route("/metrics", get(metrics))
         .route_layer(middleware::from_fn_with_state(app.clone(), metrics_auth));
@@ -1094,6 +1128,7 @@ pub fn router(app: Arc<App>) -> Router {
     Router::new()
         .merge(visitor)
         .merge(operator)
+        .merge(reporters)
         .merge(scrape)
         .merge(public)
         .merge(dashboard)
@@ -1259,9 +1294,9 @@ mod tests {
 #[derive(OpenApi)]
 #[openapi(
     info(title = "Sluice", description = "Virtual waiting room and admission coordinator", version = "1"),
-    paths(join, challenge, status, heartbeat, leave, events, gate, put_room, get_room, delete_room, list_rooms, room_action, queue,
+    paths(join, challenge, status, heartbeat, leave, events, gate, put_room, get_room, delete_room, list_rooms, room_action, origin_reports, queue,
           put_pool, get_pool, pool_action, cluster, add_learner, membership, digest, log, backup),
-    components(schemas(VisitorReply, TicketBody, JoinBody, RoomConfigBody, BrandingBody, EntryBody, PowBody, ExternalChallengeBody, RoomBody, RoomList, TotalsBody, ModeBody, HealthBody,
+    components(schemas(VisitorReply, TicketBody, JoinBody, RoomConfigBody, BrandingBody, EntryBody, PowBody, ExternalChallengeBody, LineBody, OriginBody, ProbeBody, OriginReportBody, OriginSampleBody, HealthChangeBody, OriginWindowBody, RoomBody, RoomList, TotalsBody, ModeBody, HealthBody,
         AdmitBody, RevokeBody, BanBody, CountReply, QueueReply, QueueEntryBody, PoolBody, PoolReply, PoolRoom, AssignReply, PoolRoomBody,
         LearnerBody, MembershipBody)),
     modifiers(&BearerAuth)

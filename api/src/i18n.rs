@@ -67,6 +67,10 @@ pub struct Texts {
     pub unknown: &'static str,
     /// Explanation of lottery mode.
     pub lottery: &'static str,
+    /// Label of the number of people waiting.
+    pub people_waiting: &'static str,
+    /// Before a shuffled opening: places are drawn at the opening.
+    pub drawn_at_open: &'static str,
     /// Countdown label before opening.
     pub opens_in: &'static str,
     /// The room is closed.
@@ -126,6 +130,8 @@ static EN: Texts = Texts {
     your_place: "Your place in line",
     estimated_wait: "Estimated wait",
     unknown: "unknown",
+    people_waiting: "People in line",
+    drawn_at_open: "Places are drawn by lot when the room opens: any place shown before then is provisional.",
     lottery: "Visitors are chosen by lottery: everyone waiting has the same chance.",
     opens_in: "Opens in",
     closed: "This room is closed.",
@@ -155,6 +161,8 @@ static DE: Texts = Texts {
     your_place: "Ihr Platz in der Warteschlange",
     estimated_wait: "Geschätzte Wartezeit",
     unknown: "unbekannt",
+    people_waiting: "Personen in der Warteschlange",
+    drawn_at_open: "Die Plätze werden bei der Öffnung ausgelost: Jede vorher gezeigte Platzierung ist vorläufig.",
     lottery: "Die Auswahl erfolgt per Losverfahren: Alle Wartenden haben die gleiche Chance.",
     opens_in: "Öffnet in",
     closed: "Dieser Raum ist geschlossen.",
@@ -184,6 +192,8 @@ static FR: Texts = Texts {
     your_place: "Votre place dans la file",
     estimated_wait: "Attente estimée",
     unknown: "inconnue",
+    people_waiting: "Personnes dans la file",
+    drawn_at_open: "Les places sont tirées au sort à l’ouverture : toute place affichée avant est provisoire.",
     lottery: "Les visiteurs sont tirés au sort : chaque personne en attente a la même chance.",
     opens_in: "Ouverture dans",
     closed: "Cette salle est fermée.",
@@ -213,6 +223,8 @@ static ES: Texts = Texts {
     your_place: "Su lugar en la fila",
     estimated_wait: "Espera estimada",
     unknown: "desconocida",
+    people_waiting: "Personas en la fila",
+    drawn_at_open: "Los puestos se sortean al abrir la sala: cualquier puesto mostrado antes es provisional.",
     lottery:
         "Los visitantes se eligen por sorteo: todos los que esperan tienen la misma oportunidad.",
     opens_in: "Abre en",

@@ -10,6 +10,7 @@
 //! - [`error`]: the one mapping of errors to HTTP statuses and gRPC codes.
 //! - [`server`]: start a node with both servers; graceful shutdown.
 //! - [`pages`] (landing, waiting page, [`i18n`]) and [`admin`] (the operator dashboard).
+//! - [`origin`]: the leader's origin probes (the health follows them in the state machine).
 //! - [`config`], [`model`], [`metrics`], [`renew`], [`ctl`].
 
 pub mod admin;
@@ -26,6 +27,7 @@ pub mod i18n;
 pub mod identity;
 pub mod metrics;
 pub mod model;
+pub mod origin;
 pub mod pages;
 pub mod pow;
 pub mod renew;

@@ -83,7 +83,7 @@ impl Metrics {
             .map(|(r, _)| r)
             .unwrap_or_default();
         type RoomGetter = fn(&sluice_statemachine::RoomView) -> u64;
-        let gauges: [(&str, &str, RoomGetter); 5] = [
+        let gauges: [(&str, &str, RoomGetter); 7] = [
             ("sluice_room_waiting", "Visitors waiting in line.", |r| {
                 r.waiting
             }),
@@ -101,6 +101,20 @@ impl Metrics {
             ("sluice_room_paused", "1 when the room is paused.", |r| {
                 r.config.paused as u64
             }),
+            (
+                "sluice_room_origin_health",
+                "Origin health: 0 ok, 1 slow, 2 down.",
+                |r| match r.config.health {
+                    sluice_statemachine::Health::Ok => 0,
+                    sluice_statemachine::Health::Slow => 1,
+                    sluice_statemachine::Health::Down => 2,
+                },
+            ),
+            (
+                "sluice_room_origin_health_changed_ms",
+                "When the origin health last changed (log time, unix ms; 0: never).",
+                |r| r.health_change.as_ref().map_or(0, |c| c.at_ms),
+            ),
         ];
         for (name, help, get) in gauges {
             header(w, name, help, "gauge");

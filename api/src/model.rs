@@ -2,7 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 use sluice_statemachine::{
-    Branding, EntryPolicy, Health, Mode, PoolView, RoomConfig, RoomView, Totals,
+    Branding, EntryPolicy, Health, HealthChange, HealthSource, LineRule, Mode, OriginRule,
+    PoolView, ProbeMethod, ProbeRule, RoomConfig, RoomView, Totals,
 };
 use utoipa::ToSchema;
 
@@ -18,7 +19,8 @@ pub struct VisitorReply {
     /// The visitor's ticket; send it back as cookie `sluice_ticket`, field `ticket` or header
     /// `Authorization: Ticket …`.
     pub ticket: String,
-    /// 1-based place in line (FIFO rooms; not before a shuffled opening, which discards it).
+    /// 1-based place in line (FIFO rooms; not before a shuffled opening, which discards it, nor
+    /// where the room hides positions: `line.show_positions`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub position: Option<u64>,
     /// Estimated seconds until admission, from the admission rate and, in a full room, how
@@ -30,9 +32,17 @@ pub struct VisitorReply {
     /// The longer end of the estimate (in a lottery: until nine chances in ten).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub eta_max_secs: Option<u64>,
-    /// Waiters in the room.
+    /// Waiters in the room (absent where the room hides it: `line.show_waiting`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub waiting: Option<u64>,
+    /// `true` before a shuffled opening: places are drawn when the room opens, so none is shown
+    /// yet.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provisional: Option<bool>,
+    /// When waiting: seconds to wait before polling again (the room keeps its waiters' polling
+    /// within a budget of status reads; live updates over SSE need no polling).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_check_secs: Option<u64>,
     /// EdDSA JWT for the protected application, when admitted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub admission_token: Option<String>,
@@ -132,6 +142,285 @@ pub struct RoomConfigBody {
     pub branding: BrandingBody,
     /// Who may hold how many places, and how soon an admission must be used.
     pub entry: EntryBody,
+    /// What the line shows to those in it.
+    pub line: LineBody,
+    /// Watch the origin and set the health from what is measured (absent: health is set by
+    /// hand only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub origin: Option<OriginBody>,
+}
+
+/// What the line shows to those in it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct LineBody {
+    /// Tell waiters how many are waiting (`waiting` in their status, and on the page).
+    pub show_waiting: bool,
+    /// Tell waiters their place in line; otherwise only the waiting time.
+    pub show_positions: bool,
+    /// Most status reads per second polling waiters should make, all together (1 to
+    /// 1,000,000; absent: no budget): each status answer's `next_check_secs` spreads the
+    /// polling so (at least 5 s, at most half the waiter TTL). Live updates (SSE) are not
+    /// affected.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status_reads_per_sec: Option<u64>,
+}
+
+impl Default for LineBody {
+    fn default() -> Self {
+        LineBody::from(&LineRule::default())
+    }
+}
+
+impl From<&LineRule> for LineBody {
+    fn from(r: &LineRule) -> Self {
+        LineBody {
+            show_waiting: r.show_waiting,
+            show_positions: r.show_positions,
+            status_reads_per_sec: r.status_reads_per_sec,
+        }
+    }
+}
+
+impl LineBody {
+    /// The state machine's rule.
+    pub fn to_rule(&self) -> LineRule {
+        LineRule {
+            show_waiting: self.show_waiting,
+            show_positions: self.show_positions,
+            status_reads_per_sec: self.status_reads_per_sec,
+        }
+    }
+}
+
+/// How a room's origin is watched. The health follows the verdict over the window: `down` when
+/// the error share reaches `down_error_permille` or the `latency_percentile` latency is above
+/// `down_latency_ms`, `slow` likewise, else `ok`; a worse verdict must hold
+/// `worsen_after_secs`, a better one `recover_after_secs`, before the health changes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct OriginBody {
+    /// The leader's probe of the origin (absent: only proxies' reports, `POST
+    /// /v1/rooms/{room}/origin/reports`, are measured).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probe: Option<ProbeBody>,
+    /// Samples older than this no longer count (5 to 3,600; 60).
+    pub window_secs: u64,
+    /// Fewer samples in the window give no verdict, and the health stays (1 to 1,000,000; 5).
+    pub min_samples: u64,
+    /// The latency percentile compared with the latency thresholds (50 to 99; 90).
+    pub latency_percentile: u64,
+    /// `slow` when the percentile's latency is above this many ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slow_latency_ms: Option<u64>,
+    /// `down` when the percentile's latency is above this many ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub down_latency_ms: Option<u64>,
+    /// `slow` when at least this many thousandths of requests failed (1 to 1,000).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slow_error_permille: Option<u64>,
+    /// `down` when at least this many thousandths of requests failed (1 to 1,000).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub down_error_permille: Option<u64>,
+    /// A worse verdict must hold this long before the health worsens (0 to 3,600; 0).
+    pub worsen_after_secs: u64,
+    /// A better verdict must hold this long before the health improves (0 to 3,600; 30).
+    pub recover_after_secs: u64,
+    /// Pause the room while the origin is down, and resume it when it recovers (unless an
+    /// operator paused or resumed it meanwhile).
+    pub auto_pause: bool,
+}
+
+/// The leader's probe of a room's origin.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProbeBody {
+    /// An `http://` or `https://` URL (at most 512 bytes).
+    pub url: String,
+    /// `GET` (the default) or `HEAD`.
+    #[serde(default = "default_probe_method")]
+    pub method: String,
+    /// Seconds between probes (1 to 3,600; 5).
+    #[serde(default = "default_probe_interval")]
+    pub interval_secs: u64,
+    /// A probe not answered within this many ms is an error (10 to 60,000; 2,000).
+    #[serde(default = "default_probe_timeout")]
+    pub timeout_ms: u64,
+}
+
+fn default_probe_method() -> String {
+    "GET".into()
+}
+fn default_probe_interval() -> u64 {
+    5
+}
+fn default_probe_timeout() -> u64 {
+    2_000
+}
+
+impl Default for OriginBody {
+    fn default() -> Self {
+        OriginBody::from(&OriginRule::default())
+    }
+}
+
+impl From<&OriginRule> for OriginBody {
+    fn from(r: &OriginRule) -> Self {
+        OriginBody {
+            probe: r.probe.as_ref().map(|p| ProbeBody {
+                url: p.url.clone(),
+                method: match p.method {
+                    ProbeMethod::Get => "GET",
+                    ProbeMethod::Head => "HEAD",
+                }
+                .into(),
+                interval_secs: p.interval_secs,
+                timeout_ms: p.timeout_ms,
+            }),
+            window_secs: r.window_secs,
+            min_samples: r.min_samples,
+            latency_percentile: r.latency_percentile,
+            slow_latency_ms: r.slow_latency_ms,
+            down_latency_ms: r.down_latency_ms,
+            slow_error_permille: r.slow_error_permille,
+            down_error_permille: r.down_error_permille,
+            worsen_after_secs: r.worsen_after_secs,
+            recover_after_secs: r.recover_after_secs,
+            auto_pause: r.auto_pause,
+        }
+    }
+}
+
+impl OriginBody {
+    /// The state machine's rule (checked there), or the field that cannot be one.
+    pub fn to_rule(&self) -> Result<OriginRule, (&'static str, String)> {
+        let probe = match &self.probe {
+            None => None,
+            Some(p) => Some(ProbeRule {
+                url: p.url.clone(),
+                method: match p.method.to_ascii_uppercase().as_str() {
+                    "GET" => ProbeMethod::Get,
+                    "HEAD" => ProbeMethod::Head,
+                    _ => return Err(("origin.probe.method", "must be GET or HEAD".into())),
+                },
+                interval_secs: p.interval_secs,
+                timeout_ms: p.timeout_ms,
+            }),
+        };
+        Ok(OriginRule {
+            probe,
+            window_secs: self.window_secs,
+            min_samples: self.min_samples,
+            latency_percentile: self.latency_percentile,
+            slow_latency_ms: self.slow_latency_ms,
+            down_latency_ms: self.down_latency_ms,
+            slow_error_permille: self.slow_error_permille,
+            down_error_permille: self.down_error_permille,
+            worsen_after_secs: self.worsen_after_secs,
+            recover_after_secs: self.recover_after_secs,
+            auto_pause: self.auto_pause,
+        })
+    }
+}
+
+/// Proxies' reports of the origin's answers to admitted traffic.
+#[derive(Clone, Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OriginReportBody {
+    /// The answers (1 to 1,000 per report).
+    pub samples: Vec<OriginSampleBody>,
+}
+
+/// One answer of the origin.
+#[derive(Clone, Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OriginSampleBody {
+    /// Its HTTP status; 0 when there was none (connection refused, timed out). 5xx and 0 are
+    /// errors.
+    pub status: u16,
+    /// How long it took, ms.
+    pub latency_ms: u64,
+}
+
+/// Most samples in one origin report.
+pub const ORIGIN_REPORT_BODY_SAMPLES_MAX: usize = 1_000;
+
+/// A room's last change of health, and why.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct HealthChangeBody {
+    /// The health it changed to.
+    pub health: String,
+    /// `operator`, `probe` or `reports`.
+    pub source: String,
+    /// When, unix ms (log time).
+    pub at_ms: u64,
+    /// Requests measured in the window that gave the verdict.
+    pub samples: u64,
+    /// Of them, errors.
+    pub errors: u64,
+    /// Of them, slower than `slow_latency_ms` / `down_latency_ms`.
+    pub over_slow: u64,
+    /// Of them, slower than `down_latency_ms`.
+    pub over_down: u64,
+    /// Their mean latency, ms.
+    pub mean_latency_ms: u64,
+    /// The window, seconds.
+    pub window_secs: u64,
+    /// `true` if the change paused the room, `false` if it resumed it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paused: Option<bool>,
+    /// The same in a sentence.
+    pub reason: String,
+}
+
+impl From<&HealthChange> for HealthChangeBody {
+    fn from(c: &HealthChange) -> Self {
+        let w = &c.window;
+        let pct = |n: u64| {
+            if w.count == 0 {
+                0.0
+            } else {
+                n as f64 * 100.0 / w.count as f64
+            }
+        };
+        let mean = w.latency_ms_sum.checked_div(w.count).unwrap_or(0);
+        let mut reason = match c.source {
+            HealthSource::Operator => format!("set to {} by an operator", c.health.as_str()),
+            s => format!(
+                "{} by the {}: {} requests in {} s, {:.1} % errors, {:.1} % over the slow \
+                 latency, {:.1} % over the down latency, mean {mean} ms",
+                c.health.as_str(),
+                if s == HealthSource::Probe {
+                    "probe"
+                } else {
+                    "proxies' reports"
+                },
+                w.count,
+                c.window_secs,
+                pct(w.errors),
+                pct(w.over_slow),
+                pct(w.over_down),
+            ),
+        };
+        match c.paused {
+            Some(true) => reason.push_str("; the room paused"),
+            Some(false) => reason.push_str("; the room resumed"),
+            None => {}
+        }
+        HealthChangeBody {
+            health: c.health.as_str().into(),
+            source: c.source.as_str().into(),
+            at_ms: c.at_ms,
+            samples: w.count,
+            errors: w.errors,
+            over_slow: w.over_slow,
+            over_down: w.over_down,
+            mean_latency_ms: mean,
+            window_secs: c.window_secs,
+            paused: c.paused,
+            reason,
+        }
+    }
 }
 
 /// A room's entry policy. Every rule is off until set.
@@ -293,6 +582,10 @@ impl EntryBody {
                     fail_open: e.fail_open,
                 }
             }),
+            // What the line shows and the origin rule come from their own parts of the
+            // configuration (`put_room`).
+            line: LineRule::default(),
+            origin: None,
         }
     }
 }
@@ -327,6 +620,8 @@ impl From<&RoomConfig> for RoomConfigBody {
                 logo_url: c.branding.logo_url.clone(),
             },
             entry: EntryBody::default(),
+            line: LineBody::default(),
+            origin: None,
         }
     }
 }
@@ -462,6 +757,15 @@ pub struct RoomBody {
     /// Sessions ended as shared: used from more client networks than the entry policy allows
     /// (also counted in `totals.revoked`).
     pub sessions_shared: u64,
+    /// The last change of origin health, and why (absent: never changed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_change: Option<HealthChangeBody>,
+    /// Paused because the origin is down (the origin rule's `auto_pause`).
+    #[serde(default)]
+    pub paused_by_origin: bool,
+    /// What the origin rule's window holds now (absent: the room watches no origin).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin_window: Option<OriginWindowBody>,
     /// Log index this was read at.
     pub applied_index: u64,
 }
@@ -471,6 +775,8 @@ impl RoomBody {
     pub fn new(v: &RoomView, policy: &EntryPolicy, applied_index: u64) -> Self {
         let mut config = RoomConfigBody::from(&v.config);
         config.entry = EntryBody::from(policy);
+        config.line = LineBody::from(&policy.line);
+        config.origin = policy.origin.as_ref().map(OriginBody::from);
         RoomBody {
             name: v.name.clone(),
             config,
@@ -483,9 +789,33 @@ impl RoomBody {
             eta_rate_per_minute: v.eta_rate_per_minute,
             bucket_tokens: v.bucket_tokens,
             sessions_shared: v.sessions_shared,
+            health_change: v.health_change.as_ref().map(HealthChangeBody::from),
+            paused_by_origin: v.paused_by_origin,
+            origin_window: v.origin_window.map(|w| OriginWindowBody {
+                samples: w.count,
+                errors: w.errors,
+                over_slow: w.over_slow,
+                over_down: w.over_down,
+                mean_latency_ms: w.latency_ms_sum.checked_div(w.count).unwrap_or(0),
+            }),
             applied_index,
         }
     }
+}
+
+/// The origin measurements in a room's window.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct OriginWindowBody {
+    /// Requests measured.
+    pub samples: u64,
+    /// Of them, errors.
+    pub errors: u64,
+    /// Of them, slower than `slow_latency_ms`.
+    pub over_slow: u64,
+    /// Of them, slower than `down_latency_ms`.
+    pub over_down: u64,
+    /// Their mean latency, ms.
+    pub mean_latency_ms: u64,
 }
 
 /// Rooms.

@@ -185,16 +185,31 @@ fn wait_html(
     };
     let place = if lottery {
         format!("<p>{}</p>", t.lottery)
+    } else if r.provisional == Some(true) {
+        format!("<p id=\"provisional\">{}</p>", t.drawn_at_open)
+    } else if r.position.is_none() {
+        // The room shows only the waiting time.
+        String::new()
     } else {
         format!(
             "<p>{}: <span class=\"big\" id=\"pos\" aria-live=\"polite\">{position}</span></p>",
             t.your_place
         )
     };
+    let waiting = r
+        .waiting
+        .map(|n| {
+            format!(
+                "<p>{}: <strong id=\"waiting\" aria-live=\"polite\">{n}</strong></p>",
+                t.people_waiting
+            )
+        })
+        .unwrap_or_default();
+    let check = r.next_check_secs.unwrap_or(5);
     // The script is a file of its own (no inline script: the page's Content-Security-Policy
     // forbids them); it reads its data from these attributes.
     let script = format!(
-        "<div id=\"sluice-wait\" hidden data-room=\"{}\" data-next=\"{}\" data-unknown=\"{}\"></div>\
+        "<div id=\"sluice-wait\" hidden data-room=\"{}\" data-next=\"{}\" data-unknown=\"{}\" data-check=\"{check}\"></div>\
 <script src=\"/assets/wait.js\" defer></script>",
         esc(&r.room),
         esc(next),
@@ -204,11 +219,11 @@ fn wait_html(
         lang,
         &title,
         &format!(
-            "{}<noscript><meta http-equiv=\"refresh\" content=\"5\"></noscript>",
+            "{}<noscript><meta http-equiv=\"refresh\" content=\"{check}\"></noscript>",
             branding_css(room)
         ),
         &format!(
-            "{top}<h1>{}</h1><p>{}</p>{countdown}{place}\
+            "{top}<h1>{}</h1><p>{}</p>{countdown}{place}{waiting}\
 <p>{}: <strong id=\"eta\" aria-live=\"polite\">{eta}</strong></p>\
 <label for=\"prog\">{}</label><progress id=\"prog\" aria-label=\"{}\"></progress>{script}",
             t.in_line, t.keep_open, t.estimated_wait, t.progress, t.progress

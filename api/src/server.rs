@@ -172,6 +172,7 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
             cancel.clone(),
         ),
     });
+    crate::origin::start(sluice.clone(), cancel.clone());
     let metrics = Arc::new(Metrics::default());
     let auth = Arc::new(
         crate::auth::OperatorAuth::new(admin_token, cfg.metrics_token.clone())

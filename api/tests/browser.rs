@@ -535,3 +535,94 @@ async fn visitors_queue_and_are_admitted_through_nginx_and_the_dashboard_pauses_
         br.close().await;
     }
 }
+
+/// What the line shows, as a visitor's browser renders it: the waiting time as a range, the
+/// number waiting only where the room shows it, and before a shuffled opening a marker that
+/// places are drawn then (no place is shown).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_shows_the_range_the_count_only_where_shown_and_the_provisional_marker() {
+    let c = Cluster::start(1).await;
+    // One admission a minute: the third in line waits minutes, told as a range.
+    let slow = |show_waiting: bool| {
+        json!({"capacity": 100, "admit_per_minute": 1, "admit_burst": 1, "session_ttl_secs": 600,
+               "waiter_ttl_secs": 600, "line": {"show_waiting": show_waiting}})
+    };
+    c.create_room("shown", slow(true)).await;
+    c.create_room("hidden", slow(false)).await;
+    let opens = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 3_600;
+    c.create_room(
+        "draw",
+        json!({"capacity": 100, "opens_at": opens, "shuffle_at_open": true, "waiter_ttl_secs": 600}),
+    )
+    .await;
+    for room in ["shown", "hidden", "draw"] {
+        for _ in 0..3 {
+            c.join(1, room, None).await;
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let driver_port = free_port();
+    let _driver = Proc(
+        Command::new("chromedriver")
+            .arg(format!("--port={driver_port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let driver = format!("http://127.0.0.1:{driver_port}");
+    let http = reqwest::Client::new();
+    wait_for("chromedriver", Duration::from_secs(20), || {
+        let (http, d) = (http.clone(), format!("{driver}/status"));
+        async move { http.get(&d).send().await.is_ok() }
+    })
+    .await;
+    let b = Browser::open(&driver, true, &dir.path().join("b")).await;
+    let base = format!("http://{}", c.node(1).http);
+
+    b.go(&format!("{base}/wait/shown")).await;
+    b.wait_until(
+        "a place in the shown room",
+        Duration::from_secs(15),
+        |_, s| s.contains("id=\"pos\""),
+    )
+    .await;
+    let eta = b.text("#eta").await;
+    assert!(eta.contains('–') && eta.contains("min"), "a range: {eta:?}");
+    assert_eq!(b.text("#waiting").await, "3", "the count is shown");
+    b.screenshot("11-line-with-range-and-count").await;
+
+    b.go(&format!("{base}/wait/hidden")).await;
+    b.wait_until(
+        "a place in the hidden room",
+        Duration::from_secs(15),
+        |_, s| s.contains("id=\"pos\""),
+    )
+    .await;
+    assert!(b.find("#waiting").await.is_none(), "the count is hidden");
+    assert!(!b.source().await.contains("People in line"));
+    let (_, status) = c
+        .admin(1, reqwest::Method::GET, "/v1/rooms/hidden", None)
+        .await;
+    assert_eq!(status["waiting"], 3, "the operator still sees it: {status}");
+    b.screenshot("12-line-without-count").await;
+
+    b.go(&format!("{base}/wait/draw")).await;
+    b.wait_until(
+        "a place before the draw",
+        Duration::from_secs(15),
+        |_, s| s.contains("id=\"provisional\""),
+    )
+    .await;
+    assert!(b.text("#provisional").await.contains("drawn by lot"));
+    assert!(
+        b.find("#pos").await.is_none(),
+        "no place is shown before the draw"
+    );
+    b.screenshot("13-line-before-a-shuffled-opening").await;
+    b.close().await;
+}

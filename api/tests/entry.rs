@@ -21,6 +21,18 @@ async fn join_json(c: &Cluster, room: &str, body: Value) -> (StatusCode, Value) 
     (r.status(), r.json::<Value>().await.unwrap())
 }
 
+/// A join to `room` on node 1 from the client address `from` (through the trusted proxy).
+async fn join_from(c: &Cluster, room: &str, from: &str) -> (StatusCode, Value) {
+    let r = c
+        .http
+        .post(c.node(1).url(&format!("/v1/rooms/{room}/join")))
+        .header("x-forwarded-for", from)
+        .send()
+        .await
+        .unwrap();
+    (r.status(), r.json::<Value>().await.unwrap())
+}
+
 /// A gRPC Visitor client of node 1.
 async fn visitor_client(
     c: &Cluster,
@@ -50,18 +62,7 @@ async fn one_network_holds_at_most_its_share_of_places() {
         room["config"]["entry"]["places_per_client_max"], 3,
         "{room}"
     );
-    let join = |from: &'static str| {
-        let (http, url) = (c.http.clone(), c.node(1).url("/v1/rooms/p/join"));
-        async move {
-            let r = http
-                .post(&url)
-                .header("x-forwarded-for", from)
-                .send()
-                .await
-                .unwrap();
-            (r.status(), r.json::<Value>().await.unwrap())
-        }
-    };
+    let join = |from: &'static str| join_from(&c, "p", from);
     let mut tickets = Vec::new();
     for _ in 0..3 {
         let (s, v) = join("203.0.113.7").await;
@@ -107,16 +108,11 @@ async fn one_network_holds_at_most_its_share_of_sessions() {
         "waiter_ttl_secs": 600, "entry": {"sessions_per_client_max": 1}});
     c.create_room("ps", config.clone()).await;
     let join = |from: &'static str| {
-        let (http, url) = (c.http.clone(), c.node(1).url("/v1/rooms/ps/join"));
+        let c = &c;
         async move {
-            let r = http
-                .post(&url)
-                .header("x-forwarded-for", from)
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(r.status(), StatusCode::OK);
-            r.json::<Value>().await.unwrap()
+            let (s, v) = join_from(c, "ps", from).await;
+            assert_eq!(s, StatusCode::OK, "{v}");
+            v
         }
     };
     let office = [join("203.0.113.7").await, join("203.0.113.7").await];

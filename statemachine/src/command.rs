@@ -6,6 +6,7 @@
 //! removed or changed (a changed command is a new variant).
 
 use crate::limits::*;
+use crate::origin::{HealthSource, OriginSamples};
 use crate::policy::{ClientKey, EncodedEvidence, EncodedPolicy};
 use crate::types::{Health, Mode, RoomConfig, VisitorId};
 use serde::{Deserialize, Serialize};
@@ -203,6 +204,16 @@ pub enum Command {
         /// At most [`TOUCH_BATCH_MAX`] (visitor, network) pairs.
         visits: Vec<(VisitorId, ClientKey)>,
     },
+    /// Measurements of a room's origin, from the leader's probe or from proxies; the room's
+    /// origin rule turns them into its health ([`crate::origin`]).
+    ReportOrigin {
+        /// Room name.
+        room: String,
+        /// Who measured.
+        source: HealthSource,
+        /// The counts.
+        samples: OriginSamples,
+    },
 }
 
 impl Command {
@@ -229,7 +240,8 @@ impl Command {
             | Unban { room, .. }
             | SetEntryPolicy { room, .. }
             | JoinWith { room, .. }
-            | TouchFrom { room, .. } => Some(room),
+            | TouchFrom { room, .. }
+            | ReportOrigin { room, .. } => Some(room),
             PutPool { pool, .. }
             | DeletePool { pool }
             | PoolAssign { pool }

@@ -14,6 +14,8 @@
 //! - [`draw`]: seeded lottery draws and shuffles (`sluice-draw-v1`).
 //! - [`policy`]: a room's entry policy (places per client network, first-use TTL) and what a
 //!   join brings, each encoded on its own so that it can grow.
+//! - [`origin`]: what the line shows, and the origin's health from measurements, with
+//!   hysteresis.
 //! - `pool`: capacity-bounded room sets, handed out first-fit.
 //! - [`snapshot`]: canonical encoding, restore, and the state digest.
 //! - [`outcome`]: what each command returns; rejections are outcomes, not errors.
@@ -26,6 +28,7 @@ pub mod draw;
 mod idmap;
 pub mod limits;
 pub mod machine;
+pub mod origin;
 pub mod outcome;
 pub mod policy;
 mod pool;
@@ -37,6 +40,9 @@ pub mod types;
 
 pub use command::{Command, DecodeError, Proposal};
 pub use machine::{LogPosition, QueueEntry, StateMachine};
+pub use origin::{
+    HealthChange, HealthSource, LineRule, OriginRule, OriginSamples, ProbeMethod, ProbeRule,
+};
 pub use outcome::{
     EndReason, Outcome, PoolView, Rejection, RoomView, Totals, VisitorState, VisitorView,
 };

@@ -3,6 +3,7 @@
 use crate::command::{Command, Proposal};
 use crate::draw::{DrawPosition, LazyDraw};
 use crate::limits::*;
+use crate::origin::{HealthChange, HealthSource, OriginRule, OriginSamples};
 use crate::outcome::{EndReason, Outcome, PoolView, Rejection, RoomView, VisitorView};
 use crate::policy::JoinEvidence;
 use crate::pool::{self, Pool};
@@ -230,6 +231,7 @@ impl StateMachine {
                 let paused = matches!(cmd, Pause { .. });
                 room_op(self, room, &mut |r, d| {
                     r.config.paused = paused;
+                    r.origin.paused_by_origin = false;
                     r.pump(now, d);
                     Outcome::Room(r.room_view(now))
                 })
@@ -254,8 +256,33 @@ impl StateMachine {
                 }
                 room_op(self, room, &mut |r, d| {
                     r.set_health(*health, *slow_factor_permille);
+                    r.origin.last_change = Some(HealthChange {
+                        health: *health,
+                        source: HealthSource::Operator,
+                        at_ms: now,
+                        window: OriginSamples::default(),
+                        window_secs: 0,
+                        paused: None,
+                    });
                     r.pump(now, d);
                     Outcome::Room(r.room_view(now))
+                })
+            }
+            ReportOrigin {
+                room,
+                source,
+                samples,
+            } => {
+                samples.validate()?;
+                let r = self.room_mut(room)?;
+                if r.policy.origin.is_none() {
+                    return Err(Rejection::invalid(
+                        "origin",
+                        "this room watches no origin: set its origin rule first".into(),
+                    ));
+                }
+                room_op(self, room, &mut |r, d| {
+                    r.report_origin(*source, samples, now, d)
                 })
             }
             PutPool {
@@ -424,6 +451,20 @@ impl StateMachine {
         self.operator_sessions_ended
             .get(session)
             .is_some_and(|&until| until > self.clock_ms)
+    }
+
+    /// The rooms whose origin rule has a probe, by name, with the rule.
+    pub fn origin_probes(&self) -> Vec<(String, OriginRule)> {
+        self.rooms
+            .values()
+            .filter_map(|r| {
+                r.policy
+                    .origin
+                    .as_ref()
+                    .map(|o| (r.name.clone(), o.clone()))
+            })
+            .filter(|(_, o)| o.probe.is_some())
+            .collect()
     }
 
     /// A room's entry policy.

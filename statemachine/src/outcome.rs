@@ -1,6 +1,7 @@
 //! What applying a command returns. Rejections are replicated outcomes, not errors: every replica
 //! rejects the same command in the same way, and the state is untouched by a rejected command.
 
+use crate::origin::{HealthChange, OriginSamples};
 use crate::types::{RoomConfig, VisitorId};
 use serde::{Deserialize, Serialize};
 
@@ -160,10 +161,16 @@ impl EndReason {
 pub enum VisitorState {
     /// In line.
     Waiting {
-        /// 1-based place in admission order (FIFO-ordered modes only; `None` in lottery).
+        /// 1-based place in admission order (FIFO-ordered modes only; `None` in lottery, before
+        /// a shuffled opening, or where the room hides positions).
         position: Option<u64>,
-        /// Waiters in the room.
-        waiting: u64,
+        /// The room opens with a shuffle: places are drawn then, and none is kept from before.
+        provisional: bool,
+        /// Waiters in the room (`None` where the room hides it).
+        waiting: Option<u64>,
+        /// Seconds to wait before polling again, so that the room's polling stays within its
+        /// budget of status reads.
+        next_check_secs: u64,
         /// Estimated seconds until admission (in a lottery: until an even chance); `None` when
         /// there is no honest estimate (paused, origin down, a full room that has never seen a
         /// session end).
@@ -249,6 +256,12 @@ pub struct RoomView {
     pub next_seq: u64,
     /// Sessions ended as `shared` (used from more client networks than the policy allows).
     pub sessions_shared: u64,
+    /// The last change of origin health, and why (`None`: never changed).
+    pub health_change: Option<HealthChange>,
+    /// Paused because the origin is down (the origin rule's automatic pause).
+    pub paused_by_origin: bool,
+    /// The origin measurements in the rule's window (`None`: the room watches no origin).
+    pub origin_window: Option<OriginSamples>,
 }
 
 /// A pool as seen from outside.

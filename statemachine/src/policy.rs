@@ -1,4 +1,5 @@
-//! A room's entry policy: what one client may hold, and how soon an admission must be used.
+//! A room's entry policy: what one client may hold, and how soon an admission must be used;
+//! and, growing with it, what the line shows and how the origin is watched ([`crate::origin`]).
 //!
 //! The policy is replicated state of the room, set by its own command
 //! ([`Command::SetEntryPolicy`](crate::Command::SetEntryPolicy)) and carried in that command
@@ -18,6 +19,7 @@
 //! counts: every replica sees the same key and decides alike.
 
 use crate::command::DecodeError;
+use crate::origin::{LineRule, OriginRule};
 use crate::outcome::Rejection;
 use serde::{Deserialize, Serialize};
 
@@ -177,6 +179,11 @@ pub struct EntryPolicy {
     /// A join that mints a place must bring a token an external challenge provider accepts
     /// (`None`: none asked).
     pub external_challenge: Option<ExternalRule>,
+    /// What the line shows to those in it ([`crate::origin`]).
+    pub line: LineRule,
+    /// How the origin is watched and the health set from it (`None`: by hand only;
+    /// [`crate::origin`]).
+    pub origin: Option<OriginRule>,
 }
 
 impl Default for EntryPolicy {
@@ -192,6 +199,8 @@ impl Default for EntryPolicy {
             networks_per_session_max: None,
             networks_window_secs: None,
             external_challenge: None,
+            line: LineRule::default(),
+            origin: None,
         }
     }
 }
@@ -276,6 +285,10 @@ impl EntryPolicy {
                     "needs networks_per_session_max".into(),
                 ));
             }
+        }
+        self.line.validate()?;
+        if let Some(o) = &self.origin {
+            o.validate()?;
         }
         Ok(())
     }
@@ -385,6 +398,16 @@ mod tests {
                 provider: "turnstile".into(),
                 fail_open: true,
             }),
+            line: LineRule {
+                show_waiting: false,
+                show_positions: false,
+                status_reads_per_sec: Some(50),
+            },
+            origin: Some(OriginRule {
+                slow_latency_ms: Some(800),
+                auto_pause: true,
+                ..OriginRule::default()
+            }),
         };
         assert_eq!(p.encode().decode().unwrap(), p);
         let e = JoinEvidence {
@@ -492,10 +515,12 @@ mod tests {
             networks_per_session_max: None,
             networks_window_secs: None,
             external_challenge: None,
+            line: LineRule::default(),
+            origin: None,
         };
         assert_eq!(
             p.encode().0,
-            vec![1, 1, 60, 0, 0, 32, 64, 1, 0xac, 0x02, 2, 0, 0xac, 0x02, 0, 0, 0, 0]
+            vec![1, 1, 60, 0, 0, 32, 64, 1, 0xac, 0x02, 2, 0, 0xac, 0x02, 0, 0, 0, 0, 1, 1, 0, 0]
         );
         let e = JoinEvidence {
             client: Some(ClientKey([1; 16])),

@@ -13,6 +13,7 @@ use crate::chunked::MinHeap;
 use crate::draw::LazyDraw;
 use crate::idmap::IdMap;
 use crate::limits::*;
+use crate::origin::{HealthChange, HealthSource, OriginSamples, OriginWatch, ORIGIN_SLOTS};
 use crate::outcome::{EndReason, Outcome, Rejection, RoomView, Totals, VisitorState, VisitorView};
 use crate::policy::{
     ChallengeUse, ClientKey, EntryPolicy, IdentityKey, JoinEvidence, CHALLENGES_REMEMBERED_MAX,
@@ -104,6 +105,8 @@ pub(crate) struct Room {
     pub sessions_shared: u64,
     /// How long sessions last: see [`Turnover`].
     pub turnover: Turnover,
+    /// The origin's measurements and the last change of health ([`crate::origin`]).
+    pub origin: OriginWatch,
     /// Admitted sessions by the second they were admitted in (derived from `sessions`): which
     /// places free first, for the estimates.
     admitted_in: BTreeMap<u64, u64>,
@@ -183,6 +186,7 @@ pub(crate) struct RoomParts {
     pub networks_of: Vec<(VisitorId, Vec<(ClientKey, u64)>)>,
     pub sessions_shared: u64,
     pub turnover: Turnover,
+    pub origin: OriginWatch,
 }
 
 impl Room {
@@ -223,6 +227,7 @@ impl Room {
             networks_of: BTreeMap::new(),
             sessions_shared: 0,
             turnover: Turnover::default(),
+            origin: OriginWatch::default(),
         }
     }
 
@@ -339,6 +344,10 @@ impl Room {
         }
         room.sessions_shared = p.sessions_shared;
         room.turnover = p.turnover;
+        if p.origin.slots.len() as u64 > ORIGIN_SLOTS + 1 {
+            return Err("origin: too many slots".into());
+        }
+        room.origin = p.origin;
         Ok(room)
     }
 
@@ -556,6 +565,10 @@ impl Room {
     /// under a new first-use TTL at once; visitors who joined without a counted client stay
     /// uncounted.
     pub fn set_policy(&mut self, policy: EntryPolicy, now: u64, draw: &mut LazyDraw) -> Outcome {
+        if policy.origin != self.policy.origin {
+            // The samples were counted against the old thresholds.
+            self.origin.reset();
+        }
         self.policy = policy;
         if !self.policy.counts_clients() {
             self.client_of.clear();
@@ -1147,6 +1160,9 @@ impl Room {
 
     /// Replaces the config (already validated). The bucket keeps its tokens up to the new burst.
     pub fn reconfigure(&mut self, config: RoomConfig, now: u64, draw: &mut LazyDraw) {
+        if config.paused != self.config.paused {
+            self.origin.paused_by_origin = false;
+        }
         self.config = config;
         self.bucket_units = self.bucket_units.min(self.config.burst() * UNITS_PER_TOKEN);
         if self.config.opens_at_ms.is_some_and(|t| t > now) {
@@ -1155,6 +1171,43 @@ impl Room {
             self.open(now, draw);
         }
         self.pump(now, draw);
+    }
+
+    /// Records measurements of the origin, and changes the health (and, by the rule, pauses or
+    /// resumes the room) when the verdict has held long enough.
+    pub fn report_origin(
+        &mut self,
+        source: HealthSource,
+        samples: &OriginSamples,
+        now: u64,
+        draw: &mut LazyDraw,
+    ) -> Outcome {
+        let Some(rule) = self.policy.origin.clone() else {
+            return Outcome::Room(self.room_view(now));
+        };
+        if let Some(health) = self.origin.record(&rule, samples, self.config.health, now) {
+            self.set_health(health, None);
+            let mut paused = None;
+            if rule.auto_pause && health == Health::Down && !self.config.paused {
+                self.config.paused = true;
+                self.origin.paused_by_origin = true;
+                paused = Some(true);
+            } else if health != Health::Down && self.origin.paused_by_origin {
+                self.config.paused = false;
+                self.origin.paused_by_origin = false;
+                paused = Some(false);
+            }
+            self.origin.last_change = Some(HealthChange {
+                health,
+                source,
+                at_ms: now,
+                window: self.origin.window(&rule, now),
+                window_secs: rule.window_secs,
+                paused,
+            });
+            self.pump(now, draw);
+        }
+        Outcome::Room(self.room_view(now))
     }
 
     pub fn set_health(&mut self, health: Health, slow_factor_permille: Option<u64>) {
@@ -1196,12 +1249,18 @@ impl Room {
             };
             // Positions before a shuffled opening are not kept: they are not shown.
             let shuffled = !self.opened && self.config.shuffle_at_open;
+            let line = &self.policy.line;
             return Some(VisitorView {
                 visitor: id,
                 seq: slot.seq,
                 state: VisitorState::Waiting {
-                    position: (self.config.mode != Mode::Lottery && !shuffled).then_some(rank + 1),
-                    waiting,
+                    position: (self.config.mode != Mode::Lottery
+                        && !shuffled
+                        && line.show_positions)
+                        .then_some(rank + 1),
+                    provisional: shuffled,
+                    waiting: line.show_waiting.then_some(waiting),
+                    next_check_secs: line.next_check_secs(waiting, self.config.waiter_ttl_secs),
                     eta_secs: estimate.map(|e| e.secs),
                     eta_max_secs: estimate.map(|e| e.max_secs),
                     last_seen_ms: slot.last_seen_ms,
@@ -1233,6 +1292,13 @@ impl Room {
             bucket_tokens: self.bucket_units / UNITS_PER_TOKEN,
             next_seq: self.next_seq,
             sessions_shared: self.sessions_shared,
+            health_change: self.origin.last_change.clone(),
+            paused_by_origin: self.origin.paused_by_origin,
+            origin_window: self
+                .policy
+                .origin
+                .as_ref()
+                .map(|rule| self.origin.window(rule, now)),
         }
     }
 

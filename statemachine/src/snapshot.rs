@@ -17,6 +17,7 @@
 use crate::command::DecodeError;
 use crate::limits::*;
 use crate::machine::{LogPosition, StateMachine};
+use crate::origin::OriginWatch;
 use crate::outcome::{EndReason, Totals};
 use crate::policy::{ClientKey, EncodedPolicy, EntryPolicy, IdentityKey};
 use crate::pool::Pool;
@@ -242,6 +243,8 @@ struct ExtrasOut<'a> {
     networks: Vec<(&'a str, RoomNetworks)>,
     /// How long sessions last (ended, mean ms), for each room that has seen one end.
     turnover: Vec<(&'a str, (u64, u64))>,
+    /// The origin measurements and last change of health, for each room with any.
+    origins: Vec<(&'a str, &'a OriginWatch)>,
 }
 
 /// A room's networks per session, and its count of sessions ended as shared.
@@ -257,6 +260,7 @@ struct ExtrasIn {
     identities: Vec<(String, Vec<(VisitorId, IdentityKey)>)>,
     networks: Vec<(String, RoomNetworks)>,
     turnover: Vec<(String, (u64, u64))>,
+    origins: Vec<(String, OriginWatch)>,
 }
 
 /// A room as decoded, whichever the version; version 1 wrote it so, all postcard.
@@ -392,6 +396,12 @@ impl StateMachine {
                 .filter(|r| r.turnover.ended > 0)
                 .map(|r| (r.name.as_str(), (r.turnover.ended, r.turnover.mean_ms)))
                 .collect(),
+            origins: self
+                .rooms
+                .values()
+                .filter(|r| !r.origin.is_empty())
+                .map(|r| (r.name.as_str(), &r.origin))
+                .collect(),
         };
         postcard::to_extend(&extras, out).expect("encoding into a Vec cannot fail")
     }
@@ -479,6 +489,15 @@ impl StateMachine {
                 return Err(bad(format!("room {name}: turnover listed twice")));
             }
         }
+        if s.extras.origins.len() > ROOMS_MAX {
+            return Err(DecodeError::TooLarge("origins of too many rooms".into()));
+        }
+        let mut origins: std::collections::BTreeMap<String, OriginWatch> = Default::default();
+        for (name, o) in s.extras.origins {
+            if origins.insert(name.clone(), o).is_some() {
+                return Err(bad(format!("room {name}: origin listed twice")));
+            }
+        }
         let mut sm = StateMachine {
             clock_ms: s.clock_ms,
             last_applied: s
@@ -545,6 +564,7 @@ impl StateMachine {
                 networks_of: Vec::new(),
                 sessions_shared: 0,
                 turnover: turnover.remove(&f_name).unwrap_or_default(),
+                origin: origins.remove(&f_name).unwrap_or_default(),
             };
             let (networks_of, sessions_shared) = networks.remove(&f_name).unwrap_or_default();
             let parts = RoomParts {

@@ -531,10 +531,12 @@ fn health_scales_the_rate() {
         h.state("r", 3),
         VisitorState::Waiting {
             position: Some(1),
-            waiting: 1,
+            waiting: Some(1),
             eta_secs: None,
             eta_max_secs: None,
-            last_seen_ms: T0 + 2000
+            last_seen_ms: T0 + 2000,
+            provisional: false,
+            next_check_secs: 5
         }
     );
     h.run(Command::SetHealth {
@@ -585,7 +587,7 @@ fn mode_switch_with_waiters() {
         h.state("r", 3),
         VisitorState::Waiting {
             position: None,
-            waiting: 4,
+            waiting: Some(4),
             ..
         }
     ));
@@ -1667,10 +1669,10 @@ fn version_2_snapshots_still_restore() {
     let v3 = h.sm.snapshot();
     assert_eq!(v3[4], crate::snapshot::SNAPSHOT_VERSION);
     // With no bans, ended sessions, entry policies, client networks, used challenges,
-    // identities, networks per session or session turnover, the extras are eight empty lists:
-    // eight zero bytes.
-    assert_eq!(&v3[v3.len() - 8..], &[0; 8]);
-    let mut v2 = v3[..v3.len() - 8].to_vec();
+    // identities, networks per session, session turnover or origin measurements, the extras
+    // are nine empty lists: nine zero bytes.
+    assert_eq!(&v3[v3.len() - 9..], &[0; 9]);
+    let mut v2 = v3[..v3.len() - 9].to_vec();
     v2[4] = 2;
     let back = StateMachine::restore(&v2).unwrap();
     assert_eq!(back.snapshot(), v3);
@@ -2166,4 +2168,159 @@ fn an_external_challenge_gates_new_places() {
         },
     );
     assert_eq!(rejected(&bad).code(), "invalid_field");
+}
+
+fn report(h: &mut H, errors: bool) -> Outcome {
+    h.run(Command::ReportOrigin {
+        room: "r".into(),
+        source: crate::HealthSource::Probe,
+        samples: crate::OriginSamples {
+            count: 10,
+            errors: if errors { 10 } else { 0 },
+            over_slow: 0,
+            over_down: 0,
+            latency_ms_sum: 500,
+        },
+    })
+}
+
+#[test]
+fn the_origins_measurements_set_its_health_and_pause_the_room_while_it_is_down() {
+    let mut h = H::new();
+    h.create("r", cfg(10, 60));
+    assert!(
+        matches!(rejected(&report(&mut h, true)), Rejection::InvalidField { field, .. } if field == "origin"),
+        "a room without an origin rule takes no reports"
+    );
+    let rule = crate::OriginRule {
+        down_error_permille: Some(500),
+        min_samples: 10,
+        window_secs: 10,
+        worsen_after_secs: 0,
+        recover_after_secs: 5,
+        auto_pause: true,
+        ..crate::OriginRule::default()
+    };
+    policy(
+        &mut h,
+        EntryPolicy {
+            origin: Some(rule),
+            ..EntryPolicy::default()
+        },
+    );
+    h.at(1_000).join("r", 1);
+    assert!(h.is_admitted("r", 1));
+    h.join("r", 2);
+    report(&mut h, false);
+    assert_eq!(h.room("r").config.health, Health::Ok);
+    // The origin fails: down at once (no hold to worsen), the room paused, and nobody admitted
+    // although tokens refill.
+    h.at(2_000);
+    report(&mut h, true);
+    let room = h.room("r");
+    assert_eq!(room.config.health, Health::Down);
+    assert!(room.config.paused && room.paused_by_origin);
+    let change = room.health_change.expect("a recorded change");
+    assert_eq!(change.source, crate::HealthSource::Probe);
+    assert_eq!((change.window.count, change.window.errors), (20, 10));
+    assert_eq!(change.paused, Some(true));
+    h.at(30_000).tick();
+    assert!(!h.is_admitted("r", 2));
+    // A replica restored from a snapshot holds the same measurements and decides alike.
+    let mut replica = h.restored();
+    // Good answers: the errors leave the window after 10 s, then the good verdict must hold
+    // 5 s before the health recovers and the room resumes.
+    for h in [&mut h, &mut replica] {
+        h.at(31_000);
+        report(h, false);
+        assert_eq!(
+            h.room("r").config.health,
+            Health::Down,
+            "not held long enough"
+        );
+        h.at(36_000);
+        report(h, false);
+        let room = h.room("r");
+        assert_eq!(room.config.health, Health::Ok);
+        assert!(!room.config.paused && !room.paused_by_origin);
+        assert_eq!(room.health_change.expect("a change").paused, Some(false));
+        assert!(h.is_admitted("r", 2), "admissions resume");
+    }
+    assert_eq!(h.sm.digest(), replica.sm.digest());
+}
+
+#[test]
+fn an_operators_pause_is_not_undone_by_the_origin_recovering() {
+    let mut h = H::new();
+    h.create("r", cfg(10, 60));
+    policy(
+        &mut h,
+        EntryPolicy {
+            origin: Some(crate::OriginRule {
+                down_error_permille: Some(500),
+                min_samples: 10,
+                window_secs: 10,
+                recover_after_secs: 0,
+                auto_pause: true,
+                ..crate::OriginRule::default()
+            }),
+            ..EntryPolicy::default()
+        },
+    );
+    h.at(1_000);
+    report(&mut h, true);
+    assert!(h.room("r").paused_by_origin);
+    h.run(Command::Pause { room: "r".into() });
+    h.at(20_000);
+    report(&mut h, false);
+    let room = h.room("r");
+    assert_eq!(room.config.health, Health::Ok);
+    assert!(room.config.paused, "paused by hand, it stays paused");
+}
+
+#[test]
+fn the_line_shows_what_the_room_allows() {
+    let mut h = H::new();
+    h.create("r", cfg(100, 60));
+    h.join_many("r", 1, 4);
+    let line = crate::LineRule {
+        show_waiting: false,
+        show_positions: false,
+        status_reads_per_sec: Some(1),
+    };
+    policy(
+        &mut h,
+        EntryPolicy {
+            line,
+            ..EntryPolicy::default()
+        },
+    );
+    match h.state("r", 3) {
+        VisitorState::Waiting {
+            position,
+            waiting,
+            eta_secs,
+            next_check_secs,
+            ..
+        } => {
+            assert_eq!((position, waiting), (None, None));
+            assert!(eta_secs.is_some(), "the waiting time is still told");
+            assert_eq!(next_check_secs, crate::origin::NEXT_CHECK_SECS_MIN);
+        }
+        s => panic!("not waiting: {s:?}"),
+    }
+    let next_check = |h: &H| match h.state("r", 3) {
+        VisitorState::Waiting {
+            next_check_secs, ..
+        } => next_check_secs,
+        s => panic!("not waiting: {s:?}"),
+    };
+    h.join_many("r", 5, 200);
+    assert_eq!(next_check(&h), 199, "199 waiters at one read per second");
+    h.join_many("r", 201, 1_000);
+    assert_eq!(
+        next_check(&h),
+        300,
+        "never past half the waiter TTL: the place is kept"
+    );
 }

@@ -41,8 +41,8 @@ fn live(sm: &StateMachine, v: u8) -> bool {
     )
 }
 
-/// A replica with room `r` under `policy`, and the index of its last entry.
-fn replica(policy: &EntryPolicy) -> (StateMachine, u64) {
+/// A replica with room `r` under `policy`, driven one command per entry.
+fn replica(policy: &EntryPolicy) -> Replica {
     replica_of(
         RoomConfig {
             capacity: 2,
@@ -53,10 +53,13 @@ fn replica(policy: &EntryPolicy) -> (StateMachine, u64) {
     )
 }
 
-/// A replica with room `r` of `config` under `policy`, and the index of its last entry.
-fn replica_of(config: RoomConfig, policy: &EntryPolicy) -> (StateMachine, u64) {
-    let mut sm = StateMachine::new();
-    let mut index = 0;
+/// A replica with room `r` of `config` under `policy`.
+fn replica_of(config: RoomConfig, policy: &EntryPolicy) -> Replica {
+    let mut r = Replica {
+        sm: StateMachine::new(),
+        index: 0,
+        now: T0,
+    };
     for cmd in [
         Command::CreateRoom {
             room: "r".into(),
@@ -67,34 +70,73 @@ fn replica_of(config: RoomConfig, policy: &EntryPolicy) -> (StateMachine, u64) {
             policy: policy.encode(),
         },
     ] {
-        index += 1;
-        let out = sm.apply(
-            1,
-            index,
-            &Proposal {
-                time_ms: T0,
-                commands: vec![cmd],
-            },
-        );
-        assert!(matches!(out[..], [Outcome::Room(_)]), "{out:?}");
+        let out = r.apply(cmd);
+        assert!(matches!(out, Outcome::Room(_)), "{out:?}");
     }
-    (sm, index)
+    r
+}
+
+/// A state machine fed one command per entry, at a time the ops move on.
+struct Replica {
+    sm: StateMachine,
+    index: u64,
+    now: u64,
+}
+
+impl Replica {
+    fn apply(&mut self, cmd: Command) -> Outcome {
+        self.index += 1;
+        let proposal = Proposal {
+            time_ms: self.now,
+            commands: vec![cmd],
+        };
+        self.sm.apply(1, self.index, &proposal).pop().unwrap()
+    }
+
+    fn join(&mut self, v: u8, evidence: JoinEvidence) -> Outcome {
+        self.apply(Command::JoinWith {
+            room: "r".into(),
+            visitor: vid(v),
+            evidence: evidence.encode(),
+        })
+    }
+
+    /// Plays a leave or a time step (a join is the test's own to play).
+    fn leave_or_step(&mut self, op: &Op) {
+        match *op {
+            Op::Leave(v) => {
+                self.apply(Command::Leave {
+                    room: "r".into(),
+                    visitor: vid(v),
+                });
+            }
+            Op::Step(dt) => {
+                self.now += dt;
+                self.apply(Command::Tick);
+            }
+            Op::Join(..) => unreachable!("joins are played by the test"),
+        }
+    }
+
+    fn joined(&self) -> u64 {
+        self.sm.room("r").unwrap().totals.joined
+    }
+
+    /// A replica restored from this one's snapshot is the same state.
+    fn restores_alike(&self) -> bool {
+        StateMachine::restore(&self.sm.snapshot()).unwrap().digest() == self.sm.digest()
+    }
 }
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
     #[test]
     fn the_entry_rules_hold_in_every_reachable_state(ops in proptest::collection::vec(op(), 1..120)) {
-        let (mut sm, mut index) = replica(&EntryPolicy {
+        let mut r = replica(&EntryPolicy {
             places_per_client_max: Some(SHARE),
             proof_of_work: Some(PowRule { work: 10, cost: 1, double_every_waiting: None, work_max: 10 }),
             ..EntryPolicy::default()
         });
-        let mut now = T0;
-        let mut apply = |sm: &mut StateMachine, now: u64, cmd: Command| {
-            index += 1;
-            sm.apply(1, index, &Proposal { time_ms: now, commands: vec![cmd] }).pop().unwrap()
-        };
         // What the test knows of each place it saw minted: network, identity.
         let mut place: BTreeMap<u8, (u8, Option<u8>)> = BTreeMap::new();
         // Challenges that minted a place, and until when they were valid.
@@ -104,8 +146,9 @@ proptest! {
         for op in ops {
             match op {
                 Op::Join(v, n, who, ch) => {
-                    let was_live = live(&sm, v);
-                    let joined_before = sm.room("r").unwrap().totals.joined;
+                    let was_live = live(&r.sm, v);
+                    let joined_before = r.joined();
+                    let now = r.now;
                     let challenge = ch.map(|c| ChallengeUse {
                         id: [c; 16],
                         expires_ms: *expiry.entry(c).or_insert(now + CHALLENGE_TTL_MS),
@@ -118,8 +161,8 @@ proptest! {
                         identity: who.map(|i| IdentityKey([i; 16])),
                         external_passed: false,
                     };
-                    apply(&mut sm, now, Command::JoinWith { room: "r".into(), visitor: vid(v), evidence: evidence.encode() });
-                    if sm.room("r").unwrap().totals.joined > joined_before {
+                    r.join(v, evidence);
+                    if r.joined() > joined_before {
                         prop_assert!(!was_live);
                         let c = ch.expect("a place was minted without a challenge");
                         if let Some(&until) = minted.get(&c) {
@@ -129,16 +172,10 @@ proptest! {
                         place.insert(v, (n, who));
                     }
                 }
-                Op::Leave(v) => {
-                    apply(&mut sm, now, Command::Leave { room: "r".into(), visitor: vid(v) });
-                }
-                Op::Step(dt) => {
-                    now += dt;
-                    apply(&mut sm, now, Command::Tick);
-                }
+                op => r.leave_or_step(&op),
             }
             let mut per_net: BTreeMap<u8, u64> = BTreeMap::new();
-            for (&v, &(n, _)) in place.iter().filter(|(&v, _)| live(&sm, v)) {
+            for (&v, &(n, _)) in place.iter().filter(|(&v, _)| live(&r.sm, v)) {
                 let _ = v;
                 *per_net.entry(n).or_default() += 1;
             }
@@ -146,51 +183,39 @@ proptest! {
                 prop_assert!(count <= SHARE, "network {n} holds {count} places");
             }
         }
-        let back = StateMachine::restore(&sm.snapshot()).unwrap();
-        prop_assert_eq!(back.digest(), sm.digest());
+        prop_assert!(r.restores_alike());
     }
 
     #[test]
     fn one_identity_never_holds_two_places(ops in proptest::collection::vec(op(), 1..120)) {
-        let (mut sm, mut index) = replica(&EntryPolicy {
+        let mut r = replica(&EntryPolicy {
             identity: Some(IdentityRule { salt: [9; 16] }),
             ..EntryPolicy::default()
         });
-        let mut now = T0;
-        let mut apply = |sm: &mut StateMachine, now: u64, cmd: Command| {
-            index += 1;
-            sm.apply(1, index, &Proposal { time_ms: now, commands: vec![cmd] }).pop().unwrap()
-        };
         let mut identity_of: BTreeMap<u8, u8> = BTreeMap::new();
         for op in ops {
             match op {
                 Op::Join(v, _, who, _) => {
-                    let joined_before = sm.room("r").unwrap().totals.joined;
+                    let joined_before = r.joined();
                     let evidence = JoinEvidence {
                         identity: who.map(|i| IdentityKey([i; 16])),
                         ..JoinEvidence::default()
                     };
-                    let out = apply(&mut sm, now, Command::JoinWith { room: "r".into(), visitor: vid(v), evidence: evidence.encode() });
-                    if sm.room("r").unwrap().totals.joined > joined_before {
+                    let out = r.join(v, evidence);
+                    if r.joined() > joined_before {
                         identity_of.insert(v, who.expect("a place was minted without an identity"));
                     } else if let (Some(i), Outcome::Visitor(view)) = (who, &out) {
                         // A join with a held identity answers with the holder's place.
-                        if let Some((&holder, _)) = identity_of.iter().find(|(&h, &hi)| hi == i && live(&sm, h)) {
+                        if let Some((&holder, _)) = identity_of.iter().find(|(&h, &hi)| hi == i && live(&r.sm, h)) {
                             prop_assert_eq!(view.visitor, vid(holder));
                         }
                     }
                 }
-                Op::Leave(v) => {
-                    apply(&mut sm, now, Command::Leave { room: "r".into(), visitor: vid(v) });
-                }
-                Op::Step(dt) => {
-                    now += dt;
-                    apply(&mut sm, now, Command::Tick);
-                }
+                op => r.leave_or_step(&op),
             }
             let mut holders: BTreeMap<u8, u64> = BTreeMap::new();
             for (&v, &i) in &identity_of {
-                if live(&sm, v) {
+                if live(&r.sm, v) {
                     *holders.entry(i).or_default() += 1;
                 }
             }
@@ -198,8 +223,7 @@ proptest! {
                 prop_assert!(n <= 1, "identity {i} holds {n} places");
             }
         }
-        let back = StateMachine::restore(&sm.snapshot()).unwrap();
-        prop_assert_eq!(back.digest(), sm.digest());
+        prop_assert!(r.restores_alike());
     }
 
     /// Under `sessions_per_client_max`, no network ever holds more admitted sessions than its
@@ -209,7 +233,7 @@ proptest! {
     fn a_network_never_holds_more_than_its_share_of_sessions(ops in proptest::collection::vec(op(), 1..150)) {
         const CAPACITY: u64 = 4;
         const SESSIONS: u64 = 1;
-        let (mut sm, mut index) = replica_of(
+        let mut r = replica_of(
             RoomConfig {
                 capacity: CAPACITY,
                 admit_per_minute: 6_000_000,
@@ -221,31 +245,19 @@ proptest! {
                 ..EntryPolicy::default()
             },
         );
-        let mut now = T0;
-        let mut apply = |sm: &mut StateMachine, now: u64, cmd: Command| {
-            index += 1;
-            sm.apply(1, index, &Proposal { time_ms: now, commands: vec![cmd] }).pop().unwrap()
-        };
         let mut network_of: BTreeMap<u8, u8> = BTreeMap::new();
         for op in ops {
             match op {
                 Op::Join(v, n, _, _) => {
-                    let joined_before = sm.room("r").unwrap().totals.joined;
-                    let evidence = JoinEvidence { client: Some(ClientKey([n; 16])), ..JoinEvidence::default() };
-                    apply(&mut sm, now, Command::JoinWith { room: "r".into(), visitor: vid(v), evidence: evidence.encode() });
-                    if sm.room("r").unwrap().totals.joined > joined_before {
+                    let joined_before = r.joined();
+                    r.join(v, JoinEvidence { client: Some(ClientKey([n; 16])), ..JoinEvidence::default() });
+                    if r.joined() > joined_before {
                         network_of.insert(v, n);
                     }
                 }
-                Op::Leave(v) => {
-                    apply(&mut sm, now, Command::Leave { room: "r".into(), visitor: vid(v) });
-                }
-                Op::Step(dt) => {
-                    now += dt;
-                    apply(&mut sm, now, Command::Tick);
-                }
+                op => r.leave_or_step(&op),
             }
-            let state = |v: u8| sm.visitor("r", vid(v)).map(|view| view.state);
+            let state = |v: u8| r.sm.visitor("r", vid(v)).map(|view| view.state);
             let mut sessions: BTreeMap<u8, u64> = BTreeMap::new();
             let mut waiting_nets: Vec<u8> = Vec::new();
             for (&v, &n) in &network_of {
@@ -258,7 +270,7 @@ proptest! {
             for (n, count) in &sessions {
                 prop_assert!(*count <= SESSIONS, "network {n} holds {count} sessions");
             }
-            let active = sm.room("r").unwrap().active;
+            let active = r.sm.room("r").unwrap().active;
             if active < CAPACITY {
                 for n in waiting_nets {
                     prop_assert!(
@@ -268,7 +280,6 @@ proptest! {
                 }
             }
         }
-        let back = StateMachine::restore(&sm.snapshot()).unwrap();
-        prop_assert_eq!(back.digest(), sm.digest());
+        prop_assert!(r.restores_alike());
     }
 }

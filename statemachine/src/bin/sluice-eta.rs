@@ -294,6 +294,7 @@ fn run(s: &Scenario, seed: u64) -> Outcome {
                     ..
                 }) => {
                     if (sec + phase[v as usize]) % POLL_SECS == 0 {
+                        let count = count.unwrap_or(room.waiting);
                         let ahead = if lottery {
                             count
                         } else {
