@@ -111,9 +111,9 @@ impl Metrics {
                 },
             ),
             (
-                "sluice_room_origin_health_changed_ms",
-                "When the origin health last changed (log time, unix ms; 0: never).",
-                |r| r.health_change.as_ref().map_or(0, |c| c.at_ms),
+                "sluice_room_origin_health_changed_timestamp_seconds",
+                "When the origin health last changed (log time, unix seconds; 0: never).",
+                |r| r.health_change.as_ref().map_or(0, |c| c.at_ms / 1000),
             ),
         ];
         for (name, help, get) in gauges {
