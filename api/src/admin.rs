@@ -117,7 +117,7 @@ fn session(app: &App, headers: &HeaderMap) -> Option<Session> {
     let ended = || {
         app.sluice
             .node
-            .read(|st| st.sm.operator_session_ended(&s.id))
+            .read(|st| st.sm.credential_ended(&s.id))
             .map_or(true, |(ended, _)| ended)
     };
     (valid && !ended()).then_some(s)
@@ -171,7 +171,7 @@ fn page(title: &str, body: &str) -> Html<String> {
     Html(format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
 <title>{} — Sluice</title><style>{STYLE}main{{max-width:64rem}}table{{border-collapse:collapse;width:100%}}td,th{{text-align:left;padding:.3rem .5rem;border-bottom:1px solid #ddd}}\
-.err{{color:#b00020;font-weight:600}}input[aria-invalid=true]{{border:2px solid #b00020}}label{{display:block;margin-top:.5rem}}svg{{width:100%;height:3rem;background:#f6f8fb}}\
+.err{{color:#b00020;font-weight:600}}input[aria-invalid=true],textarea[aria-invalid=true]{{border:2px solid #b00020}}textarea{{width:100%;font:inherit}}label{{display:block;margin-top:.5rem}}svg{{width:100%;height:3rem;background:#f6f8fb}}\
 form.inline{{display:inline}}.ok{{color:#0a7d32}}</style></head><body><main>{body}</main></body></html>",
         esc(title)
     ))
@@ -268,8 +268,8 @@ pub async fn logout(State(app): AppState, headers: HeaderMap, AdminForm(f): Admi
         let ended = app
             .sluice
             .node
-            .write(sluice_statemachine::Command::EndOperatorSession {
-                session: s.id,
+            .write(sluice_statemachine::Command::EndCredential {
+                credential: s.id,
                 until_ms: s.issued.saturating_add(SESSION_SECS).saturating_mul(1000),
             })
             .await;
@@ -564,6 +564,98 @@ fn line_and_origin_inputs(cfg: &RoomConfigBody, errors: &BTreeMap<String, String
     .concat()
 }
 
+/// The configuration form's fields for the bypass rules: one path rule per line
+/// (`[METHOD,…] /prefix`), one network per line.
+fn bypass_inputs(cfg: &RoomConfigBody, errors: &BTreeMap<String, String>) -> String {
+    let paths: Vec<String> = cfg
+        .bypass
+        .paths
+        .iter()
+        .map(|p| {
+            if p.methods.is_empty() {
+                p.prefix.clone()
+            } else {
+                format!("{} {}", p.methods.join(","), p.prefix)
+            }
+        })
+        .collect();
+    let area = |name: &str, label: &str, value: &str| {
+        let err = errors
+            .get(name)
+            .map(|e| format!(" <span class=\"err\" id=\"err-{name}\">{}</span>", esc(e)))
+            .unwrap_or_default();
+        let invalid = if err.is_empty() {
+            String::new()
+        } else {
+            format!(" aria-invalid=\"true\" aria-describedby=\"err-{name}\"")
+        };
+        format!(
+            "<label for=\"f-{name}\">{label}</label><textarea id=\"f-{name}\" name=\"{name}\" rows=\"3\"{invalid}>{}</textarea>{err}",
+            esc(value)
+        )
+    };
+    [
+        area(
+            "bypass.paths",
+            "Bypass paths, one per line: <code>/static/</code> or <code>POST /pay/callback</code> (no place taken)",
+            &paths.join("\n"),
+        ),
+        area(
+            "bypass.networks",
+            "Bypass client networks, one per line (<code>10.1.0.0/16</code>)",
+            &cfg.bypass.networks.join("\n"),
+        ),
+        input(
+            "bypass.staff_tokens",
+            "Accept staff bypass tokens",
+            &cfg.bypass.staff_tokens.to_string(),
+            "checkbox",
+            errors,
+        ),
+    ]
+    .concat()
+}
+
+/// The bypass part of the configuration form.
+fn parse_bypass(f: &Fields) -> Result<crate::model::BypassBody, (String, String)> {
+    let lines = |k: &str| -> Vec<String> {
+        f.get(k)
+            .map(|v| {
+                v.lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty())
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let paths = lines("bypass.paths")
+        .into_iter()
+        .map(|l| {
+            let mut words = l.split_whitespace();
+            match (words.next(), words.next(), words.next()) {
+                (Some(prefix), None, _) => Ok(crate::model::BypassPathBody {
+                    prefix: prefix.to_string(),
+                    methods: vec![],
+                }),
+                (Some(methods), Some(prefix), None) => Ok(crate::model::BypassPathBody {
+                    prefix: prefix.to_string(),
+                    methods: methods.split(',').map(str::to_string).collect(),
+                }),
+                _ => Err((
+                    "bypass.paths".to_string(),
+                    format!("{l:?}: write /prefix or METHOD,METHOD /prefix"),
+                )),
+            }
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(crate::model::BypassBody {
+        paths,
+        networks: lines("bypass.networks"),
+        staff_tokens: f.contains_key("bypass.staff_tokens"),
+    })
+}
+
 /// The line and origin parts of the configuration form. The origin is watched when a probe URL
 /// or any threshold is given.
 fn parse_line_and_origin(
@@ -646,7 +738,10 @@ fn room_page(
 <form method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"health\">{}<label for=\"f-sf\">Slow factor (0–1)</label><input id=\"f-sf\" name=\"slow_factor\" value=\"{sf}\"> <button>Set health</button></form>\
 <form method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"admit\"><label for=\"f-count\">Admit now (count)</label><input id=\"f-count\" name=\"count\" type=\"number\" min=\"1\" value=\"1\"> <button>Admit</button></form>\
 <form method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"revoke\"><label for=\"f-vid\">Revoke visitor id (empty: every session)</label><input id=\"f-vid\" name=\"visitor_id\"> <button>Revoke</button></form>\
-<h2>Configuration</h2><form method=\"post\" action=\"/admin/rooms/{r}/config\">{hidden}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}\
+<h2>Staff bypass tokens</h2>\
+<form method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"bypass_issue\"><label for=\"f-bttl\">Valid for, hours (at most 168)</label><input id=\"f-bttl\" name=\"ttl_hours\" type=\"number\" min=\"1\" max=\"168\" value=\"8\"><label for=\"f-blabel\">For whom</label><input id=\"f-blabel\" name=\"label\" maxlength=\"64\"> <button>Issue a token</button></form>\
+<form method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"bypass_revoke\"><label for=\"f-bid\">Revoke the token with id</label><input id=\"f-bid\" name=\"id\" maxlength=\"32\"> <button>Revoke token</button></form>\
+<h2>Configuration</h2><form method=\"post\" action=\"/admin/rooms/{r}/config\">{hidden}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}\
 <p><button type=\"submit\">Save configuration</button></p></form>{CHART_JS}",
         chart("waiting", room, "Waiting"),
         chart("active", room, "Active"),
@@ -685,6 +780,7 @@ fn room_page(
         input("entry.external_challenge.fail_open", "External challenge: let joins through when the provider is down", &cfg.entry.external_challenge.as_ref().is_some_and(|e| e.fail_open).to_string(), "checkbox", errors),
         input("entry.pow.double_every_waiting", "Proof-of-work: doubles for every this many waiting (empty: never)", &opt(cfg.entry.proof_of_work.as_ref().and_then(|p| p.double_every_waiting)), "number", errors),
         line_and_origin_inputs(cfg, errors),
+        bypass_inputs(cfg, errors),
         pause_action = if cfg.paused { "resume" } else { "pause" },
         pause_label = if cfg.paused { "Resume" } else { "Pause" },
         sf = cfg.slow_factor,
@@ -766,6 +862,7 @@ fn parse_config(f: &Fields) -> Result<RoomConfigBody, (String, String)> {
     Ok(RoomConfigBody {
         line,
         origin,
+        bypass: parse_bypass(f)?,
         capacity: num("capacity")?,
         admit_per_minute: num("admit_per_minute")?,
         admit_burst: num("admit_burst")?,
@@ -857,7 +954,7 @@ pub async fn save_config(
                 .into_response();
         }
     };
-    match app.sluice.put_room(&room, &body).await {
+    match app.sluice.put_room(&room, &body, false).await {
         Ok(_) => {
             room_page(&app, &s, &room, &body, &BTreeMap::new(), Some("Saved.")).into_response()
         }
@@ -892,7 +989,12 @@ pub async fn create_room(
         return csrf_refused();
     }
     let name = f.get("name").cloned().unwrap_or_default();
-    match app.sluice.put_room(&name, &RoomConfigBody::default()).await {
+    // Create only: a name already taken is refused, never reset to the defaults.
+    match app
+        .sluice
+        .put_room(&name, &RoomConfigBody::default(), true)
+        .await
+    {
         Ok(_) => see_other(&format!("/admin/rooms/{name}")),
         Err(e) => (
             e.status,
@@ -949,6 +1051,24 @@ pub async fn action(
                 sl.admit(&room, n)
                     .await
                     .map(|c| format!("Admitted {}.", c.count))?
+            }
+            "bypass_issue" => {
+                let hours = get("ttl_hours")
+                    .parse::<u64>()
+                    .map_err(|_| ApiError::invalid("ttl_hours", "must be a whole number"))?;
+                let t = sl.issue_bypass_token(&room, hours.saturating_mul(3_600), &get("label"))?;
+                format!(
+                    "Staff token (id {}), shown once; valid until {} (unix seconds). Give it to its holder, who enters it at /wait/{room}/bypass: {}",
+                    t.id, t.expires_at, t.token
+                )
+            }
+            "bypass_revoke" => {
+                let body = crate::model::BypassRevokeBody {
+                    token: None,
+                    id: Some(get("id")),
+                };
+                sl.revoke_bypass_token(&room, &body).await?;
+                "Token revoked on every node.".to_string()
             }
             "revoke" => {
                 let v = get("visitor_id");

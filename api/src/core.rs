@@ -1,6 +1,7 @@
 //! The operations both APIs share. HTTP and gRPC handlers parse their request into these calls
 //! and render the results, so the two cannot drift.
 
+use crate::bypass::StaffToken;
 use crate::error::ApiError;
 use crate::model::*;
 use crate::renew::Renewer;
@@ -10,8 +11,8 @@ use sluice_raft::{ClusterError, ClusterStatus, MembershipOp, NodeAddr, RaftNode}
 use sluice_statemachine::limits::{QUEUE_PAGE_MAX, ROOMS_PAGE_MAX};
 use sluice_statemachine::types::validate_name;
 use sluice_statemachine::{
-    ClientKey, Command, EntryPolicy, Health, HealthSource, JoinEvidence, Mode, OriginRule,
-    OriginSamples, Outcome, Rejection, VisitorId, VisitorState, VisitorView,
+    BypassKind, ClientKey, Command, EntryPolicy, Health, HealthSource, JoinEvidence, Mode,
+    OriginRule, OriginSamples, Outcome, Rejection, VisitorId, VisitorState, VisitorView,
 };
 use std::net::IpAddr;
 use std::time::Duration;
@@ -49,6 +50,8 @@ pub struct Sluice {
     pub catch_up_timeout: Duration,
     /// Open status streams.
     pub watches: crate::watch::Watches,
+    /// Requests the gate let through by a bypass rule, on this node.
+    pub bypassed: crate::bypass::BypassCounts,
 }
 
 /// The key a client network is counted under in `room`: its address cut to the policy's prefix,
@@ -110,11 +113,28 @@ pub const GATE_REISSUE_SECS: u64 = 3_600;
 /// What the gate lets through.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GateOk {
-    /// The admitted visitor.
-    pub visitor: VisitorId,
+    /// The admitted visitor (none when a bypass rule let the request through).
+    pub visitor: Option<VisitorId>,
     /// A ticket to put in the browser in place of the one it sent, when that one should be
     /// replaced.
     pub fresh_ticket: Option<String>,
+    /// The bypass rule that let the request through, if one did.
+    pub bypassed: Option<BypassKind>,
+}
+
+/// What the gate is asked about: the request's credentials, and what the proxy says of it.
+#[derive(Clone, Debug, Default)]
+pub struct GateAsk<'a> {
+    /// The visitor's ticket.
+    pub ticket: Option<&'a str>,
+    /// The client's address.
+    pub client: Option<IpAddr>,
+    /// The request's target (path and query), as the proxy received it.
+    pub target: Option<&'a str>,
+    /// The request's method.
+    pub method: Option<&'a str>,
+    /// A staff bypass token.
+    pub staff: Option<&'a str>,
 }
 
 /// Longest ban with an end (a year); a ban without one lasts while the room exists.
@@ -497,19 +517,65 @@ impl Sluice {
         }
     }
 
-    /// The proxy gate: is this ticket's admission active on this node's applied state? No Raft.
-    /// Also returns a fresh ticket when the browser's should be replaced: it was signed with a
-    /// key that no longer signs (rotation), or was issued over [`GATE_REISSUE_SECS`] ago (its
-    /// cookie lasts a day; a visitor who only browses the origin would lose it).
-    pub fn gate(
-        &self,
-        room: &str,
-        ticket: Option<&str>,
-        client: Option<IpAddr>,
-    ) -> Result<GateOk, ApiError> {
+    /// The gate: whether the request may go on to the origin. It may when one of the room's
+    /// bypass rules lets it through (its path and method, its client network, a staff token),
+    /// which takes no place and no session, or when its ticket holds an active admission, which
+    /// the check renews. Answered from this node's applied state.
+    pub fn gate(&self, room: &str, ask: &GateAsk<'_>) -> Result<GateOk, ApiError> {
         let deny = |m: &str| ApiError::new(StatusCode::UNAUTHORIZED, "not_admitted", m.to_string());
-        let s = ticket.ok_or_else(ApiError::missing_ticket)?;
-        let t = self.tickets.verify(s)?;
+        let now = self.node.now_ms();
+        let staff = ask
+            .staff
+            .and_then(|s| StaffToken::open(&self.tickets, s).ok())
+            .filter(|t| t.room == room && t.expires_at.saturating_mul(1000) > now);
+        let ticket = ask.ticket.map(|s| self.tickets.verify(s).map(|t| (s, t)));
+        let admitted = match &ticket {
+            Some(Ok((_, t))) if t.room == room && t.admitted_seq != 0 => Some(t),
+            _ => None,
+        };
+        let ((bypassed, active, counted), _) = self.node.read(|st| {
+            let policy = st.sm.policy(room);
+            let bypassed = policy.and_then(|p| {
+                p.bypass
+                    .lets_through(ask.target, ask.method, ask.client)
+                    .or_else(|| {
+                        staff
+                            .as_ref()
+                            .filter(|t| p.bypass.staff_tokens && !st.sm.credential_ended(&t.id))
+                            .map(|_| BypassKind::Token)
+                    })
+            });
+            if bypassed.is_some() {
+                return (bypassed, false, None);
+            }
+            let active = admitted.is_some_and(|t| {
+                matches!(
+                    st.sm.visitor(room, t.visitor),
+                    Ok(VisitorView {
+                        seq,
+                        state: VisitorState::Admitted { expires_at_ms, .. },
+                        ..
+                    }) if seq == t.admitted_seq && expires_at_ms > now
+                )
+            });
+            // The policy only when the room counts the networks a session is used from.
+            let counted = policy
+                .filter(|p| active && p.networks_per_session_max.is_some())
+                .cloned();
+            (None, active, counted)
+        })?;
+        if let Some(kind) = bypassed {
+            self.bypassed.record(room, kind);
+            return Ok(GateOk {
+                visitor: None,
+                fresh_ticket: None,
+                bypassed: Some(kind),
+            });
+        }
+        let (s, t) = match ticket {
+            None => return Err(ApiError::missing_ticket()),
+            Some(r) => r?,
+        };
         if t.room != room {
             return Err(ApiError::new(
                 StatusCode::UNAUTHORIZED,
@@ -520,27 +586,10 @@ impl Sluice {
         if t.admitted_seq == 0 {
             return Err(deny("the ticket carries no admission"));
         }
-        let now = self.node.now_ms();
-        let ((active, policy), _) = self.node.read(|st| {
-            let active = match st.sm.visitor(room, t.visitor) {
-                Ok(VisitorView {
-                    seq,
-                    state: VisitorState::Admitted { expires_at_ms, .. },
-                    ..
-                }) => seq == t.admitted_seq && expires_at_ms > now,
-                _ => false,
-            };
-            // The policy only when the room counts the networks a session is used from.
-            let policy = active
-                .then(|| st.sm.entry_policy(room))
-                .flatten()
-                .filter(|p| p.networks_per_session_max.is_some());
-            (active, policy)
-        })?;
         if !active {
             return Err(deny("the session is not active"));
         }
-        match (policy, client) {
+        match (counted, ask.client) {
             (Some(p), Some(ip)) => self
                 .renew
                 .touch_from(room, t.visitor, client_key(room, ip, &p)),
@@ -554,8 +603,9 @@ impl Sluice {
             })
         });
         Ok(GateOk {
-            visitor: t.visitor,
+            visitor: Some(t.visitor),
             fresh_ticket: fresh,
+            bypassed: None,
         })
     }
 
@@ -569,11 +619,14 @@ impl Sluice {
         }
     }
 
-    /// Creates or replaces a room. Returns the room and whether it was created.
+    /// Creates or replaces a room (only creates it, with `create_only`: an existing room is
+    /// refused with `room_exists` and left as it is). Returns the room and whether it was
+    /// created.
     pub async fn put_room(
         &self,
         room: &str,
         body: &RoomConfigBody,
+        create_only: bool,
     ) -> Result<(RoomBody, bool), ApiError> {
         Self::check_room(room)?;
         let config = body.to_config().map_err(|(f, m)| ApiError::invalid(f, m))?;
@@ -585,6 +638,10 @@ impl Sluice {
             .as_ref()
             .map(|o| o.to_rule())
             .transpose()
+            .map_err(|(f, m)| ApiError::invalid(f, m))?;
+        policy.bypass = body
+            .bypass
+            .to_rule()
             .map_err(|(f, m)| ApiError::invalid(f, m))?;
         policy.validate()?;
         if let Some(e) = &policy.external_challenge {
@@ -604,7 +661,7 @@ impl Sluice {
                 "this node has no [identity] keys to verify assertions with".to_string(),
             ));
         }
-        let (view, index, created) = self.create_or_update(room, config).await?;
+        let (view, index, created) = self.create_or_update(room, config, create_only).await?;
         // The entry policy is a command of its own (its encoding grows on its own); it is
         // written only when it changes.
         let _ = self.node.wait_applied(index, self.catch_up_timeout).await;
@@ -646,6 +703,7 @@ impl Sluice {
         &self,
         room: &str,
         config: sluice_statemachine::RoomConfig,
+        create_only: bool,
     ) -> Result<(sluice_statemachine::RoomView, u64, bool), ApiError> {
         // Create, else replace: whether this request created the room is decided by the log,
         // so of concurrent requests for a new room exactly one reports it created. A room
@@ -657,7 +715,7 @@ impl Sluice {
             };
             match self.node.write(create).await? {
                 (Outcome::Room(v), i) => return Ok((v, i, true)),
-                (Outcome::Rejected(Rejection::RoomExists), _) => {}
+                (Outcome::Rejected(Rejection::RoomExists), _) if !create_only => {}
                 (Outcome::Rejected(r), _) => return Err(r.into()),
                 (o, _) => return Err(unexpected(o)),
             }
@@ -949,6 +1007,135 @@ impl Sluice {
                 count: n,
                 applied_index: i,
             }),
+            (o, _) => Err(unexpected(o)),
+        }
+    }
+
+    /// Issues a staff bypass token for `room`, valid `ttl_secs` (at most
+    /// [`STAFF_TOKEN_TTL_SECS_MAX`](crate::bypass::STAFF_TOKEN_TTL_SECS_MAX)) on every node.
+    pub fn issue_bypass_token(
+        &self,
+        room: &str,
+        ttl_secs: u64,
+        label: &str,
+    ) -> Result<BypassTokenReply, ApiError> {
+        use crate::bypass::{label_ok, STAFF_LABEL_LEN_MAX, STAFF_TOKEN_TTL_SECS_MAX};
+        Self::check_room(room)?;
+        if !(1..=STAFF_TOKEN_TTL_SECS_MAX).contains(&ttl_secs) {
+            return Err(ApiError::invalid(
+                "ttl_secs",
+                format!("must be between 1 and {STAFF_TOKEN_TTL_SECS_MAX} (a week)"),
+            ));
+        }
+        if !label_ok(label) {
+            return Err(ApiError::invalid(
+                "label",
+                format!("at most {STAFF_LABEL_LEN_MAX} printable ASCII characters"),
+            ));
+        }
+        let (staff_tokens, _) = self
+            .node
+            .read(|st| st.sm.policy(room).map(|p| p.bypass.staff_tokens))?;
+        match staff_tokens {
+            None => return Err(Rejection::RoomNotFound.into()),
+            Some(false) => {
+                return Err(ApiError::new(
+                    StatusCode::CONFLICT,
+                    "staff_tokens_off",
+                    "the room does not accept staff tokens (bypass.staff_tokens is false)",
+                ))
+            }
+            Some(true) => {}
+        }
+        let mut id = [0u8; 16];
+        getrandom::fill(&mut id).map_err(|e| {
+            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+        })?;
+        let t = StaffToken {
+            room: room.to_string(),
+            id,
+            expires_at: self.node.now_ms() / 1000 + ttl_secs,
+            label: label.to_string(),
+        };
+        tracing::info!(room, id = %t.id_hex(), label, expires_at = t.expires_at, "staff bypass token issued");
+        Ok(BypassTokenReply {
+            token: t.seal(&self.tickets),
+            id: t.id_hex(),
+            room: t.room,
+            expires_at: t.expires_at,
+            label: t.label,
+        })
+    }
+
+    /// Whether `token` lets its holder into `room` now: signed for it, not expired, not
+    /// revoked, and the room accepts staff tokens. Returns the seconds it has left.
+    pub fn staff_token(&self, room: &str, token: &str) -> Result<u64, ApiError> {
+        let refused =
+            |m: &str| ApiError::new(StatusCode::UNAUTHORIZED, "bypass_invalid", m.to_string());
+        let t = StaffToken::open(&self.tickets, token)
+            .map_err(|_| refused("this is not a staff token of this cluster"))?;
+        if t.room != room {
+            return Err(refused("the token is for another room"));
+        }
+        let now_s = self.node.now_ms() / 1000;
+        if t.expires_at <= now_s {
+            return Err(refused("the token has expired"));
+        }
+        let (ok, _) = self.node.read(|st| {
+            st.sm
+                .policy(room)
+                .map(|p| (p.bypass.staff_tokens, st.sm.credential_ended(&t.id)))
+        })?;
+        match ok {
+            None => Err(Rejection::RoomNotFound.into()),
+            Some((false, _)) => Err(refused("the room does not accept staff tokens")),
+            Some((_, true)) => Err(refused("the token was revoked")),
+            Some((true, false)) => Ok(t.expires_at - now_s),
+        }
+    }
+
+    /// Revokes a staff bypass token everywhere: by the token itself (remembered until it
+    /// expires), or by its id (remembered for the longest a token lasts).
+    pub async fn revoke_bypass_token(
+        &self,
+        room: &str,
+        b: &BypassRevokeBody,
+    ) -> Result<CountReply, ApiError> {
+        Self::check_room(room)?;
+        let now_s = self.node.now_ms() / 1000;
+        let (id, until) = match (&b.token, &b.id) {
+            (Some(t), None) => {
+                let t = StaffToken::open(&self.tickets, t)
+                    .map_err(|e| ApiError::invalid("token", e.to_string()))?;
+                if t.room != room {
+                    return Err(ApiError::invalid("token", "the token is for another room"));
+                }
+                (t.id, t.expires_at)
+            }
+            (None, Some(id)) => (
+                crate::bypass::unhex16(id)
+                    .ok_or_else(|| ApiError::invalid("id", "must be 32 hex digits"))?,
+                now_s + crate::bypass::STAFF_TOKEN_TTL_SECS_MAX,
+            ),
+            _ => {
+                return Err(ApiError::invalid(
+                    "token",
+                    "give the token, or its id, not both",
+                ))
+            }
+        };
+        let cmd = Command::EndCredential {
+            credential: id,
+            until_ms: until.saturating_mul(1000),
+        };
+        match self.write(cmd).await? {
+            (Outcome::Count(n), i) => {
+                tracing::info!(room, id = %crate::bypass::hex(&id), "staff bypass token revoked");
+                Ok(CountReply {
+                    count: n,
+                    applied_index: i,
+                })
+            }
             (o, _) => Err(unexpected(o)),
         }
     }

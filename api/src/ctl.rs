@@ -130,6 +130,9 @@ pub enum CtlCmd {
         #[arg(long)]
         consistent: bool,
     },
+    /// Staff bypass tokens: let their holder through a room's gate without waiting.
+    #[command(subcommand)]
+    Bypass(BypassCmd),
     /// Pools.
     #[command(subcommand)]
     Pools(PoolsCmd),
@@ -160,32 +163,136 @@ pub enum RoomsCmd {
     },
     /// Show a room.
     Get { room: String },
-    /// Create a room, or change an existing one's configuration: the fields given as JSON
+    /// Create a room; a room of that name that exists already is refused and left as it is.
+    /// Fields not given take the defaults.
+    Create {
+        room: String,
+        #[command(flatten)]
+        fields: RoomFields,
+    },
+    /// Change a room's configuration (or create it): the fields given as JSON
     /// (`--json '{"capacity":100}'`) and/or flags replace those of its current configuration,
     /// the others stay as they are (with `--replace`, the others take the defaults).
     Put {
         room: String,
-        /// Full or partial configuration as JSON (`-` reads standard input).
-        #[arg(long)]
-        json: Option<String>,
         /// Start from the defaults rather than the room's current configuration.
         #[arg(long)]
         replace: bool,
-        #[arg(long)]
-        capacity: Option<u64>,
-        #[arg(long)]
-        admit_per_minute: Option<u64>,
-        #[arg(long)]
-        session_ttl_secs: Option<u64>,
-        #[arg(long)]
-        waiter_ttl_secs: Option<u64>,
-        #[arg(long)]
-        max_waiting: Option<u64>,
-        #[arg(long)]
-        mode: Option<String>,
+        #[command(flatten)]
+        fields: RoomFields,
     },
     /// Delete a room.
     Delete { room: String },
+}
+
+/// A room's configuration fields, given on the command line.
+#[derive(Debug, Args)]
+pub struct RoomFields {
+    /// Full or partial configuration as JSON (`-` reads standard input).
+    #[arg(long)]
+    json: Option<String>,
+    #[arg(long)]
+    capacity: Option<u64>,
+    #[arg(long)]
+    admit_per_minute: Option<u64>,
+    #[arg(long)]
+    session_ttl_secs: Option<u64>,
+    #[arg(long)]
+    waiter_ttl_secs: Option<u64>,
+    #[arg(long)]
+    max_waiting: Option<u64>,
+    #[arg(long)]
+    mode: Option<String>,
+}
+
+impl RoomFields {
+    /// `base` with these fields laid over it (the branding and other objects field by field).
+    fn over(self, mut base: Value) -> anyhow::Result<Value> {
+        let given: Value = match self.json.as_deref() {
+            Some("-") => serde_json::from_reader(std::io::stdin())?,
+            Some(text) => serde_json::from_str(text)?,
+            None => json!({}),
+        };
+        let given = given
+            .as_object()
+            .cloned()
+            .ok_or_else(|| anyhow::anyhow!("--json must be an object"))?;
+        let obj = base
+            .as_object_mut()
+            .ok_or_else(|| anyhow::anyhow!("the room's configuration is not an object"))?;
+        for (k, v) in given {
+            match (obj.get_mut(&k), v) {
+                (Some(Value::Object(old)), Value::Object(new)) => old.extend(new),
+                (_, v) => {
+                    obj.insert(k, v);
+                }
+            }
+        }
+        for (k, v) in [
+            ("capacity", self.capacity.map(Value::from)),
+            ("admit_per_minute", self.admit_per_minute.map(Value::from)),
+            ("session_ttl_secs", self.session_ttl_secs.map(Value::from)),
+            ("waiter_ttl_secs", self.waiter_ttl_secs.map(Value::from)),
+            ("max_waiting", self.max_waiting.map(Value::from)),
+            ("mode", self.mode.map(Value::from)),
+        ] {
+            if let Some(v) = v {
+                obj.insert(k.into(), v);
+            }
+        }
+        Ok(base)
+    }
+}
+
+/// Staff bypass token commands.
+#[derive(Debug, Subcommand)]
+pub enum BypassCmd {
+    /// Issue a token (printed once, with its id; any node accepts it until it expires). A
+    /// browser takes it at /wait/ROOM/bypass; a script sends it as `X-Sluice-Bypass`.
+    Issue {
+        /// The room.
+        #[arg(long)]
+        room: String,
+        /// How long it lasts: seconds, or with a unit (90s, 30m, 8h, 2d; at most 7d).
+        #[arg(long, value_parser = parse_duration)]
+        ttl: u64,
+        /// Who or what it is for (shown in logs).
+        #[arg(long, default_value = "")]
+        label: String,
+    },
+    /// Revoke a token on every node, by the token or by its id.
+    Revoke {
+        /// The room.
+        #[arg(long)]
+        room: String,
+        /// The token's id (as `issue` printed it).
+        #[arg(long, conflicts_with = "token", required_unless_present = "token")]
+        id: Option<String>,
+        /// The token itself.
+        #[arg(long)]
+        token: Option<String>,
+    },
+}
+
+/// Seconds from `90`, `90s`, `30m`, `8h` or `2d`.
+pub fn parse_duration(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (digits, unit) = match s.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((i, _)) => s.split_at(i),
+        None => (s, "s"),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{s:?}: a number of seconds, or with s, m, h or d"))?;
+    let factor = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3_600,
+        "d" => 86_400,
+        _ => return Err(format!("{s:?}: the unit must be s, m, h or d")),
+    };
+    n.checked_mul(factor)
+        .ok_or_else(|| format!("{s:?} is too long"))
 }
 
 /// Pool commands.
@@ -283,6 +390,7 @@ pub async fn run(args: CtlArgs) -> anyhow::Result<()> {
         );
         return Ok(());
     }
+    let mut create_only = false;
     let (method, path, body): (reqwest::Method, String, Option<Value>) = match args.cmd {
         CtlCmd::Backup { .. } => unreachable!("handled above"),
         CtlCmd::Rooms(RoomsCmd::List { after, limit }) => (
@@ -299,26 +407,19 @@ pub async fn run(args: CtlArgs) -> anyhow::Result<()> {
         CtlCmd::Rooms(RoomsCmd::Delete { room }) => {
             (reqwest::Method::DELETE, format!("/v1/rooms/{room}"), None)
         }
+        CtlCmd::Rooms(RoomsCmd::Create { room, fields }) => {
+            create_only = true;
+            (
+                reqwest::Method::PUT,
+                format!("/v1/rooms/{room}"),
+                Some(fields.over(json!({}))?),
+            )
+        }
         CtlCmd::Rooms(RoomsCmd::Put {
             room,
-            json,
             replace,
-            capacity,
-            admit_per_minute,
-            session_ttl_secs,
-            waiter_ttl_secs,
-            max_waiting,
-            mode,
+            fields,
         }) => {
-            let given: Value = match json.as_deref() {
-                Some("-") => serde_json::from_reader(std::io::stdin())?,
-                Some(text) => serde_json::from_str(text)?,
-                None => json!({}),
-            };
-            let given = given
-                .as_object()
-                .cloned()
-                .ok_or_else(|| anyhow::anyhow!("--json must be an object"))?;
             // PUT replaces the whole configuration: start from the room's current one.
             let mut body = json!({});
             if !replace {
@@ -333,34 +434,10 @@ pub async fn run(args: CtlArgs) -> anyhow::Result<()> {
                     s => return Err(Refused::new(s, &r.text().await?).into()),
                 }
             }
-            let obj = body
-                .as_object_mut()
-                .ok_or_else(|| anyhow::anyhow!("the room's configuration is not an object"))?;
-            for (k, v) in given {
-                match (obj.get_mut(&k), v) {
-                    // Branding is merged field by field too.
-                    (Some(Value::Object(old)), Value::Object(new)) => old.extend(new),
-                    (_, v) => {
-                        obj.insert(k, v);
-                    }
-                }
-            }
-            for (k, v) in [
-                ("capacity", capacity.map(Value::from)),
-                ("admit_per_minute", admit_per_minute.map(Value::from)),
-                ("session_ttl_secs", session_ttl_secs.map(Value::from)),
-                ("waiter_ttl_secs", waiter_ttl_secs.map(Value::from)),
-                ("max_waiting", max_waiting.map(Value::from)),
-                ("mode", mode.map(Value::from)),
-            ] {
-                if let Some(v) = v {
-                    obj.insert(k.into(), v);
-                }
-            }
             (
                 reqwest::Method::PUT,
                 format!("/v1/rooms/{room}"),
-                Some(body),
+                Some(fields.over(body)?),
             )
         }
         CtlCmd::Pause { room } => (
@@ -408,6 +485,19 @@ pub async fn run(args: CtlArgs) -> anyhow::Result<()> {
             Some(match secs {
                 Some(s) => json!({"visitor_id": visitor, "duration_secs": s}),
                 None => json!({"visitor_id": visitor}),
+            }),
+        ),
+        CtlCmd::Bypass(BypassCmd::Issue { room, ttl, label }) => (
+            reqwest::Method::POST,
+            format!("/v1/rooms/{room}/bypass/tokens"),
+            Some(json!({"ttl_secs": ttl, "label": label})),
+        ),
+        CtlCmd::Bypass(BypassCmd::Revoke { room, id, token }) => (
+            reqwest::Method::POST,
+            format!("/v1/rooms/{room}/bypass/revoke"),
+            Some(match (id, token) {
+                (Some(id), _) => json!({"id": id}),
+                (None, t) => json!({"token": t}),
             }),
         ),
         CtlCmd::Queue {
@@ -484,6 +574,9 @@ pub async fn run(args: CtlArgs) -> anyhow::Result<()> {
     if let Some(b) = body {
         req = req.json(&b);
     }
+    if create_only {
+        req = req.header(reqwest::header::IF_NONE_MATCH, "*");
+    }
     let resp = req.send().await?;
     let status = resp.status();
     let text = resp.text().await?;
@@ -496,5 +589,22 @@ pub async fn run(args: CtlArgs) -> anyhow::Result<()> {
         Ok(())
     } else {
         Err(Refused::new(status, &pretty).into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_duration;
+
+    #[test]
+    fn durations_take_a_unit_or_mean_seconds() {
+        assert_eq!(parse_duration("90"), Ok(90));
+        assert_eq!(parse_duration("90s"), Ok(90));
+        assert_eq!(parse_duration("30m"), Ok(1_800));
+        assert_eq!(parse_duration("8h"), Ok(28_800));
+        assert_eq!(parse_duration("2d"), Ok(172_800));
+        for bad in ["", "h", "8w", "-1", "1.5h", "99999999999999999999d"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
     }
 }

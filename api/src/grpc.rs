@@ -239,6 +239,35 @@ fn config_to_pb(c: &RoomConfigBody) -> pb::RoomConfig {
             recover_after_secs: Some(o.recover_after_secs),
             auto_pause: o.auto_pause,
         }),
+        bypass: Some(pb::Bypass {
+            paths: c
+                .bypass
+                .paths
+                .iter()
+                .map(|p| pb::BypassPath {
+                    prefix: p.prefix.clone(),
+                    methods: p.methods.clone(),
+                })
+                .collect(),
+            networks: c.bypass.networks.clone(),
+            staff_tokens: Some(c.bypass.staff_tokens),
+        }),
+    }
+}
+
+fn bypass_from_pb(b: Option<pb::Bypass>) -> BypassBody {
+    let b = b.unwrap_or_default();
+    BypassBody {
+        paths: b
+            .paths
+            .into_iter()
+            .map(|p| BypassPathBody {
+                prefix: p.prefix,
+                methods: p.methods,
+            })
+            .collect(),
+        networks: b.networks,
+        staff_tokens: b.staff_tokens.unwrap_or(true),
     }
 }
 
@@ -350,6 +379,7 @@ fn config_from_pb(c: pb::RoomConfig) -> RoomConfigBody {
         },
         line: line_from_pb(c.line),
         origin: c.origin.map(origin_from_pb),
+        bypass: bypass_from_pb(c.bypass),
     }
 }
 
@@ -522,19 +552,27 @@ impl pb::visitor_server::Visitor for Grpc {
         };
         let result = self.sluice.gate(
             &r.room,
-            Some(&r.ticket)
-                .filter(|t| !t.is_empty())
-                .map(|t| t.as_str()),
-            client,
+            &crate::core::GateAsk {
+                ticket: Some(r.ticket.as_str()).filter(|t| !t.is_empty()),
+                client,
+                target: Some(r.target.as_str())
+                    .filter(|t| !t.is_empty() && t.len() <= crate::bypass::TARGET_LEN_MAX),
+                method: Some(r.method.as_str()).filter(|m| !m.is_empty()),
+                staff: Some(r.bypass_token.as_str()).filter(|t| !t.is_empty()),
+            },
         );
         let reply = match result {
             Ok(ok) => pb::GateReply {
                 admitted: true,
-                visitor_id: ok.visitor.to_string(),
+                visitor_id: ok.visitor.map(|v| v.to_string()).unwrap_or_default(),
+                bypassed: ok
+                    .bypassed
+                    .map(|k| k.as_str().to_string())
+                    .unwrap_or_default(),
             },
             Err(e) if e.status == axum::http::StatusCode::UNAUTHORIZED => pb::GateReply {
                 admitted: false,
-                visitor_id: String::new(),
+                ..Default::default()
             },
             Err(e) => {
                 return self
@@ -558,7 +596,7 @@ impl pb::admin_server::Admin for Grpc {
         );
         self.call(
             "Admin/PutRoom",
-            self.sluice.put_room(&r.room, &body),
+            self.sluice.put_room(&r.room, &body, r.create_only),
             |(rb, created)| pb::PutRoomReply {
                 room: Some(room(rb)),
                 created,

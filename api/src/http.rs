@@ -1,7 +1,7 @@
 //! The HTTP API (axum): visitor endpoints, the proxy gate, operator endpoints, pages, metrics,
 //! health and the OpenAPI document. Handlers only parse and render; [`Sluice`] does the work.
 
-use crate::core::{JoinProof, Sluice, TicketSource};
+use crate::core::{GateAsk, JoinProof, Sluice, TicketSource};
 use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::model::*;
@@ -12,7 +12,7 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 use axum::{Json, Router};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use serde::Deserialize;
@@ -448,12 +448,16 @@ impl<S: Send + Sync> FromRequest<S> for Body {
     }
 }
 
-/// Forward-auth for reverse proxies: 200 when the cookie's ticket holds an active admission.
+/// Forward-auth for reverse proxies: 200 when the cookie's ticket holds an active admission, or
+/// a bypass rule of the room lets the request through (`X-Sluice-Bypass` on the answer says
+/// which: `path`, `network` or `token`).
 #[utoipa::path(get, path = "/gate/{room}/check", params(("room" = String, Path)),
-    responses((status = 200, description = "admitted"), (status = 401, description = "not admitted")))]
+    responses((status = 200, description = "admitted, or let through by a bypass rule"), (status = 401, description = "not admitted")))]
 async fn gate(
     State(app): AppState,
     room: Result<Path<String>, ApiError>,
+    method: axum::http::Method,
+    uri: axum::http::Uri,
     headers: HeaderMap,
     extensions: axum::http::Extensions,
 ) -> Response {
@@ -463,15 +467,34 @@ async fn gate(
     let checked = match &room {
         Some(Path(room)) => {
             let ticket = header_ticket(&headers).or_else(|| cookie_ticket(&headers, room));
-            app.sluice.gate(room, ticket.as_deref(), Some(client))
+            let staff = headers
+                .get(crate::bypass::STAFF_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+                .or_else(|| cookie(&headers, &crate::bypass::cookie_name(room)));
+            let (target, method) = crate::bypass::original_request(&headers, &method, uri.query());
+            app.sluice.gate(
+                room,
+                &GateAsk {
+                    ticket: ticket.as_deref(),
+                    client: Some(client),
+                    target,
+                    method,
+                    staff: staff.as_deref(),
+                },
+            )
         }
         None => Err(ApiError::invalid("room", "not a room name")),
     };
     match checked {
         Ok(ok) => {
             let mut r = StatusCode::OK.into_response();
-            if let Ok(h) = HeaderValue::from_str(&ok.visitor.to_string()) {
+            if let Some(Ok(h)) = ok.visitor.map(|v| HeaderValue::from_str(&v.to_string())) {
                 r.headers_mut().insert("x-sluice-visitor", h);
+            }
+            if let Some(kind) = ok.bypassed {
+                r.headers_mut()
+                    .insert("x-sluice-bypass", HeaderValue::from_static(kind.as_str()));
             }
             // The proxy passes this on as the answer's `Set-Cookie` (nginx:
             // `auth_request_set` + `add_header`), so that a visitor who only browses the origin
@@ -505,16 +528,27 @@ async fn gate(
 
 // ---- operator endpoints ------------------------------------------------------------------
 
-/// Create or replace a room.
-#[utoipa::path(put, path = "/v1/rooms/{room}", request_body = RoomConfigBody, params(("room" = String, Path)),
-    responses((status = 201, body = RoomBody), (status = 200, body = RoomBody), (status = 400), (status = 401)),
+/// Create or replace a room; with `If-None-Match: *`, only create it (an existing room is
+/// refused with 409 `room_exists` and left as it is).
+#[utoipa::path(put, path = "/v1/rooms/{room}", request_body = RoomConfigBody,
+    params(("room" = String, Path), ("If-None-Match" = Option<String>, Header, description = "`*`: create only")),
+    responses((status = 201, body = RoomBody), (status = 200, body = RoomBody), (status = 400), (status = 401), (status = 409, description = "room_exists (create only)")),
     security(("bearer" = [])))]
-async fn put_room(State(app): AppState, Path(room): Path<String>, Body(body): Body) -> Response {
+async fn put_room(
+    State(app): AppState,
+    Path(room): Path<String>,
+    headers: HeaderMap,
+    Body(body): Body,
+) -> Response {
     let b: RoomConfigBody = match parse_body(&body) {
         Ok(b) => b,
         Err(e) => return e.into_response(),
     };
-    match app.sluice.put_room(&room, &b).await {
+    // `If-None-Match: *`: create only, never replace (RFC 9110 13.1.2).
+    let create_only = headers
+        .get(header::IF_NONE_MATCH)
+        .is_some_and(|v| v.as_bytes().trim_ascii() == b"*");
+    match app.sluice.put_room(&room, &b, create_only).await {
         Ok((r, created)) => (
             if created {
                 StatusCode::CREATED
@@ -615,6 +649,42 @@ async fn room_action(
     }
     .await;
     respond(r)
+}
+
+/// Staff bypass tokens: `tokens` issues one (`BypassTokenBody` → `BypassTokenReply`), `revoke`
+/// ends one on every node (`BypassRevokeBody` → `CountReply`).
+#[utoipa::path(post, path = "/v1/rooms/{room}/bypass/{op}",
+    params(("room" = String, Path), ("op" = String, Path, description = "tokens | revoke")),
+    request_body(content = serde_json::Value, description = "tokens: BypassTokenBody; revoke: BypassRevokeBody"),
+    responses((status = 201, body = BypassTokenReply), (status = 200, body = CountReply), (status = 400), (status = 404), (status = 409, description = "the room does not accept staff tokens")),
+    security(("bearer" = [])))]
+async fn bypass_op(
+    State(app): AppState,
+    Path((room, op)): Path<(String, String)>,
+    body: Bytes,
+) -> Response {
+    match op.as_str() {
+        "tokens" => match parse_required::<BypassTokenBody>(&body)
+            .and_then(|b| app.sluice.issue_bypass_token(&room, b.ttl_secs, &b.label))
+        {
+            Ok(reply) => (StatusCode::CREATED, Json(reply)).into_response(),
+            Err(e) => e.into_response(),
+        },
+        "revoke" => {
+            let r = async {
+                let b: BypassRevokeBody = parse_required(&body)?;
+                app.sluice.revoke_bypass_token(&room, &b).await
+            }
+            .await;
+            respond(r)
+        }
+        _ => ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("no bypass operation {op:?}"),
+        )
+        .into_response(),
+    }
 }
 
 /// Proxies report the origin's answers to admitted traffic; a room with an origin rule
@@ -928,6 +998,55 @@ async fn wait_join(
     pages::wait(&app, &room, next.as_deref(), &headers, join).await
 }
 
+/// `GET /wait/{room}/bypass`: the form where staff give their browser a bypass token.
+async fn staff_page(Path(room): Path<String>) -> Response {
+    if Sluice::check_room(&room).is_err() {
+        return ApiError::invalid("room", "not a room name").into_response();
+    }
+    staff_answer(StatusCode::OK, pages::staff_form(&room, None))
+}
+
+/// `POST /wait/{room}/bypass`: checks the token (signed for this room, not expired, not
+/// revoked, the room accepts staff tokens) and gives it to the browser as the room's bypass
+/// cookie, until it expires; then on to the site.
+async fn staff_enter(State(app): AppState, Path(room): Path<String>, body: Bytes) -> Response {
+    if Sluice::check_room(&room).is_err() {
+        return ApiError::invalid("room", "not a room name").into_response();
+    }
+    let fields = serde_urlencoded::from_bytes::<Vec<(String, String)>>(&body).unwrap_or_default();
+    let token = fields
+        .iter()
+        .find(|(k, _)| k == "token")
+        .map(|(_, v)| v.trim())
+        .unwrap_or_default();
+    match app.sluice.staff_token(&room, token) {
+        Ok(left_secs) => {
+            let mut r = StatusCode::SEE_OTHER.into_response();
+            r.headers_mut()
+                .insert(header::LOCATION, HeaderValue::from_static("/"));
+            let secure = if app.secure_cookies { "; Secure" } else { "" };
+            let cookie = format!(
+                "{}={token}; Path=/; HttpOnly; SameSite=Lax; Max-Age={left_secs}{secure}",
+                crate::bypass::cookie_name(&room)
+            );
+            if let Ok(v) = HeaderValue::from_str(&cookie) {
+                r.headers_mut().insert(header::SET_COOKIE, v);
+            }
+            r.headers_mut()
+                .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            r
+        }
+        Err(e) => staff_answer(e.status, pages::staff_form(&room, Some(&e.message))),
+    }
+}
+
+fn staff_answer(status: StatusCode, html: String) -> Response {
+    let mut r = (status, Html(html)).into_response();
+    r.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
 /// The page to return to, as a proxy writes it: `next=` followed by the request URI as the
 /// client sent it (nginx: `return 302 /wait/shop?next=$request_uri`), which is still
 /// percent-encoded and may hold a query string of its own, `&`s and all. So when the value of
@@ -1071,6 +1190,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/rooms/{room}/leave", post(leave))
         .route("/v1/rooms/{room}/events", get(events))
         .route("/wait/{room}", get(wait_page).post(wait_join))
+        .route("/wait/{room}/bypass", get(staff_page).post(staff_enter))
         .route_layer(middleware::from_fn_with_state(app.clone(), rate_limit));
     let operator = Router::new()
         .route("/v1/rooms", get(list_rooms))
@@ -1079,6 +1199,7 @@ pub fn router(app: Arc<App>) -> Router {
             get(get_room).put(put_room).delete(delete_room),
         )
         .route("/v1/rooms/{room}/queue", get(queue))
+        .route("/v1/rooms/{room}/bypass/{op}", post(bypass_op))
         .route("/v1/rooms/{room}/{action}", post(room_action))
         .route("/v1/pools/{pool}", get(get_pool).put(put_pool))
         .route("/v1/pools/{pool}/{action}", post(pool_action))
@@ -1098,7 +1219,8 @@ pub fn router(app: Arc<App>) -> Router {
     let public = Router::new()
         .route("/", get(landing))
         .route("/assets/{name}", get(asset))
-        .route("/gate/{room}/check", get(gate))
+        // Any method: Envoy's ext_authz asks with the original request's.
+        .route("/gate/{room}/check", any(gate))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/.well-known/jwks.json", get(jwks))
@@ -1294,9 +1416,9 @@ mod tests {
 #[derive(OpenApi)]
 #[openapi(
     info(title = "Sluice", description = "Virtual waiting room and admission coordinator", version = "1"),
-    paths(join, challenge, status, heartbeat, leave, events, gate, put_room, get_room, delete_room, list_rooms, room_action, origin_reports, queue,
+    paths(join, challenge, status, heartbeat, leave, events, gate, put_room, get_room, delete_room, list_rooms, room_action, bypass_op, origin_reports, queue,
           put_pool, get_pool, pool_action, cluster, add_learner, membership, digest, log, backup),
-    components(schemas(VisitorReply, TicketBody, JoinBody, RoomConfigBody, BrandingBody, EntryBody, PowBody, ExternalChallengeBody, LineBody, OriginBody, ProbeBody, OriginReportBody, OriginSampleBody, HealthChangeBody, OriginWindowBody, RoomBody, RoomList, TotalsBody, ModeBody, HealthBody,
+    components(schemas(VisitorReply, TicketBody, JoinBody, RoomConfigBody, BrandingBody, EntryBody, PowBody, ExternalChallengeBody, LineBody, OriginBody, BypassBody, BypassPathBody, BypassTokenBody, BypassTokenReply, BypassRevokeBody, ProbeBody, OriginReportBody, OriginSampleBody, HealthChangeBody, OriginWindowBody, RoomBody, RoomList, TotalsBody, ModeBody, HealthBody,
         AdmitBody, RevokeBody, BanBody, CountReply, QueueReply, QueueEntryBody, PoolBody, PoolReply, PoolRoom, AssignReply, PoolRoomBody,
         LearnerBody, MembershipBody)),
     modifiers(&BearerAuth)

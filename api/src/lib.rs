@@ -15,6 +15,7 @@
 
 pub mod admin;
 pub mod auth;
+pub mod bypass;
 pub mod client;
 pub mod config;
 pub mod core;

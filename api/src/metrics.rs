@@ -449,6 +449,22 @@ pub fn render_defences(w: &mut String, auth: &crate::auth::OperatorAuth, sluice:
         "sluice_event_streams_open {}",
         sluice.watches.open_count()
     );
+    header(
+        w,
+        "sluice_gate_bypassed_total",
+        "Requests this node's gate let through by a room's bypass rule (path, network or staff token), without an admission.",
+        "counter",
+    );
+    for (room, counts) in sluice.bypassed.snapshot() {
+        for (kind, n) in counts {
+            let _ = writeln!(
+                w,
+                "sluice_gate_bypassed_total{{room=\"{}\",rule=\"{}\"}} {n}",
+                esc(&room),
+                kind.as_str()
+            );
+        }
+    }
 }
 
 fn header(w: &mut String, name: &str, help: &str, kind: &str) {

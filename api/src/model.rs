@@ -2,8 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 use sluice_statemachine::{
-    Branding, EntryPolicy, Health, HealthChange, HealthSource, LineRule, Mode, OriginRule,
-    PoolView, ProbeMethod, ProbeRule, RoomConfig, RoomView, Totals,
+    Branding, BypassRule, EntryPolicy, Health, HealthChange, HealthSource, LineRule, Mode, Network,
+    OriginRule, PathRule, PoolView, ProbeMethod, ProbeRule, RoomConfig, RoomView, Totals,
 };
 use utoipa::ToSchema;
 
@@ -148,6 +148,94 @@ pub struct RoomConfigBody {
     /// hand only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub origin: Option<OriginBody>,
+    /// Requests the gate lets through without an admission, that never take a place.
+    pub bypass: BypassBody,
+}
+
+/// Requests the gate lets through without an admission (payment callbacks, static assets,
+/// health checks, monitoring networks, staff with a bypass token). They are counted
+/// (`sluice_gate_bypassed_total`) and never take a place or a session.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct BypassBody {
+    /// Path prefixes, with methods (at most 16). The proxy tells the gate the request's path
+    /// and method (`X-Original-URI` and `X-Original-Method`, or `X-Forwarded-Uri` and
+    /// `X-Forwarded-Method`); a path with `.` or `..` segments, `//`, `%`, a backslash or `;`
+    /// matches no rule.
+    pub paths: Vec<BypassPathBody>,
+    /// Client networks (`10.1.0.0/16`, `2001:db8::/48`, or an address; at most 32; at least a
+    /// /8 or an IPv6 /16).
+    pub networks: Vec<String>,
+    /// Accept staff bypass tokens issued for the room (`POST /v1/rooms/{room}/bypass/tokens`).
+    pub staff_tokens: bool,
+}
+
+/// A path rule: requests whose path starts with `prefix` (a whole segment at a time: `/pay`
+/// matches `/pay` and `/pay/x`, not `/payments`; `/static/` everything under it) and whose
+/// method is listed (any, when none is).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BypassPathBody {
+    /// The path prefix (at most 128 bytes, beginning with `/`).
+    pub prefix: String,
+    /// Upper-case methods (`POST`); empty or absent: every method.
+    #[serde(default)]
+    pub methods: Vec<String>,
+}
+
+impl Default for BypassBody {
+    fn default() -> Self {
+        BypassBody::from(&BypassRule::default())
+    }
+}
+
+impl From<&BypassRule> for BypassBody {
+    fn from(r: &BypassRule) -> Self {
+        BypassBody {
+            paths: r
+                .paths
+                .iter()
+                .map(|p| BypassPathBody {
+                    prefix: p.prefix.clone(),
+                    methods: p.methods.clone(),
+                })
+                .collect(),
+            networks: r.networks.iter().map(|n| n.to_string()).collect(),
+            staff_tokens: r.staff_tokens,
+        }
+    }
+}
+
+impl BypassBody {
+    /// The state machine's rule; names the field that cannot be converted. Counts are checked
+    /// before anything is parsed.
+    pub fn to_rule(&self) -> Result<BypassRule, (&'static str, String)> {
+        if self.networks.len() > sluice_statemachine::bypass::BYPASS_NETWORKS_MAX {
+            return Err((
+                "bypass.networks",
+                format!(
+                    "at most {} networks",
+                    sluice_statemachine::bypass::BYPASS_NETWORKS_MAX
+                ),
+            ));
+        }
+        Ok(BypassRule {
+            paths: self
+                .paths
+                .iter()
+                .map(|p| PathRule {
+                    prefix: p.prefix.clone(),
+                    methods: p.methods.clone(),
+                })
+                .collect(),
+            networks: self
+                .networks
+                .iter()
+                .map(|n| Network::parse(n.trim()).map_err(|m| ("bypass.networks", m)))
+                .collect::<Result<_, _>>()?,
+            staff_tokens: self.staff_tokens,
+        })
+    }
 }
 
 /// What the line shows to those in it.
@@ -586,6 +674,7 @@ impl EntryBody {
             // configuration (`put_room`).
             line: LineRule::default(),
             origin: None,
+            bypass: BypassRule::default(),
         }
     }
 }
@@ -622,6 +711,7 @@ impl From<&RoomConfig> for RoomConfigBody {
             entry: EntryBody::default(),
             line: LineBody::default(),
             origin: None,
+            bypass: BypassBody::default(),
         }
     }
 }
@@ -777,6 +867,7 @@ impl RoomBody {
         config.entry = EntryBody::from(policy);
         config.line = LineBody::from(&policy.line);
         config.origin = policy.origin.as_ref().map(OriginBody::from);
+        config.bypass = BypassBody::from(&policy.bypass);
         RoomBody {
             name: v.name.clone(),
             config,
@@ -879,6 +970,46 @@ pub struct BanBody {
     /// Not for `unban`.
     #[serde(default)]
     pub duration_secs: Option<u64>,
+}
+
+/// `POST /v1/rooms/{room}/bypass/tokens`: a staff bypass token's lifetime and label.
+#[derive(Clone, Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BypassTokenBody {
+    /// How long it lasts, in seconds (at most a week).
+    pub ttl_secs: u64,
+    /// Who or what it is for (at most 64 printable ASCII characters; shown in logs).
+    #[serde(default)]
+    pub label: String,
+}
+
+/// A staff bypass token: give it to the person or system that may pass the room's gate
+/// without waiting (a browser: the form at `/wait/{room}/bypass`; a script: the header
+/// `X-Sluice-Bypass`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct BypassTokenReply {
+    /// The token.
+    pub token: String,
+    /// Its id (what revokes it).
+    pub id: String,
+    /// The room.
+    pub room: String,
+    /// When it ends, unix seconds.
+    pub expires_at: u64,
+    /// Its label.
+    pub label: String,
+}
+
+/// `POST /v1/rooms/{room}/bypass/revoke`: the token, or its id.
+#[derive(Clone, Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BypassRevokeBody {
+    /// The token itself.
+    #[serde(default)]
+    pub token: Option<String>,
+    /// Its id (32 hex digits).
+    #[serde(default)]
+    pub id: Option<String>,
 }
 
 /// How many visitors an operator action affected.

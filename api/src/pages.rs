@@ -100,6 +100,28 @@ pub fn landing(demo_room: Option<&str>) -> String {
     )
 }
 
+/// The page where staff give their browser a bypass token for `room`: a form that posts it
+/// back, with `note` (an error, or that the browser holds a valid one).
+pub fn staff_form(room: &str, note: Option<&str>) -> String {
+    let note = note
+        .map(|n| format!("<p role=\"alert\" class=\"card\">{}</p>", esc(n)))
+        .unwrap_or_default();
+    page(
+        Lang::En,
+        "Staff entry",
+        "",
+        &format!(
+            "<h1>Staff entry: {room}</h1>{note}<p>Paste the staff bypass token you were given. \
+This browser then passes the waiting room of <b>{room}</b> until the token expires or is revoked; \
+it takes no place in line.</p>\
+<form method=\"post\"><label for=\"token\">Token</label><br>\
+<input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"off\" required maxlength=\"512\" style=\"width:100%\"><br><br>\
+<button type=\"submit\">Enter</button></form>",
+            room = esc(room)
+        ),
+    )
+}
+
 /// A waiting time as a range ("4 min – 5 min"), one figure when both ends read alike, or
 /// `unknown` when there is no honest estimate. The page's script writes it alike (`wait.js`).
 fn fmt_wait(eta: Option<u64>, eta_max: Option<u64>, unknown: &str) -> String {

@@ -171,6 +171,7 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
             cfg.limits.event_streams_per_address_max,
             cancel.clone(),
         ),
+        bypassed: Default::default(),
     });
     crate::origin::start(sluice.clone(), cancel.clone());
     let metrics = Arc::new(Metrics::default());

@@ -21,6 +21,8 @@ use std::collections::BTreeMap;
 
 /// Longest ticket accepted.
 pub const TICKET_LEN_MAX: usize = 512;
+/// The MAC domain of tickets.
+const TICKET_DOMAIN: &[u8] = b"sluice ticket v1\0";
 /// Longest key id.
 pub const KEY_ID_LEN_MAX: usize = 32;
 
@@ -104,13 +106,63 @@ impl TicketKeys {
         Ok(Self { current, keys: map })
     }
 
-    fn mac(key: &[u8], kid: &str, payload: &[u8]) -> HmacSha256 {
+    fn mac(domain: &[u8], key: &[u8], kid: &str, payload: &[u8]) -> HmacSha256 {
         let mut m = HmacSha256::new_from_slice(key).expect("HMAC takes any key length");
-        m.update(b"sluice ticket v1\0");
+        m.update(domain);
         m.update(kid.as_bytes());
         m.update(b"\0");
         m.update(payload);
         m
+    }
+
+    /// `{prefix}.{kid}.{payload}.{mac}`: `payload` signed with the current key, the MAC over
+    /// `domain ‖ kid ‖ "\0" ‖ payload` (each kind of token has its own domain, so that one is
+    /// never taken for another).
+    pub(crate) fn seal(&self, prefix: &str, domain: &[u8], payload: &[u8]) -> String {
+        let key = &self.keys[&self.current];
+        let mac = Self::mac(domain, key, &self.current, payload)
+            .finalize()
+            .into_bytes();
+        format!(
+            "{prefix}.{}.{}.{}",
+            self.current,
+            B64.encode(payload),
+            B64.encode(mac)
+        )
+    }
+
+    /// The payload of a token [`seal`](Self::seal)ed with any of the keys, its MAC checked in
+    /// constant time.
+    pub(crate) fn open(
+        &self,
+        prefix: &str,
+        domain: &[u8],
+        s: &str,
+        len_max: usize,
+    ) -> Result<Vec<u8>, TicketError> {
+        if s.len() > len_max {
+            return Err(TicketError::TooLong);
+        }
+        let mut parts = s.split('.');
+        let (Some(p0), Some(kid), Some(p), Some(m), None) = (
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+        ) else {
+            return Err(TicketError::Malformed);
+        };
+        if p0 != prefix {
+            return Err(TicketError::Malformed);
+        }
+        let key = self.keys.get(kid).ok_or(TicketError::UnknownKey)?;
+        let payload = B64.decode(p).map_err(|_| TicketError::Malformed)?;
+        let mac = B64.decode(m).map_err(|_| TicketError::Malformed)?;
+        Self::mac(domain, key, kid, &payload)
+            .verify_slice(&mac)
+            .map_err(|_| TicketError::BadSignature)?;
+        Ok(payload)
     }
 
     /// Signs a ticket.
@@ -122,16 +174,7 @@ impl TicketKeys {
         payload.extend_from_slice(&t.issued_at.to_be_bytes());
         payload.extend_from_slice(&t.admitted_seq.to_be_bytes());
         payload.extend_from_slice(&t.min_index.to_be_bytes());
-        let key = &self.keys[&self.current];
-        let mac = Self::mac(key, &self.current, &payload)
-            .finalize()
-            .into_bytes();
-        format!(
-            "t1.{}.{}.{}",
-            self.current,
-            B64.encode(&payload),
-            B64.encode(mac)
-        )
+        self.seal("t1", TICKET_DOMAIN, &payload)
     }
 
     /// Whether `ticket` names the key that signs new tickets (checks nothing else).
@@ -144,25 +187,7 @@ impl TicketKeys {
 
     /// Checks a ticket's signature and decodes it.
     pub fn verify(&self, s: &str) -> Result<Ticket, TicketError> {
-        if s.len() > TICKET_LEN_MAX {
-            return Err(TicketError::TooLong);
-        }
-        let mut parts = s.split('.');
-        let (Some("t1"), Some(kid), Some(p), Some(m), None) = (
-            parts.next(),
-            parts.next(),
-            parts.next(),
-            parts.next(),
-            parts.next(),
-        ) else {
-            return Err(TicketError::Malformed);
-        };
-        let key = self.keys.get(kid).ok_or(TicketError::UnknownKey)?;
-        let payload = B64.decode(p).map_err(|_| TicketError::Malformed)?;
-        let mac = B64.decode(m).map_err(|_| TicketError::Malformed)?;
-        Self::mac(key, kid, &payload)
-            .verify_slice(&mac)
-            .map_err(|_| TicketError::BadSignature)?;
+        let payload = self.open("t1", TICKET_DOMAIN, s, TICKET_LEN_MAX)?;
         let (&len, rest) = payload.split_first().ok_or(TicketError::Malformed)?;
         let len = len as usize;
         if len > NAME_LEN_MAX || rest.len() != len + 16 + 24 {

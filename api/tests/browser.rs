@@ -318,10 +318,7 @@ async fn visitors_queue_and_are_admitted_through_nginx_and_the_dashboard_pauses_
     // The proxy sends a visitor without an admission to the waiting page with the request URI
     // as the client sent it: still percent-encoded (an encoded CR LF must not become a header
     // of the attacker's choosing) and with its query string.
-    let raw = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
+    let raw = no_redirect();
     let injected = "x%0d%0aSet-Cookie:%20sluice_ticket=attacker;%20Path=/?a=1&b=2";
     let r = raw
         .get(format!("{site_url}{injected}"))

@@ -76,10 +76,7 @@ async fn dev_mode_serves_a_demo_room() {
         printed.contains("/admin") && printed.contains("/openapi.json"),
         "{printed}"
     );
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
+    let http = no_redirect();
     let base = format!("http://127.0.0.1:{h}");
     let landing = http.get(&base).send().await.unwrap().text().await.unwrap();
     assert!(

@@ -139,26 +139,44 @@ async fn grpc_flow_health_and_reflection() {
             max_waiting: 100,
             ..Default::default()
         }),
+        create_only: true,
     };
     assert_eq!(
         admin.put_room(put.clone()).await.unwrap_err().code(),
         tonic::Code::Unauthenticated
     );
-    let mut req = tonic::Request::new(put);
-    req.metadata_mut()
-        .insert("authorization", format!("Bearer {TOKEN}").parse().unwrap());
-    assert!(admin.put_room(req).await.unwrap().into_inner().created);
+    let authorized = |put: pb::PutRoomRequest| {
+        let mut req = tonic::Request::new(put);
+        req.metadata_mut()
+            .insert("authorization", format!("Bearer {TOKEN}").parse().unwrap());
+        req
+    };
+    assert!(
+        admin
+            .put_room(authorized(put.clone()))
+            .await
+            .unwrap()
+            .into_inner()
+            .created
+    );
+    // Create only: a second create of the same room is refused.
+    assert_eq!(
+        admin.put_room(authorized(put)).await.unwrap_err().code(),
+        tonic::Code::AlreadyExists
+    );
     // Unset fields take the defaults, as missing ones do over HTTP.
-    let mut req = tonic::Request::new(pb::PutRoomRequest {
-        room: "defaults".into(),
-        config: Some(pb::RoomConfig {
-            capacity: 7,
-            ..Default::default()
-        }),
-    });
-    req.metadata_mut()
-        .insert("authorization", format!("Bearer {TOKEN}").parse().unwrap());
-    let made = admin.put_room(req).await.unwrap().into_inner();
+    let made = admin
+        .put_room(authorized(pb::PutRoomRequest {
+            room: "defaults".into(),
+            config: Some(pb::RoomConfig {
+                capacity: 7,
+                ..Default::default()
+            }),
+            create_only: false,
+        }))
+        .await
+        .unwrap()
+        .into_inner();
     let cfg = made.room.unwrap().config.unwrap();
     assert_eq!(
         (
@@ -513,7 +531,7 @@ async fn of_concurrent_puts_of_a_new_room_one_creates_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ctl_rooms_put_changes_only_what_it_is_given() {
+async fn ctl_rooms_put_changes_only_what_it_is_given_and_create_never_resets_a_room() {
     let c = Cluster::start(1).await;
     let cfg = serde_json::json!({"capacity": 3, "paused": true, "mode": "lottery",
         "branding": {"title": "Spring drop", "accent_color": "#aa0000"}});
@@ -592,6 +610,33 @@ async fn ctl_rooms_put_changes_only_what_it_is_given() {
     assert_eq!(status(&url, &["rooms", "get", "none-such"]), Some(4));
     let nobody = format!("http://127.0.0.1:{}", free_port());
     assert_eq!(status(&nobody, &["rooms", "get", "r"]), Some(3));
+
+    // Creating never resets a room that exists: `rooms create` and `If-None-Match: *` are
+    // refused with room_exists, and the room keeps its configuration.
+    let before = config().await;
+    assert_eq!(
+        status(&url, &["rooms", "create", "r", "--capacity", "100"]),
+        Some(4)
+    );
+    let r = c
+        .http
+        .put(c.node(1).url("/v1/rooms/r"))
+        .bearer_auth(TOKEN)
+        .header("if-none-match", "*")
+        .json(&serde_json::json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CONFLICT);
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["code"], "room_exists", "{v}");
+    assert_eq!(config().await, before);
+    assert_eq!(
+        status(&url, &["rooms", "create", "fresh", "--capacity", "7"]),
+        Some(0)
+    );
+    let (_, fresh) = c.admin(1, Method::GET, "/v1/rooms/fresh", None).await;
+    assert_eq!(fresh["config"]["capacity"], 7, "{fresh}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -819,10 +819,7 @@ async fn a_low_open_file_limit_lowers_the_connection_bound() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn signing_out_ends_the_dashboard_session_on_every_node() {
     let c = Cluster::start(3).await;
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
+    let http = no_redirect();
     let r = http
         .post(c.node(1).url("/admin/login"))
         .form(&[("token", TOKEN)])
@@ -851,14 +848,7 @@ async fn signing_out_ends_the_dashboard_session_on_every_node() {
     };
     let page = dashboard(2).await;
     assert!(page.contains("Sign out"), "signed in on every node: {page}");
-    let csrf = page
-        .split("name=\"csrf\" value=\"")
-        .nth(1)
-        .unwrap()
-        .split('"')
-        .next()
-        .unwrap()
-        .to_string();
+    let csrf = csrf_of(&page);
     // A sign-out without the form's CSRF token is refused, in JSON.
     let r = http
         .post(c.node(1).url("/admin/logout"))
@@ -896,10 +886,7 @@ async fn signing_out_ends_the_dashboard_session_on_every_node() {
 async fn looking_at_the_waiting_page_takes_no_place() {
     let c = Cluster::start(1).await;
     c.create_room("r", held()).await;
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
+    let http = no_redirect();
     for _ in 0..10 {
         for method in [Method::GET, Method::HEAD] {
             let r = http

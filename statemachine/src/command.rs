@@ -170,11 +170,12 @@ pub enum Command {
         /// The visitor.
         visitor: VisitorId,
     },
-    /// End an operator's dashboard session everywhere (sign-out): every node refuses it from
-    /// then on. Remembered until `until_ms`, when the session would have ended anyway.
-    EndOperatorSession {
-        /// The session's id.
-        session: [u8; 16],
+    /// End a signed credential everywhere: an operator's dashboard session (sign-out) or a
+    /// staff bypass token (revocation); every node refuses it from then on. Remembered until
+    /// `until_ms`, when the credential would have ended anyway.
+    EndCredential {
+        /// The credential's random id.
+        credential: [u8; 16],
         /// When it would have ended, ms since the epoch.
         until_ms: u64,
     },
@@ -247,7 +248,7 @@ impl Command {
             | PoolAssign { pool }
             | PoolRelease { pool, .. }
             | PoolReport { pool, .. } => Some(pool),
-            Tick | EndOperatorSession { .. } => None,
+            Tick | EndCredential { .. } => None,
         }
     }
 }

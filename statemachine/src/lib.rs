@@ -22,6 +22,7 @@
 //! - [`types`]: ids, names and room configuration with validation.
 //! - [`limits`]: every bound, in one place.
 
+pub mod bypass;
 mod chunked;
 pub mod command;
 pub mod draw;
@@ -38,6 +39,7 @@ mod sessions;
 pub mod snapshot;
 pub mod types;
 
+pub use bypass::{BypassKind, BypassRule, Network, PathRule};
 pub use command::{Command, DecodeError, Proposal};
 pub use machine::{LogPosition, QueueEntry, StateMachine};
 pub use origin::{

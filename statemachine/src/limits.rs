@@ -53,9 +53,10 @@ pub const ENDED_PER_ROOM_MAX: usize = 65_536;
 /// Most visitors banned from one room at once; past it a ban is refused (`limit_reached`)
 /// until a ban ends or is lifted.
 pub const BANS_PER_ROOM_MAX: usize = 100_000;
-/// Most ended operator (dashboard) sessions remembered at once, each until the time it would
-/// have ended anyway; past it a sign-out is refused server-side (its cookie is still cleared).
-pub const OPERATOR_SESSIONS_ENDED_MAX: usize = 10_000;
+/// Most ended credentials (operators' dashboard sessions, staff bypass tokens) remembered at
+/// once, each until the time it would have ended anyway; past it a sign-out or a revocation is
+/// refused server-side (a sign-out's cookie is still cleared).
+pub const CREDENTIALS_ENDED_MAX: usize = 10_000;
 /// Most entries one queue listing returns.
 pub const QUEUE_PAGE_MAX: usize = 10_000;
 /// Most rooms one room listing returns (a room with the longest branding is ~4 KB of JSON).

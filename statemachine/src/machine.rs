@@ -43,7 +43,7 @@ pub struct StateMachine {
     pub(crate) clock_ms: u64,
     pub(crate) last_applied: Option<LogPosition>,
     /// Operator sessions ended by sign-out, each until it would have ended anyway (log time).
-    pub(crate) operator_sessions_ended: BTreeMap<[u8; 16], u64>,
+    pub(crate) credentials_ended: BTreeMap<[u8; 16], u64>,
 }
 
 impl StateMachine {
@@ -325,21 +325,24 @@ impl StateMachine {
                 until_ms,
             } => room_op(self, room, &mut |r, d| r.ban(*visitor, *until_ms, now, d)),
             Unban { room, visitor } => room_op(self, room, &mut |r, d| r.unban(*visitor, now, d)),
-            EndOperatorSession { session, until_ms } => {
-                let ended = &mut self.operator_sessions_ended;
+            EndCredential {
+                credential,
+                until_ms,
+            } => {
+                let ended = &mut self.credentials_ended;
                 if *until_ms <= now {
                     return Ok(Outcome::Count(0));
                 }
-                if !ended.contains_key(session) && ended.len() >= OPERATOR_SESSIONS_ENDED_MAX {
+                if !ended.contains_key(credential) && ended.len() >= CREDENTIALS_ENDED_MAX {
                     ended.retain(|_, &mut until| until > now);
-                    if ended.len() >= OPERATOR_SESSIONS_ENDED_MAX {
+                    if ended.len() >= CREDENTIALS_ENDED_MAX {
                         return Err(Rejection::LimitReached {
-                            what: "ended operator sessions".into(),
-                            max: OPERATOR_SESSIONS_ENDED_MAX as u64,
+                            what: "ended credentials (sessions, bypass tokens)".into(),
+                            max: CREDENTIALS_ENDED_MAX as u64,
                         });
                     }
                 }
-                ended.insert(*session, *until_ms);
+                ended.insert(*credential, *until_ms);
                 Ok(Outcome::Count(1))
             }
             Tick => {
@@ -446,10 +449,11 @@ impl StateMachine {
         })
     }
 
-    /// Whether an operator session was ended by sign-out (and would not have ended yet).
-    pub fn operator_session_ended(&self, session: &[u8; 16]) -> bool {
-        self.operator_sessions_ended
-            .get(session)
+    /// Whether a credential (an operator session, a bypass token) was ended (and would not
+    /// have ended yet).
+    pub fn credential_ended(&self, credential: &[u8; 16]) -> bool {
+        self.credentials_ended
+            .get(credential)
             .is_some_and(|&until| until > self.clock_ms)
     }
 
@@ -469,7 +473,12 @@ impl StateMachine {
 
     /// A room's entry policy.
     pub fn entry_policy(&self, room: &str) -> Option<crate::EntryPolicy> {
-        self.rooms.get(room).map(|r| r.policy.clone())
+        self.policy(room).cloned()
+    }
+
+    /// A room's entry policy, borrowed (for reads that must not copy it, such as the gate's).
+    pub fn policy(&self, room: &str) -> Option<&crate::EntryPolicy> {
+        self.rooms.get(room).map(|r| &r.policy)
     }
 
     /// What a join to `room` must bring: its entry policy, and how many wait in line now (which

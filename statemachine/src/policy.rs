@@ -18,6 +18,7 @@
 //! with the room's name, and the join carries the hash ([`ClientKey`]). The state machine only
 //! counts: every replica sees the same key and decides alike.
 
+use crate::bypass::BypassRule;
 use crate::command::DecodeError;
 use crate::origin::{LineRule, OriginRule};
 use crate::outcome::Rejection;
@@ -26,7 +27,7 @@ use serde::{Deserialize, Serialize};
 /// The current encoding version of [`EntryPolicy`] and [`JoinEvidence`].
 pub const POLICY_VERSION: u8 = 1;
 /// Longest encoded policy or evidence accepted.
-pub const ENCODED_POLICY_BYTES_MAX: usize = 1_024;
+pub const ENCODED_POLICY_BYTES_MAX: usize = 8_192;
 /// Largest `places_per_client_max`.
 pub const PLACES_PER_CLIENT_MAX: u64 = 1_000_000;
 /// Longest `first_use_ttl_secs` (a day).
@@ -184,6 +185,8 @@ pub struct EntryPolicy {
     /// How the origin is watched and the health set from it (`None`: by hand only;
     /// [`crate::origin`]).
     pub origin: Option<OriginRule>,
+    /// Requests the gate lets through without an admission ([`crate::bypass`]).
+    pub bypass: BypassRule,
 }
 
 impl Default for EntryPolicy {
@@ -201,6 +204,7 @@ impl Default for EntryPolicy {
             external_challenge: None,
             line: LineRule::default(),
             origin: None,
+            bypass: BypassRule::default(),
         }
     }
 }
@@ -290,7 +294,7 @@ impl EntryPolicy {
         if let Some(o) = &self.origin {
             o.validate()?;
         }
-        Ok(())
+        self.bypass.validate()
     }
 
     /// Whether joins must say who the client is (some rule counts clients).
@@ -408,6 +412,14 @@ mod tests {
                 auto_pause: true,
                 ..OriginRule::default()
             }),
+            bypass: BypassRule {
+                paths: vec![crate::bypass::PathRule {
+                    prefix: "/pay".into(),
+                    methods: vec!["POST".into()],
+                }],
+                networks: vec![crate::bypass::Network::parse("10.0.0.0/8").unwrap()],
+                staff_tokens: false,
+            },
         };
         assert_eq!(p.encode().decode().unwrap(), p);
         let e = JoinEvidence {
@@ -517,10 +529,14 @@ mod tests {
             external_challenge: None,
             line: LineRule::default(),
             origin: None,
+            bypass: BypassRule::default(),
         };
         assert_eq!(
             p.encode().0,
-            vec![1, 1, 60, 0, 0, 32, 64, 1, 0xac, 0x02, 2, 0, 0xac, 0x02, 0, 0, 0, 0, 1, 1, 0, 0]
+            vec![
+                1, 1, 60, 0, 0, 32, 64, 1, 0xac, 0x02, 2, 0, 0xac, 0x02, 0, 0, 0, 0, 1, 1, 0, 0, 0,
+                0, 1
+            ]
         );
         let e = JoinEvidence {
             client: Some(ClientKey([1; 16])),

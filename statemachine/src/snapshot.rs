@@ -226,7 +226,7 @@ type UsedChallenge = (u64, [u8; 16]);
 #[derive(Serialize)]
 struct ExtrasOut<'a> {
     /// Ended operator sessions, by id.
-    operator_sessions_ended: Vec<(&'a [u8; 16], u64)>,
+    credentials_ended: Vec<(&'a [u8; 16], u64)>,
     /// The bans of each room that has any, rooms by name, visitors in order.
     bans: Vec<(&'a str, Vec<(VisitorId, u64)>)>,
     /// The entry policy of each room whose policy is not the default, rooms by name.
@@ -252,7 +252,7 @@ type RoomNetworks = (Vec<(VisitorId, Vec<(ClientKey, u64)>)>, u64);
 
 #[derive(Deserialize, Default)]
 struct ExtrasIn {
-    operator_sessions_ended: Vec<([u8; 16], u64)>,
+    credentials_ended: Vec<([u8; 16], u64)>,
     bans: Vec<(String, Vec<(VisitorId, u64)>)>,
     policies: Vec<(String, EncodedPolicy)>,
     clients: Vec<(String, Vec<(VisitorId, ClientKey)>)>,
@@ -326,8 +326,8 @@ impl StateMachine {
             put_sessions(&mut out, &r.sessions);
         }
         let extras = ExtrasOut {
-            operator_sessions_ended: self
-                .operator_sessions_ended
+            credentials_ended: self
+                .credentials_ended
                 .iter()
                 .map(|(k, v)| (k, *v))
                 .collect(),
@@ -577,10 +577,10 @@ impl StateMachine {
                 return Err(bad(format!("room {name} appears twice")));
             }
         }
-        if s.extras.operator_sessions_ended.len() > OPERATOR_SESSIONS_ENDED_MAX {
+        if s.extras.credentials_ended.len() > CREDENTIALS_ENDED_MAX {
             return Err(DecodeError::TooLarge("ended operator sessions".into()));
         }
-        sm.operator_sessions_ended = s.extras.operator_sessions_ended.into_iter().collect();
+        sm.credentials_ended = s.extras.credentials_ended.into_iter().collect();
         for (name, bans) in s.extras.bans {
             let room = sm
                 .rooms

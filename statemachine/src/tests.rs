@@ -1622,32 +1622,29 @@ fn bans_are_bounded_and_expired_ones_make_room() {
 fn ended_operator_sessions_are_remembered_until_they_would_have_ended() {
     let mut h = H::new();
     let end = |h: &mut H, id: u8, until_ms: u64| {
-        h.run(Command::EndOperatorSession {
-            session: [id; 16],
+        h.run(Command::EndCredential {
+            credential: [id; 16],
             until_ms,
         })
     };
     assert_eq!(end(&mut h, 1, T0 + 1_000), Outcome::Count(1));
-    assert!(h.sm.operator_session_ended(&[1; 16]));
-    assert!(!h.sm.operator_session_ended(&[2; 16]));
+    assert!(h.sm.credential_ended(&[1; 16]));
+    assert!(!h.sm.credential_ended(&[2; 16]));
     // One already over is not recorded.
     assert_eq!(end(&mut h, 2, T0), Outcome::Count(0));
     let back = StateMachine::restore(&h.sm.snapshot()).unwrap();
-    assert!(back.operator_session_ended(&[1; 16]));
+    assert!(back.credential_ended(&[1; 16]));
     h.at(1_000).tick();
-    assert!(
-        !h.sm.operator_session_ended(&[1; 16]),
-        "it would have ended"
-    );
+    assert!(!h.sm.credential_ended(&[1; 16]), "it would have ended");
     // Bounded: past the limit, only records of sessions that are over make room.
     let mut h = H::new();
-    for i in 0..OPERATOR_SESSIONS_ENDED_MAX as u32 {
+    for i in 0..CREDENTIALS_ENDED_MAX as u32 {
         let mut id = [0u8; 16];
         id[..4].copy_from_slice(&i.to_be_bytes());
         let until = if i == 0 { T0 + 10 } else { T0 + 3_600_000 };
         assert_eq!(
-            h.run(Command::EndOperatorSession {
-                session: id,
+            h.run(Command::EndCredential {
+                credential: id,
                 until_ms: until
             }),
             Outcome::Count(1)

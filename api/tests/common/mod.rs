@@ -387,6 +387,40 @@ impl Cluster {
     }
 }
 
+/// A client that does not follow redirects (to see a 303 and its cookie).
+pub fn no_redirect() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+/// The dashboard form's CSRF token in `page`.
+pub fn csrf_of(page: &str) -> String {
+    page.split("name=\"csrf\" value=\"")
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+impl Cluster {
+    /// Signs in to node `id`'s dashboard: the session cookie (`name=value`).
+    pub async fn dashboard_cookie(&self, http: &reqwest::Client, id: u64) -> String {
+        let r = http
+            .post(self.node(id).url("/admin/login"))
+            .form(&[("token", TOKEN)])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::SEE_OTHER);
+        let set = r.headers()["set-cookie"].to_str().unwrap();
+        set.split(';').next().unwrap().to_string()
+    }
+}
+
 impl Drop for Cluster {
     fn drop(&mut self) {
         for n in self.nodes.values_mut() {
