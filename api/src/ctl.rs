@@ -191,16 +191,22 @@ pub struct RoomFields {
     /// Full or partial configuration as JSON (`-` reads standard input).
     #[arg(long)]
     json: Option<String>,
+    /// Most admitted sessions at once.
     #[arg(long)]
     capacity: Option<u64>,
+    /// Most new admissions per minute.
     #[arg(long)]
     admit_per_minute: Option<u64>,
+    /// A session ends this long after its last activity.
     #[arg(long)]
     session_ttl_secs: Option<u64>,
+    /// A waiter who does not check in for this long loses the place.
     #[arg(long)]
     waiter_ttl_secs: Option<u64>,
+    /// Most waiters; beyond it joins are refused (queue_full).
     #[arg(long)]
     max_waiting: Option<u64>,
+    /// fifo, lottery, passthrough or reject.
     #[arg(long)]
     mode: Option<String>,
 }
@@ -266,11 +272,15 @@ pub enum BypassCmd {
         #[arg(long)]
         room: String,
         /// The token's id (as `issue` printed it).
-        #[arg(long, conflicts_with = "token", required_unless_present = "token")]
+        #[arg(
+            long,
+            conflicts_with = "bypass_token",
+            required_unless_present = "bypass_token"
+        )]
         id: Option<String>,
-        /// The token itself.
+        /// The staff token itself.
         #[arg(long)]
-        token: Option<String>,
+        bypass_token: Option<String>,
     },
 }
 
@@ -492,10 +502,14 @@ pub async fn run(args: CtlArgs) -> anyhow::Result<()> {
             format!("/v1/rooms/{room}/bypass/tokens"),
             Some(json!({"ttl_secs": ttl, "label": label})),
         ),
-        CtlCmd::Bypass(BypassCmd::Revoke { room, id, token }) => (
+        CtlCmd::Bypass(BypassCmd::Revoke {
+            room,
+            id,
+            bypass_token,
+        }) => (
             reqwest::Method::POST,
             format!("/v1/rooms/{room}/bypass/revoke"),
-            Some(match (id, token) {
+            Some(match (id, bypass_token) {
                 (Some(id), _) => json!({"id": id}),
                 (None, t) => json!({"token": t}),
             }),

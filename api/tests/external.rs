@@ -637,6 +637,46 @@ async fn ctl_rooms_put_changes_only_what_it_is_given_and_create_never_resets_a_r
     );
     let (_, fresh) = c.admin(1, Method::GET, "/v1/rooms/fresh", None).await;
     assert_eq!(fresh["config"]["capacity"], 7, "{fresh}");
+
+    // Staff tokens from the command line: issued, then revoked by the token itself (the
+    // operator's `--token` stays the operator's).
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["ctl", "--url", &url, "--token", TOKEN, "bypass", "issue"])
+        .args(["--room", "fresh", "--ttl", "8h", "--label", "desk"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let issued: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let staff = issued["token"].as_str().unwrap();
+    let gate = || async {
+        c.http
+            .get(c.node(1).url("/gate/fresh/check"))
+            .header("x-sluice-bypass", staff)
+            .send()
+            .await
+            .unwrap()
+            .status()
+    };
+    assert_eq!(gate().await, StatusCode::OK);
+    assert_eq!(
+        status(
+            &url,
+            &[
+                "bypass",
+                "revoke",
+                "--room",
+                "fresh",
+                "--bypass-token",
+                staff
+            ]
+        ),
+        Some(0)
+    );
+    assert_eq!(gate().await, StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        status(&url, &["bypass", "issue", "--room", "fresh", "--ttl", "8w"]),
+        Some(2)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
