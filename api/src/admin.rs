@@ -656,20 +656,23 @@ fn parse_bypass(f: &Fields) -> Result<crate::model::BypassBody, (String, String)
     })
 }
 
+/// A form field holding a whole number, or empty (`None`).
+fn opt_num(f: &Fields, k: &str) -> Result<Option<u64>, (String, String)> {
+    match f.get(k).map(|v| v.trim()).filter(|v| !v.is_empty()) {
+        None => Ok(None),
+        Some(v) => v
+            .parse()
+            .map(Some)
+            .map_err(|_| (k.to_string(), "must be a whole number or empty".to_string())),
+    }
+}
+
 /// The line and origin parts of the configuration form. The origin is watched when a probe URL
 /// or any threshold is given.
 fn parse_line_and_origin(
     f: &Fields,
 ) -> Result<(crate::model::LineBody, Option<crate::model::OriginBody>), (String, String)> {
-    let opt_num = |k: &str| -> Result<Option<u64>, (String, String)> {
-        match f.get(k).map(|v| v.trim()).filter(|v| !v.is_empty()) {
-            None => Ok(None),
-            Some(v) => v
-                .parse()
-                .map(Some)
-                .map_err(|_| (k.to_string(), "must be a whole number or empty".to_string())),
-        }
-    };
+    let opt_num = |k: &str| opt_num(f, k);
     let line = crate::model::LineBody {
         show_waiting: f.contains_key("line.show_waiting"),
         show_positions: f.contains_key("line.show_positions"),
@@ -831,15 +834,7 @@ fn parse_config(f: &Fields) -> Result<RoomConfigBody, (String, String)> {
             .parse()
             .map_err(|_| (k.to_string(), "must be a whole number".to_string()))
     };
-    let opt_num = |k: &str| -> Result<Option<u64>, (String, String)> {
-        match f.get(k).map(|v| v.trim()).filter(|v| !v.is_empty()) {
-            None => Ok(None),
-            Some(v) => v
-                .parse()
-                .map(Some)
-                .map_err(|_| (k.to_string(), "must be a whole number or empty".to_string())),
-        }
-    };
+    let opt_num = |k: &str| opt_num(f, k);
     let text = |k: &str| {
         f.get(k)
             .map(|v| v.trim().to_string())
