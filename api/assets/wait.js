@@ -15,6 +15,15 @@
       document.getElementById('cookies').hidden = false;
       return;
     }
+    // An invite-only room: the visitor types the code and presses the button.
+    if (data.manual) return;
+    // A code from the invitation link goes with the form (which redeems it).
+    var code = document.getElementById('code');
+    if (code && code.value && !data.pow) {
+      sessionStorage.setItem(joined, Date.now());
+      document.getElementById('join').submit();
+      return;
+    }
     if (data.pow) {
       document.getElementById('join').addEventListener('submit', function (e) {
         if (!e.target.elements.altcha.value) { e.preventDefault(); solveThenJoin(joined); }

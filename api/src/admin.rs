@@ -616,6 +616,178 @@ fn bypass_inputs(cfg: &RoomConfigBody, errors: &BTreeMap<String, String>) -> Str
     .concat()
 }
 
+/// Most codes the dashboard makes at once (more with `sluice ctl codes create`).
+const DASHBOARD_CODES_MAX: u64 = 1_000;
+
+/// The room page's access-code section: the lanes' counts, the batches with their uses (and a
+/// button to end each), and a form that makes a batch.
+fn codes_section(app: &App, room: &str, lanes: &[crate::model::LaneBody], token: &str) -> String {
+    let r = esc(room);
+    let hidden = format!("<input type=\"hidden\" name=\"csrf\" value=\"{token}\">");
+    let view = app
+        .sluice
+        .node
+        .read(|st| st.sm.room(room))
+        .ok()
+        .and_then(|(v, _)| v);
+    let lane_rows: String = view
+        .iter()
+        .flat_map(|v| v.lanes.iter())
+        .map(|l| {
+            format!(
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&l.name),
+                if l.open { "open" } else { "not yet" },
+                l.waiting,
+                l.joined,
+                l.admitted,
+                l.redeemed
+            )
+        })
+        .collect();
+    let lanes_table = if lane_rows.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "<table><caption>Lanes</caption><tr><th>Lane</th><th>Admitting</th><th>Waiting</th><th>Joined</th><th>Admitted</th><th>Codes redeemed</th></tr>{lane_rows}</table>"
+        )
+    };
+    let batches: Vec<crate::model::CodeBatchBody> = app
+        .sluice
+        .node
+        .read(|st| st.sm.code_batches(room))
+        .ok()
+        .and_then(|(b, _)| b.ok())
+        .unwrap_or_default()
+        .iter()
+        .map(crate::model::CodeBatchBody::from)
+        .collect();
+    let batch_rows: String = batches
+        .iter()
+        .map(|b| {
+            format!(
+                "<tr><td>{id}</td><td>{label}</td><td>{lane}</td><td>{uses}</td><td>{codes}</td><td>{used}</td><td>{used_up}</td><td>{exp}</td>\
+<td><form class=\"inline\" method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"codes_end\">\
+<input type=\"hidden\" name=\"batch\" value=\"{id}\"><button aria-label=\"End batch {id}\">End</button></form></td></tr>",
+                id = b.id,
+                label = esc(&b.label),
+                lane = esc(b.lane.as_deref().unwrap_or("(own line)")),
+                uses = b.uses,
+                codes = b.codes,
+                used = b.used,
+                used_up = b.used_up,
+                exp = b.expires_at.map_or("never".to_string(), |t| t.to_string()),
+            )
+        })
+        .collect();
+    let batch_table = if batch_rows.is_empty() {
+        "<p>No access codes yet.</p>".to_string()
+    } else {
+        format!(
+            "<table><caption>Code batches</caption><tr><th>Batch</th><th>Label</th><th>Lane</th><th>Uses each</th><th>Codes</th><th>Uses taken</th><th>Used up</th><th>Expires (unix s)</th><th></th></tr>{batch_rows}</table>"
+        )
+    };
+    let lane_options: String =
+        std::iter::once("<option value=\"\">(the room's own line)</option>".to_string())
+            .chain(
+                lanes
+                    .iter()
+                    .map(|l| format!("<option>{}</option>", esc(&l.name))),
+            )
+            .collect();
+    format!(
+        "<h2>Access codes</h2>{lanes_table}{batch_table}\
+<form method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"codes_create\">\
+<label for=\"f-ccount\">How many (at most {DASHBOARD_CODES_MAX}; more with sluice ctl codes create)</label><input id=\"f-ccount\" name=\"count\" type=\"number\" min=\"1\" max=\"{DASHBOARD_CODES_MAX}\" value=\"10\">\
+<label for=\"f-cuses\">Uses per code</label><input id=\"f-cuses\" name=\"uses\" type=\"number\" min=\"1\" value=\"1\">\
+<label for=\"f-clane\">Lane</label><select id=\"f-clane\" name=\"lane\">{lane_options}</select>\
+<label for=\"f-cexp\">Valid for, hours (empty: no end)</label><input id=\"f-cexp\" name=\"expires_hours\" type=\"number\" min=\"1\">\
+<label for=\"f-clabel\">Label</label><input id=\"f-clabel\" name=\"label\" maxlength=\"64\"> <button>Make codes</button></form>"
+    )
+}
+
+/// The configuration form's field for the priority lanes: one per line, in order,
+/// `name [opens=UNIX-SECONDS] [share=0.5] [lottery]`.
+fn lane_inputs(cfg: &RoomConfigBody, errors: &BTreeMap<String, String>) -> String {
+    let lines: Vec<String> = cfg
+        .lanes
+        .iter()
+        .map(|l| {
+            let mut line = l.name.clone();
+            if let Some(t) = l.opens_at {
+                line.push_str(&format!(" opens={t}"));
+            }
+            if let Some(s) = l.share {
+                line.push_str(&format!(" share={s}"));
+            }
+            if l.order == "lottery" {
+                line.push_str(" lottery");
+            }
+            line
+        })
+        .collect();
+    // The form's own parse names `lanes`; the state machine's checks `entry.lanes.…`.
+    let err = errors
+        .iter()
+        .find(|(k, _)| k.starts_with("lanes") || k.starts_with("entry.lanes"))
+        .map(|(_, e)| format!(" <span class=\"err\" id=\"err-lanes\">{}</span>", esc(e)))
+        .unwrap_or_default();
+    let invalid = if err.is_empty() {
+        ""
+    } else {
+        " aria-invalid=\"true\" aria-describedby=\"err-lanes\""
+    };
+    format!(
+        "<label for=\"f-lanes\">Priority lanes before the room's own line, one per line, first first: \
+<code>presale opens=1767225600 share=0.5 lottery</code> (opens, share and lottery optional)</label>\
+<textarea id=\"f-lanes\" name=\"lanes\" rows=\"3\"{invalid}>{}</textarea>{err}",
+        esc(&lines.join("\n"))
+    )
+}
+
+/// The lanes part of the configuration form.
+fn parse_lanes(f: &Fields) -> Result<Vec<crate::model::LaneBody>, (String, String)> {
+    let bad = |l: &str, why: &str| ("lanes".to_string(), format!("{l:?}: {why}"));
+    f.get("lanes")
+        .map(|v| {
+            v.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default()
+        .into_iter()
+        .map(|l| {
+            let mut words = l.split_whitespace();
+            let mut lane = crate::model::LaneBody {
+                name: words.next().unwrap_or_default().to_string(),
+                opens_at: None,
+                share: None,
+                order: "fifo".into(),
+            };
+            for w in words {
+                if w == "lottery" {
+                    lane.order = "lottery".into();
+                } else if let Some(t) = w.strip_prefix("opens=") {
+                    lane.opens_at =
+                        Some(t.parse().map_err(|_| bad(l, "opens= takes unix seconds"))?);
+                } else if let Some(s) = w.strip_prefix("share=") {
+                    lane.share = Some(
+                        s.parse()
+                            .map_err(|_| bad(l, "share= takes a fraction, 0.5"))?,
+                    );
+                } else {
+                    return Err(bad(
+                        l,
+                        "write name [opens=UNIX-SECONDS] [share=0.5] [lottery]",
+                    ));
+                }
+            }
+            Ok(lane)
+        })
+        .collect()
+}
+
 /// The bypass part of the configuration form.
 fn parse_bypass(f: &Fields) -> Result<crate::model::BypassBody, (String, String)> {
     let lines = |k: &str| -> Vec<String> {
@@ -730,6 +902,7 @@ fn room_page(
     let notice = notice
         .map(|n| format!("<p class=\"ok\" role=\"status\">{}</p>", esc(n)))
         .unwrap_or_default();
+    let codes = codes_section(app, room, &cfg.lanes, &token);
     let hidden = format!("<input type=\"hidden\" name=\"csrf\" value=\"{token}\">");
     let r = esc(room);
     let body = format!(
@@ -740,11 +913,12 @@ fn room_page(
 <form method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"mode\">{} <button>Set mode</button></form>\
 <form method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"health\">{}<label for=\"f-sf\">Slow factor (0–1)</label><input id=\"f-sf\" name=\"slow_factor\" value=\"{sf}\"> <button>Set health</button></form>\
 <form method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"admit\"><label for=\"f-count\">Admit now (count)</label><input id=\"f-count\" name=\"count\" type=\"number\" min=\"1\" value=\"1\"> <button>Admit</button></form>\
-<form method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"revoke\"><label for=\"f-vid\">Revoke visitor id (empty: every session)</label><input id=\"f-vid\" name=\"visitor_id\"> <button>Revoke</button></form>\
+<form method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"revoke\"><label for=\"f-vid\">Revoke visitor id</label><input id=\"f-vid\" name=\"visitor_id\"> \
+<input type=\"checkbox\" id=\"f-rall\" name=\"confirm_all\" value=\"yes\"><label for=\"f-rall\">End every session (no visitor id)</label> <button>Revoke</button></form>\
 <h2>Staff bypass tokens</h2>\
 <form method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"bypass_issue\"><label for=\"f-bttl\">Valid for, hours (at most 168)</label><input id=\"f-bttl\" name=\"ttl_hours\" type=\"number\" min=\"1\" max=\"168\" value=\"8\"><label for=\"f-blabel\">For whom</label><input id=\"f-blabel\" name=\"label\" maxlength=\"64\"> <button>Issue a token</button></form>\
 <form method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"bypass_revoke\"><label for=\"f-bid\">Revoke the token with id</label><input id=\"f-bid\" name=\"id\" maxlength=\"32\"> <button>Revoke token</button></form>\
-<h2>Configuration</h2><form method=\"post\" action=\"/admin/rooms/{r}/config\">{hidden}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}\
+{codes}<h2>Configuration</h2><form method=\"post\" action=\"/admin/rooms/{r}/config\">{hidden}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}\
 <p><button type=\"submit\">Save configuration</button></p></form>{CHART_JS}",
         chart("waiting", room, "Waiting"),
         chart("active", room, "Active"),
@@ -777,6 +951,7 @@ fn room_page(
         input("entry.pow.work", "Proof-of-work: counters to try (empty: none)", &opt(cfg.entry.proof_of_work.as_ref().map(|p| u64::from(p.work))), "number", errors),
         input("entry.pow.cost", "Proof-of-work: PBKDF2 iterations per counter", &opt(cfg.entry.proof_of_work.as_ref().map(|p| u64::from(p.cost))), "number", errors),
         input("entry.identity_required", "One place per signed-in customer (the shop's identity assertion)", &cfg.entry.identity_required.to_string(), "checkbox", errors),
+        input("entry.invite_only", "By invitation only (a place needs an access code)", &cfg.entry.invite_only.to_string(), "checkbox", errors),
         input("entry.networks_per_session_max", "Most client networks per admitted session (empty: not counted)", &opt(cfg.entry.networks_per_session_max), "number", errors),
         input("entry.networks_window_secs", "Forget a session's network not seen for, seconds (empty: never)", &opt(cfg.entry.networks_window_secs), "number", errors),
         input("entry.external_challenge.provider", "External challenge provider (empty: none)", cfg.entry.external_challenge.as_ref().map_or("", |e| e.provider.as_str()), "text", errors),
@@ -784,6 +959,7 @@ fn room_page(
         input("entry.pow.double_every_waiting", "Proof-of-work: doubles for every this many waiting (empty: never)", &opt(cfg.entry.proof_of_work.as_ref().and_then(|p| p.double_every_waiting)), "number", errors),
         line_and_origin_inputs(cfg, errors),
         bypass_inputs(cfg, errors),
+        lane_inputs(cfg, errors),
         pause_action = if cfg.paused { "resume" } else { "pause" },
         pause_label = if cfg.paused { "Resume" } else { "Pause" },
         sf = cfg.slow_factor,
@@ -858,6 +1034,7 @@ fn parse_config(f: &Fields) -> Result<RoomConfigBody, (String, String)> {
         line,
         origin,
         bypass: parse_bypass(f)?,
+        lanes: parse_lanes(f)?,
         capacity: num("capacity")?,
         admit_per_minute: num("admit_per_minute")?,
         admit_burst: num("admit_burst")?,
@@ -908,6 +1085,7 @@ fn parse_config(f: &Fields) -> Result<RoomConfigBody, (String, String)> {
                 }
             },
             identity_required: f.contains_key("entry.identity_required"),
+            invite_only: f.contains_key("entry.invite_only"),
             networks_per_session_max: opt_num("entry.networks_per_session_max")?,
             networks_window_secs: opt_num("entry.networks_window_secs")?,
             external_challenge: text("entry.external_challenge.provider").map(|provider| {
@@ -1057,6 +1235,52 @@ pub async fn action(
                     t.id, t.expires_at, t.token
                 )
             }
+            "codes_create" => {
+                let count = get("count")
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|n| (1..=DASHBOARD_CODES_MAX).contains(n))
+                    .ok_or_else(|| {
+                        ApiError::invalid(
+                            "count",
+                            format!("between 1 and {DASHBOARD_CODES_MAX} (more with sluice ctl codes create)"),
+                        )
+                    })?;
+                let uses = get("uses")
+                    .parse::<u32>()
+                    .map_err(|_| ApiError::invalid("uses", "must be a whole number"))?;
+                let expires_at = match get("expires_hours").as_str() {
+                    "" => None,
+                    h => Some(
+                        app.sluice.node.now_ms() / 1000
+                            + h.parse::<u64>()
+                                .map_err(|_| ApiError::invalid("expires_hours", "must be a whole number"))?
+                                .saturating_mul(3_600),
+                    ),
+                };
+                let body = crate::model::CodesCreateBody {
+                    count: Some(count),
+                    uses,
+                    expires_at,
+                    lane: Some(get("lane")).filter(|l| !l.is_empty()),
+                    label: get("label"),
+                    identities: Vec::new(),
+                };
+                let made = sl.create_codes(&room, &body).await?;
+                format!(
+                    "{} codes made (batch {}), shown this once; keep them: {}",
+                    made.codes.len(),
+                    made.batch.id,
+                    made.codes.join(" ")
+                )
+            }
+            "codes_end" => {
+                let batch = get("batch")
+                    .parse::<u32>()
+                    .map_err(|_| ApiError::invalid("batch", "a batch number"))?;
+                let n = sl.end_codes(&room, batch).await?;
+                format!("Batch {batch} ended: its {} codes no longer work.", n.count)
+            }
             "bypass_revoke" => {
                 let body = crate::model::BypassRevokeBody {
                     token: None,
@@ -1068,6 +1292,12 @@ pub async fn action(
             "revoke" => {
                 let v = get("visitor_id");
                 let r = if v.is_empty() {
+                    if get("confirm_all") != "yes" {
+                        return Err(ApiError::invalid(
+                            "confirm_all",
+                            "to end every session of the room, give no visitor id and tick \"End every session\"",
+                        ));
+                    }
                     sl.revoke(&room, None, true).await?
                 } else {
                     sl.revoke(&room, Some(&v), false).await?

@@ -77,6 +77,34 @@ pub fn client_key(room: &str, ip: IpAddr, policy: &EntryPolicy) -> ClientKey {
     ClientKey(key)
 }
 
+/// Why a staff token does not let its holder through `room` at `now_s` (unix seconds), as far
+/// as the token alone tells (`None`: it may). The gate and the staff page ask the same.
+fn staff_refusal(t: &StaffToken, room: &str, now_s: u64) -> Option<&'static str> {
+    if t.room != room {
+        Some("the token is for another room")
+    } else if t.expires_at <= now_s {
+        Some("the token has expired")
+    } else {
+        None
+    }
+}
+
+/// Why a staff token does not let its holder through a room with `policy`, as the replicated
+/// state tells (`None`: it may).
+fn staff_state_refusal(
+    policy: &EntryPolicy,
+    sm: &sluice_statemachine::StateMachine,
+    t: &StaffToken,
+) -> Option<&'static str> {
+    if !policy.bypass.staff_tokens {
+        Some("the room does not accept staff tokens")
+    } else if sm.credential_ended(&t.id) {
+        Some("the token was revoked")
+    } else {
+        None
+    }
+}
+
 /// What a join brings to show it may take a place, as the room's entry policy asks.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct JoinProof<'a> {
@@ -86,6 +114,8 @@ pub struct JoinProof<'a> {
     pub identity: Option<&'a str>,
     /// A token from an external challenge provider's widget.
     pub external: Option<&'a str>,
+    /// An access code, as the visitor typed it.
+    pub code: Option<&'a str>,
 }
 
 impl<'a> JoinProof<'a> {
@@ -95,6 +125,15 @@ impl<'a> JoinProof<'a> {
             altcha: altcha.filter(|s| !s.is_empty()),
             identity: identity.filter(|s| !s.is_empty()),
             external: None,
+            code: None,
+        }
+    }
+
+    /// With an access code (empty: none).
+    pub fn with_code(self, code: Option<&'a str>) -> Self {
+        JoinProof {
+            code: code.filter(|s| !s.trim().is_empty()),
+            ..self
         }
     }
 
@@ -190,6 +229,8 @@ impl Sluice {
             visitor_id: view.visitor.to_string(),
             ticket: String::new(),
             position: None,
+            lane: None,
+            ahead: None,
             eta_secs: None,
             eta_max_secs: None,
             waiting: None,
@@ -204,6 +245,8 @@ impl Sluice {
         match &view.state {
             VisitorState::Waiting {
                 position,
+                lane,
+                ahead,
                 provisional,
                 waiting,
                 next_check_secs,
@@ -213,6 +256,8 @@ impl Sluice {
             } => {
                 r.state = "waiting".into();
                 r.position = *position;
+                r.lane = lane.clone();
+                r.ahead = *ahead;
                 r.provisional = provisional.then_some(true);
                 r.next_check_secs = Some(*next_check_secs);
                 r.waiting = *waiting;
@@ -268,7 +313,7 @@ impl Sluice {
             .ok()
             .and_then(|(t, _)| t)
             .unwrap_or_default();
-        let identity = match (&policy.identity, proof.identity) {
+        let (identity, lane) = match (&policy.identity, proof.identity) {
             (Some(rule), Some(token)) => {
                 let keys = self.identity.as_ref().ok_or_else(|| {
                     ApiError::new(
@@ -277,11 +322,37 @@ impl Sluice {
                         "this node has no [identity] keys to verify assertions with",
                     )
                 })?;
-                Some(keys.key(room, &rule.salt, &keys.verify(token)?))
+                let a = keys.verify_assertion(token)?;
+                (Some(keys.key(room, &rule.salt, &a.subject)), a.lane)
             }
             (Some(_), None) if fresh => return Err(ApiError::from(Rejection::IdentityRequired)),
-            _ => None,
+            _ => (None, None),
         };
+        // A code is checked here first, against applied state: a guess, a typo or a spent code
+        // costs no log entry. Whether it is still good when the join is applied is decided
+        // there, the same on every replica.
+        let code = match proof.code {
+            Some(text) => {
+                let canon = crate::codes::normalize(text)
+                    .ok_or_else(|| ApiError::from(Rejection::CodeInvalid))?;
+                let h = crate::codes::hash(room, &canon);
+                let known = (!fresh).then_some(visitor);
+                let usable = |st: &sluice_raft::SmState| st.sm.code_usable(room, &h, known);
+                match self.node.read(usable).map_err(ApiError::from)?.0 {
+                    // Codes made a moment ago may not have reached this node yet: ask again
+                    // at the leader's commit (a round trip, still no log entry).
+                    Err(Rejection::CodeInvalid) => {
+                        self.node.read_linearizable(usable).await?.0?;
+                    }
+                    r => r?,
+                }
+                Some(h)
+            }
+            None => None,
+        };
+        if fresh && policy.invite_only && code.is_none() && lane.is_none() {
+            return Err(ApiError::from(Rejection::InviteOnly));
+        }
         let challenge = match (&policy.proof_of_work, proof.altcha) {
             (Some(_), Some(proof)) => Some(
                 self.pow
@@ -327,7 +398,12 @@ impl Sluice {
         let client = client
             .filter(|_| policy.counts_clients())
             .map(|ip| client_key(room, ip, &policy));
-        if client.is_none() && challenge.is_none() && identity.is_none() && !external_passed {
+        if client.is_none()
+            && challenge.is_none()
+            && identity.is_none()
+            && !external_passed
+            && code.is_none()
+        {
             return Ok(Command::Join {
                 room: room.into(),
                 visitor,
@@ -341,6 +417,8 @@ impl Sluice {
                 challenge,
                 identity,
                 external_passed,
+                code,
+                lane,
             }
             .encode(),
         })
@@ -421,6 +499,8 @@ impl Sluice {
             Outcome::Rejected(r @ (Rejection::RoomClosed | Rejection::RoomRejecting)) => {
                 Ok(VisitorReply {
                     state: "rejected".into(),
+                    lane: None,
+                    ahead: None,
                     room: room.into(),
                     visitor_id: visitor.to_string(),
                     ticket: self.tickets.issue(&Ticket {
@@ -527,7 +607,7 @@ impl Sluice {
         let staff = ask
             .staff
             .and_then(|s| StaffToken::open(&self.tickets, s).ok())
-            .filter(|t| t.room == room && t.expires_at.saturating_mul(1000) > now);
+            .filter(|t| staff_refusal(t, room, now / 1000).is_none());
         let ticket = ask.ticket.map(|s| self.tickets.verify(s).map(|t| (s, t)));
         let admitted = match &ticket {
             Some(Ok((_, t))) if t.room == room && t.admitted_seq != 0 => Some(t),
@@ -541,7 +621,7 @@ impl Sluice {
                     .or_else(|| {
                         staff
                             .as_ref()
-                            .filter(|t| p.bypass.staff_tokens && !st.sm.credential_ended(&t.id))
+                            .filter(|t| staff_state_refusal(p, &st.sm, t).is_none())
                             .map(|_| BypassKind::Token)
                     })
             });
@@ -642,6 +722,8 @@ impl Sluice {
         policy.bypass = body
             .bypass
             .to_rule()
+            .map_err(|(f, m)| ApiError::invalid(f, m))?;
+        policy.lanes = crate::model::LaneBody::to_lanes(&body.lanes)
             .map_err(|(f, m)| ApiError::invalid(f, m))?;
         policy.validate()?;
         if let Some(e) = &policy.external_challenge {
@@ -1011,6 +1093,185 @@ impl Sluice {
         }
     }
 
+    /// Makes a batch of access codes for `room`: random codes, shown in the answer this once;
+    /// the cluster keeps their hashes, written a command of
+    /// [`CODES_PER_COMMAND_MAX`](sluice_statemachine::codes::CODES_PER_COMMAND_MAX) at a time.
+    /// If a later part cannot be written, the batch is ended (none of its codes works) and the
+    /// error returned.
+    pub async fn create_codes(
+        &self,
+        room: &str,
+        body: &CodesCreateBody,
+    ) -> Result<CodesCreatedBody, ApiError> {
+        use crate::codes::CODES_PER_REQUEST_MAX;
+        use sluice_statemachine::codes::CODES_PER_COMMAND_MAX;
+        Self::check_room(room)?;
+        let count = match (body.count, body.identities.len() as u64) {
+            (Some(n), 0) => n,
+            (None, 0) => return Err(ApiError::invalid("count", "how many codes to make")),
+            (None, k) => k,
+            (Some(n), k) if n == k => n,
+            (Some(_), _) => {
+                return Err(ApiError::invalid(
+                    "count",
+                    "with identities, one code per identity: leave count out",
+                ))
+            }
+        };
+        if !(1..=CODES_PER_REQUEST_MAX).contains(&count) {
+            return Err(ApiError::invalid(
+                "count",
+                format!("must be between 1 and {CODES_PER_REQUEST_MAX}"),
+            ));
+        }
+        let batch = sluice_statemachine::CodeBatch {
+            label: body.label.clone(),
+            lane: body.lane.clone().filter(|l| !l.is_empty()),
+            uses: body.uses,
+            expires_ms: body
+                .expires_at
+                .map(|s| {
+                    s.checked_mul(1000)
+                        .ok_or_else(|| ApiError::invalid("expires_at", "too large"))
+                })
+                .transpose()?,
+        };
+        batch.validate()?;
+        let (policy, _) = self.node.read(|st| st.sm.entry_policy(room))?;
+        let policy = policy.ok_or_else(|| ApiError::from(Rejection::RoomNotFound))?;
+        if let Some(lane) = &batch.lane {
+            if !policy.lanes.iter().any(|l| &l.name == lane) {
+                return Err(ApiError::invalid(
+                    "lane",
+                    format!("the room has no lane {lane} (see its lanes)"),
+                ));
+            }
+        }
+        let identities: Vec<Option<sluice_statemachine::IdentityKey>> =
+            if body.identities.is_empty() {
+                vec![None; count as usize]
+            } else {
+                let rule = policy.identity.as_ref().ok_or_else(|| {
+                    ApiError::invalid(
+                        "identities",
+                        "the room asks no identities (entry.identity_required)",
+                    )
+                })?;
+                let keys = self.identity.as_ref().ok_or_else(|| {
+                    ApiError::invalid("identities", "this node has no [identity] keys")
+                })?;
+                body.identities
+                    .iter()
+                    .map(|sub| {
+                        if sub.is_empty() || sub.len() > crate::identity::SUBJECT_BYTES_MAX {
+                            return Err(ApiError::invalid(
+                                "identities",
+                                format!("each 1 to {} bytes", crate::identity::SUBJECT_BYTES_MAX),
+                            ));
+                        }
+                        Ok(Some(keys.key(room, &rule.salt, sub)))
+                    })
+                    .collect::<Result<_, _>>()?
+            };
+        let mut random = vec![0u8; count as usize * 10];
+        getrandom::fill(&mut random).map_err(|e| {
+            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+        })?;
+        let codes: Vec<String> = random
+            .chunks_exact(10)
+            .map(|r| crate::codes::format(r.try_into().expect("10 bytes")))
+            .collect();
+        let hashed: Vec<sluice_statemachine::NewCode> = codes
+            .iter()
+            .zip(identities)
+            .map(|(c, identity)| sluice_statemachine::NewCode {
+                hash: crate::codes::hash(
+                    room,
+                    &crate::codes::normalize(c).expect("a code made here"),
+                ),
+                identity,
+            })
+            .collect();
+        let mut parts = hashed.chunks(CODES_PER_COMMAND_MAX);
+        let first = Command::CreateCodes {
+            room: room.into(),
+            batch,
+            codes: parts.next().expect("at least one code").to_vec(),
+        };
+        let (mut view, mut index) = match self.write(first).await? {
+            (Outcome::Codes(v), i) => (v, i),
+            (o, _) => return Err(unexpected(o)),
+        };
+        for part in parts {
+            let add = Command::AddCodes {
+                room: room.into(),
+                batch: view.id,
+                codes: part.to_vec(),
+            };
+            match self.write(add).await {
+                Ok((Outcome::Codes(v), i)) => (view, index) = (v, i),
+                other => {
+                    let end = Command::EndCodes {
+                        room: room.into(),
+                        batch: view.id,
+                    };
+                    let _ = self.write(end).await;
+                    return Err(match other {
+                        Err(e) => e,
+                        Ok((o, _)) => unexpected(o),
+                    });
+                }
+            }
+        }
+        tracing::info!(
+            room,
+            batch = view.id,
+            codes = view.codes,
+            "access codes made"
+        );
+        Ok(CodesCreatedBody {
+            batch: CodeBatchBody::from(&view),
+            codes,
+            applied_index: index,
+        })
+    }
+
+    /// A room's code batches: counts and uses, never the codes (a linearizable read with
+    /// `consistent`).
+    pub async fn code_batches(
+        &self,
+        room: &str,
+        consistent: bool,
+    ) -> Result<CodeBatchList, ApiError> {
+        Self::check_room(room)?;
+        let read = |st: &sluice_raft::SmState| st.sm.code_batches(room);
+        let (batches, index) = if consistent {
+            self.node.read_linearizable(read).await?
+        } else {
+            self.node.read(read)?
+        };
+        Ok(CodeBatchList {
+            batches: batches?.iter().map(CodeBatchBody::from).collect(),
+            applied_index: index,
+        })
+    }
+
+    /// Ends a batch of codes: none of them works from now on; the places they gave stay.
+    pub async fn end_codes(&self, room: &str, batch: u32) -> Result<CountReply, ApiError> {
+        Self::check_room(room)?;
+        let cmd = Command::EndCodes {
+            room: room.into(),
+            batch,
+        };
+        match self.write(cmd).await? {
+            (Outcome::Count(n), i) => Ok(CountReply {
+                count: n,
+                applied_index: i,
+            }),
+            (o, _) => Err(unexpected(o)),
+        }
+    }
+
     /// Issues a staff bypass token for `room`, valid `ttl_secs` (at most
     /// [`STAFF_TOKEN_TTL_SECS_MAX`](crate::bypass::STAFF_TOKEN_TTL_SECS_MAX)) on every node.
     pub fn issue_bypass_token(
@@ -1074,23 +1335,19 @@ impl Sluice {
             |m: &str| ApiError::new(StatusCode::UNAUTHORIZED, "bypass_invalid", m.to_string());
         let t = StaffToken::open(&self.tickets, token)
             .map_err(|_| refused("this is not a staff token of this cluster"))?;
-        if t.room != room {
-            return Err(refused("the token is for another room"));
-        }
         let now_s = self.node.now_ms() / 1000;
-        if t.expires_at <= now_s {
-            return Err(refused("the token has expired"));
+        if let Some(why) = staff_refusal(&t, room, now_s) {
+            return Err(refused(why));
         }
-        let (ok, _) = self.node.read(|st| {
+        let (refusal, _) = self.node.read(|st| {
             st.sm
                 .policy(room)
-                .map(|p| (p.bypass.staff_tokens, st.sm.credential_ended(&t.id)))
+                .map(|p| staff_state_refusal(p, &st.sm, &t))
         })?;
-        match ok {
+        match refusal {
             None => Err(Rejection::RoomNotFound.into()),
-            Some((false, _)) => Err(refused("the room does not accept staff tokens")),
-            Some((_, true)) => Err(refused("the token was revoked")),
-            Some((true, false)) => Ok(t.expires_at - now_s),
+            Some(Some(why)) => Err(refused(why)),
+            Some(None) => Ok(t.expires_at - now_s),
         }
     }
 
@@ -1174,6 +1431,7 @@ impl Sluice {
                 .into_iter()
                 .map(|e| QueueEntryBody {
                     position: e.position,
+                    lane: e.lane,
                     visitor_id: e.visitor.to_string(),
                     seq: e.seq,
                     last_seen_ms: e.last_seen_ms,

@@ -133,6 +133,10 @@ pub enum CtlCmd {
     /// Staff bypass tokens: let their holder through a room's gate without waiting.
     #[command(subcommand)]
     Bypass(BypassCmd),
+    /// Access codes (invitations): each places its holder in a lane, or lets it into an
+    /// invite-only room.
+    #[command(subcommand)]
+    Codes(CodesCmd),
     /// Pools.
     #[command(subcommand)]
     Pools(PoolsCmd),
@@ -181,8 +185,14 @@ pub enum RoomsCmd {
         #[command(flatten)]
         fields: RoomFields,
     },
-    /// Delete a room.
-    Delete { room: String },
+    /// Delete a room with everyone in it. Without --yes, says what it would end and does
+    /// nothing.
+    Delete {
+        room: String,
+        /// Delete it: its waiters lose their places and its sessions end.
+        #[arg(long)]
+        yes: bool,
+    },
 }
 
 /// A room's configuration fields, given on the command line.
@@ -282,6 +292,116 @@ pub enum BypassCmd {
         #[arg(long)]
         bypass_token: Option<String>,
     },
+}
+
+/// Access code commands.
+#[derive(Debug, Subcommand)]
+pub enum CodesCmd {
+    /// Make a batch of codes and print them as CSV (code,lane,uses,expires_at[,identity]),
+    /// once: the cluster keeps only their hashes. The batch's number goes to standard error.
+    Create {
+        /// The room.
+        #[arg(long)]
+        room: String,
+        /// How many codes (at most 100,000; with --identities, one per identity).
+        #[arg(long, required_unless_present = "identities")]
+        count: Option<u64>,
+        /// Uses per code (1: single-use).
+        #[arg(long, default_value_t = 1)]
+        uses: u32,
+        /// When they stop working: a time from now (12h, 7d), a UTC date and time
+        /// (2026-12-24T18:00:00Z, or a date alone: its midnight), or @unix-seconds.
+        #[arg(long, value_parser = parse_when)]
+        expires: Option<u64>,
+        /// The lane the codes place visitors in (default: the room's own line).
+        #[arg(long)]
+        lane: Option<String>,
+        /// A label for the batch.
+        #[arg(long, default_value = "")]
+        label: String,
+        /// Bind one code to each identity in this file (one subject per line).
+        #[arg(long)]
+        identities: Option<std::path::PathBuf>,
+    },
+    /// A room's batches: codes, uses taken, codes used up (never the codes).
+    List {
+        /// The room.
+        #[arg(long)]
+        room: String,
+    },
+    /// End a batch: none of its codes works from now on (the places they gave stay).
+    End {
+        /// The room.
+        #[arg(long)]
+        room: String,
+        /// The batch's number (as `create` or `list` shows it).
+        #[arg(long)]
+        batch: u32,
+    },
+}
+
+/// Unix seconds from a time from now (`7d`), a UTC date and time (`2026-12-24T18:00:00Z`,
+/// `2026-12-24`), or `@1767225600`.
+pub fn parse_when(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    if let Some(secs) = s.strip_prefix('@') {
+        return secs
+            .parse()
+            .map_err(|_| format!("{s:?}: @ and unix seconds"));
+    }
+    if s.len() >= 10 && s.as_bytes()[4] == b'-' {
+        return parse_utc(s)
+            .ok_or_else(|| format!("{s:?}: a UTC time as 2026-12-24T18:00:00Z (or 2026-12-24)"));
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    Ok(now + parse_duration(s)?)
+}
+
+/// `YYYY-MM-DD`, `YYYY-MM-DDTHH:MM[:SS]Z` as unix seconds.
+fn parse_utc(s: &str) -> Option<u64> {
+    let num = |r: std::ops::Range<usize>| -> Option<u64> {
+        let t = s.get(r)?;
+        t.bytes()
+            .all(|b| b.is_ascii_digit())
+            .then(|| t.parse().ok())?
+    };
+    let (y, m, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    if s.as_bytes().get(7) != Some(&b'-') || !(1..=12).contains(&m) || !(1..=31).contains(&d) {
+        return None;
+    }
+    let (hh, mm, ss) = match s.len() {
+        10 => (0, 0, 0),
+        17 if s.ends_with('Z') && &s[10..11] == "T" && &s[13..14] == ":" => {
+            (num(11..13)?, num(14..16)?, 0)
+        }
+        20 if s.ends_with('Z') && &s[10..11] == "T" && &s[13..14] == ":" && &s[16..17] == ":" => {
+            (num(11..13)?, num(14..16)?, num(17..19)?)
+        }
+        _ => return None,
+    };
+    if hh > 23 || mm > 59 || ss > 59 {
+        return None;
+    }
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y / 400;
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = (era * 146_097 + doe).checked_sub(719_468)?;
+    Some(days * 86_400 + hh * 3_600 + mm * 60 + ss)
+}
+
+/// One CSV field: quoted when it holds a comma, a quote or a line break.
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
 }
 
 /// Seconds from `90`, `90s`, `30m`, `8h` or `2d`.
@@ -400,9 +520,135 @@ pub async fn run(args: CtlArgs) -> anyhow::Result<()> {
         );
         return Ok(());
     }
+    if let CtlCmd::Codes(CodesCmd::Create {
+        room,
+        count,
+        uses,
+        expires,
+        lane,
+        label,
+        identities,
+    }) = &args.cmd
+    {
+        let identities: Vec<String> = match identities {
+            Some(path) => std::fs::read_to_string(path)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(str::to_string)
+                .collect(),
+            None => Vec::new(),
+        };
+        let body = json!({
+            "count": count, "uses": uses, "expires_at": expires, "lane": lane,
+            "label": label, "identities": identities,
+        });
+        let resp = client
+            .post(format!("{base}/v1/rooms/{room}/codes"))
+            .bearer_auth(&token)
+            .timeout(std::time::Duration::from_secs(300))
+            .json(&body)
+            .send()
+            .await?;
+        let status = resp.status();
+        let text = resp.text().await?;
+        if !status.is_success() {
+            return Err(Refused::new(status, &text).into());
+        }
+        let v: Value = serde_json::from_str(&text)?;
+        let batch = &v["batch"];
+        let lane = batch["lane"].as_str().unwrap_or("");
+        let expires = batch["expires_at"]
+            .as_u64()
+            .map(|t| t.to_string())
+            .unwrap_or_default();
+        let mut out = String::from("code,lane,uses,expires_at");
+        out.push_str(if identities.is_empty() {
+            "\n"
+        } else {
+            ",identity\n"
+        });
+        let codes = v["codes"].as_array().cloned().unwrap_or_default();
+        for (i, c) in codes.iter().enumerate() {
+            out.push_str(&format!(
+                "{},{},{},{}",
+                c.as_str().unwrap_or_default(),
+                csv_field(lane),
+                batch["uses"],
+                expires
+            ));
+            if let Some(who) = identities.get(i) {
+                out.push(',');
+                out.push_str(&csv_field(who));
+            }
+            out.push('\n');
+        }
+        use std::io::Write;
+        std::io::stdout().write_all(out.as_bytes())?;
+        eprintln!(
+            "batch {} of room {room}: {} codes (keep this output: the codes are not shown again)",
+            batch["id"],
+            codes.len()
+        );
+        return Ok(());
+    }
+    if let CtlCmd::Rooms(RoomsCmd::Delete { room, yes }) = &args.cmd {
+        // Say what a deletion ends before doing it, and after.
+        let r = client
+            .get(format!("{base}/v1/rooms/{room}?consistent=true"))
+            .bearer_auth(&token)
+            .send()
+            .await?;
+        let status = r.status();
+        let text = r.text().await?;
+        if !status.is_success() {
+            return Err(Refused::new(status, &text).into());
+        }
+        let v: Value = serde_json::from_str(&text)?;
+        if !yes {
+            anyhow::bail!(
+                "room {room} has {} waiting and {} admitted: deleting it ends every place and session. \
+Run again with --yes to delete it.",
+                v["waiting"],
+                v["active"]
+            );
+        }
+        let r = client
+            .delete(format!("{base}/v1/rooms/{room}"))
+            .bearer_auth(&token)
+            .send()
+            .await?;
+        let status = r.status();
+        let text = r.text().await?;
+        if !status.is_success() {
+            return Err(Refused::new(status, &text).into());
+        }
+        let done: Value = serde_json::from_str(&text)?;
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+                "deleted": room, "waiting": v["waiting"], "active": v["active"],
+                "applied_index": done["applied_index"],
+            }))?
+        );
+        return Ok(());
+    }
     let mut create_only = false;
     let (method, path, body): (reqwest::Method, String, Option<Value>) = match args.cmd {
-        CtlCmd::Backup { .. } => unreachable!("handled above"),
+        CtlCmd::Backup { .. } | CtlCmd::Codes(CodesCmd::Create { .. }) => {
+            unreachable!("handled above")
+        }
+        CtlCmd::Codes(CodesCmd::List { room }) => (
+            reqwest::Method::GET,
+            format!("/v1/rooms/{room}/codes?consistent=true"),
+            None,
+        ),
+        CtlCmd::Codes(CodesCmd::End { room, batch }) => (
+            reqwest::Method::DELETE,
+            format!("/v1/rooms/{room}/codes/{batch}"),
+            None,
+        ),
         CtlCmd::Rooms(RoomsCmd::List { after, limit }) => (
             reqwest::Method::GET,
             match after {
@@ -414,9 +660,7 @@ pub async fn run(args: CtlArgs) -> anyhow::Result<()> {
         CtlCmd::Rooms(RoomsCmd::Get { room }) => {
             (reqwest::Method::GET, format!("/v1/rooms/{room}"), None)
         }
-        CtlCmd::Rooms(RoomsCmd::Delete { room }) => {
-            (reqwest::Method::DELETE, format!("/v1/rooms/{room}"), None)
-        }
+        CtlCmd::Rooms(RoomsCmd::Delete { .. }) => unreachable!("handled above"),
         CtlCmd::Rooms(RoomsCmd::Create { room, fields }) => {
             create_only = true;
             (
@@ -608,7 +852,31 @@ pub async fn run(args: CtlArgs) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_duration;
+    use super::{parse_duration, parse_when};
+
+    #[test]
+    fn times_read_as_utc_dates_or_from_now() {
+        assert_eq!(parse_when("@1767225600"), Ok(1_767_225_600));
+        assert_eq!(parse_when("2026-01-01"), Ok(1_767_225_600));
+        assert_eq!(parse_when("2026-01-01T00:00Z"), Ok(1_767_225_600));
+        assert_eq!(parse_when("2024-02-29T12:30:15Z"), Ok(1_709_209_815));
+        assert_eq!(parse_when("1970-01-01T00:00:00Z"), Ok(0));
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let later = parse_when("7d").unwrap();
+        assert!((now + 604_800..now + 604_900).contains(&later));
+        for bad in [
+            "2026-13-01",
+            "2026-01-01T25:00Z",
+            "2026-01-01 10:00",
+            "@x",
+            "soon",
+        ] {
+            assert!(parse_when(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn durations_take_a_unit_or_mean_seconds() {

@@ -97,6 +97,7 @@ impl ApiError {
             StatusCode::UNAUTHORIZED => Code::Unauthenticated,
             StatusCode::FORBIDDEN => Code::PermissionDenied,
             StatusCode::NOT_FOUND => Code::NotFound,
+            StatusCode::GONE => Code::FailedPrecondition,
             StatusCode::PRECONDITION_REQUIRED => Code::FailedPrecondition,
             StatusCode::CONFLICT => Code::AlreadyExists,
             StatusCode::TOO_MANY_REQUESTS => Code::ResourceExhausted,
@@ -154,6 +155,15 @@ impl From<Rejection> for ApiError {
             Rejection::ChallengeInvalid { .. } => {
                 ApiError::new(StatusCode::FORBIDDEN, r.code(), msg)
             }
+            // Invitations: the code is wrong for this room, or no code came.
+            Rejection::InviteOnly | Rejection::CodeInvalid => {
+                ApiError::new(StatusCode::FORBIDDEN, r.code(), msg)
+            }
+            // The code was good once: gone for good.
+            Rejection::CodeUsedUp | Rejection::CodeExpired => {
+                ApiError::new(StatusCode::GONE, r.code(), msg)
+            }
+            Rejection::CodeBatchNotFound => ApiError::new(StatusCode::NOT_FOUND, r.code(), msg),
         }
     }
 }

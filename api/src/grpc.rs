@@ -169,6 +169,8 @@ fn visitor(v: VisitorReply) -> pb::VisitorStatus {
         expires_at: v.expires_at,
         reason: v.reason,
         applied_index: v.applied_index,
+        lane: v.lane,
+        ahead: v.ahead,
     }
 }
 
@@ -209,6 +211,7 @@ fn config_to_pb(c: &RoomConfigBody) -> pb::RoomConfig {
             networks_per_session_max: c.entry.networks_per_session_max,
             sessions_per_client_max: c.entry.sessions_per_client_max,
             networks_window_secs: c.entry.networks_window_secs,
+            invite_only: c.entry.invite_only,
             external_challenge: c.entry.external_challenge.as_ref().map(|e| {
                 pb::ExternalChallenge {
                     provider: e.provider.clone(),
@@ -252,6 +255,50 @@ fn config_to_pb(c: &RoomConfigBody) -> pb::RoomConfig {
             networks: c.bypass.networks.clone(),
             staff_tokens: Some(c.bypass.staff_tokens),
         }),
+        lanes: lanes_to_pb(&c.lanes),
+    }
+}
+
+fn lanes_to_pb(lanes: &[LaneBody]) -> Vec<pb::Lane> {
+    lanes
+        .iter()
+        .map(|l| pb::Lane {
+            name: l.name.clone(),
+            opens_at: l.opens_at,
+            share: l.share,
+            order: l.order.clone(),
+        })
+        .collect()
+}
+
+fn lanes_from_pb(lanes: Vec<pb::Lane>) -> Vec<LaneBody> {
+    lanes
+        .into_iter()
+        .map(|l| LaneBody {
+            name: l.name,
+            opens_at: l.opens_at,
+            share: l.share,
+            order: if l.order.is_empty() {
+                "fifo".into()
+            } else {
+                l.order
+            },
+        })
+        .collect()
+}
+
+fn code_batch(b: CodeBatchBody) -> pb::CodeBatch {
+    pb::CodeBatch {
+        id: b.id,
+        label: b.label,
+        lane: b.lane,
+        uses: b.uses,
+        expires_at: b.expires_at,
+        created_at: b.created_at,
+        codes: b.codes,
+        bound: b.bound,
+        used: b.used,
+        used_up: b.used_up,
     }
 }
 
@@ -375,11 +422,13 @@ fn config_from_pb(c: pb::RoomConfig) -> RoomConfigBody {
                     provider: x.provider,
                     fail_open: x.fail_open,
                 }),
+                invite_only: e.invite_only,
             }
         },
         line: line_from_pb(c.line),
         origin: c.origin.map(origin_from_pb),
         bypass: bypass_from_pb(c.bypass),
+        lanes: lanes_from_pb(c.lanes),
     }
 }
 
@@ -406,6 +455,19 @@ fn room(r: RoomBody) -> pb::Room {
         health_reason: r.health_change.map(|c| c.reason),
         paused_by_origin: r.paused_by_origin,
         applied_index: r.applied_index,
+        lanes: r
+            .lanes
+            .into_iter()
+            .map(|l| pb::LaneStatus {
+                name: l.name,
+                open: l.open,
+                waiting: l.waiting,
+                joined: l.joined,
+                admitted: l.admitted,
+                redeemed: l.redeemed,
+            })
+            .collect(),
+        codes: r.codes,
     }
 }
 
@@ -474,7 +536,8 @@ impl pb::visitor_server::Visitor for Grpc {
             Some(peer)
         };
         let proof = crate::core::JoinProof::new(Some(&r.altcha), Some(&r.identity))
-            .with_external(Some(&r.challenge_token));
+            .with_external(Some(&r.challenge_token))
+            .with_code(Some(&r.code));
         self.call(
             "Visitor/Join",
             self.sluice
@@ -696,6 +759,51 @@ impl pb::admin_server::Admin for Grpc {
         .await
     }
 
+    async fn create_codes(&self, req: Request<pb::CreateCodesRequest>) -> R<pb::CodesCreated> {
+        let r = req.into_inner();
+        let body = CodesCreateBody {
+            count: (r.count != 0).then_some(r.count),
+            uses: r.uses.max(1),
+            expires_at: r.expires_at,
+            lane: Some(r.lane).filter(|l| !l.is_empty()),
+            label: r.label,
+            identities: r.identities,
+        };
+        self.call(
+            "Admin/CreateCodes",
+            async { self.sluice.create_codes(&r.room, &body).await },
+            |c| pb::CodesCreated {
+                batch: Some(code_batch(c.batch)),
+                codes: c.codes,
+                applied_index: c.applied_index,
+            },
+        )
+        .await
+    }
+
+    async fn list_codes(&self, req: Request<pb::RoomRef>) -> R<pb::CodeBatchList> {
+        let r = req.into_inner();
+        self.call(
+            "Admin/ListCodes",
+            self.sluice.code_batches(&r.room, r.consistent),
+            |l| pb::CodeBatchList {
+                batches: l.batches.into_iter().map(code_batch).collect(),
+                applied_index: l.applied_index,
+            },
+        )
+        .await
+    }
+
+    async fn end_codes(&self, req: Request<pb::EndCodesRequest>) -> R<pb::CountReply> {
+        let r = req.into_inner();
+        self.call(
+            "Admin/EndCodes",
+            self.sluice.end_codes(&r.room, r.batch),
+            count,
+        )
+        .await
+    }
+
     async fn queue(&self, req: Request<pb::QueueRequest>) -> R<pb::QueueReply> {
         let r = req.into_inner();
         let limit = if r.limit == 0 {
@@ -715,6 +823,7 @@ impl pb::admin_server::Admin for Grpc {
                     .into_iter()
                     .map(|e| pb::QueueEntry {
                         position: e.position,
+                        lane: e.lane,
                         visitor_id: e.visitor_id,
                         seq: e.seq,
                         last_seen_ms: e.last_seen_ms,

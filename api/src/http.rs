@@ -12,7 +12,7 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
-use axum::routing::{any, get, post};
+use axum::routing::{any, delete, get, post};
 use axum::{Json, Router};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use serde::Deserialize;
@@ -268,6 +268,9 @@ pub struct ReadQuery {
     /// `next` in the query: `next` takes the rest).
     #[serde(default)]
     pub identity: Option<String>,
+    /// An access code from an invitation link, which the waiting page puts in its form.
+    #[serde(default)]
+    pub code: Option<String>,
     /// Queue page start.
     #[serde(default)]
     pub offset: Option<u64>,
@@ -314,7 +317,8 @@ async fn join(
             &src,
             Some(client),
             &JoinProof::new(b.altcha.as_deref(), b.identity.as_deref())
-                .with_external(b.challenge_token.as_deref()),
+                .with_external(b.challenge_token.as_deref())
+                .with_code(b.code.as_deref()),
         )
         .await
     {
@@ -687,6 +691,55 @@ async fn bypass_op(
     }
 }
 
+/// Makes a batch of access codes (invitations): random codes, in the answer this once (the
+/// cluster keeps only their hashes). Each places the visitor who redeems it in the batch's
+/// lane, or lets it into an invite-only room.
+#[utoipa::path(post, path = "/v1/rooms/{room}/codes",
+    params(("room" = String, Path)),
+    request_body = CodesCreateBody,
+    responses((status = 201, body = CodesCreatedBody), (status = 400), (status = 404), (status = 409, description = "limit_reached: the room holds its most codes or batches")),
+    security(("bearer" = [])))]
+async fn create_codes(State(app): AppState, Path(room): Path<String>, body: Bytes) -> Response {
+    let r = async {
+        let b: CodesCreateBody = parse_required(&body)?;
+        app.sluice.create_codes(&room, &b).await
+    }
+    .await;
+    match r {
+        Ok(reply) => (StatusCode::CREATED, Json(reply)).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// A room's batches of access codes, with how much of each was used (never the codes).
+#[utoipa::path(get, path = "/v1/rooms/{room}/codes",
+    params(("room" = String, Path), ("consistent" = Option<bool>, Query, description = "linearizable read")),
+    responses((status = 200, body = CodeBatchList), (status = 404)),
+    security(("bearer" = [])))]
+async fn list_codes(
+    State(app): AppState,
+    Path(room): Path<String>,
+    Query(q): Query<ReadQuery>,
+) -> Response {
+    respond(
+        app.sluice
+            .code_batches(&room, q.consistent.unwrap_or(false))
+            .await,
+    )
+}
+
+/// Ends a batch of access codes: none of them works from now on (the places they gave stay).
+#[utoipa::path(delete, path = "/v1/rooms/{room}/codes/{batch}",
+    params(("room" = String, Path), ("batch" = u32, Path)),
+    responses((status = 200, body = CountReply, description = "count: the codes the batch held"), (status = 404)),
+    security(("bearer" = [])))]
+async fn end_codes(State(app): AppState, Path((room, batch)): Path<(String, String)>) -> Response {
+    let Ok(batch) = batch.parse::<u32>() else {
+        return ApiError::invalid("batch", "a batch number").into_response();
+    };
+    respond(app.sluice.end_codes(&room, batch).await)
+}
+
 /// Proxies report the origin's answers to admitted traffic; a room with an origin rule
 /// measures them with its probe's, over the rule's window, and its health follows.
 #[utoipa::path(post, path = "/v1/rooms/{room}/origin/reports",
@@ -958,7 +1011,10 @@ async fn wait_page(
         &room,
         next.as_deref(),
         &headers,
-        pages::WaitRequest::Look(q.identity),
+        pages::WaitRequest::Look {
+            identity: q.identity,
+            code: q.code,
+        },
     )
     .await
 }
@@ -994,22 +1050,36 @@ async fn wait_join(
     ]
     .into_iter()
     .find_map(field);
-    let join = pages::WaitRequest::Join(client, field("altcha"), field("identity"), external);
+    let join = pages::WaitRequest::Join {
+        client,
+        altcha: field("altcha"),
+        identity: field("identity"),
+        external,
+        code: field("code"),
+    };
     pages::wait(&app, &room, next.as_deref(), &headers, join).await
 }
 
 /// `GET /wait/{room}/bypass`: the form where staff give their browser a bypass token.
-async fn staff_page(Path(room): Path<String>) -> Response {
+async fn staff_page(Path(room): Path<String>, headers: HeaderMap) -> Response {
     if Sluice::check_room(&room).is_err() {
         return ApiError::invalid("room", "not a room name").into_response();
     }
-    staff_answer(StatusCode::OK, pages::staff_form(&room, None))
+    staff_answer(
+        StatusCode::OK,
+        pages::staff_form(lang_of(&headers), &room, None),
+    )
 }
 
 /// `POST /wait/{room}/bypass`: checks the token (signed for this room, not expired, not
 /// revoked, the room accepts staff tokens) and gives it to the browser as the room's bypass
 /// cookie, until it expires; then on to the site.
-async fn staff_enter(State(app): AppState, Path(room): Path<String>, body: Bytes) -> Response {
+async fn staff_enter(
+    State(app): AppState,
+    Path(room): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     if Sluice::check_room(&room).is_err() {
         return ApiError::invalid("room", "not a room name").into_response();
     }
@@ -1036,8 +1106,20 @@ async fn staff_enter(State(app): AppState, Path(room): Path<String>, body: Bytes
                 .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
             r
         }
-        Err(e) => staff_answer(e.status, pages::staff_form(&room, Some(&e.message))),
+        Err(e) => staff_answer(
+            e.status,
+            pages::staff_form(lang_of(&headers), &room, Some(&e.message)),
+        ),
     }
+}
+
+/// The visitor's language, from `Accept-Language`.
+fn lang_of(headers: &HeaderMap) -> crate::i18n::Lang {
+    crate::i18n::Lang::negotiate(
+        headers
+            .get(header::ACCEPT_LANGUAGE)
+            .and_then(|v| v.to_str().ok()),
+    )
 }
 
 fn staff_answer(status: StatusCode, html: String) -> Response {
@@ -1200,6 +1282,8 @@ pub fn router(app: Arc<App>) -> Router {
         )
         .route("/v1/rooms/{room}/queue", get(queue))
         .route("/v1/rooms/{room}/bypass/{op}", post(bypass_op))
+        .route("/v1/rooms/{room}/codes", get(list_codes).post(create_codes))
+        .route("/v1/rooms/{room}/codes/{batch}", delete(end_codes))
         .route("/v1/rooms/{room}/{action}", post(room_action))
         .route("/v1/pools/{pool}", get(get_pool).put(put_pool))
         .route("/v1/pools/{pool}/{action}", post(pool_action))
@@ -1416,9 +1500,9 @@ mod tests {
 #[derive(OpenApi)]
 #[openapi(
     info(title = "Sluice", description = "Virtual waiting room and admission coordinator", version = "1"),
-    paths(join, challenge, status, heartbeat, leave, events, gate, put_room, get_room, delete_room, list_rooms, room_action, bypass_op, origin_reports, queue,
+    paths(join, challenge, status, heartbeat, leave, events, gate, put_room, get_room, delete_room, list_rooms, room_action, bypass_op, create_codes, list_codes, end_codes, origin_reports, queue,
           put_pool, get_pool, pool_action, cluster, add_learner, membership, digest, log, backup),
-    components(schemas(VisitorReply, TicketBody, JoinBody, RoomConfigBody, BrandingBody, EntryBody, PowBody, ExternalChallengeBody, LineBody, OriginBody, BypassBody, BypassPathBody, BypassTokenBody, BypassTokenReply, BypassRevokeBody, ProbeBody, OriginReportBody, OriginSampleBody, HealthChangeBody, OriginWindowBody, RoomBody, RoomList, TotalsBody, ModeBody, HealthBody,
+    components(schemas(VisitorReply, TicketBody, JoinBody, RoomConfigBody, BrandingBody, EntryBody, PowBody, ExternalChallengeBody, LineBody, OriginBody, BypassBody, BypassPathBody, BypassTokenBody, BypassTokenReply, BypassRevokeBody, CodesCreateBody, CodesCreatedBody, CodeBatchBody, CodeBatchList, LaneBody, LaneStatusBody, ProbeBody, OriginReportBody, OriginSampleBody, HealthChangeBody, OriginWindowBody, RoomBody, RoomList, TotalsBody, ModeBody, HealthBody,
         AdmitBody, RevokeBody, BanBody, CountReply, QueueReply, QueueEntryBody, PoolBody, PoolReply, PoolRoom, AssignReply, PoolRoomBody,
         LearnerBody, MembershipBody)),
     modifiers(&BearerAuth)

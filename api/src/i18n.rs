@@ -112,6 +112,34 @@ pub struct Texts {
     /// The room is for the shop's signed-in customers, and this visitor brought no (valid)
     /// assertion.
     pub identity_required: &'static str,
+    /// Label of the access-code field.
+    pub code_label: &'static str,
+    /// The button that redeems a code.
+    pub code_button: &'static str,
+    /// Invitation to redeem a code while waiting.
+    pub code_have: &'static str,
+    /// The room is by invitation only.
+    pub invite_only: &'static str,
+    /// The code is not valid here.
+    pub code_invalid: &'static str,
+    /// The code has been used.
+    pub code_used_up: &'static str,
+    /// The code has expired.
+    pub code_expired: &'static str,
+    /// Label of the visitor's lane.
+    pub your_lane: &'static str,
+    /// Label of the waiters in the lanes before the visitor's.
+    pub ahead_in_lanes: &'static str,
+    /// Heading of the staff entry page.
+    pub staff_title: &'static str,
+    /// What the staff entry page does ({room} is replaced by the room).
+    pub staff_intro: &'static str,
+    /// Label of the staff token field.
+    pub staff_token: &'static str,
+    /// The button that enters with a staff token.
+    pub staff_enter: &'static str,
+    /// A staff token that does not let its holder in (the reason follows).
+    pub staff_refused: &'static str,
 }
 
 /// The texts in `lang`.
@@ -153,6 +181,20 @@ static EN: Texts = Texts {
     challenge_needs_script: "This line asks your browser to solve a small puzzle before it gives a place, so that bots cannot take the places of people. That needs JavaScript (and a secure connection): please turn JavaScript on, then join again.",
     challenge_invalid: "The check of your browser did not succeed. Please join again to try once more.",
     identity_required: "This line is for signed-in customers. Please sign in at the shop, then follow its link to the line again.",
+    code_label: "Access code",
+    code_button: "Use the code",
+    code_have: "Have an access code? Enter it to move to the line it is for.",
+    invite_only: "This line is by invitation only. Enter the access code from your invitation.",
+    code_invalid: "This access code is not valid here. Please check it and try again.",
+    code_used_up: "This access code has been used as often as it may be.",
+    code_expired: "This access code has expired.",
+    your_lane: "Your line",
+    ahead_in_lanes: "In the lines before yours",
+    staff_title: "Staff entry",
+    staff_intro: "Paste the staff bypass token you were given. This browser then passes the waiting room of {room} until the token expires or is revoked; it takes no place in line.",
+    staff_token: "Token",
+    staff_enter: "Enter",
+    staff_refused: "This token does not let you in:",
 };
 
 static DE: Texts = Texts {
@@ -184,6 +226,20 @@ static DE: Texts = Texts {
     challenge_needs_script: "Diese Warteschlange lässt Ihren Browser eine kleine Rechenaufgabe lösen, bevor sie einen Platz vergibt, damit Bots Menschen keine Plätze wegnehmen. Dafür ist JavaScript nötig (und eine sichere Verbindung): Bitte aktivieren Sie JavaScript und stellen Sie sich erneut an.",
     challenge_invalid: "Die Prüfung Ihres Browsers ist nicht gelungen. Bitte stellen Sie sich erneut an, um es noch einmal zu versuchen.",
     identity_required: "Diese Warteschlange ist für angemeldete Kundinnen und Kunden. Bitte melden Sie sich im Shop an und folgen Sie dann erneut seinem Link zur Warteschlange.",
+    code_label: "Zugangscode",
+    code_button: "Code einlösen",
+    code_have: "Sie haben einen Zugangscode? Geben Sie ihn ein, um in die Warteschlange zu wechseln, für die er gilt.",
+    invite_only: "Diese Warteschlange ist nur mit Einladung zugänglich. Geben Sie den Zugangscode aus Ihrer Einladung ein.",
+    code_invalid: "Dieser Zugangscode gilt hier nicht. Bitte prüfen Sie ihn und versuchen Sie es erneut.",
+    code_used_up: "Dieser Zugangscode wurde so oft verwendet, wie er darf.",
+    code_expired: "Dieser Zugangscode ist abgelaufen.",
+    your_lane: "Ihre Warteschlange",
+    ahead_in_lanes: "In den Warteschlangen vor Ihrer",
+    staff_title: "Eingang für Mitarbeitende",
+    staff_intro: "Fügen Sie das Umgehungs-Token ein, das Sie erhalten haben. Dieser Browser passiert dann den Warteraum von {room}, bis das Token abläuft oder widerrufen wird; er nimmt keinen Platz in der Warteschlange ein.",
+    staff_token: "Token",
+    staff_enter: "Eintreten",
+    staff_refused: "Dieses Token lässt Sie nicht hinein:",
 };
 
 static FR: Texts = Texts {
@@ -215,6 +271,20 @@ static FR: Texts = Texts {
     challenge_needs_script: "Cette file demande à votre navigateur de résoudre un petit calcul avant de donner une place, pour que des robots ne prennent pas la place des personnes. Il faut pour cela JavaScript (et une connexion sécurisée) : activez JavaScript, puis rejoignez à nouveau la file.",
     challenge_invalid: "La vérification de votre navigateur n'a pas abouti. Rejoignez à nouveau la file pour réessayer.",
     identity_required: "Cette file est réservée aux clients connectés. Connectez-vous à la boutique, puis suivez à nouveau son lien vers la file.",
+    code_label: "Code d'accès",
+    code_button: "Utiliser le code",
+    code_have: "Vous avez un code d'accès ? Saisissez-le pour passer dans la file à laquelle il donne droit.",
+    invite_only: "Cette file est réservée aux invités. Saisissez le code d'accès de votre invitation.",
+    code_invalid: "Ce code d'accès n'est pas valable ici. Vérifiez-le et réessayez.",
+    code_used_up: "Ce code d'accès a déjà été utilisé autant de fois que permis.",
+    code_expired: "Ce code d'accès a expiré.",
+    your_lane: "Votre file",
+    ahead_in_lanes: "Dans les files avant la vôtre",
+    staff_title: "Entrée du personnel",
+    staff_intro: "Collez le jeton de contournement que vous avez reçu. Ce navigateur passe alors la salle d'attente de {room} jusqu'à ce que le jeton expire ou soit révoqué ; il ne prend aucune place dans la file.",
+    staff_token: "Jeton",
+    staff_enter: "Entrer",
+    staff_refused: "Ce jeton ne vous fait pas entrer :",
 };
 
 static ES: Texts = Texts {
@@ -247,6 +317,20 @@ static ES: Texts = Texts {
     challenge_needs_script: "Esta fila pide a su navegador que resuelva un pequeño cálculo antes de dar un lugar, para que los robots no ocupen los lugares de las personas. Para ello hace falta JavaScript (y una conexión segura): active JavaScript y vuelva a entrar en la fila.",
     challenge_invalid: "La comprobación de su navegador no ha tenido éxito. Vuelva a entrar en la fila para intentarlo de nuevo.",
     identity_required: "Esta fila es para clientes que han iniciado sesión. Inicie sesión en la tienda y vuelva a seguir su enlace a la fila.",
+    code_label: "Código de acceso",
+    code_button: "Usar el código",
+    code_have: "¿Tiene un código de acceso? Escríbalo para pasar a la fila a la que da derecho.",
+    invite_only: "Esta fila es solo por invitación. Escriba el código de acceso de su invitación.",
+    code_invalid: "Este código de acceso no es válido aquí. Compruébelo e inténtelo de nuevo.",
+    code_used_up: "Este código de acceso ya se ha usado tantas veces como se permite.",
+    code_expired: "Este código de acceso ha caducado.",
+    your_lane: "Su fila",
+    ahead_in_lanes: "En las filas antes de la suya",
+    staff_title: "Entrada del personal",
+    staff_intro: "Pegue el token de acceso que recibió. Este navegador pasará entonces la sala de espera de {room} hasta que el token caduque o sea revocado; no ocupa ningún lugar en la fila.",
+    staff_token: "Token",
+    staff_enter: "Entrar",
+    staff_refused: "Este token no le deja entrar:",
 };
 
 #[cfg(test)]

@@ -28,6 +28,18 @@ pub enum IdentityError {
 #[derive(Deserialize)]
 struct Claims {
     sub: String,
+    /// The priority lane the shop places this customer in (a member, a presale buyer).
+    #[serde(default)]
+    lane: Option<String>,
+}
+
+/// What a valid assertion says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Assertion {
+    /// Who the visitor is.
+    pub subject: String,
+    /// The lane its `lane` claim names, if it is a lane name at all.
+    pub lane: Option<String>,
 }
 
 /// The keys assertions are verified with.
@@ -78,6 +90,11 @@ impl IdentityKeys {
 
     /// The subject of a valid assertion.
     pub fn verify(&self, token: &str) -> Result<String, IdentityError> {
+        self.verify_assertion(token).map(|a| a.subject)
+    }
+
+    /// What a valid assertion says: its subject, and the lane it names.
+    pub fn verify_assertion(&self, token: &str) -> Result<Assertion, IdentityError> {
         if token.len() > ASSERTION_BYTES_MAX {
             return Err(IdentityError::TooLong);
         }
@@ -114,13 +131,18 @@ impl IdentityKeys {
         }
         let data = jsonwebtoken::decode::<Claims>(token, &key, &v).map_err(|e| invalid(&e))?;
         let sub = data.claims.sub;
+        let lane = data
+            .claims
+            .lane
+            .filter(|l| sluice_statemachine::types::validate_name("lane", l).is_ok())
+            .filter(|l| l.len() <= sluice_statemachine::lanes::LANE_NAME_MAX);
         if sub.is_empty() {
             return Err(invalid(&"empty sub"));
         }
         if sub.len() > SUBJECT_BYTES_MAX {
             return Err(IdentityError::TooLong);
         }
-        Ok(sub)
+        Ok(Assertion { subject: sub, lane })
     }
 
     /// The key `subject` is held under in `room`: hashed with the room's salt, so that the state

@@ -17,6 +17,7 @@ pub mod admin;
 pub mod auth;
 pub mod bypass;
 pub mod client;
+pub mod codes;
 pub mod config;
 pub mod core;
 pub mod ctl;

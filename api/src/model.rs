@@ -19,10 +19,17 @@ pub struct VisitorReply {
     /// The visitor's ticket; send it back as cookie `sluice_ticket`, field `ticket` or header
     /// `Authorization: Ticket …`.
     pub ticket: String,
-    /// 1-based place in line (FIFO rooms; not before a shuffled opening, which discards it, nor
-    /// where the room hides positions: `line.show_positions`).
+    /// 1-based place in line, within the visitor's lane (FIFO lanes; not before a shuffled
+    /// opening, which discards it, nor where the room hides positions: `line.show_positions`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub position: Option<u64>,
+    /// The priority lane the visitor waits in (absent: the room's own line).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lane: Option<String>,
+    /// Waiters in the lanes that go before the visitor's (absent where the room has no lanes
+    /// or hides counts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ahead: Option<u64>,
     /// Estimated seconds until admission, from the admission rate and, in a full room, how
     /// long its sessions last (in a lottery: until an even chance of being drawn). Absent when
     /// there is no honest estimate: paused, origin down, or a full room none of whose sessions
@@ -83,6 +90,11 @@ pub struct JoinBody {
     /// The token of an external challenge provider's widget, when the room asks one.
     #[serde(default)]
     pub challenge_token: Option<String>,
+    /// An access code (an invitation): it places the visitor in its lane, or lets it into an
+    /// invite-only room. Redeeming the same code again with the same ticket takes no second
+    /// use.
+    #[serde(default)]
+    pub code: Option<String>,
 }
 
 /// Room branding for the waiting page.
@@ -150,6 +162,108 @@ pub struct RoomConfigBody {
     pub origin: Option<OriginBody>,
     /// Requests the gate lets through without an admission, that never take a place.
     pub bypass: BypassBody,
+    /// Priority lanes before the room's own line, in order (at most 8): visitors enter one
+    /// with an access code made for it, or an identity assertion whose `lane` claim names it.
+    pub lanes: Vec<LaneBody>,
+}
+
+/// A priority lane.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LaneBody {
+    /// Its name (`[a-z0-9][a-z0-9-]*`, at most 32, not `public`).
+    pub name: String,
+    /// When it starts admitting, unix seconds (absent: with the room). May be before the
+    /// room's own `opens_at`: a presale.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opens_at: Option<u64>,
+    /// Its share of admissions while it has waiters, 0 < share ≤ 1 (absent: strict priority,
+    /// the lane empties before the next goes). Give every lane a share, or none; the room's own
+    /// line has what is left.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share: Option<f64>,
+    /// `fifo` (the default) or `lottery` (a seeded draw among the lane's waiters).
+    #[serde(default = "default_lane_order")]
+    pub order: String,
+}
+
+fn default_lane_order() -> String {
+    "fifo".into()
+}
+
+impl LaneBody {
+    fn from_lane(l: &sluice_statemachine::Lane) -> Self {
+        LaneBody {
+            name: l.name.clone(),
+            opens_at: l.opens_at_ms.map(|t| t / 1000),
+            share: l.share_permille.map(|p| f64::from(p) / 1000.0),
+            order: if l.lottery { "lottery" } else { "fifo" }.into(),
+        }
+    }
+
+    fn to_lane(&self) -> Result<sluice_statemachine::Lane, (&'static str, String)> {
+        let lottery = match self.order.as_str() {
+            "fifo" => false,
+            "lottery" => true,
+            _ => return Err(("lanes.order", "must be fifo or lottery".into())),
+        };
+        let share_permille = self
+            .share
+            .map(|f| {
+                if f > 0.0 && f <= 1.0 {
+                    Ok(((f * 1000.0).round() as u32).clamp(1, 1000))
+                } else {
+                    Err((
+                        "lanes.share",
+                        "must be greater than 0 and at most 1".to_string(),
+                    ))
+                }
+            })
+            .transpose()?;
+        Ok(sluice_statemachine::Lane {
+            name: self.name.clone(),
+            opens_at_ms: self
+                .opens_at
+                .map(|s| {
+                    s.checked_mul(1000)
+                        .ok_or(("lanes.opens_at", "too large".to_string()))
+                })
+                .transpose()?,
+            share_permille,
+            lottery,
+        })
+    }
+
+    /// The state machine's lanes; names the field that cannot be converted. The count is
+    /// checked before anything is converted.
+    pub fn to_lanes(
+        lanes: &[LaneBody],
+    ) -> Result<Vec<sluice_statemachine::Lane>, (&'static str, String)> {
+        if lanes.len() > sluice_statemachine::lanes::LANES_MAX {
+            return Err((
+                "lanes",
+                format!("at most {} lanes", sluice_statemachine::lanes::LANES_MAX),
+            ));
+        }
+        lanes.iter().map(LaneBody::to_lane).collect()
+    }
+}
+
+/// A lane's counts.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct LaneStatusBody {
+    /// Its name.
+    pub name: String,
+    /// Whether it admits now.
+    pub open: bool,
+    /// Waiters in it.
+    pub waiting: u64,
+    /// Places taken in it.
+    pub joined: u64,
+    /// Admissions from it.
+    pub admitted: u64,
+    /// Code uses that placed visitors in it.
+    pub redeemed: u64,
 }
 
 /// Requests the gate lets through without an admission (payment callbacks, static assets,
@@ -553,6 +667,10 @@ pub struct EntryBody {
     /// `challenge_required` without one, 403 `challenge_invalid` when the provider refuses it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub external_challenge: Option<ExternalChallengeBody>,
+    /// Give places only to visitors who bring an access code (`code` in the join, `?code=` on
+    /// the waiting page) or an identity whose `lane` claim names one of the room's lanes;
+    /// others are refused with 403 `invite_only`.
+    pub invite_only: bool,
 }
 
 /// A room's external challenge rule.
@@ -646,6 +764,7 @@ impl From<&EntryPolicy> for EntryBody {
                     provider: e.provider.clone(),
                     fail_open: e.fail_open,
                 }),
+            invite_only: p.invite_only,
         }
     }
 }
@@ -675,6 +794,8 @@ impl EntryBody {
             line: LineRule::default(),
             origin: None,
             bypass: BypassRule::default(),
+            lanes: Vec::new(),
+            invite_only: self.invite_only,
         }
     }
 }
@@ -712,6 +833,7 @@ impl From<&RoomConfig> for RoomConfigBody {
             line: LineBody::default(),
             origin: None,
             bypass: BypassBody::default(),
+            lanes: Vec::new(),
         }
     }
 }
@@ -856,6 +978,12 @@ pub struct RoomBody {
     /// What the origin rule's window holds now (absent: the room watches no origin).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin_window: Option<OriginWindowBody>,
+    /// The priority lanes' counts, in order (the room's own line has the rest).
+    #[serde(default)]
+    pub lanes: Vec<LaneStatusBody>,
+    /// Access codes the room holds.
+    #[serde(default)]
+    pub codes: u64,
     /// Log index this was read at.
     pub applied_index: u64,
 }
@@ -868,6 +996,7 @@ impl RoomBody {
         config.line = LineBody::from(&policy.line);
         config.origin = policy.origin.as_ref().map(OriginBody::from);
         config.bypass = BypassBody::from(&policy.bypass);
+        config.lanes = policy.lanes.iter().map(LaneBody::from_lane).collect();
         RoomBody {
             name: v.name.clone(),
             config,
@@ -889,6 +1018,19 @@ impl RoomBody {
                 over_down: w.over_down,
                 mean_latency_ms: w.latency_ms_sum.checked_div(w.count).unwrap_or(0),
             }),
+            lanes: v
+                .lanes
+                .iter()
+                .map(|l| LaneStatusBody {
+                    name: l.name.clone(),
+                    open: l.open,
+                    waiting: l.waiting,
+                    joined: l.joined,
+                    admitted: l.admitted,
+                    redeemed: l.redeemed,
+                })
+                .collect(),
+            codes: v.codes,
             applied_index,
         }
     }
@@ -1024,8 +1166,12 @@ pub struct CountReply {
 /// One waiter.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct QueueEntryBody {
-    /// 1-based place.
+    /// 1-based place in its lane.
     pub position: u64,
+    /// The priority lane (absent: the room's own line). The listing gives the lanes in order,
+    /// then the room's own line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lane: Option<String>,
     /// Visitor id.
     pub visitor_id: String,
     /// Sequence number.
@@ -1169,4 +1315,99 @@ pub struct MembershipBody {
     pub action: String,
     /// The node.
     pub id: u64,
+}
+
+/// `POST /v1/rooms/{room}/codes`: a batch of access codes to make.
+#[derive(Clone, Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CodesCreateBody {
+    /// How many codes (1 to 100,000; with `identities`, one per identity, and this may be left
+    /// out).
+    #[serde(default)]
+    pub count: Option<u64>,
+    /// Uses per code (default 1: single-use).
+    #[serde(default = "default_uses")]
+    pub uses: u32,
+    /// When the codes stop working, unix seconds (absent: never).
+    #[serde(default)]
+    pub expires_at: Option<u64>,
+    /// The lane the codes place visitors in (absent: the room's own line, for an invite-only
+    /// room).
+    #[serde(default)]
+    pub lane: Option<String>,
+    /// A label for the batch (at most 64 printable ASCII characters).
+    #[serde(default)]
+    pub label: String,
+    /// Bind each code to one identity (the `sub` of the shop's assertions; the room must ask
+    /// identities): code `i` works only for identity `i`.
+    #[serde(default)]
+    pub identities: Vec<String>,
+}
+
+fn default_uses() -> u32 {
+    1
+}
+
+/// A batch of access codes: what it gives and how much of it was used. Never the codes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct CodeBatchBody {
+    /// Its number in the room.
+    pub id: u32,
+    /// Its label.
+    pub label: String,
+    /// The lane its codes place visitors in (absent: the room's own line).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lane: Option<String>,
+    /// Uses per code.
+    pub uses: u32,
+    /// When its codes stop working, unix seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<u64>,
+    /// When it was made, unix seconds.
+    pub created_at: u64,
+    /// Codes in it.
+    pub codes: u64,
+    /// Of them, bound to an identity.
+    pub bound: u64,
+    /// Uses taken, over all its codes.
+    pub used: u64,
+    /// Codes with no use left.
+    pub used_up: u64,
+}
+
+impl From<&sluice_statemachine::CodeBatchView> for CodeBatchBody {
+    fn from(v: &sluice_statemachine::CodeBatchView) -> Self {
+        CodeBatchBody {
+            id: v.id,
+            label: v.batch.label.clone(),
+            lane: v.batch.lane.clone(),
+            uses: v.batch.uses,
+            expires_at: v.batch.expires_ms.map(|t| t / 1000),
+            created_at: v.created_at_ms / 1000,
+            codes: v.codes,
+            bound: v.bound,
+            used: v.used,
+            used_up: v.used_up,
+        }
+    }
+}
+
+/// The codes just made: shown this once, never again (the cluster keeps only their hashes).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct CodesCreatedBody {
+    /// The batch.
+    pub batch: CodeBatchBody,
+    /// The codes, in the order of `identities` when given.
+    pub codes: Vec<String>,
+    /// Log index of the last write.
+    pub applied_index: u64,
+}
+
+/// A room's code batches.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct CodeBatchList {
+    /// By number.
+    pub batches: Vec<CodeBatchBody>,
+    /// Log index this was read at.
+    pub applied_index: u64,
 }

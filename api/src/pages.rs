@@ -101,22 +101,31 @@ pub fn landing(demo_room: Option<&str>) -> String {
 }
 
 /// The page where staff give their browser a bypass token for `room`: a form that posts it
-/// back, with `note` (an error, or that the browser holds a valid one).
-pub fn staff_form(room: &str, note: Option<&str>) -> String {
+/// back, with `note` (why a token was refused), in the visitor's language.
+pub fn staff_form(lang: Lang, room: &str, note: Option<&str>) -> String {
+    let t = texts(lang);
     let note = note
-        .map(|n| format!("<p role=\"alert\" class=\"card\">{}</p>", esc(n)))
+        .map(|n| {
+            format!(
+                "<p role=\"alert\" class=\"card\">{} {}</p>",
+                t.staff_refused,
+                esc(n)
+            )
+        })
         .unwrap_or_default();
     page(
-        Lang::En,
-        "Staff entry",
+        lang,
+        t.staff_title,
         "",
         &format!(
-            "<h1>Staff entry: {room}</h1>{note}<p>Paste the staff bypass token you were given. \
-This browser then passes the waiting room of <b>{room}</b> until the token expires or is revoked; \
-it takes no place in line.</p>\
-<form method=\"post\"><label for=\"token\">Token</label><br>\
+            "<h1>{title}: {room}</h1>{note}<p>{intro}</p>\
+<form method=\"post\"><label for=\"token\">{label}</label><br>\
 <input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"off\" required maxlength=\"512\" style=\"width:100%\"><br><br>\
-<button type=\"submit\">Enter</button></form>",
+<button type=\"submit\">{enter}</button></form>",
+            title = t.staff_title,
+            intro = esc(t.staff_intro).replace("{room}", &format!("<b>{}</b>", esc(room))),
+            label = t.staff_token,
+            enter = t.staff_enter,
             room = esc(room)
         ),
     )
@@ -193,10 +202,16 @@ fn wait_html(
     let lottery = room.is_some_and(|v| v.config.mode == Mode::Lottery);
     let position = r.position.map_or("—".to_string(), |p| p.to_string());
     let eta = fmt_wait(r.eta_secs, r.eta_max_secs, t.unknown);
-    let opens_at = room
-        .filter(|v| !v.open)
-        .and_then(|v| v.config.opens_at_ms)
-        .map(|ms| ms / 1000);
+    // The opening the visitor waits for: its lane's, else the room's.
+    let lane_view = room.and_then(|v| {
+        let name = r.lane.as_deref()?;
+        v.lanes.iter().find(|l| l.name == name)
+    });
+    let opens_at = match lane_view {
+        Some(l) if l.opens_at_ms.is_some() => l.opens_at_ms.filter(|_| !l.open),
+        _ => room.filter(|v| !v.open).and_then(|v| v.config.opens_at_ms),
+    }
+    .map(|ms| ms / 1000);
     let countdown = match opens_at {
         Some(at) => format!(
             "<div class=\"card\"><p>{} <strong id=\"cd\" data-at=\"{at}\" aria-live=\"polite\">{}</strong></p></div>",
@@ -227,6 +242,37 @@ fn wait_html(
             )
         })
         .unwrap_or_default();
+    let lane = r
+        .lane
+        .as_ref()
+        .map(|l| {
+            format!(
+                "<p>{}: <strong id=\"lane\">{}</strong></p>",
+                t.your_lane,
+                esc(l)
+            )
+        })
+        .unwrap_or_default();
+    let ahead = r
+        .ahead
+        .filter(|&n| n > 0)
+        .map(|n| {
+            format!(
+                "<p>{}: <strong id=\"ahead\" aria-live=\"polite\">{n}</strong></p>",
+                t.ahead_in_lanes
+            )
+        })
+        .unwrap_or_default();
+    // In the room's own line of a room with codes: a code moves the visitor to its lane.
+    let redeem = if r.lane.is_none() && room.is_some_and(|v| v.codes > 0) {
+        format!(
+            "<p>{}</p>{}",
+            t.code_have,
+            code_form(t, &r.room, next, "", true)
+        )
+    } else {
+        String::new()
+    };
     let check = r.next_check_secs.unwrap_or(5);
     // The script is a file of its own (no inline script: the page's Content-Security-Policy
     // forbids them); it reads its data from these attributes.
@@ -245,9 +291,9 @@ fn wait_html(
             branding_css(room)
         ),
         &format!(
-            "{top}<h1>{}</h1><p>{}</p>{countdown}{place}{waiting}\
+            "{top}<h1>{}</h1><p>{}</p>{countdown}{lane}{place}{ahead}{waiting}\
 <p>{}: <strong id=\"eta\" aria-live=\"polite\">{eta}</strong></p>\
-<label for=\"prog\">{}</label><progress id=\"prog\" aria-label=\"{}\"></progress>{script}",
+<label for=\"prog\">{}</label><progress id=\"prog\" aria-label=\"{}\"></progress>{redeem}{script}",
             t.in_line, t.keep_open, t.estimated_wait, t.progress, t.progress
         ),
     )
@@ -279,18 +325,76 @@ fn message_html(
     )
 }
 
+/// A form that redeems an access code (posting to the waiting page, which joins with it):
+/// `required` where a place needs one.
+fn code_form(t: &Texts, room: &str, next: &str, code: &str, required: bool) -> String {
+    format!(
+        "<form class=\"card\" method=\"post\" action=\"/wait/{room}?next={next}\">\
+<p><label for=\"code\">{}</label><br><input id=\"code\" name=\"code\" value=\"{code}\" \
+autocomplete=\"off\" autocapitalize=\"characters\" spellcheck=\"false\" maxlength=\"{max}\" \
+style=\"width:100%;font-family:monospace\"{req}></p><p><button type=\"submit\">{}</button></p></form>",
+        t.code_label,
+        t.code_button,
+        room = esc(room),
+        next = esc(next),
+        code = esc(code),
+        max = crate::codes::CODE_TEXT_MAX,
+        req = if required { " required" } else { "" },
+    )
+}
+
+/// What the join page's form carries besides the join.
+struct JoinForm<'a> {
+    /// The room asks a proof-of-work, which the page's script solves.
+    pow: bool,
+    /// The shop's identity assertion, from the link.
+    identity: &'a str,
+    /// An invitation's access code, from the link.
+    code: &'a str,
+    /// The room gives places only to code holders.
+    invite_only: bool,
+}
+
 /// The page that asks a visitor without a place to join: a form that posts to the page itself
 /// (without JavaScript), which the page's script submits for the visitor (with it). Showing it
-/// takes no place: link previews, prefetchers, crawlers and uptime checks only look.
+/// takes no place: link previews, prefetchers, crawlers and uptime checks only look. In a room
+/// with access codes the form has a code field (filled in from an invitation link); an
+/// invite-only room's page waits for the visitor to give one.
 fn join_html(
     t: &Texts,
     lang: Lang,
     room: Option<&RoomView>,
     room_name: &str,
     next: &str,
-    pow: bool,
-    identity: &str,
+    form: JoinForm<'_>,
 ) -> String {
+    let JoinForm {
+        pow,
+        identity,
+        code,
+        invite_only,
+    } = form;
+    let with_codes = invite_only || !code.is_empty() || room.is_some_and(|r| r.codes > 0);
+    let code_field = if with_codes {
+        format!(
+            "<p><label for=\"code\">{}</label><br><input id=\"code\" name=\"code\" value=\"{}\" \
+autocomplete=\"off\" autocapitalize=\"characters\" spellcheck=\"false\" maxlength=\"{}\" \
+style=\"width:100%;font-family:monospace\"{}></p>",
+            t.code_label,
+            esc(code),
+            crate::codes::CODE_TEXT_MAX,
+            if invite_only { " required" } else { "" }
+        )
+    } else {
+        String::new()
+    };
+    // An invite-only room without a code in the link: the visitor types it, then joins.
+    let auto_join = !(invite_only && code.is_empty());
+    let intro = if invite_only {
+        t.invite_only
+    } else {
+        t.join_intro
+    };
     let (title, top) = header_html(t, room, room_name);
     // With a proof-of-work, the script solves it (a progress bar and a live text say how far it
     // is) and then joins; without JavaScript, the page says why the button cannot work.
@@ -313,14 +417,15 @@ fn join_html(
             "{top}<h1>{}</h1><p>{}</p>{pow_html}\
 <p id=\"cookies\" role=\"alert\" hidden>{}</p>\
 <form id=\"join\" method=\"post\" action=\"/wait/{room}?next={next}\"><input type=\"hidden\" name=\"altcha\" value=\"\">\
-<input type=\"hidden\" name=\"identity\" value=\"{identity}\">\
+<input type=\"hidden\" name=\"identity\" value=\"{identity}\">{code_field}\
 <p><button type=\"submit\">{}</button></p></form>\
-<div id=\"sluice-wait\" hidden data-room=\"{room}\" data-next=\"{next}\" data-join=\"1\" data-pow=\"{pow}\"></div>\
+<div id=\"sluice-wait\" hidden data-room=\"{room}\" data-next=\"{next}\" data-join=\"1\" data-manual=\"{manual}\" data-pow=\"{pow}\"></div>\
 <script src=\"/assets/wait.js\" defer></script>",
             t.join_title,
-            t.join_intro,
+            intro,
             t.cookies_blocked,
             t.join_button,
+            manual = if auto_join { "" } else { "1" },
             room = esc(room_name),
             next = esc(next),
             pow = if pow { "1" } else { "" },
@@ -332,17 +437,29 @@ fn join_html(
 /// What a visitor's browser asks of the waiting page.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum WaitRequest {
-    /// `GET` (or `HEAD`): show where the visitor stands; never takes a place. With the shop's
-    /// identity assertion, which the join form carries on.
-    Look(Option<String>),
-    /// `POST`: join (or resume the place the cookie holds), for a client at this address, with
-    /// the solution of a challenge and the identity assertion when the form carried them.
-    Join(
-        std::net::IpAddr,
-        Option<String>,
-        Option<String>,
-        Option<String>,
-    ),
+    /// `GET` (or `HEAD`): show where the visitor stands; never takes a place, nor a code's
+    /// use. With the shop's identity assertion and an invitation's access code, which the
+    /// page's forms carry on.
+    Look {
+        /// The shop's identity assertion.
+        identity: Option<String>,
+        /// An access code from an invitation link.
+        code: Option<String>,
+    },
+    /// `POST`: join (or resume the place the cookie holds, or redeem a code for it), for a
+    /// client at this address, with what the form carried.
+    Join {
+        /// The client's address.
+        client: std::net::IpAddr,
+        /// A solved proof-of-work.
+        altcha: Option<String>,
+        /// The shop's identity assertion.
+        identity: Option<String>,
+        /// An external challenge provider's token.
+        external: Option<String>,
+        /// An access code.
+        code: Option<String>,
+    },
 }
 
 /// `GET /wait/{room}` shows the line to a visitor who holds a place (checking it in), moves an
@@ -371,9 +488,11 @@ pub async fn wait(
         Some(tk) => TicketSource::Cookie(tk),
         None => TicketSource::None,
     };
-    // A visitor who already holds a place is only checked in (batched), not written per view.
+    // A visitor who already holds a place is only checked in (batched), not written per view;
+    // one who brings a code joins with it (which redeems it for the place held).
+    let redeeming = matches!(&request, WaitRequest::Join { code: Some(_), .. });
     let resumed = match &src {
-        TicketSource::Cookie(_) => match app.sluice.heartbeat(room, &src).await {
+        TicketSource::Cookie(_) if !redeeming => match app.sluice.heartbeat(room, &src).await {
             Ok(r) if r.state != "rejected" => Some(r),
             _ => None,
         },
@@ -385,16 +504,36 @@ pub async fn wait(
         .read(|st| st.sm.room(room))
         .ok()
         .and_then(|(v, _)| v);
-    let joining = matches!(request, WaitRequest::Join(..));
+    let joining = matches!(request, WaitRequest::Join { .. });
+    let invite_only = app
+        .sluice
+        .node
+        .read(|st| st.sm.policy(room).is_some_and(|p| p.invite_only))
+        .is_ok_and(|(i, _)| i);
+    let code_given = match &request {
+        WaitRequest::Look { code, .. } | WaitRequest::Join { code, .. } => code.clone(),
+    };
     let reply = match (resumed, request) {
         (Some(r), _) => Ok(r),
-        (None, WaitRequest::Join(client, altcha, identity, external)) => {
+        (
+            None,
+            WaitRequest::Join {
+                client,
+                altcha,
+                identity,
+                external,
+                code,
+            },
+        ) => {
             let proof = crate::core::JoinProof::new(altcha.as_deref(), identity.as_deref())
-                .with_external(external.as_deref());
+                .with_external(external.as_deref())
+                .with_code(code.as_deref());
             app.sluice.join(room, &src, Some(client), &proof).await
         }
-        (None, WaitRequest::Look(_)) if wants_json => Err(crate::error::ApiError::missing_ticket()),
-        (None, WaitRequest::Look(identity)) => {
+        (None, WaitRequest::Look { .. }) if wants_json => {
+            Err(crate::error::ApiError::missing_ticket())
+        }
+        (None, WaitRequest::Look { identity, code }) => {
             if view.is_none() || crate::core::Sluice::check_room(room).is_err() {
                 return message_page(t, lang, None, room, t.closed, StatusCode::NOT_FOUND);
             }
@@ -406,14 +545,19 @@ pub async fn wait(
                 .and_then(|(p, _)| p)
                 .is_some_and(|p| p.proof_of_work.is_some());
             let identity = identity.unwrap_or_default();
+            let code = code.unwrap_or_default();
             let mut r = Html(join_html(
                 t,
                 lang,
                 view.as_ref(),
                 room,
                 &next,
-                pow,
-                &identity,
+                JoinForm {
+                    pow,
+                    identity: &identity,
+                    code: &code,
+                    invite_only,
+                },
             ))
             .into_response();
             no_store(&mut r);
@@ -432,13 +576,20 @@ pub async fn wait(
                 "challenge_required" => t.challenge_needs_script,
                 "challenge_invalid" => t.challenge_invalid,
                 "identity_required" | "identity_invalid" => t.identity_required,
+                "invite_only" => t.invite_only,
+                "code_invalid" => t.code_invalid,
+                "code_used_up" => t.code_used_up,
+                "code_expired" => t.code_expired,
                 _ => t.busy,
             };
             let retry = e.status.is_server_error();
             let mut html = message_html(t, lang, view.as_ref(), room, text, retry);
             // After a failed check, a way back to the join page (which solves a new challenge,
             // or takes the shop's link again).
-            if e.code.starts_with("challenge_") || e.code.starts_with("identity_") {
+            if e.code == "invite_only" || e.code.starts_with("code_") {
+                let form = code_form(t, room, &next, code_given.as_deref().unwrap_or(""), true);
+                html = html.replacen("</main>", &format!("{form}</main>"), 1);
+            } else if e.code.starts_with("challenge_") || e.code.starts_with("identity_") {
                 let back = format!(
                     "<p><a class=\"button\" href=\"/wait/{}?next={}\">{}</a></p></main>",
                     esc(room),
@@ -464,6 +615,7 @@ pub async fn wait(
     } else if reply.state == "admitted" {
         see_other(&next)
     } else if reply.state == "waiting" && joining {
+        // A code redeemed for the place held, or a join: the line, with a GET.
         // Post, then redirect, then get: a reload shows the line and posts nothing again.
         see_other(&format!("/wait/{room}?next={next}"))
     } else if reply.state == "waiting" {

@@ -356,6 +356,26 @@ async fn staff_tokens_pass_on_every_node_until_revoked_and_forgeries_never() {
         .unwrap();
     assert_eq!(page.status(), StatusCode::OK);
     assert!(page.text().await.unwrap().contains("name=\"token\""));
+    // In the visitor's language.
+    for (lang, words) in [
+        ("de", "Eingang für Mitarbeitende"),
+        ("fr", "Entrée du personnel"),
+        ("es", "Entrada del personal"),
+    ] {
+        let page = no_redirect
+            .get(c.node(1).url("/wait/s/bypass"))
+            .header("accept-language", lang)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(
+            page.contains(words) && page.contains(&format!("lang=\"{lang}\"")),
+            "{page}"
+        );
+    }
     let r = no_redirect
         .post(c.node(1).url("/wait/s/bypass"))
         .form(&[("token", token.as_str())])

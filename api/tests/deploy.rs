@@ -702,6 +702,7 @@ async fn tls_clients_that_stall_are_cut_off() {
             altcha: String::new(),
             identity: String::new(),
             challenge_token: String::new(),
+            code: String::new(),
         })
         .await;
     assert_eq!(reply.unwrap_err().code(), tonic::Code::NotFound);

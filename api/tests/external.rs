@@ -197,6 +197,7 @@ async fn grpc_flow_health_and_reflection() {
             altcha: String::new(),
             identity: String::new(),
             challenge_token: String::new(),
+            code: String::new(),
         })
         .await
         .unwrap()
@@ -210,6 +211,7 @@ async fn grpc_flow_health_and_reflection() {
             altcha: String::new(),
             identity: String::new(),
             challenge_token: String::new(),
+            code: String::new(),
         })
         .await
         .unwrap()
@@ -224,6 +226,7 @@ async fn grpc_flow_health_and_reflection() {
             altcha: String::new(),
             identity: String::new(),
             challenge_token: String::new(),
+            code: String::new(),
         })
         .await
         .unwrap_err();
@@ -306,6 +309,7 @@ async fn grpc_flow_health_and_reflection() {
             altcha: String::new(),
             identity: String::new(),
             challenge_token: String::new(),
+            code: String::new(),
         })
         .await
         .unwrap_err();

@@ -823,6 +823,7 @@ fn sluice_join_op(
                 altcha: String::new(),
                 identity: String::new(),
                 challenge_token: String::new(),
+                code: String::new(),
             })
             .await
             .map(|_| 0)
@@ -1116,6 +1117,7 @@ async fn memory_restart_failover(opts: &BenchOpts) -> Result<(BTreeMap<u64, u64>
                         altcha: String::new(),
                         identity: String::new(),
                         challenge_token: String::new(),
+                        code: String::new(),
                     })
                     .await
                     .map_err(|s| format!("{:?}", s.code()))?;
@@ -1178,6 +1180,7 @@ async fn memory_restart_failover(opts: &BenchOpts) -> Result<(BTreeMap<u64, u64>
             altcha: String::new(),
             identity: String::new(),
             challenge_token: String::new(),
+            code: String::new(),
         })
         .await
         .is_ok()

@@ -282,6 +282,115 @@ pub fn fifo(events: &[Event]) -> Verdict {
     Verdict::ok("fifo", format!("{reads} line reads in order"))
 }
 
+/// Lanes: FIFO within each lane (the room's own line is one), and the lanes in priority order:
+/// a visitor of the room's own line is never admitted while a lane visitor acknowledged before
+/// it began still waits. Which visitors hold a lane's code, `lane` events of the history say.
+/// Capacity and rate are the room's, checked by [`capacity`] and [`rate`] as for one line.
+pub fn lanes(events: &[Event]) -> Verdict {
+    let ops = pair(events);
+    let lane_of: BTreeMap<u64, String> = ops
+        .iter()
+        .filter(|o| o.f == "lane" && o.kind == Kind::Ok)
+        .filter_map(|o| {
+            Some((
+                o.value["v"].as_u64()?,
+                o.value["lane"].as_str()?.to_string(),
+            ))
+        })
+        .collect();
+    let visitor = |v: &Value| v.as_u64().or_else(|| v["v"].as_u64());
+    let mut groups: BTreeSet<Option<&str>> = lane_of.values().map(|l| Some(l.as_str())).collect();
+    groups.insert(None);
+    // FIFO within each lane: the history as that lane alone would have it.
+    for g in &groups {
+        let in_group = |v: u64| lane_of.get(&v).map(String::as_str) == *g;
+        let own: Vec<Event> = events
+            .iter()
+            .filter_map(|e| match e.f.as_str() {
+                "join" => visitor(&e.value)
+                    .filter(|&v| in_group(v))
+                    .map(|_| e.clone()),
+                "line" => {
+                    let mut e = e.clone();
+                    if let Some(list) = e.value.as_array() {
+                        let kept: Vec<Value> = list
+                            .iter()
+                            .filter(|x| x.as_u64().is_some_and(in_group))
+                            .cloned()
+                            .collect();
+                        e.value = Value::Array(kept);
+                    }
+                    Some(e)
+                }
+                _ => None,
+            })
+            .collect();
+        let v = fifo(&own);
+        if !v.valid {
+            return Verdict::bad(
+                "lanes",
+                format!("in lane {}: {}", g.unwrap_or("(own line)"), v.detail),
+                v.ops,
+            );
+        }
+    }
+    // Priority: the room's own line waits for the lanes.
+    let mut invoked: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut acked: BTreeMap<u64, u64> = BTreeMap::new();
+    for op in ops.iter().filter(|o| o.f == "join") {
+        let Some(v) = visitor(&op.invoke_value) else {
+            continue;
+        };
+        invoked.insert(v, op.invoke);
+        if op.kind == Kind::Ok {
+            acked.insert(v, op.complete);
+        }
+    }
+    let mut reads = 0;
+    for read in ops.iter().filter(|o| o.f == "line" && o.kind == Kind::Ok) {
+        reads += 1;
+        let line: BTreeSet<u64> = read
+            .value
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_u64).collect())
+            .unwrap_or_default();
+        let earliest_lane_waiter = line
+            .iter()
+            .filter(|v| lane_of.contains_key(v))
+            .filter_map(|v| acked.get(v).map(|&a| (a, *v)))
+            .min();
+        let latest_public_gone = acked
+            .iter()
+            .filter(|(v, &ack)| ack < read.invoke && !line.contains(v) && !lane_of.contains_key(v))
+            .filter_map(|(v, _)| invoked.get(v).map(|&i| (i, *v)))
+            .max();
+        if let (Some((ack_a, a)), Some((inv_b, b))) = (earliest_lane_waiter, latest_public_gone) {
+            if ack_a < inv_b {
+                return Verdict::bad(
+                    "lanes",
+                    format!(
+                        "{b} of the room's own line was admitted while {a} of the {} lane, acknowledged before {b} began, still waits",
+                        lane_of[&a]
+                    ),
+                    vec![
+                        describe(read),
+                        format!("join {a} acked at {ack_a}"),
+                        format!("join {b} invoked at {inv_b}"),
+                    ],
+                );
+            }
+        }
+    }
+    Verdict::ok(
+        "lanes",
+        format!(
+            "{reads} line reads: {} lanes in order, each first come first served ({} lane visitors)",
+            groups.len(),
+            lane_of.len()
+        ),
+    )
+}
+
 /// The run tested something: at least one fault was injected (when faults were asked for) and
 /// at least one client operation succeeded. A fault that failed or was skipped is named in the
 /// detail; the run stays valid as long as others were injected.

@@ -17,7 +17,11 @@ pub enum Res {
 }
 
 /// Error codes after which a write certainly did not happen.
-const DEFINITE: [&str; 11] = [
+const DEFINITE: [&str; 15] = [
+    "code_invalid",
+    "code_used_up",
+    "code_expired",
+    "invite_only",
     "no_leader",
     "not_ready",
     "overloaded",
@@ -49,6 +53,26 @@ pub async fn call(
     if operator {
         req = req.bearer_auth(TOKEN);
     }
+    classify(req, write).await
+}
+
+/// A write with a JSON body (a join that brings an access code), with the visitor's ticket.
+pub async fn call_json(
+    http: &reqwest::Client,
+    url: &str,
+    ticket: &str,
+    body: &Value,
+    timeout: Duration,
+) -> Res {
+    let req = http
+        .post(url)
+        .timeout(timeout)
+        .header("authorization", format!("Ticket {ticket}"))
+        .json(body);
+    classify(req, true).await
+}
+
+async fn classify(req: reqwest::RequestBuilder, write: bool) -> Res {
     match req.send().await {
         Err(e) => {
             // A refused connection never reached the server.

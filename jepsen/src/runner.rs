@@ -132,6 +132,30 @@ pub async fn run(spec: &Spec) -> Result<Summary> {
         )
         .await?;
     }
+    // The lanes workload's presale codes, made once before the clients start.
+    let mut codes = Vec::new();
+    if spec.workload == Workload::Lanes {
+        let made = db
+            .admin_any(
+                reqwest::Method::POST,
+                &format!("/v1/rooms/{}/codes", workload::LANES_ROOM),
+                Some(json!({"count": workload::PRESALE_CODES, "lane": workload::PRESALE_LANE})),
+                Duration::from_secs(30),
+            )
+            .await?;
+        codes = made["codes"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|c| c.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        anyhow::ensure!(
+            codes.len() as u64 == workload::PRESALE_CODES,
+            "codes: {made}"
+        );
+    }
     let history = History::new();
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(64)
@@ -144,6 +168,7 @@ pub async fn run(spec: &Spec) -> Result<Summary> {
         next_process: Arc::new(AtomicU64::new(0)),
         deadline: Instant::now() + spec.duration,
         timeout: Duration::from_secs(3),
+        codes: Arc::new(std::sync::Mutex::new(codes)),
     };
     let clients = tokio::spawn(workload::run(
         spec.workload,
@@ -209,19 +234,15 @@ pub async fn run(spec: &Spec) -> Result<Summary> {
             checks.push(checker::list_append(&events, &spec.out));
             checks.push(checker::appends_kept(&events, &finals));
         }
-        Workload::Admission | Workload::Lottery => {
-            let room = if spec.workload == Workload::Admission {
-                workload::ADMISSION_ROOM
-            } else {
-                workload::LOTTERY_ROOM
-            };
+        Workload::Admission | Workload::Lottery | Workload::Lanes => {
+            let room = spec.workload.visitor_room();
             let finals = final_states(&db, &http, room, &events_so_far).await;
             checks.push(checker::no_lost_joins(
                 &events_so_far,
                 &finals,
                 workload::WAITER_TTL_SECS * 1000,
             ));
-            if spec.workload == Workload::Admission {
+            if spec.workload != Workload::Lottery {
                 checks.push(checker::capacity(
                     &events_so_far,
                     workload::ADMISSION_CAPACITY,
@@ -231,7 +252,11 @@ pub async fn run(spec: &Spec) -> Result<Summary> {
                     workload::ADMISSION_RATE_PER_MINUTE,
                     workload::ADMISSION_BURST,
                 ));
-                checks.push(checker::fifo(&events_so_far));
+                checks.push(if spec.workload == Workload::Lanes {
+                    checker::lanes(&events_so_far)
+                } else {
+                    checker::fifo(&events_so_far)
+                });
             } else {
                 let log = fetch_log(&db).await?;
                 let digest = digests.values().next();

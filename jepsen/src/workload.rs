@@ -6,8 +6,11 @@
 //!   expire; a monitor reads the room and its line linearizably.
 //! - `lottery`: a lottery room; visitors join and poll their status, which reports the log index
 //!   it was read at, so the draws can be replayed from the log.
+//! - `lanes`: the admission room with a presale lane before its own line; a third of the
+//!   visitors join with an access code for the presale (a `lane` event in the history says
+//!   which), so the checkers judge order within each lane and priority across them.
 
-use crate::client::{call, Res};
+use crate::client::{call, call_json, Res};
 use crate::db::TICKET_SECRET;
 use crate::history::{History, Kind};
 use crate::ticket::{mint, value_of};
@@ -29,6 +32,8 @@ pub enum Workload {
     Admission,
     /// Lottery draws replayed from the log.
     Lottery,
+    /// Admission with a presale lane: capacity, rate, FIFO within each lane, lanes in order.
+    Lanes,
 }
 
 impl Workload {
@@ -55,7 +60,25 @@ impl Workload {
         match self {
             Workload::Lottery => (10_000_000, 5_000),
             Workload::QueueAppend => (20, 10),
-            Workload::Admission => (10, 5),
+            Workload::Admission | Workload::Lanes => (10, 5),
+        }
+    }
+
+    /// The room whose line and counts a monitor reads linearizably, if the workload has one.
+    pub fn monitored_room(self) -> Option<&'static str> {
+        match self {
+            Workload::Admission => Some(ADMISSION_ROOM),
+            Workload::Lanes => Some(LANES_ROOM),
+            Workload::QueueAppend | Workload::Lottery => None,
+        }
+    }
+
+    /// The room visitors join.
+    pub fn visitor_room(self) -> &'static str {
+        match self {
+            Workload::Admission | Workload::QueueAppend => ADMISSION_ROOM,
+            Workload::Lanes => LANES_ROOM,
+            Workload::Lottery => LOTTERY_ROOM,
         }
     }
 
@@ -71,6 +94,12 @@ impl Workload {
                 ADMISSION_ROOM.into(),
                 json!({"capacity": ADMISSION_CAPACITY, "admit_per_minute": ADMISSION_RATE_PER_MINUTE, "admit_burst": ADMISSION_BURST,
                        "session_ttl_secs": 3, "waiter_ttl_secs": WAITER_TTL_SECS, "max_waiting": 1_000_000}),
+            )],
+            Workload::Lanes => vec![(
+                LANES_ROOM.into(),
+                json!({"capacity": ADMISSION_CAPACITY, "admit_per_minute": ADMISSION_RATE_PER_MINUTE, "admit_burst": ADMISSION_BURST,
+                       "session_ttl_secs": 3, "waiter_ttl_secs": WAITER_TTL_SECS, "max_waiting": 1_000_000,
+                       "lanes": [{"name": PRESALE_LANE}]}),
             )],
             Workload::Lottery => vec![(
                 LOTTERY_ROOM.into(),
@@ -97,6 +126,12 @@ pub const ADMISSION_RATE_PER_MINUTE: u64 = 120;
 pub const ADMISSION_BURST: u64 = 2;
 /// The lottery workload's room.
 pub const LOTTERY_ROOM: &str = "lot";
+/// The lanes workload's room (the admission room's limits, and a presale lane).
+pub const LANES_ROOM: &str = "lan";
+/// The lanes workload's priority lane.
+pub const PRESALE_LANE: &str = "presale";
+/// Access codes the lanes workload makes for the presale (more than a run uses).
+pub const PRESALE_CODES: u64 = 5_000;
 
 /// What client loops share.
 #[derive(Clone, Debug)]
@@ -115,6 +150,8 @@ pub struct Ctx {
     pub deadline: Instant,
     /// Per-request timeout.
     pub timeout: Duration,
+    /// Unused access codes for the presale lane (the lanes workload).
+    pub codes: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Ctx {
@@ -132,13 +169,17 @@ pub async fn run(w: Workload, ctx: Ctx, workers: usize, seed: u64) {
         tasks.push(tokio::spawn(async move {
             match w {
                 Workload::QueueAppend => queue_append_worker(ctx, i, rng).await,
-                Workload::Admission | Workload::Lottery => visitor_worker(ctx, i, rng, w).await,
+                Workload::Admission | Workload::Lottery | Workload::Lanes => {
+                    visitor_worker(ctx, i, rng, w).await
+                }
             }
         }));
     }
-    if w == Workload::Admission {
+    if let Some(room) = w.monitored_room() {
         let ctx = ctx.clone();
-        tasks.push(tokio::spawn(async move { admission_monitor(ctx).await }));
+        tasks.push(tokio::spawn(
+            async move { admission_monitor(ctx, room).await },
+        ));
     }
     for t in tasks {
         let _ = t.await;
@@ -242,11 +283,7 @@ async fn queue_append_worker(ctx: Ctx, i: usize, mut rng: ChaCha8Rng) {
 }
 
 async fn visitor_worker(ctx: Ctx, i: usize, mut rng: ChaCha8Rng, w: Workload) {
-    let room = if w == Workload::Admission {
-        ADMISSION_ROOM
-    } else {
-        LOTTERY_ROOM
-    };
+    let room = w.visitor_room();
     let mut round = 0usize;
     while Instant::now() < ctx.deadline {
         let process = ctx.process();
@@ -254,18 +291,44 @@ async fn visitor_worker(ctx: Ctx, i: usize, mut rng: ChaCha8Rng, w: Workload) {
         round += 1;
         let v = ctx.next_value.fetch_add(1, Ordering::SeqCst);
         let ticket = mint(TICKET_SECRET, room, v);
+        // In the lanes workload, a third of the visitors hold a presale code.
+        let code = (w == Workload::Lanes && rng.next_u64().is_multiple_of(3))
+            .then(|| ctx.codes.lock().expect("codes").pop())
+            .flatten();
+        if code.is_some() {
+            let lane = json!({"v": v, "lane": PRESALE_LANE});
+            ctx.history
+                .record(Kind::Invoke, process, "lane", lane.clone(), node, None);
+            ctx.history
+                .record(Kind::Ok, process, "lane", lane, node, None);
+        }
         ctx.history
             .record(Kind::Invoke, process, "join", json!(v), node, None);
-        let r = call(
-            &ctx.http,
-            reqwest::Method::POST,
-            &format!("{url}/v1/rooms/{room}/join"),
-            Some(&ticket),
-            false,
-            true,
-            ctx.timeout,
-        )
-        .await;
+        let join_url = format!("{url}/v1/rooms/{room}/join");
+        let r = match &code {
+            Some(c) => {
+                call_json(
+                    &ctx.http,
+                    &join_url,
+                    &ticket,
+                    &json!({"code": c}),
+                    ctx.timeout,
+                )
+                .await
+            }
+            None => {
+                call(
+                    &ctx.http,
+                    reqwest::Method::POST,
+                    &join_url,
+                    Some(&ticket),
+                    false,
+                    true,
+                    ctx.timeout,
+                )
+                .await
+            }
+        };
         let mut state = match r {
             Res::Ok(b) => {
                 ctx.history.record(
@@ -351,7 +414,7 @@ async fn visitor_worker(ctx: Ctx, i: usize, mut rng: ChaCha8Rng, w: Workload) {
     }
 }
 
-async fn admission_monitor(ctx: Ctx) {
+async fn admission_monitor(ctx: Ctx, room: &'static str) {
     let mut round = 0usize;
     while Instant::now() < ctx.deadline {
         let (node, url) = node_of(&ctx, round);
@@ -362,7 +425,7 @@ async fn admission_monitor(ctx: Ctx) {
         match call(
             &ctx.http,
             reqwest::Method::GET,
-            &format!("{url}/v1/rooms/{ADMISSION_ROOM}?consistent=true"),
+            &format!("{url}/v1/rooms/{room}?consistent=true"),
             None,
             true,
             false,
@@ -384,7 +447,7 @@ async fn admission_monitor(ctx: Ctx) {
         match call(
             &ctx.http,
             reqwest::Method::GET,
-            &format!("{url}/v1/rooms/{ADMISSION_ROOM}/queue?consistent=true&limit=10000"),
+            &format!("{url}/v1/rooms/{room}/queue?consistent=true&limit=10000"),
             None,
             true,
             false,

@@ -270,6 +270,53 @@ fn fifo_inversions_are_reported() {
 }
 
 #[test]
+fn lane_inversions_and_public_visitors_going_first_are_reported() {
+    // 1 and 3 hold presale codes; 2 and 4 wait in the room's own line. Each join is
+    // acknowledged before the next begins.
+    let base = || {
+        let h = History::new();
+        for v in 1..=4u64 {
+            if v % 2 == 1 {
+                let lane = json!({"v": v, "lane": "presale"});
+                op(&h, 100 + v, "lane", lane.clone(), Kind::Ok, lane);
+            }
+            op(
+                &h,
+                v,
+                "join",
+                json!(v),
+                Kind::Ok,
+                json!({"v": v, "state": "waiting", "index": v}),
+            );
+        }
+        h
+    };
+    // The listing: lanes first, each in order; then the presale goes in before the public.
+    let h = base();
+    op(&h, 9, "line", Value::Null, Kind::Ok, json!([1, 3, 2, 4]));
+    op(&h, 9, "line", Value::Null, Kind::Ok, json!([3, 2, 4]));
+    op(&h, 9, "line", Value::Null, Kind::Ok, json!([2, 4]));
+    op(&h, 9, "line", Value::Null, Kind::Ok, json!([4]));
+    let v = checker::lanes(&h.events());
+    assert!(v.valid, "{v:?}");
+    // Plain FIFO would call the presale's priority an inversion; the lanes checker does not.
+    assert!(!checker::fifo(&h.events()).valid);
+    // Out of order within the presale lane.
+    let h = base();
+    op(&h, 9, "line", Value::Null, Kind::Ok, json!([3, 1, 2, 4]));
+    let v = checker::lanes(&h.events());
+    assert!(!v.valid && v.detail.contains("presale"), "{v:?}");
+    // A public visitor admitted while a presale visitor acknowledged before it still waits.
+    let h = base();
+    op(&h, 9, "line", Value::Null, Kind::Ok, json!([3]));
+    let v = checker::lanes(&h.events());
+    assert!(
+        !v.valid && v.detail.contains("4 of the room's own line"),
+        "{v:?}"
+    );
+}
+
+#[test]
 fn diverged_digests_are_reported() {
     let same = BTreeMap::from([(1, (10, "ab".to_string())), (2, (10, "ab".to_string()))]);
     assert!(checker::convergence(&same, 2).valid);

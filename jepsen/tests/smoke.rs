@@ -1,4 +1,4 @@
-//! The short fault-injection run that CI does: three workloads, a few fault kinds each, real
+//! The short fault-injection run that CI does: four workloads, a few fault kinds each, real
 //! `sluice serve` processes in network namespaces, the nodes authenticating each other with a
 //! cluster secret (or, in the admission run, mutual TLS). Needs root, iproute2, nftables, libfaketime
 //! and `adya` (`.ci/run` installs them).
@@ -105,6 +105,16 @@ async fn smoke_lottery_under_loss_total_crash_and_membership_changes() {
     smoke(
         Workload::Lottery,
         vec![Fault::Loss, Fault::KillAll, Fault::Membership],
+        NodeAuth::Secret,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smoke_lanes_under_leader_crashes_and_partitions() {
+    smoke(
+        Workload::Lanes,
+        vec![Fault::KillLeader, Fault::MajorityMinority],
         NodeAuth::Secret,
     )
     .await;

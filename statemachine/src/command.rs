@@ -5,6 +5,7 @@
 //! proposal. New commands are only ever appended to [`Command`]; variants are never reordered,
 //! removed or changed (a changed command is a new variant).
 
+use crate::codes::{CodeBatch, NewCode};
 use crate::limits::*;
 use crate::origin::{HealthSource, OriginSamples};
 use crate::policy::{ClientKey, EncodedEvidence, EncodedPolicy};
@@ -215,6 +216,31 @@ pub enum Command {
         /// The counts.
         samples: OriginSamples,
     },
+    /// Start a batch of access codes ([`crate::codes`]): the outcome names the batch.
+    CreateCodes {
+        /// Room name.
+        room: String,
+        /// What the batch's codes give.
+        batch: CodeBatch,
+        /// At most [`CODES_PER_COMMAND_MAX`](crate::codes::CODES_PER_COMMAND_MAX) hashed codes.
+        codes: Vec<NewCode>,
+    },
+    /// Add hashed codes to a batch.
+    AddCodes {
+        /// Room name.
+        room: String,
+        /// The batch's number.
+        batch: u32,
+        /// At most [`CODES_PER_COMMAND_MAX`](crate::codes::CODES_PER_COMMAND_MAX) hashed codes.
+        codes: Vec<NewCode>,
+    },
+    /// End a batch: its codes stop working; the places they gave stay.
+    EndCodes {
+        /// Room name.
+        room: String,
+        /// The batch's number.
+        batch: u32,
+    },
 }
 
 impl Command {
@@ -242,7 +268,10 @@ impl Command {
             | SetEntryPolicy { room, .. }
             | JoinWith { room, .. }
             | TouchFrom { room, .. }
-            | ReportOrigin { room, .. } => Some(room),
+            | ReportOrigin { room, .. }
+            | CreateCodes { room, .. }
+            | AddCodes { room, .. }
+            | EndCodes { room, .. } => Some(room),
             PutPool { pool, .. }
             | DeletePool { pool }
             | PoolAssign { pool }

@@ -16,6 +16,8 @@
 //!   join brings, each encoded on its own so that it can grow.
 //! - [`origin`]: what the line shows, and the origin's health from measurements, with
 //!   hysteresis.
+//! - [`lanes`]: priority lanes before a room's own line; [`codes`]: access codes (hashed)
+//!   that place visitors in them, or let them into an invite-only room.
 //! - `pool`: capacity-bounded room sets, handed out first-fit.
 //! - [`snapshot`]: canonical encoding, restore, and the state digest.
 //! - [`outcome`]: what each command returns; rejections are outcomes, not errors.
@@ -24,9 +26,11 @@
 
 pub mod bypass;
 mod chunked;
+pub mod codes;
 pub mod command;
 pub mod draw;
 mod idmap;
+pub mod lanes;
 pub mod limits;
 pub mod machine;
 pub mod origin;
@@ -40,13 +44,15 @@ pub mod snapshot;
 pub mod types;
 
 pub use bypass::{BypassKind, BypassRule, Network, PathRule};
+pub use codes::{CodeBatch, CodeBatchView, CodeHash, NewCode};
 pub use command::{Command, DecodeError, Proposal};
+pub use lanes::Lane;
 pub use machine::{LogPosition, QueueEntry, StateMachine};
 pub use origin::{
     HealthChange, HealthSource, LineRule, OriginRule, OriginSamples, ProbeMethod, ProbeRule,
 };
 pub use outcome::{
-    EndReason, Outcome, PoolView, Rejection, RoomView, Totals, VisitorState, VisitorView,
+    EndReason, LaneView, Outcome, PoolView, Rejection, RoomView, Totals, VisitorState, VisitorView,
 };
 pub use policy::{
     ChallengeUse, ClientKey, EntryPolicy, IdentityKey, IdentityRule, JoinEvidence, PowRule,

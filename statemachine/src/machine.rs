@@ -23,8 +23,10 @@ pub struct LogPosition {
 /// One waiter in a queue listing.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct QueueEntry {
-    /// 1-based place in admission order.
+    /// 1-based place in admission order within its lane.
     pub position: u64,
+    /// The priority lane (`None`: the room's own line).
+    pub lane: Option<String>,
     /// The visitor.
     pub visitor: VisitorId,
     /// Its sequence number.
@@ -166,7 +168,7 @@ impl StateMachine {
                 self.room_mut(room)?;
                 let r = self.rooms.remove(room.as_str()).expect("checked above");
                 Ok(Outcome::RoomDeleted {
-                    waiting: r.queue.len(),
+                    waiting: r.waiting_len(),
                     active: r.sessions.len() as u64,
                 })
             }
@@ -345,6 +347,30 @@ impl StateMachine {
                 ended.insert(*credential, *until_ms);
                 Ok(Outcome::Count(1))
             }
+            CreateCodes { room, batch, codes } => room_op(self, room, &mut |r, d| {
+                let o = match r.codes.create(batch.clone(), codes, now) {
+                    Ok(v) => Outcome::Codes(v),
+                    Err(e) => Outcome::Rejected(e),
+                };
+                r.pump(now, d);
+                o
+            }),
+            AddCodes { room, batch, codes } => room_op(self, room, &mut |r, d| {
+                let o = match r.codes.add(*batch, codes) {
+                    Ok(v) => Outcome::Codes(v),
+                    Err(e) => Outcome::Rejected(e),
+                };
+                r.pump(now, d);
+                o
+            }),
+            EndCodes { room, batch } => room_op(self, room, &mut |r, d| {
+                let o = match r.codes.end(*batch) {
+                    Ok(n) => Outcome::Count(n),
+                    Err(e) => Outcome::Rejected(e),
+                };
+                r.pump(now, d);
+                o
+            }),
             Tick => {
                 let (mut admitted, mut expired) = (0, 0);
                 for (name, room) in self.rooms.iter_mut() {
@@ -399,7 +425,9 @@ impl StateMachine {
             .ok_or(Rejection::UnknownVisitor)
     }
 
-    /// Waiters in admission order, from 0-based rank `offset`, at most `limit` (≤ [`QUEUE_PAGE_MAX`]).
+    /// Waiters lane by lane (priority lanes in order, then the room's own line), each lane in
+    /// its admission order, from 0-based index `offset` of that listing, at most `limit`
+    /// (≤ [`QUEUE_PAGE_MAX`]).
     pub fn queue(
         &self,
         room: &str,
@@ -407,17 +435,56 @@ impl StateMachine {
         limit: usize,
     ) -> Result<Vec<QueueEntry>, Rejection> {
         let r = self.rooms.get(room).ok_or(Rejection::RoomNotFound)?;
-        Ok(r.queue
-            .iter_from(offset)
-            .take(limit.min(QUEUE_PAGE_MAX))
-            .enumerate()
-            .map(|(i, (_, s))| QueueEntry {
-                position: offset + i as u64 + 1,
-                visitor: s.id,
-                seq: s.seq,
-                last_seen_ms: s.last_seen_ms,
-            })
-            .collect())
+        let mut out = Vec::new();
+        let mut skip = offset;
+        let limit = limit.min(QUEUE_PAGE_MAX);
+        for (lane, q) in r.lines() {
+            if out.len() >= limit {
+                break;
+            }
+            if skip >= q.len() {
+                skip -= q.len();
+                continue;
+            }
+            let from = skip;
+            skip = 0;
+            out.extend(
+                q.iter_from(from)
+                    .take(limit - out.len())
+                    .enumerate()
+                    .map(|(i, (_, s))| QueueEntry {
+                        position: from + i as u64 + 1,
+                        lane: lane.map(str::to_string),
+                        visitor: s.id,
+                        seq: s.seq,
+                        last_seen_ms: s.last_seen_ms,
+                    }),
+            );
+        }
+        Ok(out)
+    }
+
+    /// A room's code batches, by number: counts and uses, never the codes.
+    pub fn code_batches(&self, room: &str) -> Result<Vec<crate::CodeBatchView>, Rejection> {
+        let r = self.rooms.get(room).ok_or(Rejection::RoomNotFound)?;
+        Ok(r.codes.views())
+    }
+
+    /// Whether `visitor` could redeem a code in a room now (it redeemed it already, or the code
+    /// has a use left): the edge asks before it writes a join that brings one, so that guesses
+    /// and spent codes cost no log entry. The identity a code may be bound to is checked when
+    /// the join is applied.
+    pub fn code_usable(
+        &self,
+        room: &str,
+        code: &crate::CodeHash,
+        visitor: Option<VisitorId>,
+    ) -> Result<(), Rejection> {
+        let r = self.rooms.get(room).ok_or(Rejection::RoomNotFound)?;
+        if visitor.is_some_and(|v| r.codes.redeemed.get(&v) == Some(code)) {
+            return Ok(());
+        }
+        r.codes.usable(code, self.clock_ms)
     }
 
     /// A pool's view.
@@ -486,7 +553,7 @@ impl StateMachine {
     pub fn join_terms(&self, room: &str) -> Option<(crate::EntryPolicy, u64)> {
         self.rooms
             .get(room)
-            .map(|r| (r.policy.clone(), r.queue.len()))
+            .map(|r| (r.policy.clone(), r.waiting_len()))
     }
 
     /// When a visitor's ban in a room ends (log time ms; `u64::MAX`: never), if one is in force.

@@ -78,6 +78,21 @@ pub enum Rejection {
         /// Why.
         reason: String,
     },
+    /// The room gives places only to visitors who bring an access code.
+    #[error("this room is by invitation only: a place needs an access code")]
+    InviteOnly,
+    /// No such access code in this room (or it is bound to another identity).
+    #[error("this access code is not valid here")]
+    CodeInvalid,
+    /// The access code has been used as many times as it allows.
+    #[error("this access code has been used already")]
+    CodeUsedUp,
+    /// The access code's batch has expired.
+    #[error("this access code has expired")]
+    CodeExpired,
+    /// No code batch with this number in the room.
+    #[error("no such code batch")]
+    CodeBatchNotFound,
 }
 
 impl Rejection {
@@ -107,6 +122,11 @@ impl Rejection {
             Rejection::ChallengeRequired { .. } => "challenge_required",
             Rejection::IdentityRequired => "identity_required",
             Rejection::ChallengeInvalid { .. } => "challenge_invalid",
+            Rejection::InviteOnly => "invite_only",
+            Rejection::CodeInvalid => "code_invalid",
+            Rejection::CodeUsedUp => "code_used_up",
+            Rejection::CodeExpired => "code_expired",
+            Rejection::CodeBatchNotFound => "code_batch_not_found",
         }
     }
 
@@ -161,9 +181,15 @@ impl EndReason {
 pub enum VisitorState {
     /// In line.
     Waiting {
-        /// 1-based place in admission order (FIFO-ordered modes only; `None` in lottery, before
-        /// a shuffled opening, or where the room hides positions).
+        /// 1-based place in admission order within the visitor's lane (FIFO-ordered lanes
+        /// only; `None` in a lottery, before a shuffled opening, or where the room hides
+        /// positions).
         position: Option<u64>,
+        /// The priority lane the visitor waits in (`None`: the room's own line).
+        lane: Option<String>,
+        /// Waiters in the lanes that go before the visitor's (`None` where the room hides
+        /// counts, or has no lanes).
+        ahead: Option<u64>,
         /// The room opens with a shuffle: places are drawn then, and none is kept from before.
         provisional: bool,
         /// Waiters in the room (`None` where the room hides it).
@@ -262,6 +288,29 @@ pub struct RoomView {
     pub paused_by_origin: bool,
     /// The origin measurements in the rule's window (`None`: the room watches no origin).
     pub origin_window: Option<OriginSamples>,
+    /// The priority lanes, in order (the room's own line is the rest of the counts).
+    pub lanes: Vec<LaneView>,
+    /// Access codes the room holds.
+    pub codes: u64,
+}
+
+/// One priority lane as seen from outside.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaneView {
+    /// Its name.
+    pub name: String,
+    /// Whether it admits now (its opening time has passed, or the room is open).
+    pub open: bool,
+    /// When it opens (ms since the epoch; `None`: with the room).
+    pub opens_at_ms: Option<u64>,
+    /// Waiters in it.
+    pub waiting: u64,
+    /// Places taken in it (joins, and waiters moved in by a code).
+    pub joined: u64,
+    /// Admissions from it.
+    pub admitted: u64,
+    /// Code uses taken that placed visitors in it.
+    pub redeemed: u64,
 }
 
 /// A pool as seen from outside.
@@ -321,6 +370,8 @@ pub enum Outcome {
     },
     /// A pool was deleted.
     PoolDeleted,
+    /// A code batch after create, add or listing.
+    Codes(crate::codes::CodeBatchView),
     /// A tick ran.
     Ticked {
         /// Admissions it made.

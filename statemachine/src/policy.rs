@@ -19,7 +19,9 @@
 //! counts: every replica sees the same key and decides alike.
 
 use crate::bypass::BypassRule;
+use crate::codes::CodeHash;
 use crate::command::DecodeError;
+use crate::lanes::Lane;
 use crate::origin::{LineRule, OriginRule};
 use crate::outcome::Rejection;
 use serde::{Deserialize, Serialize};
@@ -187,6 +189,11 @@ pub struct EntryPolicy {
     pub origin: Option<OriginRule>,
     /// Requests the gate lets through without an admission ([`crate::bypass`]).
     pub bypass: BypassRule,
+    /// Priority lanes before the room's own line, in order ([`crate::lanes`]).
+    pub lanes: Vec<Lane>,
+    /// Only visitors who bring a valid access code (or an identity whose assertion names a
+    /// lane) get a place; everyone else is refused with `invite_only`.
+    pub invite_only: bool,
 }
 
 impl Default for EntryPolicy {
@@ -205,6 +212,8 @@ impl Default for EntryPolicy {
             line: LineRule::default(),
             origin: None,
             bypass: BypassRule::default(),
+            lanes: Vec::new(),
+            invite_only: false,
         }
     }
 }
@@ -294,7 +303,8 @@ impl EntryPolicy {
         if let Some(o) = &self.origin {
             o.validate()?;
         }
-        self.bypass.validate()
+        self.bypass.validate()?;
+        crate::lanes::validate(&self.lanes)
     }
 
     /// Whether joins must say who the client is (some rule counts clients).
@@ -332,6 +342,10 @@ pub struct JoinEvidence {
     /// Whether the edge passed the room's external challenge (the provider accepted the
     /// token, or could not be reached and the rule fails open).
     pub external_passed: bool,
+    /// The access code the visitor redeems, hashed with the room ([`crate::codes`]).
+    pub code: Option<CodeHash>,
+    /// The lane the visitor's verified identity assertion names, if any.
+    pub lane: Option<String>,
 }
 
 impl JoinEvidence {
@@ -420,6 +434,13 @@ mod tests {
                 networks: vec![crate::bypass::Network::parse("10.0.0.0/8").unwrap()],
                 staff_tokens: false,
             },
+            lanes: vec![Lane {
+                name: "presale".into(),
+                opens_at_ms: Some(1_800_000_000_000),
+                share_permille: None,
+                lottery: true,
+            }],
+            invite_only: true,
         };
         assert_eq!(p.encode().decode().unwrap(), p);
         let e = JoinEvidence {
@@ -432,6 +453,8 @@ mod tests {
             }),
             identity: Some(IdentityKey([6; 16])),
             external_passed: true,
+            code: Some(CodeHash([8; 16])),
+            lane: Some("members".into()),
         };
         assert_eq!(e.encode().decode().unwrap(), e);
         assert!(EncodedPolicy(vec![]).decode().is_err());
@@ -530,12 +553,14 @@ mod tests {
             line: LineRule::default(),
             origin: None,
             bypass: BypassRule::default(),
+            lanes: Vec::new(),
+            invite_only: false,
         };
         assert_eq!(
             p.encode().0,
             vec![
                 1, 1, 60, 0, 0, 32, 64, 1, 0xac, 0x02, 2, 0, 0xac, 0x02, 0, 0, 0, 0, 1, 1, 0, 0, 0,
-                0, 1
+                0, 1, 0, 0
             ]
         );
         let e = JoinEvidence {
@@ -543,10 +568,12 @@ mod tests {
             challenge: None,
             identity: None,
             external_passed: false,
+            code: None,
+            lane: None,
         };
         let mut golden = vec![1, 1];
         golden.extend([1; 16]);
-        golden.extend([0, 0, 0]);
+        golden.extend([0, 0, 0, 0, 0]);
         assert_eq!(e.encode().0, golden);
     }
 

@@ -45,6 +45,15 @@ pub(crate) struct WaitQueue {
 }
 
 impl WaitQueue {
+    /// An empty line whose first queue index is `base`.
+    pub fn starting_at(base: u64) -> Self {
+        WaitQueue {
+            base,
+            chunk_base: base / CHUNK,
+            ..WaitQueue::default()
+        }
+    }
+
     pub fn len(&self) -> u64 {
         self.live
     }

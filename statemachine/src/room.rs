@@ -10,11 +10,15 @@
 //! the iteration order of a hash map, and is the same after a snapshot restore.
 
 use crate::chunked::MinHeap;
+use crate::codes::{CodeBook, CodeHash};
 use crate::draw::LazyDraw;
 use crate::idmap::IdMap;
+use crate::lanes::{self, LANE_SHIFT};
 use crate::limits::*;
 use crate::origin::{HealthChange, HealthSource, OriginSamples, OriginWatch, ORIGIN_SLOTS};
-use crate::outcome::{EndReason, Outcome, Rejection, RoomView, Totals, VisitorState, VisitorView};
+use crate::outcome::{
+    EndReason, LaneView, Outcome, Rejection, RoomView, Totals, VisitorState, VisitorView,
+};
 use crate::policy::{
     ChallengeUse, ClientKey, EntryPolicy, IdentityKey, JoinEvidence, CHALLENGES_REMEMBERED_MAX,
     CHALLENGE_TTL_MS_MAX,
@@ -43,6 +47,32 @@ pub(crate) struct Ended {
     pub seq: u64,
     pub reason: EndReason,
     pub at_ms: u64,
+}
+
+/// One priority lane's line and counters ([`crate::lanes`]); lane `l` of the room's policy.
+#[derive(Debug, Default)]
+pub(crate) struct LaneLine {
+    pub queue: WaitQueue,
+    /// Its credit in the round robin of shares.
+    pub credit: i64,
+    /// Places taken in it.
+    pub joined: u64,
+    /// Admissions from it.
+    pub admitted: u64,
+}
+
+/// The first queue index of lane `l`.
+fn lane_base(l: usize) -> u64 {
+    (l as u64 + 1) << LANE_SHIFT
+}
+
+/// A lane's parts, as a snapshot holds them.
+#[derive(Debug)]
+pub(crate) struct LaneParts {
+    pub waiters: Vec<Slot>,
+    pub credit: i64,
+    pub joined: u64,
+    pub admitted: u64,
 }
 
 #[derive(Debug)]
@@ -112,6 +142,12 @@ pub(crate) struct Room {
     admitted_in: BTreeMap<u64, u64>,
     /// The sum of those seconds (derived): the sessions' mean age.
     admitted_secs_sum: u128,
+    /// The priority lanes' lines, in the policy's order; `queue` is the room's own line.
+    pub lanes: Vec<LaneLine>,
+    /// The room's own line's credit in the round robin of shares.
+    pub public_credit: i64,
+    /// Access codes ([`crate::codes`]).
+    pub codes: CodeBook,
 }
 
 /// How long a room's sessions last, learned from the sessions that ended by themselves (left,
@@ -187,6 +223,9 @@ pub(crate) struct RoomParts {
     pub sessions_shared: u64,
     pub turnover: Turnover,
     pub origin: OriginWatch,
+    pub lanes: Vec<LaneParts>,
+    pub public_credit: i64,
+    pub codes: CodeBook,
 }
 
 impl Room {
@@ -228,6 +267,9 @@ impl Room {
             sessions_shared: 0,
             turnover: Turnover::default(),
             origin: OriginWatch::default(),
+            lanes: Vec::new(),
+            public_credit: 0,
+            codes: CodeBook::default(),
         }
     }
 
@@ -288,6 +330,43 @@ impl Room {
         }
         room.bans = p.bans.into_iter().collect();
         room.policy = p.policy;
+        if p.lanes.len() != room.policy.lanes.len() {
+            return Err(format!(
+                "room {}: {} lanes, but its policy has {}",
+                room.name,
+                p.lanes.len(),
+                room.policy.lanes.len()
+            ));
+        }
+        for (l, lane) in p.lanes.into_iter().enumerate() {
+            let mut line = LaneLine {
+                queue: WaitQueue::starting_at(lane_base(l)),
+                credit: lane.credit,
+                joined: lane.joined,
+                admitted: lane.admitted,
+            };
+            for s in lane.waiters {
+                if s.seq == 0 || s.seq >= room.next_seq {
+                    return Err(format!("room {}: lane waiter seq out of range", room.name));
+                }
+                let qidx = line.queue.push(s);
+                if room.waiting.insert(s.id, qidx).is_some() || room.sessions.get(&s.id).is_some() {
+                    return Err(format!("room {}: visitor {} waits twice", room.name, s.id));
+                }
+                room.waiter_due.push((s.last_seen_ms, qidx));
+            }
+            room.lanes.push(line);
+        }
+        room.public_credit = p.public_credit;
+        for v in p.codes.redeemed.keys() {
+            if room.sessions.get(v).is_none() && !room.waiting.contains_key(v) {
+                return Err(format!(
+                    "room {}: a redemption by {v}, who holds no place",
+                    room.name
+                ));
+            }
+        }
+        room.codes = p.codes;
         for (id, client) in p.client_of {
             if room.sessions.get(&id).is_none() && !room.waiting.contains_key(&id) {
                 return Err(format!(
@@ -349,6 +428,206 @@ impl Room {
         }
         room.origin = p.origin;
         Ok(room)
+    }
+
+    // ---- lines: the priority lanes and the room's own --------------------------------------------
+
+    /// The line of the room's own (public) line: after every lane.
+    fn public(&self) -> usize {
+        self.lanes.len()
+    }
+
+    /// Line `l`'s queue (`l == public()`: the room's own).
+    fn line(&self, l: usize) -> &WaitQueue {
+        match self.lanes.get(l) {
+            Some(lane) => &lane.queue,
+            None => &self.queue,
+        }
+    }
+
+    fn line_mut(&mut self, l: usize) -> &mut WaitQueue {
+        match self.lanes.get_mut(l) {
+            Some(lane) => &mut lane.queue,
+            None => &mut self.queue,
+        }
+    }
+
+    /// The line a queue index is in (`None`: a lane that is no longer there).
+    fn line_of(&self, qidx: u64) -> Option<usize> {
+        match (qidx >> LANE_SHIFT) as usize {
+            0 => Some(self.public()),
+            l if l <= self.lanes.len() => Some(l - 1),
+            _ => None,
+        }
+    }
+
+    fn slot(&self, qidx: u64) -> Option<&Slot> {
+        self.line_of(qidx).and_then(|l| self.line(l).get(qidx))
+    }
+
+    fn slot_mut(&mut self, qidx: u64) -> Option<&mut Slot> {
+        let l = self.line_of(qidx)?;
+        self.line_mut(l).get_mut(qidx)
+    }
+
+    fn take_slot(&mut self, qidx: u64) -> Option<Slot> {
+        let l = self.line_of(qidx)?;
+        self.line_mut(l).remove(qidx)
+    }
+
+    /// Waiters in every line.
+    pub fn waiting_len(&self) -> u64 {
+        self.queue.len() + self.lanes.iter().map(|l| l.queue.len()).sum::<u64>()
+    }
+
+    /// Every line with its lane's name (`None`: the room's own), in priority order.
+    pub fn lines(&self) -> impl Iterator<Item = (Option<&str>, &WaitQueue)> + '_ {
+        self.policy
+            .lanes
+            .iter()
+            .zip(&self.lanes)
+            .map(|(rule, line)| (Some(rule.name.as_str()), &line.queue))
+            .chain(std::iter::once((None, &self.queue)))
+    }
+
+    /// The line a lane's name gives (an unknown name, or none: the room's own).
+    fn line_named(&self, name: Option<&str>) -> usize {
+        name.and_then(|n| self.policy.lanes.iter().position(|l| l.name == n))
+            .unwrap_or(self.public())
+    }
+
+    /// Ms until line `l` opens at `now` (0: open, or opening with a room that has no time).
+    fn line_opens_in_ms(&self, l: usize, now: u64) -> u64 {
+        let room = match (self.opened, self.config.opens_at_ms) {
+            (false, Some(t)) => t.saturating_sub(now),
+            _ => 0,
+        };
+        match self.policy.lanes.get(l).and_then(|lane| lane.opens_at_ms) {
+            Some(t) => t.saturating_sub(now),
+            None => room,
+        }
+    }
+
+    /// Whether line `l` admits at `now`: a lane from its own opening time, else with the room.
+    fn line_open(&self, l: usize, now: u64) -> bool {
+        match self.policy.lanes.get(l).and_then(|lane| lane.opens_at_ms) {
+            Some(t) => t <= now,
+            None => self.opened,
+        }
+    }
+
+    fn line_lottery(&self, l: usize) -> bool {
+        match self.policy.lanes.get(l) {
+            Some(lane) => lane.lottery,
+            None => self.config.mode == Mode::Lottery,
+        }
+    }
+
+    /// Puts a waiter at the end of line `l`, indexed.
+    fn push_waiter(&mut self, l: usize, slot: Slot) {
+        let qidx = self.line_mut(l).push(slot);
+        self.waiting.insert(slot.id, qidx);
+        self.waiter_due.push((slot.last_seen_ms, qidx));
+        if let Some(lane) = self.lanes.get_mut(l) {
+            lane.joined += 1;
+        }
+    }
+
+    /// The lines to try for the next admission, best first: the round robin's choice when the
+    /// lanes have shares, then the others by priority; only lines open at `now` (every line
+    /// when `forced`) that have waiters.
+    fn lines_to_try(&mut self, now: u64, forced: bool) -> Vec<usize> {
+        let candidate: Vec<bool> = (0..=self.public())
+            .map(|l| self.line(l).len() > 0 && (forced || self.line_open(l, now)))
+            .collect();
+        let mut order: Vec<usize> = Vec::with_capacity(candidate.len());
+        if let Some(w) = lanes::weights(&self.policy.lanes) {
+            let mut credit: Vec<i64> = self
+                .lanes
+                .iter()
+                .map(|l| l.credit)
+                .chain([self.public_credit])
+                .collect();
+            if let Some(l) = lanes::round_robin(&mut credit, &w, &candidate) {
+                order.push(l);
+            }
+            for (line, c) in self.lanes.iter_mut().zip(&credit) {
+                line.credit = *c;
+            }
+            self.public_credit = credit[credit.len() - 1];
+        }
+        for (l, &c) in candidate.iter().enumerate() {
+            if c && order.first() != Some(&l) {
+                order.push(l);
+            }
+        }
+        order
+    }
+
+    /// Re-points the room's indexes at every waiter of line `l` (after its queue was rebuilt)
+    /// and rebuilds the expiry heap.
+    fn reindex_line(&mut self, l: usize) {
+        let queue = match self.lanes.get(l) {
+            Some(lane) => &lane.queue,
+            None => &self.queue,
+        };
+        for (qidx, s) in queue.iter() {
+            *self.waiting.get_mut(&s.id).expect("waiter without index") = qidx;
+        }
+        let mut due = Vec::with_capacity(self.waiting_len() as usize);
+        for l in 0..=self.public() {
+            due.extend(self.line(l).iter().map(|(q, s)| (s.last_seen_ms, q)));
+        }
+        self.waiter_due = MinHeap::from_vec(due);
+    }
+
+    /// Takes the lanes of a new policy: lanes are kept by name (a lane that moves is renumbered),
+    /// new ones start empty. Refused, with nothing changed, if a lane with waiters would go.
+    fn check_lanes(&self, policy: &EntryPolicy) -> Result<(), Rejection> {
+        for (rule, line) in self.policy.lanes.iter().zip(&self.lanes) {
+            if line.queue.len() > 0 && !policy.lanes.iter().any(|l| l.name == rule.name) {
+                return Err(Rejection::invalid(
+                    "entry.lanes",
+                    format!(
+                        "lane '{}' has {} waiters: keep it until they are admitted",
+                        rule.name,
+                        line.queue.len()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn take_lanes(&mut self, new: &[lanes::Lane]) {
+        let same = new.len() == self.policy.lanes.len()
+            && new
+                .iter()
+                .zip(&self.policy.lanes)
+                .all(|(a, b)| a.name == b.name);
+        if same {
+            return;
+        }
+        let mut old: BTreeMap<String, LaneLine> = self
+            .policy
+            .lanes
+            .iter()
+            .map(|r| r.name.clone())
+            .zip(std::mem::take(&mut self.lanes))
+            .collect();
+        for (l, rule) in new.iter().enumerate() {
+            let kept = old.remove(&rule.name).unwrap_or_default();
+            let mut queue = WaitQueue::starting_at(lane_base(l));
+            for slot in kept.queue.live_slots() {
+                queue.push(slot);
+            }
+            self.lanes.push(LaneLine { queue, ..kept });
+        }
+        debug_assert!(old.values().all(|l| l.queue.len() == 0));
+        for l in 0..self.lanes.len() {
+            self.reindex_line(l);
+        }
+        self.public_credit = 0;
     }
 
     // ---- time-driven housekeeping -------------------------------------------------------------
@@ -428,7 +707,7 @@ impl Room {
                 break;
             }
             self.waiter_due.pop();
-            let Some(slot) = self.queue.get(qidx).copied() else {
+            let Some(slot) = self.slot(qidx).copied() else {
                 continue;
             };
             if slot.last_seen_ms + ttl <= now {
@@ -442,7 +721,7 @@ impl Room {
             self.waiter_due.push((t, qidx));
         }
         for (_, seq, qidx) in due {
-            if let Some(slot) = self.queue.remove(qidx) {
+            if let Some(slot) = self.take_slot(qidx) {
                 self.waiting.remove(&slot.id);
                 gone.push((seq, slot.id, EndReason::Abandoned, None));
             }
@@ -470,26 +749,23 @@ impl Room {
         if self.config.shuffle_at_open && self.queue.len() > 1 {
             let mut order = self.queue.live_slots();
             draw.get().shuffle(&mut order);
-            self.renumber(order);
+            self.renumber(self.public(), order);
         }
     }
 
-    /// Replaces the line by `order` and rebuilds the indexes that hold qidx.
-    fn renumber(&mut self, order: Vec<Slot>) {
-        let first = self.queue.rebuild(order);
-        let mut due = Vec::with_capacity(self.queue.len() as usize);
-        for (qidx, s) in self.queue.iter() {
-            *self.waiting.get_mut(&s.id).expect("waiter without index") = qidx;
-            due.push((s.last_seen_ms, qidx));
-        }
-        debug_assert!(self.queue.front().is_none_or(|(q, _)| q == first));
-        self.waiter_due = MinHeap::from_vec(due);
+    /// Replaces line `l` by `order` and rebuilds the indexes that hold qidx.
+    fn renumber(&mut self, l: usize, order: Vec<Slot>) {
+        let first = self.line_mut(l).rebuild(order);
+        self.reindex_line(l);
+        debug_assert!(self.line(l).front().is_none_or(|(q, _)| q == first));
     }
 
     fn maybe_compact(&mut self) {
-        if self.queue.wants_compaction() {
-            let order = self.queue.live_slots();
-            self.renumber(order);
+        for l in 0..=self.public() {
+            if self.line(l).wants_compaction() {
+                let order = self.line(l).live_slots();
+                self.renumber(l, order);
+            }
         }
     }
 
@@ -511,7 +787,7 @@ impl Room {
 
     /// Admits waiters while the rules allow. Returns how many.
     pub fn pump(&mut self, now: u64, draw: &mut LazyDraw) -> u64 {
-        let n = if !self.opened || self.config.paused {
+        let n = if self.config.paused {
             0
         } else {
             self.admit_some(now, draw, ADMITS_PER_APPLY_MAX, false)
@@ -523,7 +799,7 @@ impl Room {
     /// Pops expiry entries of visitors who are gone, so `next_due` does not ask for useless ticks.
     fn drop_stale_due(&mut self) {
         while let Some(&(_, qidx)) = self.waiter_due.peek() {
-            if self.queue.get(qidx).is_some() {
+            if self.slot(qidx).is_some() {
                 break;
             }
             self.waiter_due.pop();
@@ -565,6 +841,11 @@ impl Room {
     /// under a new first-use TTL at once; visitors who joined without a counted client stay
     /// uncounted.
     pub fn set_policy(&mut self, policy: EntryPolicy, now: u64, draw: &mut LazyDraw) -> Outcome {
+        if let Err(r) = self.check_lanes(&policy) {
+            self.pump(now, draw);
+            return Outcome::Rejected(r);
+        }
+        self.take_lanes(&policy.lanes);
         if policy.origin != self.policy.origin {
             // The samples were counted against the old thresholds.
             self.origin.reset();
@@ -592,7 +873,7 @@ impl Room {
         let mut n = 0;
         let mut skips_left = HELD_SKIPS_PER_APPLY_MAX;
         self.held_back = false;
-        while n < max && self.queue.len() > 0 {
+        while n < max && self.waiting_len() > 0 {
             if self.sessions.len() as u64 >= self.sessions_max() {
                 break;
             }
@@ -601,16 +882,27 @@ impl Room {
             {
                 break;
             }
-            let k = if self.config.mode == Mode::Lottery {
-                draw.get().below(self.queue.len())
-            } else {
-                0
-            };
-            let Some(qidx) = self.pick(k, &mut skips_left) else {
+            let lines = self.lines_to_try(now, forced);
+            if lines.is_empty() {
+                break; // no open line has waiters
+            }
+            let mut picked = None;
+            for l in lines {
+                let k = if self.line_lottery(l) {
+                    draw.get().below(self.line(l).len())
+                } else {
+                    0
+                };
+                picked = self.pick(l, k, &mut skips_left).map(|q| (l, q));
+                if picked.is_some() || skips_left == 0 {
+                    break;
+                }
+            }
+            let Some((l, qidx)) = picked else {
                 self.held_back = true;
                 break;
             };
-            self.admit(qidx, now);
+            self.admit(l, qidx, now);
             if metered {
                 self.bucket_units -= UNITS_PER_TOKEN;
             }
@@ -629,11 +921,12 @@ impl Room {
     /// The waiter to admit: the one at rank `k`, or, while `sessions_per_client_max` holds
     /// waiters back, the first after it (wrapping round) whose network may take one more
     /// session. `None` when every waiter looked at is held or `skips_left` runs out.
-    fn pick(&self, k: u64, skips_left: &mut u64) -> Option<u64> {
+    fn pick(&self, l: usize, k: u64, skips_left: &mut u64) -> Option<u64> {
+        let queue = self.line(l);
         let Some(max) = self.policy.sessions_per_client_max else {
             return Some(match k {
-                0 => self.queue.front().expect("non-empty line").0,
-                k => self.queue.select(k),
+                0 => queue.front().expect("non-empty line").0,
+                k => queue.select(k),
             });
         };
         let held = |id: &VisitorId| {
@@ -641,11 +934,7 @@ impl Room {
                 .get(id)
                 .is_some_and(|c| self.sessions_of.get(c).is_some_and(|&n| n >= max))
         };
-        for (qidx, slot) in self
-            .queue
-            .iter_from(k)
-            .chain(self.queue.iter().take(k as usize))
-        {
+        for (qidx, slot) in queue.iter_from(k).chain(queue.iter().take(k as usize)) {
             if !held(&slot.id) {
                 return Some(qidx);
             }
@@ -666,8 +955,11 @@ impl Room {
         }
     }
 
-    fn admit(&mut self, qidx: u64, now: u64) {
-        let slot = self.queue.remove(qidx).expect("admitting a hole");
+    fn admit(&mut self, l: usize, qidx: u64, now: u64) {
+        let slot = self.line_mut(l).remove(qidx).expect("admitting a hole");
+        if let Some(lane) = self.lanes.get_mut(l) {
+            lane.admitted += 1;
+        }
         self.waiting.remove(&slot.id).expect("waiter without index");
         let s = Session {
             seq: slot.seq,
@@ -770,14 +1062,12 @@ impl Room {
     /// The estimate is the slower of the two, the worst case their sum (both in turn) and never
     /// under a quarter more than the estimate. `None` when there is no honest figure: paused,
     /// origin down, or a full room that has never seen a session end.
-    fn estimate(&self, n: u64, now: u64) -> Option<Estimate> {
+    fn estimate(&self, n: u64, l: usize, now: u64) -> Option<Estimate> {
         if self.config.paused {
             return None;
         }
-        let until_open_ms = match (self.opened, self.config.opens_at_ms) {
-            (false, Some(t)) => t.saturating_sub(now),
-            _ => 0,
-        };
+        let until_open_ms = self.line_opens_in_ms(l, now);
+        let line_open = self.line_open(l, now);
         let secs = |ms: u128| (u128::from(until_open_ms) + ms).div_ceil(1000) as u64;
         if self.config.mode == Mode::Passthrough {
             // At the bound on sessions, a place frees only when a session ends.
@@ -790,7 +1080,7 @@ impl Room {
         if rate == 0 {
             return None;
         }
-        let tokens = if self.opened {
+        let tokens = if line_open {
             self.bucket_units / UNITS_PER_TOKEN
         } else {
             self.config.burst()
@@ -809,6 +1099,26 @@ impl Room {
             secs: secs(likely),
             max_secs: secs(worst),
         })
+    }
+
+    /// How many admissions there are until the `k`-th waiter of line `l` is admitted: with
+    /// strict priority, every waiter of the lanes before it first; with shares, the line's
+    /// share of the admissions among the lines with waiters (no more than every other waiter
+    /// first, as with a share of nothing).
+    fn admissions_until(&self, l: usize, k: u64) -> u64 {
+        let others = self.waiting_len() - self.line(l).len();
+        match lanes::weights(&self.policy.lanes) {
+            None => (0..l).map(|i| self.line(i).len()).sum::<u64>() + k,
+            Some(w) if w[l] > 0 => {
+                let total: u64 = (0..=self.public())
+                    .filter(|&i| i == l || self.line(i).len() > 0)
+                    .map(|i| w[i])
+                    .sum();
+                let by_share = (u128::from(k) * u128::from(total)).div_ceil(u128::from(w[l]));
+                (by_share.min(u128::from(others + k))) as u64
+            }
+            Some(_) => others + k,
+        }
     }
 
     /// Records that a visitor's place ended: its session, if it began at `admitted_at`.
@@ -833,6 +1143,7 @@ impl Room {
         if let Some(k) = self.identity_of.remove(&id) {
             self.visitor_of.remove(&k);
         }
+        self.codes.forget(&id);
         self.networks_of.remove(&id);
         if let Some(c) = self.client_of.remove(&id) {
             count_down(&mut self.places_of, &c);
@@ -894,10 +1205,12 @@ impl Room {
         if self.sessions.touch(&id, now) {
             // An admitted visitor who joins again renews the session.
         } else if let Some(&qidx) = self.waiting.get(&id) {
-            self.queue
-                .get_mut(qidx)
-                .expect("indexed waiter")
-                .last_seen_ms = now;
+            if let Err(r) = self.redeem_waiting(id, qidx, evidence, now) {
+                self.pump(now, draw);
+                return Outcome::Rejected(r);
+            }
+            let qidx = *self.waiting.get(&id).expect("indexed waiter");
+            self.slot_mut(qidx).expect("indexed waiter").last_seen_ms = now;
         } else {
             if self.config.closes_at_ms.is_some_and(|t| t <= now) {
                 return Outcome::Rejected(Rejection::RoomClosed);
@@ -907,13 +1220,17 @@ impl Room {
             }
             // Let the line move before judging whether it is full.
             self.pump(now, draw);
-            if self.queue.len() >= self.config.max_waiting {
+            if self.waiting_len() >= self.config.max_waiting {
                 return Outcome::Rejected(Rejection::QueueFull);
             }
             let identity = evidence.identity.filter(|_| self.policy.identity.is_some());
             if self.policy.identity.is_some() && identity.is_none() {
                 return Outcome::Rejected(Rejection::IdentityRequired);
             }
+            let (line, code) = match self.placement(id, evidence, now) {
+                Ok(p) => p,
+                Err(r) => return Outcome::Rejected(r),
+            };
             let counted = client.filter(|_| self.policy.counts_clients());
             if let (Some(c), Some(max)) = (counted, self.policy.places_per_client_max) {
                 if self.places_of.get(&c).copied().unwrap_or(0) >= max {
@@ -934,19 +1251,79 @@ impl Room {
                 self.identity_of.insert(id, k);
                 self.visitor_of.insert(k, id);
             }
+            if let Some(code) = code {
+                self.codes.take(code, id);
+            }
             let seq = self.next_seq;
             self.next_seq += 1;
-            let qidx = self.queue.push(Slot {
-                id,
-                seq,
-                last_seen_ms: now,
-            });
-            self.waiting.insert(id, qidx);
-            self.waiter_due.push((now, qidx));
+            self.push_waiter(
+                line,
+                Slot {
+                    id,
+                    seq,
+                    last_seen_ms: now,
+                },
+            );
             self.totals.joined += 1;
         }
         self.pump(now, draw);
         Outcome::Visitor(self.view(id, now).expect("joined visitor has a view"))
+    }
+
+    /// The line a new place goes to, and the code whose use it takes: the lane of the code the
+    /// join brings, else the lane its verified identity names, else the room's own line, which
+    /// an invite-only room keeps shut.
+    fn placement(
+        &self,
+        id: VisitorId,
+        evidence: &JoinEvidence,
+        now: u64,
+    ) -> Result<(usize, Option<CodeHash>), Rejection> {
+        if let Some(code) = evidence.code {
+            let r = self.codes.check(&code, id, evidence.identity, now)?;
+            return Ok((self.line_named(r.lane.as_deref()), r.fresh.then_some(code)));
+        }
+        let claimed = evidence
+            .lane
+            .as_deref()
+            .filter(|_| evidence.identity.is_some())
+            .map(|name| self.line_named(Some(name)))
+            .filter(|&l| l != self.public());
+        match claimed {
+            Some(l) => Ok((l, None)),
+            None if self.policy.invite_only => Err(Rejection::InviteOnly),
+            None => Ok((self.public(), None)),
+        }
+    }
+
+    /// A waiter who brings a code: a fresh one takes a use and moves the waiter to the end of
+    /// the code's lane, if that lane goes before the waiter's; a code the waiter redeemed
+    /// already, or one that would not move it forward, changes nothing and takes no use. A
+    /// visitor redeems one code per place.
+    fn redeem_waiting(
+        &mut self,
+        id: VisitorId,
+        qidx: u64,
+        evidence: &JoinEvidence,
+        now: u64,
+    ) -> Result<(), Rejection> {
+        let Some(code) = evidence.code else {
+            return Ok(());
+        };
+        if self.codes.redeemed.contains_key(&id) {
+            return Ok(());
+        }
+        let r = self.codes.check(&code, id, evidence.identity, now)?;
+        let to = self.line_named(r.lane.as_deref());
+        let from = self.line_of(qidx).expect("indexed waiter");
+        if to >= from {
+            return Ok(());
+        }
+        self.codes.take(code, id);
+        let slot = self.take_slot(qidx).expect("indexed waiter");
+        self.push_waiter(to, slot);
+        self.maybe_compact();
+        Ok(())
     }
 
     /// Checks the challenge a join that mints a place brings against the proof-of-work rule, and
@@ -960,7 +1337,7 @@ impl Room {
         let Some(rule) = &self.policy.proof_of_work else {
             return Ok(());
         };
-        let required = rule.work_at(self.queue.len());
+        let required = rule.work_at(self.waiting_len());
         let Some(c) = challenge else {
             return Err(Rejection::ChallengeRequired { work: required });
         };
@@ -1006,10 +1383,7 @@ impl Room {
         if self.sessions.touch(&id, now) {
             Some(true)
         } else if let Some(&qidx) = self.waiting.get(&id) {
-            self.queue
-                .get_mut(qidx)
-                .expect("indexed waiter")
-                .last_seen_ms = now;
+            self.slot_mut(qidx).expect("indexed waiter").last_seen_ms = now;
             Some(false)
         } else {
             None
@@ -1094,7 +1468,7 @@ impl Room {
             self.record_end(id, s.seq, reason, Some(s.admitted_at_ms), now);
             self.maybe_compact_session_due();
         } else if let Some(qidx) = self.waiting.remove(&id) {
-            let slot = self.queue.remove(qidx).expect("indexed waiter");
+            let slot = self.take_slot(qidx).expect("indexed waiter");
             self.record_end(id, slot.seq, reason, None, now);
             self.maybe_compact();
         } else if !self.ended_index.contains_key(&id) {
@@ -1232,32 +1606,40 @@ impl Room {
             });
         }
         if let Some(&qidx) = self.waiting.get(&id) {
-            let slot = self.queue.get(qidx).expect("indexed waiter");
-            let rank = self.queue.rank(qidx);
-            let waiting = self.queue.len();
-            let estimate = if self.config.mode == Mode::Lottery {
-                // Each draw picks one waiter of all: an even chance after half the line has
-                // been drawn, nine in ten after nine tenths (late joiners only lengthen it).
-                self.estimate(waiting.div_ceil(2), now)
-                    .zip(self.estimate((waiting * 9).div_ceil(10), now))
+            let l = self.line_of(qidx).expect("indexed waiter");
+            let queue = self.line(l);
+            let slot = queue.get(qidx).expect("indexed waiter");
+            let rank = queue.rank(qidx);
+            let in_line = queue.len();
+            let waiting = self.waiting_len();
+            let lottery = self.line_lottery(l);
+            let estimate = if lottery {
+                // Each draw picks one waiter of the line: an even chance after half the line
+                // has been drawn, nine in ten after nine tenths (late joiners only lengthen it).
+                self.estimate(self.admissions_until(l, in_line.div_ceil(2)), l, now)
+                    .zip(self.estimate(
+                        self.admissions_until(l, (in_line * 9).div_ceil(10)),
+                        l,
+                        now,
+                    ))
                     .map(|(even, likely)| Estimate {
                         secs: even.secs,
                         max_secs: likely.max_secs,
                     })
             } else {
-                self.estimate(rank + 1, now)
+                self.estimate(self.admissions_until(l, rank + 1), l, now)
             };
             // Positions before a shuffled opening are not kept: they are not shown.
-            let shuffled = !self.opened && self.config.shuffle_at_open;
+            let shuffled = l == self.public() && !self.opened && self.config.shuffle_at_open;
             let line = &self.policy.line;
+            let ahead: u64 = (0..l).map(|i| self.line(i).len()).sum();
             return Some(VisitorView {
                 visitor: id,
                 seq: slot.seq,
                 state: VisitorState::Waiting {
-                    position: (self.config.mode != Mode::Lottery
-                        && !shuffled
-                        && line.show_positions)
-                        .then_some(rank + 1),
+                    position: (!lottery && !shuffled && line.show_positions).then_some(rank + 1),
+                    lane: self.policy.lanes.get(l).map(|lane| lane.name.clone()),
+                    ahead: (line.show_waiting && !self.lanes.is_empty()).then_some(ahead),
                     provisional: shuffled,
                     waiting: line.show_waiting.then_some(waiting),
                     next_check_secs: line.next_check_secs(waiting, self.config.waiter_ttl_secs),
@@ -1284,7 +1666,7 @@ impl Room {
             created_at_ms: self.created_at_ms,
             open: self.opened,
             closed: self.config.closes_at_ms.is_some_and(|t| t <= now),
-            waiting: self.queue.len(),
+            waiting: self.waiting_len(),
             active: self.sessions.len() as u64,
             totals: self.totals,
             admitted_last_minute: self.admitted_last_minute(now),
@@ -1299,6 +1681,29 @@ impl Room {
                 .origin
                 .as_ref()
                 .map(|rule| self.origin.window(rule, now)),
+            lanes: self
+                .policy
+                .lanes
+                .iter()
+                .zip(&self.lanes)
+                .enumerate()
+                .map(|(l, (rule, line))| LaneView {
+                    name: rule.name.clone(),
+                    open: self.line_open(l, now),
+                    opens_at_ms: rule.opens_at_ms,
+                    waiting: line.queue.len(),
+                    joined: line.joined,
+                    admitted: line.admitted,
+                    redeemed: self
+                        .codes
+                        .batches
+                        .values()
+                        .filter(|b| b.batch.lane.as_deref() == Some(rule.name.as_str()))
+                        .map(|b| b.used)
+                        .sum(),
+                })
+                .collect(),
+            codes: self.codes.codes.len() as u64,
         }
     }
 
@@ -1309,6 +1714,12 @@ impl Room {
         if !self.opened {
             consider(self.config.opens_at_ms.unwrap_or(now));
         }
+        for (rule, line) in self.policy.lanes.iter().zip(&self.lanes) {
+            match rule.opens_at_ms {
+                Some(t) if t > now && line.queue.len() > 0 => consider(t),
+                _ => {}
+            }
+        }
         if let Some((t, _, _)) = self.session_due.peek() {
             consider(t + self.config.session_ttl_secs * 1000);
         }
@@ -1318,10 +1729,9 @@ impl Room {
         if let Some(&(deadline, _, _)) = self.unused_due.peek() {
             consider(deadline);
         }
-        if self.opened
-            && !self.config.paused
+        if !self.config.paused
             && !self.held_back
-            && self.queue.len() > 0
+            && (0..=self.public()).any(|l| self.line(l).len() > 0 && self.line_open(l, now))
             && (self.sessions.len() as u64) < self.sessions_max()
         {
             if self.config.mode == Mode::Passthrough {
@@ -1344,6 +1754,9 @@ impl Room {
     pub fn waiter_heap_bytes(&self) -> usize {
         let map = self.waiting.heap_bytes();
         let heap = self.waiter_due.heap_bytes();
-        map + heap + self.queue.heap_bytes()
+        map + heap
+            + (0..=self.public())
+                .map(|l| self.line(l).heap_bytes())
+                .sum::<usize>()
     }
 }

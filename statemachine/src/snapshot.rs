@@ -7,13 +7,15 @@
 //! its numbers as LEB128 varints (postcard's integer encoding), with no per-field dispatch. A
 //! node encodes its snapshot while its applies wait, so the encoding's speed is a pause. Version 1
 //! (all postcard) is still read. Version 3 is version 2 followed by what later versions grew
-//! (bans, ended operator sessions, entry policies, counted clients, used challenges, identities, networks per session), postcard. Canonical means
+//! (bans, ended operator sessions, entry policies, counted clients, used challenges, identities, networks per session,
+//! origins, priority lanes, access codes), postcard. Canonical means
 //! every collection is written in an order that depends on the state alone (rooms and pools by name, waiters in line order, sessions by
 //! sequence number, ended visitors oldest first), never on hash-map layout or on the history of
 //! how the state was reached. Derived indexes (expiry heaps, hash maps, holes in the line) are
 //! not written; they are rebuilt on decode. The digest is BLAKE3 of this encoding, so two
 //! replicas with equal digests hold equal states.
 
+use crate::codes::{BatchState, CodeBook, CodeHash, CodeState};
 use crate::command::DecodeError;
 use crate::limits::*;
 use crate::machine::{LogPosition, StateMachine};
@@ -22,7 +24,7 @@ use crate::outcome::{EndReason, Totals};
 use crate::policy::{ClientKey, EncodedPolicy, EntryPolicy, IdentityKey};
 use crate::pool::Pool;
 use crate::queue::{Slot, WaitQueue};
-use crate::room::{Ended, Room, RoomParts, Session, Turnover, WINDOWS};
+use crate::room::{Ended, LaneParts, Room, RoomParts, Session, Turnover, WINDOWS};
 use crate::sessions::Sessions;
 use crate::types::{validate_name, RoomConfig, VisitorId};
 use serde::{Deserialize, Serialize};
@@ -245,7 +247,25 @@ struct ExtrasOut<'a> {
     turnover: Vec<(&'a str, (u64, u64))>,
     /// The origin measurements and last change of health, for each room with any.
     origins: Vec<(&'a str, &'a OriginWatch)>,
+    /// The priority lanes' lines (waiters in line order, credit, joined, admitted) and the
+    /// room's own line's credit, for each room with lanes.
+    lanes: Vec<(&'a str, RoomLanes)>,
+    /// The access codes (batches by number, codes by hash, redemptions by visitor), for each
+    /// room that has made any.
+    codes: Vec<(&'a str, RoomCodes)>,
 }
+
+/// A lane's waiters (visitor, seq, last seen), credit, places taken and admissions.
+type LaneRecord = (Vec<(VisitorId, u64, u64)>, i64, u64, u64);
+/// A room's lanes, and its own line's credit.
+type RoomLanes = (Vec<LaneRecord>, i64);
+/// A room's code book: the next batch number, the batches, the codes, the redemptions.
+type RoomCodes = (
+    u32,
+    Vec<(u32, BatchState)>,
+    Vec<(CodeHash, CodeState)>,
+    Vec<(VisitorId, CodeHash)>,
+);
 
 /// A room's networks per session, and its count of sessions ended as shared.
 type RoomNetworks = (Vec<(VisitorId, Vec<(ClientKey, u64)>)>, u64);
@@ -261,6 +281,8 @@ struct ExtrasIn {
     networks: Vec<(String, RoomNetworks)>,
     turnover: Vec<(String, (u64, u64))>,
     origins: Vec<(String, OriginWatch)>,
+    lanes: Vec<(String, RoomLanes)>,
+    codes: Vec<(String, RoomCodes)>,
 }
 
 /// A room as decoded, whichever the version; version 1 wrote it so, all postcard.
@@ -402,6 +424,46 @@ impl StateMachine {
                 .filter(|r| !r.origin.is_empty())
                 .map(|r| (r.name.as_str(), &r.origin))
                 .collect(),
+            lanes: self
+                .rooms
+                .values()
+                .filter(|r| !r.lanes.is_empty())
+                .map(|r| {
+                    let lanes = r
+                        .lanes
+                        .iter()
+                        .map(|l| {
+                            (
+                                l.queue
+                                    .iter()
+                                    .map(|(_, s)| (s.id, s.seq, s.last_seen_ms))
+                                    .collect(),
+                                l.credit,
+                                l.joined,
+                                l.admitted,
+                            )
+                        })
+                        .collect();
+                    (r.name.as_str(), (lanes, r.public_credit))
+                })
+                .collect(),
+            codes: self
+                .rooms
+                .values()
+                .filter(|r| !r.codes.is_empty())
+                .map(|r| {
+                    let c = &r.codes;
+                    (
+                        r.name.as_str(),
+                        (
+                            c.next_batch,
+                            c.batches.iter().map(|(k, v)| (*k, v.clone())).collect(),
+                            c.codes.iter().map(|(k, v)| (*k, *v)).collect(),
+                            c.redeemed.iter().map(|(k, v)| (*k, *v)).collect(),
+                        ),
+                    )
+                })
+                .collect(),
         };
         postcard::to_extend(&extras, out).expect("encoding into a Vec cannot fail")
     }
@@ -498,6 +560,25 @@ impl StateMachine {
                 return Err(bad(format!("room {name}: origin listed twice")));
             }
         }
+        let mut lanes: std::collections::BTreeMap<String, RoomLanes> = Default::default();
+        for (name, l) in s.extras.lanes {
+            if l.0.len() > crate::lanes::LANES_MAX
+                || l.0.iter().map(|x| x.0.len() as u64).sum::<u64>() > WAITERS_PER_ROOM_MAX
+            {
+                return Err(DecodeError::TooLarge(format!("room {name}: lanes")));
+            }
+            if lanes.insert(name.clone(), l).is_some() {
+                return Err(bad(format!("room {name}: lanes listed twice")));
+            }
+        }
+        let mut codes: std::collections::BTreeMap<String, CodeBook> = Default::default();
+        for (name, (next, batches, list, redeemed)) in s.extras.codes {
+            let book = CodeBook::from_parts(next, batches, list, redeemed)
+                .map_err(|e| bad(format!("room {name}: {e}")))?;
+            if codes.insert(name.clone(), book).is_some() {
+                return Err(bad(format!("room {name}: codes listed twice")));
+            }
+        }
         let mut sm = StateMachine {
             clock_ms: s.clock_ms,
             last_applied: s
@@ -565,6 +646,30 @@ impl StateMachine {
                 sessions_shared: 0,
                 turnover: turnover.remove(&f_name).unwrap_or_default(),
                 origin: origins.remove(&f_name).unwrap_or_default(),
+                lanes: Vec::new(),
+                public_credit: 0,
+                codes: codes.remove(&f_name).unwrap_or_default(),
+            };
+            let (room_lanes, public_credit) = lanes.remove(&f_name).unwrap_or_default();
+            let parts = RoomParts {
+                lanes: room_lanes
+                    .into_iter()
+                    .map(|(waiters, credit, joined, admitted)| LaneParts {
+                        waiters: waiters
+                            .into_iter()
+                            .map(|(id, seq, last_seen_ms)| Slot {
+                                id,
+                                seq,
+                                last_seen_ms,
+                            })
+                            .collect(),
+                        credit,
+                        joined,
+                        admitted,
+                    })
+                    .collect(),
+                public_credit,
+                ..parts
             };
             let (networks_of, sessions_shared) = networks.remove(&f_name).unwrap_or_default();
             let parts = RoomParts {
@@ -597,6 +702,8 @@ impl StateMachine {
             .chain(challenges.keys())
             .chain(identities.keys())
             .chain(networks.keys())
+            .chain(lanes.keys())
+            .chain(codes.keys())
             .next()
         {
             return Err(bad(format!(

@@ -146,6 +146,9 @@ fn rejected(o: &Outcome) -> &Rejection {
     }
 }
 
+#[path = "lane_tests.rs"]
+mod lane_tests;
+
 // ---- rooms -------------------------------------------------------------------------------------
 
 #[test]
@@ -536,7 +539,9 @@ fn health_scales_the_rate() {
             eta_max_secs: None,
             last_seen_ms: T0 + 2000,
             provisional: false,
-            next_check_secs: 5
+            next_check_secs: 5,
+            lane: None,
+            ahead: None,
         }
     );
     h.run(Command::SetHealth {
@@ -1666,10 +1671,10 @@ fn version_2_snapshots_still_restore() {
     let v3 = h.sm.snapshot();
     assert_eq!(v3[4], crate::snapshot::SNAPSHOT_VERSION);
     // With no bans, ended sessions, entry policies, client networks, used challenges,
-    // identities, networks per session, session turnover or origin measurements, the extras
-    // are nine empty lists: nine zero bytes.
-    assert_eq!(&v3[v3.len() - 9..], &[0; 9]);
-    let mut v2 = v3[..v3.len() - 9].to_vec();
+    // identities, networks per session, session turnover, origin measurements, lanes or
+    // codes, the extras are eleven empty lists: eleven zero bytes.
+    assert_eq!(&v3[v3.len() - 11..], &[0; 11]);
+    let mut v2 = v3[..v3.len() - 11].to_vec();
     v2[4] = 2;
     let back = StateMachine::restore(&v2).unwrap();
     assert_eq!(back.snapshot(), v3);
@@ -1691,6 +1696,7 @@ fn join_from(h: &mut H, v: u128, client: u8) -> Outcome {
             challenge: None,
             identity: None,
             external_passed: false,
+            ..JoinEvidence::default()
         }
         .encode(),
     })
@@ -1722,6 +1728,7 @@ fn join_solved(h: &mut H, v: u128, id: u8, expires_ms: u64, work: u32) -> Outcom
             }),
             identity: None,
             external_passed: false,
+            ..JoinEvidence::default()
         }
         .encode(),
     })

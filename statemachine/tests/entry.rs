@@ -160,6 +160,7 @@ proptest! {
                         challenge,
                         identity: who.map(|i| IdentityKey([i; 16])),
                         external_passed: false,
+                        ..JoinEvidence::default()
                     };
                     r.join(v, evidence);
                     if r.joined() > joined_before {

@@ -281,6 +281,10 @@ async fn main() -> Result<()> {
                     Workload::Lottery,
                     vec![Fault::Loss, Fault::KillAll, Fault::Membership],
                 ),
+                (
+                    Workload::Lanes,
+                    vec![Fault::KillLeader, Fault::MajorityMinority],
+                ),
             ];
             let specs = set
                 .into_iter()
@@ -367,6 +371,7 @@ async fn main() -> Result<()> {
                     Workload::QueueAppend,
                     Workload::Admission,
                     Workload::Lottery,
+                    Workload::Lanes,
                 ] {
                     for f in Fault::ALL {
                         let name = format!("{}-{}-n{n}", w.name(), f.name());
