@@ -45,6 +45,41 @@ fn now(app: &App) -> u64 {
     app.sluice.node.now_ms() / 1000
 }
 
+/// What an action said, kept for the page the browser is sent to next (post, redirect, get:
+/// reloading that page repeats nothing). One per signed-in session, taken when shown; at most
+/// [`FLASH_MAX`] sessions' at once (the oldest go first).
+#[derive(Debug, Default)]
+pub struct Flash {
+    notes: std::sync::Mutex<BTreeMap<[u8; 16], (u64, String)>>,
+}
+
+/// Most sessions' flash notes kept at once.
+pub const FLASH_MAX: usize = 1_000;
+
+impl Flash {
+    fn put(&self, session: &Session, note: String) {
+        let mut notes = self.notes.lock().expect("flash lock");
+        let seq = notes.values().map(|(n, _)| *n).max().map_or(0, |n| n + 1);
+        notes.insert(session.id, (seq, note));
+        while notes.len() > FLASH_MAX {
+            let oldest = notes
+                .iter()
+                .min_by_key(|(_, (n, _))| *n)
+                .map(|(k, _)| *k)
+                .expect("non-empty");
+            notes.remove(&oldest);
+        }
+    }
+
+    fn take(&self, session: &Session) -> Option<String> {
+        self.notes
+            .lock()
+            .expect("flash lock")
+            .remove(&session.id)
+            .map(|(_, n)| n)
+    }
+}
+
 /// A signed-in operator's session: a random id, when it began and when it was last used. Its
 /// cookie is `{id}.{issued}.{active}.{mac}`, MACed with the operator token. Signing out ends
 /// it on every node (a replicated record of ended sessions, kept until it would have ended).
@@ -972,21 +1007,34 @@ pub async fn room(State(app): AppState, Path(room): Path<String>, headers: Heade
     let Some(s) = session(&app, &headers) else {
         return see_other("/admin");
     };
-    match app.sluice.get_room(&room, false).await {
+    // Right after an action, the page shows its result and the state it left (a linearizable
+    // read: this node may not have applied the action yet).
+    let flash = app.flash.take(&s);
+    match app.sluice.get_room(&room, flash.is_some()).await {
         Ok(r) => {
             let health = r
                 .health_change
                 .as_ref()
                 .map(|c| format!("Origin health: {}.", c.reason));
-            room_page(
+            // The last action's result first, once.
+            let note = match (flash, health) {
+                (Some(f), Some(h)) => Some(format!("{f} {h}")),
+                (f, h) => f.or(h),
+            };
+            let mut resp = room_page(
                 &app,
                 &s,
                 &room,
                 &r.config,
                 &BTreeMap::new(),
-                health.as_deref(),
+                note.as_deref(),
             )
-            .into_response()
+            .into_response();
+            resp.headers_mut().insert(
+                axum::http::header::CACHE_CONTROL,
+                axum::http::HeaderValue::from_static("no-store"),
+            );
+            resp
         }
         Err(e) => (
             e.status,
@@ -1129,7 +1177,8 @@ pub async fn save_config(
     };
     match app.sluice.put_room(&room, &body, false).await {
         Ok(_) => {
-            room_page(&app, &s, &room, &body, &BTreeMap::new(), Some("Saved.")).into_response()
+            app.flash.put(&s, "Saved.".into());
+            see_other(&format!("/admin/rooms/{room}"))
         }
         Err(e) => {
             let field = e.field.clone().unwrap_or_default();
@@ -1313,24 +1362,30 @@ pub async fn action(
         })
     }
     .await;
-    let cfg = sl
-        .get_room(&room, true)
-        .await
-        .map(|r| r.config)
-        .unwrap_or_default();
     match result {
-        Ok(msg) => room_page(&app, &s, &room, &cfg, &BTreeMap::new(), Some(&msg)).into_response(),
-        Err(e) => (
-            e.status,
-            room_page(
-                &app,
-                &s,
-                &room,
-                &cfg,
-                &BTreeMap::from([(String::new(), e.message.clone())]),
-                None,
-            ),
-        )
-            .into_response(),
+        Ok(msg) => {
+            // Post, redirect, get: a reload of the room's page repeats nothing.
+            app.flash.put(&s, msg);
+            see_other(&format!("/admin/rooms/{room}"))
+        }
+        Err(e) => {
+            let cfg = sl
+                .get_room(&room, true)
+                .await
+                .map(|r| r.config)
+                .unwrap_or_default();
+            (
+                e.status,
+                room_page(
+                    &app,
+                    &s,
+                    &room,
+                    &cfg,
+                    &BTreeMap::from([(String::new(), e.message.clone())]),
+                    None,
+                ),
+            )
+                .into_response()
+        }
     }
 }

@@ -54,6 +54,8 @@ pub struct App {
     pub body_bytes_max: usize,
     /// The room the landing page links to (`sluice dev`'s demo room).
     pub demo_room: Option<String>,
+    /// The dashboard's notes from an action to the page after it.
+    pub flash: Arc<crate::admin::Flash>,
 }
 
 impl App {
@@ -78,6 +80,7 @@ impl App {
             secure_cookies: false,
             body_bytes_max: 64 * 1024,
             demo_room: None,
+            flash: Arc::default(),
         }
     }
 }

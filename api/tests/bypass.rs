@@ -536,12 +536,24 @@ async fn the_dashboard_issues_and_revokes_staff_tokens_and_never_resets_a_room()
             let mut form = form;
             form.push(("csrf", csrf));
             let r = http
-                .post(url)
-                .header("cookie", cookie)
+                .post(url.clone())
+                .header("cookie", &cookie)
                 .form(&form)
                 .send()
                 .await
                 .unwrap();
+            // A done action sends the browser to the room's page (post, redirect, get).
+            if r.status() == StatusCode::SEE_OTHER {
+                let to = r.headers()["location"].to_str().unwrap().to_string();
+                let base = url.split("/admin").next().unwrap().to_string();
+                let r = http
+                    .get(format!("{base}{to}"))
+                    .header("cookie", &cookie)
+                    .send()
+                    .await
+                    .unwrap();
+                return (r.status(), r.text().await.unwrap());
+            }
             (r.status(), r.text().await.unwrap())
         }
     };

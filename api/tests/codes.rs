@@ -45,6 +45,35 @@ async fn join_with(c: &Cluster, id: u64, room: &str, body: Value) -> (StatusCode
     }
 }
 
+/// A dashboard form posted to node 1 with the session `cookie`; a done action's redirect to the
+/// room's page is followed (post, redirect, get): the page's status and text.
+async fn dashboard_post(
+    c: &Cluster,
+    http: &reqwest::Client,
+    cookie: &str,
+    path: &str,
+    form: &[(&str, &str)],
+) -> (StatusCode, String) {
+    let r = http
+        .post(c.node(1).url(path))
+        .header("cookie", cookie)
+        .form(form)
+        .send()
+        .await
+        .unwrap();
+    if r.status() != StatusCode::SEE_OTHER {
+        return (r.status(), r.text().await.unwrap());
+    }
+    let to = r.headers()["location"].to_str().unwrap().to_string();
+    let r = http
+        .get(c.node(1).url(&to))
+        .header("cookie", cookie)
+        .send()
+        .await
+        .unwrap();
+    (r.status(), r.text().await.unwrap())
+}
+
 async fn applied_index(c: &Cluster, id: u64) -> u64 {
     let (_, v) = c.admin(id, Method::GET, "/v1/cluster", None).await;
     v["applied_index"].as_u64().unwrap()
@@ -770,34 +799,32 @@ async fn the_dashboard_sets_lanes_makes_codes_and_shows_their_use() {
         .send()
         .await
         .unwrap();
-    assert!(
-        r.status().is_success() || r.status() == StatusCode::SEE_OTHER,
-        "{}",
-        r.status()
-    );
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert_eq!(r.headers()["location"], "/admin/rooms/d");
     let (_, room) = c.admin(1, Method::GET, "/v1/rooms/d", None).await;
     assert_eq!(
         room["config"]["lanes"],
         json!([{"name": "presale", "opens_at": 1767225600u64, "order": "fifo"}, {"name": "members", "order": "lottery"}]),
         "{room}"
     );
-    // Codes for the members, made on the page, shown once.
-    let r = http
-        .post(c.node(1).url("/admin/rooms/d/action"))
-        .header("cookie", &cookie)
-        .form(&[
-            ("csrf", csrf.as_str()),
+    // Codes for the members, made on the page, shown once (after the redirect).
+    let (s, html) = dashboard_post(
+        &c,
+        &http,
+        &cookie,
+        "/admin/rooms/d/action",
+        &[
+            ("csrf", &csrf),
             ("action", "codes_create"),
             ("count", "3"),
             ("uses", "1"),
             ("lane", "members"),
             ("expires_hours", "24"),
             ("label", "newsletter"),
-        ])
-        .send()
-        .await
-        .unwrap();
-    let html = r.text().await.unwrap();
+        ],
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
     assert!(html.contains("3 codes made (batch 0)"), "{html}");
     let code = html
         .split("keep them: ")
@@ -814,7 +841,8 @@ async fn the_dashboard_sets_lanes_makes_codes_and_shows_their_use() {
         (StatusCode::OK, Some("members")),
         "{v}"
     );
-    // The page shows the lane's counts and the batch's use, never the codes.
+    // Reloaded, the page shows the lane's counts and the batch's use, never the codes, and
+    // repeats nothing.
     let page = get_page().await;
     assert!(
         page.contains("<td>members</td><td>open</td><td>1</td><td>1</td><td>0</td><td>1</td>"),
@@ -826,65 +854,70 @@ async fn the_dashboard_sets_lanes_makes_codes_and_shows_their_use() {
         ),
         "{page}"
     );
-    assert!(!page.contains(&code), "the codes are shown once only");
+    assert!(
+        !page.contains(&code) && !page.contains("codes made"),
+        "shown once only"
+    );
+    let (_, list) = c.admin(1, Method::GET, "/v1/rooms/d/codes", None).await;
+    assert_eq!(
+        list["batches"].as_array().unwrap().len(),
+        1,
+        "one batch: {list}"
+    );
     // Too many at once, from the page: refused with the reason.
-    let r = http
-        .post(c.node(1).url("/admin/rooms/d/action"))
-        .header("cookie", &cookie)
-        .form(&[
-            ("csrf", csrf.as_str()),
+    let (s, html) = dashboard_post(
+        &c,
+        &http,
+        &cookie,
+        "/admin/rooms/d/action",
+        &[
+            ("csrf", &csrf),
             ("action", "codes_create"),
             ("count", "5000"),
             ("uses", "1"),
-        ])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
-    assert!(r.text().await.unwrap().contains("sluice ctl codes create"));
+        ],
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert!(html.contains("sluice ctl codes create"));
     // Ended from the page.
-    let r = http
-        .post(c.node(1).url("/admin/rooms/d/action"))
-        .header("cookie", &cookie)
-        .form(&[
-            ("csrf", csrf.as_str()),
-            ("action", "codes_end"),
-            ("batch", "0"),
-        ])
-        .send()
-        .await
-        .unwrap();
-    assert!(r.text().await.unwrap().contains("Batch 0 ended"));
+    let (_, html) = dashboard_post(
+        &c,
+        &http,
+        &cookie,
+        "/admin/rooms/d/action",
+        &[("csrf", &csrf), ("action", "codes_end"), ("batch", "0")],
+    )
+    .await;
+    assert!(html.contains("Batch 0 ended"), "{html}");
     let (_, list) = c.admin(1, Method::GET, "/v1/rooms/d/codes", None).await;
     assert_eq!(list["batches"], json!([]));
 
     // Destructive actions ask first: ending every session needs its box ticked...
-    let r = http
-        .post(c.node(1).url("/admin/rooms/d/action"))
-        .header("cookie", &cookie)
-        .form(&[
-            ("csrf", csrf.as_str()),
-            ("action", "revoke"),
-            ("visitor_id", ""),
-        ])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
-    assert!(r.text().await.unwrap().contains("End every session"));
-    let r = http
-        .post(c.node(1).url("/admin/rooms/d/action"))
-        .header("cookie", &cookie)
-        .form(&[
-            ("csrf", csrf.as_str()),
+    let (s, html) = dashboard_post(
+        &c,
+        &http,
+        &cookie,
+        "/admin/rooms/d/action",
+        &[("csrf", &csrf), ("action", "revoke"), ("visitor_id", "")],
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert!(html.contains("End every session"));
+    let (_, html) = dashboard_post(
+        &c,
+        &http,
+        &cookie,
+        "/admin/rooms/d/action",
+        &[
+            ("csrf", &csrf),
             ("action", "revoke"),
             ("visitor_id", ""),
             ("confirm_all", "yes"),
-        ])
-        .send()
-        .await
-        .unwrap();
-    assert!(r.text().await.unwrap().contains("Revoked 0."));
+        ],
+    )
+    .await;
+    assert!(html.contains("Revoked 0."), "{html}");
     // ...and deleting a room with people in it needs --yes, which says what it ends.
     let out = ctl(&c, 1, &["rooms", "delete", "d"]);
     assert!(!out.status.success());
