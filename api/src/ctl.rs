@@ -340,6 +340,17 @@ pub enum CodesCmd {
     },
 }
 
+/// Writes to standard output; a reader that went away (`ctl rooms list | head`) is not an
+/// error.
+fn print_out(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => Ok(r?),
+    }
+}
+
 /// Unix seconds from a time from now (`7d`), a UTC date and time (`2026-12-24T18:00:00Z`,
 /// `2026-12-24`), or `@1767225600`.
 pub fn parse_when(s: &str) -> Result<u64, String> {
@@ -513,12 +524,11 @@ pub async fn run(args: CtlArgs) -> anyhow::Result<()> {
         let tmp = out.with_extension("partial");
         std::fs::write(&tmp, &bytes)?;
         std::fs::rename(&tmp, out)?;
-        println!(
-            "{{\"file\": {:?}, \"bytes\": {}, \"applied_index\": {index}}}",
+        return print_out(&format!(
+            "{{\"file\": {:?}, \"bytes\": {}, \"applied_index\": {index}}}\n",
             out.display().to_string(),
             bytes.len()
-        );
-        return Ok(());
+        ));
     }
     if let CtlCmd::Codes(CodesCmd::Create {
         room,
@@ -584,8 +594,7 @@ pub async fn run(args: CtlArgs) -> anyhow::Result<()> {
             }
             out.push('\n');
         }
-        use std::io::Write;
-        std::io::stdout().write_all(out.as_bytes())?;
+        print_out(&out)?;
         eprintln!(
             "batch {} of room {room}: {} codes (keep this output: the codes are not shown again)",
             batch["id"],
@@ -625,14 +634,13 @@ Run again with --yes to delete it.",
             return Err(Refused::new(status, &text).into());
         }
         let done: Value = serde_json::from_str(&text)?;
-        println!(
-            "{}",
+        return print_out(&format!(
+            "{}\n",
             serde_json::to_string_pretty(&json!({
                 "deleted": room, "waiting": v["waiting"], "active": v["active"],
                 "applied_index": done["applied_index"],
             }))?
-        );
-        return Ok(());
+        ));
     }
     let mut create_only = false;
     let (method, path, body): (reqwest::Method, String, Option<Value>) = match args.cmd {
@@ -843,7 +851,7 @@ Run again with --yes to delete it.",
         .and_then(|v| serde_json::to_string_pretty(&v).ok())
         .unwrap_or(text);
     if status.is_success() {
-        println!("{pretty}");
+        print_out(&format!("{pretty}\n"))?;
         Ok(())
     } else {
         Err(Refused::new(status, &pretty).into())

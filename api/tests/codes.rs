@@ -276,6 +276,19 @@ async fn codes_place_visitors_in_their_lane_once_each_and_guesses_cost_nothing()
         (Some(3), Some(3))
     );
 
+    // A reader that goes away (`ctl codes list | head -c 0`) is no failure, and no panic.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["ctl", "--url", &c.node(1).url(""), "--token", TOKEN])
+        .args(["codes", "list", "--room", "sale"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && !err.contains("panicked"), "{err}");
+
     // Ended, the batch's codes work no more; the places they gave stay.
     let end = ctl(&c, 1, &["codes", "end", "--room", "sale", "--batch", "0"]);
     assert!(
