@@ -117,6 +117,9 @@
     if (w && s.waiting != null) w.textContent = s.waiting;
     if (s.next_check_secs) check = s.next_check_secs;
     document.getElementById('eta').textContent = range(s);
+    // Why there is no estimate (paused, site down) holds only while there is none.
+    var why = document.getElementById('why');
+    if (why && s.eta_secs != null) why.hidden = true;
     if (s.position != null) {
       var f = +sessionStorage.getItem(key) || 0;
       if (!f || s.position > f) { f = s.position; sessionStorage.setItem(key, f); }

@@ -140,6 +140,10 @@ pub struct Texts {
     pub staff_enter: &'static str,
     /// A staff token that does not let its holder in (the reason follows).
     pub staff_refused: &'static str,
+    /// Why the wait is unknown: the room is paused.
+    pub why_paused: &'static str,
+    /// Why the wait is unknown: the site is down.
+    pub why_origin_down: &'static str,
 }
 
 /// The texts in `lang`.
@@ -195,6 +199,8 @@ static EN: Texts = Texts {
     staff_token: "Token",
     staff_enter: "Enter",
     staff_refused: "This token does not let you in:",
+    why_paused: "The line is paused for the moment, so no waiting time can be given. Your place is kept.",
+    why_origin_down: "The site is not taking visitors right now, so no waiting time can be given. Your place is kept.",
 };
 
 static DE: Texts = Texts {
@@ -240,6 +246,8 @@ static DE: Texts = Texts {
     staff_token: "Token",
     staff_enter: "Eintreten",
     staff_refused: "Dieses Token lässt Sie nicht hinein:",
+    why_paused: "Die Warteschlange ist im Moment angehalten, daher lässt sich keine Wartezeit angeben. Ihr Platz bleibt erhalten.",
+    why_origin_down: "Die Website nimmt gerade keine Besucher an, daher lässt sich keine Wartezeit angeben. Ihr Platz bleibt erhalten.",
 };
 
 static FR: Texts = Texts {
@@ -285,6 +293,8 @@ static FR: Texts = Texts {
     staff_token: "Jeton",
     staff_enter: "Entrer",
     staff_refused: "Ce jeton ne vous fait pas entrer :",
+    why_paused: "La file est en pause pour le moment : aucune durée d'attente ne peut être donnée. Votre place est conservée.",
+    why_origin_down: "Le site n'accueille pas de visiteurs pour le moment : aucune durée d'attente ne peut être donnée. Votre place est conservée.",
 };
 
 static ES: Texts = Texts {
@@ -331,6 +341,8 @@ static ES: Texts = Texts {
     staff_token: "Token",
     staff_enter: "Entrar",
     staff_refused: "Este token no le deja entrar:",
+    why_paused: "La fila está en pausa por el momento, así que no se puede dar un tiempo de espera. Su lugar se conserva.",
+    why_origin_down: "El sitio no recibe visitantes en este momento, así que no se puede dar un tiempo de espera. Su lugar se conserva.",
 };
 
 #[cfg(test)]

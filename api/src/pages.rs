@@ -202,6 +202,16 @@ fn wait_html(
     let lottery = room.is_some_and(|v| v.config.mode == Mode::Lottery);
     let position = r.position.map_or("—".to_string(), |p| p.to_string());
     let eta = fmt_wait(r.eta_secs, r.eta_max_secs, t.unknown);
+    // Without an estimate, say why when the reason is the room's: paused, or its site down.
+    let why = match room {
+        Some(v) if r.eta_secs.is_none() && v.config.paused => {
+            format!("<p id=\"why\" role=\"status\">{}</p>", t.why_paused)
+        }
+        Some(v) if r.eta_secs.is_none() && v.config.health == sluice_statemachine::Health::Down => {
+            format!("<p id=\"why\" role=\"status\">{}</p>", t.why_origin_down)
+        }
+        _ => String::new(),
+    };
     // The opening the visitor waits for: its lane's, else the room's.
     let lane_view = room.and_then(|v| {
         let name = r.lane.as_deref()?;
@@ -292,7 +302,7 @@ fn wait_html(
         ),
         &format!(
             "{top}<h1>{}</h1><p>{}</p>{countdown}{lane}{place}{ahead}{waiting}\
-<p>{}: <strong id=\"eta\" aria-live=\"polite\">{eta}</strong></p>\
+<p>{}: <strong id=\"eta\" aria-live=\"polite\">{eta}</strong></p>{why}\
 <label for=\"prog\">{}</label><progress id=\"prog\" aria-label=\"{}\"></progress>{redeem}{script}",
             t.in_line, t.keep_open, t.estimated_wait, t.progress, t.progress
         ),

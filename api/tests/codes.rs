@@ -443,6 +443,32 @@ async fn invite_only_rooms_take_code_holders_from_the_page_and_the_api_in_four_l
         .await
         .unwrap();
     assert!(page.contains("You are in line"), "{page}");
+    // No estimate, and the page says why: the line is paused; then, the site is down.
+    assert!(page.contains("The line is paused for the moment"), "{page}");
+    c.admin(
+        1,
+        Method::POST,
+        "/v1/rooms/club/health",
+        Some(json!({"health": "down"})),
+    )
+    .await;
+    c.admin(1, Method::POST, "/v1/rooms/club/resume", None)
+        .await;
+    let page = http
+        .get(c.node(1).url("/wait/club?next=/shop"))
+        .header("cookie", &cookie)
+        .header("accept-language", "fr")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        page.contains("Le site n&#39;accueille pas") || page.contains("Le site n'accueille pas"),
+        "{page}"
+    );
+    c.admin(1, Method::POST, "/v1/rooms/club/pause", None).await;
     // A wrong code on the page: a clear message, the field again.
     let r = http
         .post(c.node(1).url("/wait/club"))
