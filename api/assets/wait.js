@@ -95,6 +95,7 @@
   }
   sessionStorage.removeItem('sluice-joined-' + room);
   var key = 'sluice-first-' + room, prog = document.getElementById('prog');
+  var title = document.title;
   function fmt(s) {
     return s < 60 ? s + ' s'
       : (s < 3600 ? Math.ceil(s / 60) + ' min'
@@ -121,10 +122,14 @@
     var why = document.getElementById('why');
     if (why && s.eta_secs != null) why.hidden = true;
     if (s.position != null) {
+      // The visitor's own progress since joining: empty at the place first seen, full only
+      // when admitted (a lottery shows none: there is no progress to show).
       var f = +sessionStorage.getItem(key) || 0;
       if (!f || s.position > f) { f = s.position; sessionStorage.setItem(key, f); }
       prog.max = f;
-      prog.value = f - s.position + 1;
+      prog.value = f - s.position;
+      // The tab says the place too, for a visitor on another tab.
+      document.title = '(#' + s.position + ') ' + title;
     }
   }
   // How long to wait between polls: the room's advice, which keeps all its waiters' polling

@@ -83,7 +83,7 @@ fn page(lang: Lang, title: &str, head_extra: &str, body: &str) -> String {
 pub fn landing(demo_room: Option<&str>) -> String {
     let demo = match demo_room {
         Some(r) => format!(
-            "<p>Try the demo room: open <a href=\"/wait/{r}\">/wait/{r}</a> in a few browser tabs. It admits two visitors at a time; the others wait in line and move up as sessions end (after a minute without activity).</p>",
+            "<p>Try the demo room: open <a href=\"/wait/{r}\">/wait/{r}</a> in a few different browsers or browser profiles (the tabs and private windows of one browser share its cookies: they are one visitor). It admits two visitors at a time; the others wait in line and move up as sessions end (after a minute without activity).</p>",
             r = esc(r)
         ),
         None => String::new(),
@@ -224,7 +224,7 @@ fn wait_html(
     .map(|ms| ms / 1000);
     let countdown = match opens_at {
         Some(at) => format!(
-            "<div class=\"card\"><p>{} <strong id=\"cd\" data-at=\"{at}\" aria-live=\"polite\">{}</strong></p></div>",
+            "<div class=\"card\"><p>{} <strong id=\"cd\" data-at=\"{at}\">{}</strong></p></div>",
             t.opens_in,
             fmt_secs(at.saturating_sub(now_secs))
         ),

@@ -61,6 +61,32 @@ pub(crate) struct LaneLine {
     pub admitted: u64,
 }
 
+/// The lines to try for an admission, best first (at most every lane and the room's own line).
+#[derive(Default)]
+struct LineOrder {
+    lines: [usize; lanes::LANES_MAX + 1],
+    len: usize,
+}
+
+impl LineOrder {
+    fn push(&mut self, l: usize) {
+        self.lines[self.len] = l;
+        self.len += 1;
+    }
+
+    fn first(&self) -> Option<usize> {
+        (self.len > 0).then(|| self.lines[0])
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        self.lines[..self.len].iter().copied()
+    }
+}
+
 /// The first queue index of lane `l`.
 fn lane_base(l: usize) -> u64 {
     (l as u64 + 1) << LANE_SHIFT
@@ -535,12 +561,21 @@ impl Room {
 
     /// The lines to try for the next admission, best first: the round robin's choice when the
     /// lanes have shares, then the others by priority; only lines open at `now` (every line
-    /// when `forced`) that have waiters.
-    fn lines_to_try(&mut self, now: u64, forced: bool) -> Vec<usize> {
-        let candidate: Vec<bool> = (0..=self.public())
-            .map(|l| self.line(l).len() > 0 && (forced || self.line_open(l, now)))
-            .collect();
-        let mut order: Vec<usize> = Vec::with_capacity(candidate.len());
+    /// when `forced`) that have waiters. In arrays, not vectors: it runs once per admission.
+    fn lines_to_try(&mut self, now: u64, forced: bool) -> LineOrder {
+        let lines = self.public() + 1;
+        let mut candidate = [false; lanes::LANES_MAX + 1];
+        for (l, c) in candidate.iter_mut().enumerate().take(lines) {
+            *c = self.line(l).len() > 0 && (forced || self.line_open(l, now));
+        }
+        let candidate = &candidate[..lines];
+        let mut order = LineOrder::default();
+        if self.lanes.is_empty() {
+            if candidate[0] {
+                order.push(0);
+            }
+            return order;
+        }
         if let Some(w) = lanes::weights(&self.policy.lanes) {
             let mut credit: Vec<i64> = self
                 .lanes
@@ -548,7 +583,7 @@ impl Room {
                 .map(|l| l.credit)
                 .chain([self.public_credit])
                 .collect();
-            if let Some(l) = lanes::round_robin(&mut credit, &w, &candidate) {
+            if let Some(l) = lanes::round_robin(&mut credit, &w, candidate) {
                 order.push(l);
             }
             for (line, c) in self.lanes.iter_mut().zip(&credit) {
@@ -557,7 +592,7 @@ impl Room {
             self.public_credit = credit[credit.len() - 1];
         }
         for (l, &c) in candidate.iter().enumerate() {
-            if c && order.first() != Some(&l) {
+            if c && order.first() != Some(l) {
                 order.push(l);
             }
         }
@@ -887,7 +922,7 @@ impl Room {
                 break; // no open line has waiters
             }
             let mut picked = None;
-            for l in lines {
+            for l in lines.iter() {
                 let k = if self.line_lottery(l) {
                     draw.get().below(self.line(l).len())
                 } else {
