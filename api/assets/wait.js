@@ -110,8 +110,26 @@
     fetch('/v1/rooms/' + room + '/join', { method: 'POST', credentials: 'same-origin' })
       .then(function () { location.replace(next); }, function () { location.replace(next); });
   }
+  // Admitted: say so, with a link on, then go on by itself.
+  var turned = false;
+  function turn() {
+    if (turned) return;
+    turned = true;
+    var h = document.querySelector('h1');
+    if (h && data.turn) h.textContent = data.turn;
+    document.title = (data.turn || '') + ' ' + title;
+    if (prog.max) prog.value = prog.max;
+    var a = document.createElement('a'), p = document.createElement('p');
+    a.href = next;
+    a.className = 'button';
+    a.textContent = data.cont || 'Continue';
+    p.setAttribute('role', 'status');
+    p.appendChild(a);
+    prog.insertAdjacentElement('afterend', p);
+    setTimeout(go, 1500);
+  }
   function show(s) {
-    if (s.state === 'admitted') { go(); return; }
+    if (s.state === 'admitted') { turn(); return; }
     if (s.state !== 'waiting') { location.reload(); return; }
     var p = document.getElementById('pos'), w = document.getElementById('waiting');
     if (p) p.textContent = s.position == null ? '—' : s.position;

@@ -144,6 +144,8 @@ pub struct Texts {
     pub why_paused: &'static str,
     /// Why the wait is unknown: the site is down.
     pub why_origin_down: &'static str,
+    /// The visitor's place was lost by not checking in.
+    pub away_too_long: &'static str,
 }
 
 /// The texts in `lang`.
@@ -201,6 +203,7 @@ static EN: Texts = Texts {
     staff_refused: "This token does not let you in:",
     why_paused: "The line is paused for the moment, so no waiting time can be given. Your place is kept.",
     why_origin_down: "The site is not taking visitors right now, so no waiting time can be given. Your place is kept.",
+    away_too_long: "You were away too long and lost your place in line. Join again to take a new place at its end. On a phone, keep this page open while you wait.",
 };
 
 static DE: Texts = Texts {
@@ -248,6 +251,7 @@ static DE: Texts = Texts {
     staff_refused: "Dieses Token lässt Sie nicht hinein:",
     why_paused: "Die Warteschlange ist im Moment angehalten, daher lässt sich keine Wartezeit angeben. Ihr Platz bleibt erhalten.",
     why_origin_down: "Die Website nimmt gerade keine Besucher an, daher lässt sich keine Wartezeit angeben. Ihr Platz bleibt erhalten.",
+    away_too_long: "Sie waren zu lange weg und haben Ihren Platz in der Warteschlange verloren. Stellen Sie sich erneut an, um einen neuen Platz am Ende zu erhalten. Lassen Sie diese Seite auf dem Telefon geöffnet, während Sie warten.",
 };
 
 static FR: Texts = Texts {
@@ -295,6 +299,7 @@ static FR: Texts = Texts {
     staff_refused: "Ce jeton ne vous fait pas entrer :",
     why_paused: "La file est en pause pour le moment : aucune durée d'attente ne peut être donnée. Votre place est conservée.",
     why_origin_down: "Le site n'accueille pas de visiteurs pour le moment : aucune durée d'attente ne peut être donnée. Votre place est conservée.",
+    away_too_long: "Vous vous êtes absenté trop longtemps et avez perdu votre place. Rejoignez la file pour prendre une nouvelle place à la fin. Sur un téléphone, gardez cette page ouverte pendant l'attente.",
 };
 
 static ES: Texts = Texts {
@@ -343,6 +348,7 @@ static ES: Texts = Texts {
     staff_refused: "Este token no le deja entrar:",
     why_paused: "La fila está en pausa por el momento, así que no se puede dar un tiempo de espera. Su lugar se conserva.",
     why_origin_down: "El sitio no recibe visitantes en este momento, así que no se puede dar un tiempo de espera. Su lugar se conserva.",
+    away_too_long: "Estuvo ausente demasiado tiempo y perdió su lugar en la fila. Vuelva a unirse para tomar un nuevo lugar al final. En un teléfono, mantenga esta página abierta mientras espera.",
 };
 
 #[cfg(test)]

@@ -287,11 +287,14 @@ fn wait_html(
     // The script is a file of its own (no inline script: the page's Content-Security-Policy
     // forbids them); it reads its data from these attributes.
     let script = format!(
-        "<div id=\"sluice-wait\" hidden data-room=\"{}\" data-next=\"{}\" data-unknown=\"{}\" data-check=\"{check}\"></div>\
+        "<div id=\"sluice-wait\" hidden data-room=\"{}\" data-next=\"{}\" data-unknown=\"{}\" data-check=\"{check}\" \
+data-turn=\"{}\" data-cont=\"{}\"></div>\
 <script src=\"/assets/wait.js\" defer></script>",
         esc(&r.room),
         esc(next),
         esc(t.unknown),
+        esc(t.your_turn),
+        esc(t.continue_),
     );
     page(
         lang,
@@ -363,6 +366,8 @@ struct JoinForm<'a> {
     code: &'a str,
     /// The room gives places only to code holders.
     invite_only: bool,
+    /// The visitor's last place was lost by not checking in.
+    away: bool,
 }
 
 /// The page that asks a visitor without a place to join: a form that posts to the page itself
@@ -383,6 +388,7 @@ fn join_html(
         identity,
         code,
         invite_only,
+        away,
     } = form;
     let with_codes = invite_only || !code.is_empty() || room.is_some_and(|r| r.codes > 0);
     let code_field = if with_codes {
@@ -398,9 +404,12 @@ style=\"width:100%;font-family:monospace\"{}></p>",
     } else {
         String::new()
     };
-    // An invite-only room without a code in the link: the visitor types it, then joins.
-    let auto_join = !(invite_only && code.is_empty());
-    let intro = if invite_only {
+    // An invite-only room without a code in the link: the visitor types it, then joins. A
+    // visitor whose place was lost reads why before joining again.
+    let auto_join = !(away || invite_only && code.is_empty());
+    let intro = if away {
+        t.away_too_long
+    } else if invite_only {
         t.invite_only
     } else {
         t.join_intro
@@ -501,9 +510,15 @@ pub async fn wait(
     // A visitor who already holds a place is only checked in (batched), not written per view;
     // one who brings a code joins with it (which redeems it for the place held).
     let redeeming = matches!(&request, WaitRequest::Join { code: Some(_), .. });
+    // A place lost by not checking in: the page says so, rather than quietly taking a new one.
+    let mut away = false;
     let resumed = match &src {
         TicketSource::Cookie(_) if !redeeming => match app.sluice.heartbeat(room, &src).await {
             Ok(r) if r.state != "rejected" => Some(r),
+            Ok(r) => {
+                away = r.reason.as_deref() == Some("abandoned");
+                None
+            }
             _ => None,
         },
         _ => None,
@@ -567,6 +582,7 @@ pub async fn wait(
                     identity: &identity,
                     code: &code,
                     invite_only,
+                    away,
                 },
             ))
             .into_response();

@@ -395,8 +395,18 @@ async fn visitors_queue_and_are_admitted_through_nginx_and_the_dashboard_pauses_
     assert_eq!(b.text("#pos").await, "1");
     b.screenshot("2-visitor-b-waiting").await;
 
-    // A leaves; B is moved on to the page it asked for, query string and all, without a click.
+    // A leaves; B is told it is its turn, with a link on, and is moved on to the page it asked
+    // for, query string and all, without a click.
     assert_eq!(a.post("/v1/rooms/shop/leave").await, json!(200));
+    b.wait_until(
+        "B is told it is its turn",
+        Duration::from_secs(15),
+        |u, s| {
+            u.contains("/wait/shop") && s.contains("It is your turn!") && s.contains(">Continue<")
+        },
+    )
+    .await;
+    b.screenshot("3a-visitor-b-its-turn").await;
     b.wait_until(
         "B lands on the page it asked for",
         Duration::from_secs(15),

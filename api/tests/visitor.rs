@@ -262,6 +262,26 @@ async fn an_open_event_stream_keeps_a_waiter_in_line() {
     .await;
     // A's last join is older than B's, yet A keeps its place.
     assert_eq!(in_line().await, [s(&a, "visitor_id")]);
+    // B's browser comes back: the page says the place was lost, and takes no new one by itself.
+    let page = c
+        .http
+        .get(c.node(1).url("/wait/ttl"))
+        .header("cookie", format!("sluice_ticket_ttl={}", s(&b, "ticket")))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        page.contains("You were away too long") && page.contains("data-manual=\"1\""),
+        "{page}"
+    );
+    assert_eq!(
+        in_line().await,
+        [s(&a, "visitor_id")],
+        "no place taken by looking"
+    );
     let st = c.status(1, "ttl", &s(&a, "ticket")).await;
     assert_eq!(
         (s(&st, "state").as_str(), st["position"].as_u64()),
