@@ -77,6 +77,21 @@ pub fn client_key(room: &str, ip: IpAddr, policy: &EntryPolicy) -> ClientKey {
     ClientKey(key)
 }
 
+/// Whether `a` is `host:port`: a non-empty host (a name, an IPv4 address or a bracketed IPv6
+/// one) and a port from 1 to 65535, at most `ADDR_LEN_MAX` bytes.
+fn host_port(a: &str) -> bool {
+    let Some((host, port)) = a.rsplit_once(':') else {
+        return false;
+    };
+    a.len() <= ADDR_LEN_MAX
+        && !host.is_empty()
+        && port.parse::<u16>().is_ok_and(|p| p > 0)
+        && (host.starts_with('[') && host.ends_with(']')
+            || host
+                .bytes()
+                .all(|c| c.is_ascii_alphanumeric() || c == b'.' || c == b'-'))
+}
+
 /// Why a staff token does not let its holder through `room` at `now_s` (unix seconds), as far
 /// as the token alone tells (`None`: it may). The gate and the staff page ask the same.
 fn staff_refusal(t: &StaffToken, room: &str, now_s: u64) -> Option<&'static str> {
@@ -1547,17 +1562,34 @@ impl Sluice {
 
     /// Adds a learner (addresses are host:port, at most [`ADDR_LEN_MAX`] bytes each).
     pub async fn add_learner(&self, b: &LearnerBody) -> Result<ClusterStatus, ApiError> {
-        if b.raft_addr.is_empty() || b.raft_addr.len() > ADDR_LEN_MAX {
-            return Err(ApiError::invalid("raft_addr", "must be host:port"));
-        }
-        // The client addresses are optional (empty: not published), and as bounded.
-        for (field, a) in [("http_addr", &b.http_addr), ("grpc_addr", &b.grpc_addr)] {
-            if a.len() > ADDR_LEN_MAX {
+        // Every address is host:port; the clients' too, so that the node can be reached and
+        // named in the cluster's status.
+        for (field, a) in [
+            ("raft_addr", &b.raft_addr),
+            ("http_addr", &b.http_addr),
+            ("grpc_addr", &b.grpc_addr),
+        ] {
+            if !host_port(a) {
                 return Err(ApiError::invalid(
                     field,
-                    format!("must be at most {ADDR_LEN_MAX} bytes"),
+                    format!("must be host:port (at most {ADDR_LEN_MAX} bytes), not {a:?}"),
                 ));
             }
+        }
+        // A learner nothing answers for would only fill the log with replication retries.
+        let reachable = tokio::time::timeout(
+            Duration::from_secs(2),
+            tokio::net::TcpStream::connect(b.raft_addr.as_str()),
+        )
+        .await;
+        if !matches!(reachable, Ok(Ok(_))) {
+            return Err(ApiError::invalid(
+                "raft_addr",
+                format!(
+                    "nothing answers at {} (is the new node started, and is its raft_addr this one?)",
+                    b.raft_addr
+                ),
+            ));
         }
         let addr = NodeAddr {
             raft: b.raft_addr.clone(),

@@ -466,15 +466,21 @@ pub enum PoolsCmd {
 pub enum ClusterCmd {
     /// Members, leader, term, indexes, replication lag.
     Status,
-    /// Add a node as a learner.
+    /// Add a node as a learner (it must be running: its Raft address must answer).
+    /// Example: `sluice ctl cluster add-learner --id 4 --raft 10.0.0.4:7000
+    /// --http 10.0.0.4:8080 --grpc 10.0.0.4:50051`.
     AddLearner {
+        /// The new node's id (never one used before).
         #[arg(long)]
         id: u64,
+        /// Its node-to-node address, host:port.
         #[arg(long)]
         raft: String,
-        #[arg(long, default_value = "")]
+        /// Its HTTP address, host:port.
+        #[arg(long)]
         http: String,
-        #[arg(long, default_value = "")]
+        /// Its gRPC address, host:port.
+        #[arg(long)]
         grpc: String,
     },
     /// Make a learner a voter.

@@ -1297,12 +1297,13 @@ pub struct PoolRoomBody {
 pub struct LearnerBody {
     /// A node id never used before.
     pub id: u64,
-    /// Its node-to-node address.
+    /// Its node-to-node address, host:port; the node must be running (the address must
+    /// answer).
     pub raft_addr: String,
-    /// Its HTTP address.
+    /// Its HTTP address, host:port.
     #[serde(default)]
     pub http_addr: String,
-    /// Its gRPC address.
+    /// Its gRPC address, host:port.
     #[serde(default)]
     pub grpc_addr: String,
 }

@@ -499,8 +499,8 @@ async fn tls_between_nodes_and_to_clients() {
     let text = config(4, c.dir.path(), &ports, "").replace("bootstrap = true", "bootstrap = false");
     std::fs::write(&path, format!("{text}\n{}", section(4, rogue_tls.path()))).unwrap();
     c.add_node(4, ports[&4], "localhost", path);
-    let (h, _, r) = ports[&4];
-    let learner = json!({"id": 4, "raft_addr": format!("127.0.0.1:{r}"), "http_addr": format!("localhost:{h}")});
+    let (h, g, r) = ports[&4];
+    let learner = json!({"id": 4, "raft_addr": format!("127.0.0.1:{r}"), "http_addr": format!("localhost:{h}"), "grpc_addr": format!("localhost:{g}")});
     let r = https
         .post(url(c.node(1), "/v1/cluster/learners"))
         .bearer_auth(TOKEN)

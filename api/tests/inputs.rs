@@ -282,6 +282,33 @@ async fn a_table_of_bad_inputs() {
             StatusCode::BAD_REQUEST,
             "invalid_field",
         ),
+        // A learner without its client addresses, or one nothing answers for.
+        (
+            Method::POST,
+            "/v1/cluster/learners",
+            Some(r#"{"id": 9, "raft_addr": "127.0.0.1:1", "http_addr": "127.0.0.1:2"}"#),
+            true,
+            StatusCode::BAD_REQUEST,
+            "invalid_field",
+        ),
+        (
+            Method::POST,
+            "/v1/cluster/learners",
+            Some(
+                r#"{"id": 9, "raft_addr": "127.0.0.1:1", "http_addr": "127.0.0.1:2", "grpc_addr": "127.0.0.1:3"}"#,
+            ),
+            true,
+            StatusCode::BAD_REQUEST,
+            "invalid_field",
+        ),
+        (
+            Method::POST,
+            "/v1/cluster/learners",
+            Some(r#"{"id": 9, "raft_addr": "no port", "http_addr": "a:1", "grpc_addr": "a:2"}"#),
+            true,
+            StatusCode::BAD_REQUEST,
+            "invalid_field",
+        ),
         (
             Method::POST,
             "/v1/cluster/membership",
