@@ -1001,6 +1001,31 @@ async fn landing(State(app): AppState) -> Html<String> {
     Html(pages::landing(app.demo_room.as_deref()))
 }
 
+/// `GET /demo`: the demo room's stand-in shop (`sluice dev` only), where an admitted visitor
+/// lands.
+async fn demo(State(app): AppState, headers: HeaderMap) -> Response {
+    let Some(room) = app.demo_room.clone() else {
+        return ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            "no demo room on this node",
+        )
+        .into_response();
+    };
+    let admitted = match cookie_ticket(&headers, &room) {
+        Some(t) => app
+            .sluice
+            .heartbeat(&room, &TicketSource::Cookie(t))
+            .await
+            .is_ok_and(|r| r.state == "admitted"),
+        None => false,
+    };
+    let mut r = Html(pages::demo_shop(&room, admitted)).into_response();
+    r.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
 async fn wait_page(
     State(app): AppState,
     Path(room): Path<String>,
@@ -1305,6 +1330,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route_layer(middleware::from_fn_with_state(app.clone(), metrics_auth));
     let public = Router::new()
         .route("/", get(landing))
+        .route("/demo", get(demo))
         .route("/assets/{name}", get(asset))
         // Any method: Envoy's ext_authz asks with the original request's.
         .route("/gate/{room}/check", any(gate))

@@ -336,7 +336,9 @@ async fn main() -> anyhow::Result<()> {
                 data_dir.display()
             );
             println!();
-            println!("  Waiting room:   http://{h}/wait/demo   (capacity 2: open a few tabs)");
+            println!(
+                "  Waiting room:   http://{h}/wait/demo?next=/demo   (capacity 2: open it in a few different browsers or browser profiles)"
+            );
             println!("  Dashboard:      http://{h}/admin");
             println!("  API document:   http://{h}/openapi.json");
             println!("  gRPC:           {}", running.grpc_addr);

@@ -83,7 +83,7 @@ fn page(lang: Lang, title: &str, head_extra: &str, body: &str) -> String {
 pub fn landing(demo_room: Option<&str>) -> String {
     let demo = match demo_room {
         Some(r) => format!(
-            "<p>Try the demo room: open <a href=\"/wait/{r}\">/wait/{r}</a> in a few different browsers or browser profiles (the tabs and private windows of one browser share its cookies: they are one visitor). It admits two visitors at a time; the others wait in line and move up as sessions end (after a minute without activity).</p>",
+            "<p>Try the demo room: open <a href=\"/wait/{r}?next=/demo\">/wait/{r}</a> in a few different browsers or browser profiles (the tabs and private windows of one browser share its cookies: they are one visitor). It admits two visitors at a time; the others wait in line and move up as sessions end (after a minute without activity).</p>",
             r = esc(r)
         ),
         None => String::new(),
@@ -98,6 +98,26 @@ pub fn landing(demo_room: Option<&str>) -> String {
 <li><a href=\"/.well-known/jwks.json\">Admission token keys (JWKS)</a></li><li><a href=\"/readyz\">Readiness</a></li></ul>"
         ),
     )
+}
+
+/// The demo's stand-in for a shop (`sluice dev`): what an admitted visitor of `room` reaches,
+/// or, for anyone else, the way to its line.
+pub fn demo_shop(room: &str, admitted: bool) -> String {
+    let r = esc(room);
+    let body = if admitted {
+        format!(
+            "<h1>You are in</h1><p>This page stands in for the shop behind the waiting room \
+<b>{r}</b>: you were admitted from its line. Your place lasts while you keep using it (each visit to \
+this page counts); visitors still waiting move up as places end.</p>\
+<p><a href=\"/\">Back to the start page</a></p>"
+        )
+    } else {
+        format!(
+            "<h1>Not admitted yet</h1><p>This page stands in for the shop behind the waiting room \
+<b>{r}</b>. Join its line first.</p><p><a class=\"button\" href=\"/wait/{r}?next=/demo\">To the waiting room</a></p>"
+        )
+    };
+    page(Lang::En, "Demo shop", "", &body)
 }
 
 /// The page where staff give their browser a bypass token for `room`: a form that posts it

@@ -69,7 +69,7 @@ async fn dev_mode_serves_a_demo_room() {
     assert_eq!(mode & 0o777, 0o600, "{mode:o}");
     assert!(token.len() >= 32, "{token}");
     assert!(
-        printed.contains(&format!("http://127.0.0.1:{h}/wait/demo")),
+        printed.contains(&format!("http://127.0.0.1:{h}/wait/demo?next=/demo")),
         "{printed}"
     );
     assert!(
@@ -119,6 +119,21 @@ async fn dev_mode_serves_a_demo_room() {
         .unwrap();
     assert_eq!(r.status(), StatusCode::OK);
     assert!(r.text().await.unwrap().contains("You are in line"));
+    // The landing page's link brings an admitted visitor to the demo's stand-in shop, which
+    // says so; anyone else is shown the way to the line.
+    assert!(landing.contains("/wait/demo?next=/demo"), "{landing}");
+    let page = |cookie: Option<String>| {
+        let mut req = http.get(format!("{base}/demo"));
+        if let Some(c) = cookie {
+            req = req.header("cookie", c);
+        }
+        async move { req.send().await.unwrap().text().await.unwrap() }
+    };
+    let admitted = joined[0].2.split(';').next().unwrap().to_string();
+    assert!(page(Some(admitted)).await.contains("You are in"));
+    let waiting = joined[2].2.split(';').next().unwrap().to_string();
+    assert!(page(Some(waiting)).await.contains("Not admitted yet"));
+    assert!(page(None).await.contains("/wait/demo?next=/demo"));
     // A `next` that would close a script stays percent-encoded, in an attribute: the page has no
     // inline script at all (its Content-Security-Policy forbids them), only its script file.
     let r = http
