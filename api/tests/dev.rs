@@ -167,4 +167,31 @@ async fn dev_mode_serves_a_demo_room() {
         (Some(2), Some(2), Some(1)),
         "two admitted, the third in line (looking at the page took no place)"
     );
+    // A second `sluice dev` on the same data directory says what is wrong, in words.
+    let (h2, g2, r2) = (free_port(), free_port(), free_port());
+    let second = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args([
+            "dev",
+            "--data-dir",
+            dir.path().join("data").to_str().unwrap(),
+        ])
+        .args([
+            "--http-addr",
+            &format!("127.0.0.1:{h2}"),
+            "--grpc-addr",
+            &format!("127.0.0.1:{g2}"),
+            "--raft-addr",
+            &format!("127.0.0.1:{r2}"),
+        ])
+        .env_remove("SLUICE_ADMIN_TOKEN")
+        .env("RUST_LOG", "error")
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(!second.status.success());
+    assert!(
+        err.contains("another process (another Sluice node?) is using the data directory"),
+        "{err}"
+    );
 }

@@ -702,6 +702,14 @@ async fn open_db_retrying(dir: &std::path::Path) -> std::io::Result<Arc<rocksdb:
             Err(e) if e.to_string().contains("lock") && Instant::now() < deadline => {
                 tokio::time::sleep(Duration::from_millis(50)).await
             }
+            // Still locked after the wait: another process holds the directory.
+            Err(e) if e.to_string().contains("lock") => {
+                return Err(std::io::Error::other(format!(
+                    "another process (another Sluice node?) is using the data directory {}: \
+stop it, or give this node a data directory of its own ({e})",
+                    dir.display()
+                )))
+            }
             Err(e) => return Err(e),
         }
     }
