@@ -107,10 +107,10 @@ pub struct BrandingBody {
     /// Message above the position.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
-    /// `#rrggbb`.
+    /// `#rrggbb`: the place, the buttons and the links; at least 3:1 against the background.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accent_color: Option<String>,
-    /// `#rrggbb`.
+    /// `#rrggbb`: at least 4.5:1 against the page's text (`#1a1a1a`), so light.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub background_color: Option<String>,
     /// Logo URL.
@@ -872,6 +872,7 @@ impl RoomConfigBody {
                 ));
             }
         }
+        check_contrast(&self.branding)?;
         let secs =
             |field: &'static str, v: Option<u64>| -> Result<Option<u64>, (&'static str, String)> {
                 v.map(|s| s.checked_mul(1000).ok_or((field, "too large".to_string())))
@@ -900,6 +901,57 @@ impl RoomConfigBody {
             },
         })
     }
+}
+
+/// The waiting page's text colour (its style's `--fg`), on every background.
+pub const PAGE_TEXT_COLOR: &str = "#1a1a1a";
+
+/// The WCAG 2.1 contrast ratio of two `#rrggbb` colours (`None`: not such a colour).
+pub fn contrast(a: &str, b: &str) -> Option<f64> {
+    fn luminance(c: &str) -> Option<f64> {
+        if c.len() != 7 || !c.starts_with('#') {
+            return None;
+        }
+        let channel = |i: usize| -> Option<f64> {
+            let v = f64::from(u8::from_str_radix(c.get(i..i + 2)?, 16).ok()?) / 255.0;
+            Some(if v <= 0.039_28 {
+                v / 12.92
+            } else {
+                ((v + 0.055) / 1.055).powf(2.4)
+            })
+        };
+        Some(0.2126 * channel(1)? + 0.7152 * channel(3)? + 0.0722 * channel(5)?)
+    }
+    let (la, lb) = (luminance(a)?, luminance(b)?);
+    let (hi, lo) = if la > lb { (la, lb) } else { (lb, la) };
+    Some((hi + 0.05) / (lo + 0.05))
+}
+
+/// Refuses branding that makes the waiting page unreadable: the page's text on the background
+/// below 4.5:1, or the accent (the place, the buttons, the links) below 3:1 (WCAG 2.1 AA for
+/// text and for large text and controls). Checked where rooms are written, not in the state
+/// machine, so that rooms already in the log replay as they were.
+fn check_contrast(b: &BrandingBody) -> Result<(), (&'static str, String)> {
+    let bg = b.background_color.as_deref().unwrap_or("#ffffff");
+    if let Some(r) = contrast(PAGE_TEXT_COLOR, bg).filter(|&r| r < 4.5) {
+        return Err((
+            "branding.background_color",
+            format!(
+                "the page's text ({PAGE_TEXT_COLOR}) on {bg} has a contrast of {r:.1}:1; at least 4.5:1 is needed to be readable (WCAG 2.1 AA): choose a lighter background"
+            ),
+        ));
+    }
+    if let Some(accent) = b.accent_color.as_deref() {
+        if let Some(r) = contrast(accent, bg).filter(|&r| r < 3.0) {
+            return Err((
+                "branding.accent_color",
+                format!(
+                    "the accent {accent} on {bg} has a contrast of {r:.1}:1; at least 3:1 is needed for the place and the buttons (WCAG 2.1 AA)"
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Converts a slow factor in (0, 1) to thousandths.
@@ -1411,4 +1463,35 @@ pub struct CodeBatchList {
     pub batches: Vec<CodeBatchBody>,
     /// Log index this was read at.
     pub applied_index: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn contrast_follows_wcag() {
+        assert_eq!(
+            contrast("#000000", "#ffffff").map(|r| (r * 10.0).round()),
+            Some(210.0)
+        );
+        assert_eq!(contrast("#ffffff", "#ffffff"), Some(1.0));
+        assert!((contrast("#767676", "#ffffff").unwrap() - 4.54).abs() < 0.01);
+        assert_eq!(contrast("#fff", "#ffffff"), None);
+        let b = |bg: Option<&str>, accent: Option<&str>| BrandingBody {
+            background_color: bg.map(str::to_string),
+            accent_color: accent.map(str::to_string),
+            ..BrandingBody::default()
+        };
+        assert!(check_contrast(&b(None, None)).is_ok());
+        assert!(check_contrast(&b(Some("#fff8e7"), Some("#0b57d0"))).is_ok());
+        assert_eq!(
+            check_contrast(&b(Some("#102030"), None)).unwrap_err().0,
+            "branding.background_color"
+        );
+        assert_eq!(
+            check_contrast(&b(None, Some("#ffff00"))).unwrap_err().0,
+            "branding.accent_color"
+        );
+    }
 }

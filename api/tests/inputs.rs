@@ -58,6 +58,24 @@ async fn a_table_of_bad_inputs() {
             StatusCode::BAD_REQUEST,
             "invalid_body",
         ),
+        // Branding that would make the waiting page unreadable: dark text on a dark
+        // background, a yellow accent on white.
+        (
+            Method::PUT,
+            "/v1/rooms/r",
+            Some(r##"{"capacity": 5, "branding": {"background_color": "#102030"}}"##),
+            true,
+            StatusCode::BAD_REQUEST,
+            "invalid_field",
+        ),
+        (
+            Method::PUT,
+            "/v1/rooms/r",
+            Some(r##"{"capacity": 5, "branding": {"accent_color": "#ffff00"}}"##),
+            true,
+            StatusCode::BAD_REQUEST,
+            "invalid_field",
+        ),
         (
             Method::PUT,
             "/v1/rooms/r",
