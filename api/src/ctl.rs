@@ -340,6 +340,17 @@ pub enum CodesCmd {
     },
 }
 
+/// Sends a request and reads its JSON answer; an answer other than 2xx is the node's refusal.
+async fn json_of(req: reqwest::RequestBuilder) -> anyhow::Result<Value> {
+    let resp = req.send().await?;
+    let status = resp.status();
+    let text = resp.text().await?;
+    if !status.is_success() {
+        return Err(Refused::new(status, &text).into());
+    }
+    Ok(serde_json::from_str(&text)?)
+}
+
 /// Writes to standard output; a reader that went away (`ctl rooms list | head`) is not an
 /// error.
 fn print_out(text: &str) -> anyhow::Result<()> {
@@ -560,19 +571,14 @@ pub async fn run(args: CtlArgs) -> anyhow::Result<()> {
             "count": count, "uses": uses, "expires_at": expires, "lane": lane,
             "label": label, "identities": identities,
         });
-        let resp = client
-            .post(format!("{base}/v1/rooms/{room}/codes"))
-            .bearer_auth(&token)
-            .timeout(std::time::Duration::from_secs(300))
-            .json(&body)
-            .send()
-            .await?;
-        let status = resp.status();
-        let text = resp.text().await?;
-        if !status.is_success() {
-            return Err(Refused::new(status, &text).into());
-        }
-        let v: Value = serde_json::from_str(&text)?;
+        let v = json_of(
+            client
+                .post(format!("{base}/v1/rooms/{room}/codes"))
+                .bearer_auth(&token)
+                .timeout(std::time::Duration::from_secs(300))
+                .json(&body),
+        )
+        .await?;
         let batch = &v["batch"];
         let lane = batch["lane"].as_str().unwrap_or("");
         let expires = batch["expires_at"]
@@ -610,17 +616,12 @@ pub async fn run(args: CtlArgs) -> anyhow::Result<()> {
     }
     if let CtlCmd::Rooms(RoomsCmd::Delete { room, yes }) = &args.cmd {
         // Say what a deletion ends before doing it, and after.
-        let r = client
-            .get(format!("{base}/v1/rooms/{room}?consistent=true"))
-            .bearer_auth(&token)
-            .send()
-            .await?;
-        let status = r.status();
-        let text = r.text().await?;
-        if !status.is_success() {
-            return Err(Refused::new(status, &text).into());
-        }
-        let v: Value = serde_json::from_str(&text)?;
+        let v = json_of(
+            client
+                .get(format!("{base}/v1/rooms/{room}?consistent=true"))
+                .bearer_auth(&token),
+        )
+        .await?;
         if !yes {
             anyhow::bail!(
                 "room {room} has {} waiting and {} admitted: deleting it ends every place and session. \
@@ -629,17 +630,12 @@ Run again with --yes to delete it.",
                 v["active"]
             );
         }
-        let r = client
-            .delete(format!("{base}/v1/rooms/{room}"))
-            .bearer_auth(&token)
-            .send()
-            .await?;
-        let status = r.status();
-        let text = r.text().await?;
-        if !status.is_success() {
-            return Err(Refused::new(status, &text).into());
-        }
-        let done: Value = serde_json::from_str(&text)?;
+        let done = json_of(
+            client
+                .delete(format!("{base}/v1/rooms/{room}"))
+                .bearer_auth(&token),
+        )
+        .await?;
         return print_out(&format!(
             "{}\n",
             serde_json::to_string_pretty(&json!({
