@@ -136,6 +136,12 @@
     if (w && s.waiting != null) w.textContent = s.waiting;
     if (s.next_check_secs) check = s.next_check_secs;
     document.getElementById('eta').textContent = range(s);
+    // The operator's notice, set or taken down while the visitor waits.
+    var notice = document.getElementById('notice');
+    if (notice) {
+      notice.textContent = s.notice || '';
+      notice.hidden = !s.notice;
+    }
     // Why there is no estimate (paused, site down) holds only while there is none.
     var why = document.getElementById('why');
     if (why && s.eta_secs != null) why.hidden = true;

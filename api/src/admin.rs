@@ -1134,6 +1134,7 @@ fn parse_config(f: &Fields) -> Result<RoomConfigBody, (String, String)> {
             },
             identity_required: f.contains_key("entry.identity_required"),
             invite_only: f.contains_key("entry.invite_only"),
+            grace_secs: opt_num("entry.grace_secs")?,
             networks_per_session_max: opt_num("entry.networks_per_session_max")?,
             networks_window_secs: opt_num("entry.networks_window_secs")?,
             external_challenge: text("entry.external_challenge.provider").map(|provider| {

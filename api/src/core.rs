@@ -253,6 +253,7 @@ impl Sluice {
             next_check_secs: None,
             admission_token: None,
             expires_at: None,
+            notice: None,
             reason: None,
             applied_index,
         };
@@ -267,9 +268,11 @@ impl Sluice {
                 next_check_secs,
                 eta_secs,
                 eta_max_secs,
+                notice,
                 ..
             } => {
                 r.state = "waiting".into();
+                r.notice = notice.clone();
                 r.position = *position;
                 r.lane = lane.clone();
                 r.ahead = *ahead;
@@ -533,6 +536,7 @@ impl Sluice {
                     next_check_secs: None,
                     admission_token: None,
                     expires_at: None,
+                    notice: None,
                     reason: Some(r.code().into()),
                     applied_index: index,
                 })
@@ -926,6 +930,21 @@ impl Sluice {
             Command::Pause { room }
         } else {
             Command::Resume { room }
+        })
+        .await
+    }
+
+    /// Shows `text` to everyone in the room's line, live, or takes the notice down (`None` or
+    /// blank).
+    pub async fn set_notice(&self, room: &str, text: Option<&str>) -> Result<RoomBody, ApiError> {
+        Self::check_room(room)?;
+        let text = text
+            .map(|t| t.trim().replace("\r\n", "\n"))
+            .filter(|t| !t.is_empty());
+        sluice_statemachine::types::validate_notice(&text).map_err(ApiError::from)?;
+        self.room_cmd(Command::SetNotice {
+            room: room.into(),
+            text,
         })
         .await
     }

@@ -171,6 +171,7 @@ fn visitor(v: VisitorReply) -> pb::VisitorStatus {
         applied_index: v.applied_index,
         lane: v.lane,
         ahead: v.ahead,
+        notice: v.notice,
     }
 }
 
@@ -212,6 +213,7 @@ fn config_to_pb(c: &RoomConfigBody) -> pb::RoomConfig {
             sessions_per_client_max: c.entry.sessions_per_client_max,
             networks_window_secs: c.entry.networks_window_secs,
             invite_only: c.entry.invite_only,
+            grace_secs: c.entry.grace_secs,
             external_challenge: c.entry.external_challenge.as_ref().map(|e| {
                 pb::ExternalChallenge {
                     provider: e.provider.clone(),
@@ -423,6 +425,7 @@ fn config_from_pb(c: pb::RoomConfig) -> RoomConfigBody {
                     fail_open: x.fail_open,
                 }),
                 invite_only: e.invite_only,
+                grace_secs: e.grace_secs,
             }
         },
         line: line_from_pb(c.line),
@@ -468,6 +471,7 @@ fn room(r: RoomBody) -> pb::Room {
             })
             .collect(),
         codes: r.codes,
+        notice: r.notice.map(|n| n.text).unwrap_or_default(),
     }
 }
 
@@ -720,6 +724,16 @@ impl pb::admin_server::Admin for Grpc {
         self.call(
             "Admin/SetMode",
             self.sluice.set_mode(&r.room, &r.mode),
+            room,
+        )
+        .await
+    }
+
+    async fn set_notice(&self, req: Request<pb::SetNoticeRequest>) -> R<pb::Room> {
+        let r = req.into_inner();
+        self.call(
+            "Admin/SetNotice",
+            self.sluice.set_notice(&r.room, Some(&r.text)),
             room,
         )
         .await

@@ -608,10 +608,11 @@ async fn list_rooms(State(app): AppState, Query(q): Query<ReadQuery>) -> Respons
     )
 }
 
-/// Operator actions: `pause`, `resume`, `mode`, `health`, `admit`, `revoke`, `ban`, `unban`.
+/// Operator actions: `pause`, `resume`, `mode`, `health`, `admit`, `revoke`, `ban`, `unban`,
+/// `notice` (a message shown live to everyone in line).
 #[utoipa::path(post, path = "/v1/rooms/{room}/{action}",
-    params(("room" = String, Path), ("action" = String, Path, description = "pause | resume | mode | health | admit | revoke | ban | unban")),
-    request_body(content = Option<serde_json::Value>, description = "mode: ModeBody; health: HealthBody; admit: AdmitBody; revoke: RevokeBody; ban, unban: BanBody"),
+    params(("room" = String, Path), ("action" = String, Path, description = "pause | resume | mode | health | admit | revoke | ban | unban | notice")),
+    request_body(content = Option<serde_json::Value>, description = "mode: ModeBody; health: HealthBody; admit: AdmitBody; revoke: RevokeBody; ban, unban: BanBody; notice: SetNoticeBody"),
     responses((status = 200, description = "RoomBody or CountReply"), (status = 400), (status = 404)), security(("bearer" = [])))]
 async fn room_action(
     State(app): AppState,
@@ -638,6 +639,10 @@ async fn room_action(
             "revoke" => {
                 let b: RevokeBody = parse_required(&body)?;
                 serde_json::to_value(s.revoke(&room, b.visitor_id.as_deref(), b.all).await?)
+            }
+            "notice" => {
+                let b: SetNoticeBody = parse_required(&body)?;
+                serde_json::to_value(s.set_notice(&room, b.text.as_deref()).await?)
             }
             "ban" | "unban" => {
                 let b: BanBody = parse_required(&body)?;
@@ -1532,7 +1537,7 @@ mod tests {
     paths(join, challenge, status, heartbeat, leave, events, gate, put_room, get_room, delete_room, list_rooms, room_action, bypass_op, create_codes, list_codes, end_codes, origin_reports, queue,
           put_pool, get_pool, pool_action, cluster, add_learner, membership, digest, log, backup),
     components(schemas(VisitorReply, TicketBody, JoinBody, RoomConfigBody, BrandingBody, EntryBody, PowBody, ExternalChallengeBody, LineBody, OriginBody, BypassBody, BypassPathBody, BypassTokenBody, BypassTokenReply, BypassRevokeBody, CodesCreateBody, CodesCreatedBody, CodeBatchBody, CodeBatchList, LaneBody, LaneStatusBody, ProbeBody, OriginReportBody, OriginSampleBody, HealthChangeBody, OriginWindowBody, RoomBody, RoomList, TotalsBody, ModeBody, HealthBody,
-        AdmitBody, RevokeBody, BanBody, CountReply, QueueReply, QueueEntryBody, PoolBody, PoolReply, PoolRoom, AssignReply, PoolRoomBody,
+        AdmitBody, RevokeBody, BanBody, SetNoticeBody, NoticeBody, CountReply, QueueReply, QueueEntryBody, PoolBody, PoolReply, PoolRoom, AssignReply, PoolRoomBody,
         LearnerBody, MembershipBody)),
     modifiers(&BearerAuth)
 )]

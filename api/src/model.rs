@@ -56,6 +56,9 @@ pub struct VisitorReply {
     /// Session end (unix seconds) unless renewed, when admitted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<u64>,
+    /// The operator's notice to everyone in line, when one is shown (plain text).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notice: Option<String>,
     /// Why, when rejected: `room_closed`, `room_rejecting`, `left`, `abandoned`, `expired`, `revoked`, `removed`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -671,6 +674,11 @@ pub struct EntryBody {
     /// the waiting page) or an identity whose `lane` claim names one of the room's lanes;
     /// others are refused with 403 `invite_only`.
     pub invite_only: bool,
+    /// A waiter whose page stopped checking in for `waiter_ttl_secs` keeps its place this many
+    /// seconds longer (1 to 86,400), passed over by admissions while away, and resumes it when
+    /// it returns (absent: the place is lost when the waiter TTL runs out).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grace_secs: Option<u64>,
 }
 
 /// A room's external challenge rule.
@@ -765,6 +773,7 @@ impl From<&EntryPolicy> for EntryBody {
                     fail_open: e.fail_open,
                 }),
             invite_only: p.invite_only,
+            grace_secs: p.grace_secs,
         }
     }
 }
@@ -796,6 +805,7 @@ impl EntryBody {
             bypass: BypassRule::default(),
             lanes: Vec::new(),
             invite_only: self.invite_only,
+            grace_secs: self.grace_secs,
         }
     }
 }
@@ -1036,6 +1046,9 @@ pub struct RoomBody {
     /// Access codes the room holds.
     #[serde(default)]
     pub codes: u64,
+    /// The operator's notice to everyone in line (absent: none shown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notice: Option<NoticeBody>,
     /// Log index this was read at.
     pub applied_index: u64,
 }
@@ -1083,9 +1096,31 @@ impl RoomBody {
                 })
                 .collect(),
             codes: v.codes,
+            notice: v.notice.as_ref().map(|n| NoticeBody {
+                text: n.text.clone(),
+                set_at: n.set_at_ms / 1000,
+            }),
             applied_index,
         }
     }
+}
+
+/// An operator's notice to a room's line.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct NoticeBody {
+    /// Plain text (line breaks kept), at most 500 bytes.
+    pub text: String,
+    /// When it was set (unix seconds).
+    pub set_at: u64,
+}
+
+/// `PUT /v1/rooms/{room}/notice`: the message every waiter sees, live, on the waiting page.
+#[derive(Clone, Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SetNoticeBody {
+    /// Plain text (line breaks kept), at most 500 bytes; empty or absent takes it down.
+    #[serde(default)]
+    pub text: Option<String>,
 }
 
 /// The origin measurements in a room's window.

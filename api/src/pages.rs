@@ -68,6 +68,7 @@ button,.button{font:inherit;padding:.5rem 1rem;border:2px solid var(--accent);bo
 button:focus,a:focus,input:focus,select:focus{outline:3px solid var(--accent);outline-offset:2px}\
 progress{width:100%;height:1rem;accent-color:var(--accent)}img.logo{max-height:4rem;max-width:100%}\
 .card{border:1px solid #ccc;border-radius:.5rem;padding:1rem;margin:1rem 0}\
+.notice{white-space:pre-line;border-left:.3rem solid var(--accent);background:#fff8e1;color:#1a1a1a;padding:.6rem 1rem;border-radius:.3rem}\
 @media (prefers-reduced-motion:reduce){*{transition:none!important;animation:none!important}}";
 
 fn page(lang: Lang, title: &str, head_extra: &str, body: &str) -> String {
@@ -303,6 +304,13 @@ fn wait_html(
     } else {
         String::new()
     };
+    // The operator's notice: always on the page (hidden without one), so that a notice set
+    // while the visitor waits appears live.
+    let notice = format!(
+        "<p id=\"notice\" class=\"notice\" role=\"status\"{}>{}</p>",
+        if r.notice.is_some() { "" } else { " hidden" },
+        esc(r.notice.as_deref().unwrap_or(""))
+    );
     let check = r.next_check_secs.unwrap_or(5);
     // The script is a file of its own (no inline script: the page's Content-Security-Policy
     // forbids them); it reads its data from these attributes.
@@ -324,7 +332,7 @@ data-turn=\"{}\" data-cont=\"{}\"></div>\
             branding_css(room)
         ),
         &format!(
-            "{top}<h1>{}</h1><p>{}</p>{countdown}{lane}{place}{ahead}{waiting}\
+            "{top}<h1>{}</h1>{notice}<p>{}</p>{countdown}{lane}{place}{ahead}{waiting}\
 <p>{}: <strong id=\"eta\" aria-live=\"polite\">{eta}</strong></p>{why}\
 <label for=\"prog\">{}</label><progress id=\"prog\" aria-label=\"{}\"></progress>{redeem}{script}",
             t.in_line, t.keep_open, t.estimated_wait, t.progress, t.progress

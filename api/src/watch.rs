@@ -101,8 +101,24 @@ fn too_many(whose: &str) -> ApiError {
     .retry(5)
 }
 
-/// (state, position, ETA, waiting): what makes a status worth sending again.
-type Sent = (String, Option<u64>, Option<u64>, Option<u64>);
+/// (state, position, ETA, waiting, notice): what makes a status worth sending again.
+type Sent = (
+    String,
+    Option<u64>,
+    Option<u64>,
+    Option<u64>,
+    Option<String>,
+);
+
+fn sent_of(r: &VisitorReply) -> Sent {
+    (
+        r.state.clone(),
+        r.position,
+        r.eta_secs,
+        r.waiting,
+        r.notice.clone(),
+    )
+}
 
 struct State {
     sluice: Arc<Sluice>,
@@ -180,7 +196,7 @@ pub async fn open(
                 return None;
             }
             if let Some(r) = st.pending.take() {
-                st.last = Some((r.state.clone(), r.position, r.eta_secs, r.waiting));
+                st.last = Some(sent_of(&r));
                 st.done = r.state != "waiting";
                 return Some((Ok(r), st));
             }
@@ -195,9 +211,7 @@ pub async fn open(
             }
             match st.sluice.status(&st.room, &st.src, false).await {
                 Ok(r) => {
-                    if st.last.as_ref()
-                        != Some(&(r.state.clone(), r.position, r.eta_secs, r.waiting))
-                    {
+                    if st.last.as_ref() != Some(&sent_of(&r)) {
                         st.pending = Some(r);
                     }
                 }

@@ -410,3 +410,111 @@ where
         text.push_str(std::str::from_utf8(&chunk.unwrap().unwrap()).unwrap());
     }
 }
+
+/// The operator's notice reaches every waiter live (event streams on any node), shows on the
+/// waiting page escaped, and bad or unauthenticated notices change nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_notice_reaches_waiters_live_on_every_node_and_bad_ones_are_refused() {
+    let c = Cluster::start(3).await;
+    let mut config = room_config(1);
+    config["entry"] = json!({"grace_secs": 300});
+    c.create_room("nt", config).await;
+    let (_, room) = c
+        .admin(2, Method::GET, "/v1/rooms/nt?consistent=true", None)
+        .await;
+    assert_eq!(room["config"]["entry"]["grace_secs"], 300, "{room}");
+    c.join(1, "nt", None).await;
+    let b = c.join(2, "nt", None).await;
+    let resp = c
+        .http
+        .get(c.node(3).url("/v1/rooms/nt/events"))
+        .header("cookie", format!("sluice_ticket={}", s(&b, "ticket")))
+        .send()
+        .await
+        .unwrap();
+    let mut body = resp.bytes_stream();
+    let mut text = String::new();
+    let first = next_event(&mut body, &mut text).await;
+    assert_eq!(first["notice"], Value::Null, "{first}");
+    let hostile = "Back at 18:00 <script>alert(1)</script>\nThanks for waiting";
+    let (st, v) = c
+        .admin(
+            1,
+            Method::POST,
+            "/v1/rooms/nt/notice",
+            Some(json!({"text": hostile})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    assert_eq!(v["notice"]["text"], hostile);
+    let second = next_event(&mut body, &mut text).await;
+    assert_eq!(second["notice"], hostile, "{second}");
+    assert_eq!(second["position"], 1, "the place is unchanged");
+    // The page shows it escaped, line break kept as text.
+    let page = c
+        .http
+        .get(c.node(2).url("/wait/nt"))
+        .header("cookie", format!("sluice_ticket={}", s(&b, "ticket")))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains("id=\"notice\""), "{page}");
+    assert!(page.contains("Back at 18:00 &lt;script&gt;"), "{page}");
+    assert!(!page.contains("<script>alert"), "{page}");
+    // Refused: without the token, too long, control characters, an unknown room.
+    let anon = c
+        .http
+        .post(c.node(1).url("/v1/rooms/nt/notice"))
+        .json(&json!({"text": "hijack"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anon.status(), StatusCode::UNAUTHORIZED);
+    for (bad, code) in [
+        (json!({"text": "x".repeat(501)}), "invalid_field"),
+        (json!({"text": "bell\u{7}"}), "invalid_field"),
+        (json!({"text": 5}), "invalid_body"),
+        (json!({"text": "hi", "extra": 1}), "unknown_field"),
+    ] {
+        let (st, v) = c
+            .admin(1, Method::POST, "/v1/rooms/nt/notice", Some(bad.clone()))
+            .await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{bad}: {v}");
+        assert_eq!(v["error"]["code"], code, "{bad}: {v}");
+    }
+    let (st, _) = c
+        .admin(
+            1,
+            Method::POST,
+            "/v1/rooms/nope/notice",
+            Some(json!({"text": "x"})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    let (_, room) = c
+        .admin(1, Method::GET, "/v1/rooms/nt?consistent=true", None)
+        .await;
+    assert_eq!(room["notice"]["text"], hostile, "nothing changed");
+    // Blank takes it down, live.
+    let (st, v) = c
+        .admin(
+            1,
+            Method::POST,
+            "/v1/rooms/nt/notice",
+            Some(json!({"text": "  "})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    assert_eq!(v["notice"], Value::Null);
+    let third = next_event(&mut body, &mut text).await;
+    assert_eq!(third["notice"], Value::Null, "{third}");
+    // A grace period out of range names its field.
+    let mut config = room_config(1);
+    config["entry"] = json!({"grace_secs": 0});
+    let (st, v) = c.admin(1, Method::PUT, "/v1/rooms/nt", Some(config)).await;
+    assert_eq!(st, StatusCode::BAD_REQUEST, "{v}");
+    assert_eq!(v["error"]["field"], "entry.grace_secs", "{v}");
+}

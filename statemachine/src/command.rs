@@ -241,6 +241,14 @@ pub enum Command {
         /// The batch's number.
         batch: u32,
     },
+    /// Show a message to everyone in the room's line (replacing the one shown), or take it
+    /// down (`None`).
+    SetNotice {
+        /// Room name.
+        room: String,
+        /// At most [`NOTICE_LEN_MAX`](crate::limits::NOTICE_LEN_MAX) bytes of plain text.
+        text: Option<String>,
+    },
 }
 
 impl Command {
@@ -271,7 +279,8 @@ impl Command {
             | ReportOrigin { room, .. }
             | CreateCodes { room, .. }
             | AddCodes { room, .. }
-            | EndCodes { room, .. } => Some(room),
+            | EndCodes { room, .. }
+            | SetNotice { room, .. } => Some(room),
             PutPool { pool, .. }
             | DeletePool { pool }
             | PoolAssign { pool }

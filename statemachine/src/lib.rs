@@ -52,7 +52,8 @@ pub use origin::{
     HealthChange, HealthSource, LineRule, OriginRule, OriginSamples, ProbeMethod, ProbeRule,
 };
 pub use outcome::{
-    EndReason, LaneView, Outcome, PoolView, Rejection, RoomView, Totals, VisitorState, VisitorView,
+    EndReason, LaneView, Notice, Outcome, PoolView, Rejection, RoomView, Totals, VisitorState,
+    VisitorView,
 };
 pub use policy::{
     ChallengeUse, ClientKey, EntryPolicy, IdentityKey, IdentityRule, JoinEvidence, PowRule,

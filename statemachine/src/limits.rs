@@ -73,6 +73,8 @@ pub const BRANDING_TITLE_LEN_MAX: usize = 120;
 pub const BRANDING_MESSAGE_LEN_MAX: usize = 1_000;
 /// Longest branding logo URL.
 pub const BRANDING_URL_LEN_MAX: usize = 2_048;
+/// Longest operator's notice to a room's waiters, in bytes.
+pub const NOTICE_LEN_MAX: usize = 500;
 
 // The bounds must agree with each other.
 const _: () = assert!(FORCE_ADMIT_MAX <= ADMITS_PER_APPLY_MAX);

@@ -363,6 +363,7 @@ impl StateMachine {
                 r.pump(now, d);
                 o
             }),
+            SetNotice { room, text } => room_op(self, room, &mut |r, _| r.set_notice(text, now)),
             EndCodes { room, batch } => room_op(self, room, &mut |r, d| {
                 let o = match r.codes.end(*batch) {
                     Ok(n) => Outcome::Count(n),

@@ -205,6 +205,8 @@ pub enum VisitorState {
         eta_max_secs: Option<u64>,
         /// Last check-in (log time, ms).
         last_seen_ms: u64,
+        /// The operator's notice to the line, if one is shown.
+        notice: Option<String>,
     },
     /// Admitted: an active session.
     Admitted {
@@ -292,6 +294,17 @@ pub struct RoomView {
     pub lanes: Vec<LaneView>,
     /// Access codes the room holds.
     pub codes: u64,
+    /// The operator's notice to the line, if one is shown.
+    pub notice: Option<Notice>,
+}
+
+/// An operator's message to everyone in a room's line.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Notice {
+    /// Plain text, at most [`NOTICE_LEN_MAX`](crate::limits::NOTICE_LEN_MAX) bytes.
+    pub text: String,
+    /// When it was set (log time, ms).
+    pub set_at_ms: u64,
 }
 
 /// One priority lane as seen from outside.

@@ -38,6 +38,8 @@ pub const FIRST_USE_TTL_SECS_MAX: u64 = 86_400;
 pub const NETWORKS_PER_SESSION_MAX: u64 = 16;
 /// Longest `networks_window_secs` (a day).
 pub const NETWORKS_WINDOW_SECS_MAX: u64 = 86_400;
+/// Longest `grace_secs` (a day).
+pub const GRACE_SECS_MAX: u64 = 86_400;
 /// Most work (counters to search) a proof-of-work rule may ask.
 pub const POW_WORK_MAX: u32 = 100_000_000;
 /// Most PBKDF2 iterations per counter a proof-of-work rule may ask.
@@ -194,6 +196,10 @@ pub struct EntryPolicy {
     /// Only visitors who bring a valid access code (or an identity whose assertion names a
     /// lane) get a place; everyone else is refused with `invite_only`.
     pub invite_only: bool,
+    /// A waiter who has not checked in for the room's `waiter_ttl_secs` keeps its place this
+    /// many seconds longer, passed over by admissions while away, and resumes it on return
+    /// (`None`: the place is lost when the waiter TTL runs out).
+    pub grace_secs: Option<u64>,
 }
 
 impl Default for EntryPolicy {
@@ -214,6 +220,7 @@ impl Default for EntryPolicy {
             bypass: BypassRule::default(),
             lanes: Vec::new(),
             invite_only: false,
+            grace_secs: None,
         }
     }
 }
@@ -237,6 +244,15 @@ impl EntryPolicy {
             return Err(Rejection::invalid(
                 "entry.places_per_client_max",
                 format!("must be between 1 and {PLACES_PER_CLIENT_MAX}"),
+            ));
+        }
+        if self
+            .grace_secs
+            .is_some_and(|t| !(1..=GRACE_SECS_MAX).contains(&t))
+        {
+            return Err(Rejection::invalid(
+                "entry.grace_secs",
+                format!("must be between 1 and {GRACE_SECS_MAX}"),
             ));
         }
         if self
@@ -441,6 +457,7 @@ mod tests {
                 lottery: true,
             }],
             invite_only: true,
+            grace_secs: Some(300),
         };
         assert_eq!(p.encode().decode().unwrap(), p);
         let e = JoinEvidence {
@@ -555,12 +572,13 @@ mod tests {
             bypass: BypassRule::default(),
             lanes: Vec::new(),
             invite_only: false,
+            grace_secs: None,
         };
         assert_eq!(
             p.encode().0,
             vec![
                 1, 1, 60, 0, 0, 32, 64, 1, 0xac, 0x02, 2, 0, 0xac, 0x02, 0, 0, 0, 0, 1, 1, 0, 0, 0,
-                0, 1, 0, 0
+                0, 1, 0, 0, 0
             ]
         );
         let e = JoinEvidence {

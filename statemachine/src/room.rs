@@ -17,7 +17,7 @@ use crate::lanes::{self, LANE_SHIFT};
 use crate::limits::*;
 use crate::origin::{HealthChange, HealthSource, OriginSamples, OriginWatch, ORIGIN_SLOTS};
 use crate::outcome::{
-    EndReason, LaneView, Outcome, Rejection, RoomView, Totals, VisitorState, VisitorView,
+    EndReason, LaneView, Notice, Outcome, Rejection, RoomView, Totals, VisitorState, VisitorView,
 };
 use crate::policy::{
     ChallengeUse, ClientKey, EntryPolicy, IdentityKey, JoinEvidence, CHALLENGES_REMEMBERED_MAX,
@@ -174,6 +174,8 @@ pub(crate) struct Room {
     pub public_credit: i64,
     /// Access codes ([`crate::codes`]).
     pub codes: CodeBook,
+    /// The operator's notice to the line, and when it was set (log time, ms).
+    pub notice: Option<(String, u64)>,
 }
 
 /// How long a room's sessions last, learned from the sessions that ended by themselves (left,
@@ -252,6 +254,7 @@ pub(crate) struct RoomParts {
     pub lanes: Vec<LaneParts>,
     pub public_credit: i64,
     pub codes: CodeBook,
+    pub notice: Option<(String, u64)>,
 }
 
 impl Room {
@@ -296,6 +299,7 @@ impl Room {
             lanes: Vec::new(),
             public_credit: 0,
             codes: CodeBook::default(),
+            notice: None,
         }
     }
 
@@ -310,6 +314,7 @@ impl Room {
         room.windows = p.windows;
         room.window_latest = p.window_latest;
         room.totals = p.totals;
+        room.notice = p.notice;
         room.queue = WaitQueue::default();
         room.waiting.reserve(p.waiters.len());
         let mut due = Vec::with_capacity(p.waiters.len());
@@ -735,7 +740,7 @@ impl Room {
                 }
             }
         }
-        let ttl = self.config.waiter_ttl_secs * 1000;
+        let ttl = self.waiter_keep_ms();
         let mut due: Vec<(u64, u64, u64)> = Vec::new();
         while let Some(&(t, qidx)) = self.waiter_due.peek() {
             if t + ttl > now {
@@ -928,7 +933,7 @@ impl Room {
                 } else {
                     0
                 };
-                picked = self.pick(l, k, &mut skips_left).map(|q| (l, q));
+                picked = self.pick(l, k, now, &mut skips_left).map(|q| (l, q));
                 if picked.is_some() || skips_left == 0 {
                     break;
                 }
@@ -953,24 +958,29 @@ impl Room {
         n
     }
 
-    /// The waiter to admit: the one at rank `k`, or, while `sessions_per_client_max` holds
-    /// waiters back, the first after it (wrapping round) whose network may take one more
-    /// session. `None` when every waiter looked at is held or `skips_left` runs out.
-    fn pick(&self, l: usize, k: u64, skips_left: &mut u64) -> Option<u64> {
+    /// The waiter to admit: the one at rank `k`, or, while `sessions_per_client_max` or the
+    /// grace period holds waiters back, the first after it (wrapping round) that is not away
+    /// and whose network may take one more session. `None` when every waiter looked at is held
+    /// or `skips_left` runs out.
+    fn pick(&self, l: usize, k: u64, now: u64, skips_left: &mut u64) -> Option<u64> {
         let queue = self.line(l);
-        let Some(max) = self.policy.sessions_per_client_max else {
+        let max = self.policy.sessions_per_client_max;
+        if max.is_none() && self.policy.grace_secs.is_none() {
             return Some(match k {
                 0 => queue.front().expect("non-empty line").0,
                 k => queue.select(k),
             });
-        };
-        let held = |id: &VisitorId| {
-            self.client_of
-                .get(id)
-                .is_some_and(|c| self.sessions_of.get(c).is_some_and(|&n| n >= max))
+        }
+        let held = |slot: &Slot| {
+            self.away(slot.last_seen_ms, now)
+                || max.is_some_and(|max| {
+                    self.client_of
+                        .get(&slot.id)
+                        .is_some_and(|c| self.sessions_of.get(c).is_some_and(|&n| n >= max))
+                })
         };
         for (qidx, slot) in queue.iter_from(k).chain(queue.iter().take(k as usize)) {
-            if !held(&slot.id) {
+            if !held(slot) {
                 return Some(qidx);
             }
             if *skips_left == 0 {
@@ -979,6 +989,27 @@ impl Room {
             *skips_left -= 1;
         }
         None
+    }
+
+    /// How long a waiter that does not check in keeps its place: the waiter TTL and the
+    /// policy's grace period.
+    fn waiter_keep_ms(&self) -> u64 {
+        (self.config.waiter_ttl_secs + self.policy.grace_secs.unwrap_or(0)) * 1000
+    }
+
+    /// Whether a waiter last seen at `last_seen_ms` is away: past the waiter TTL but within
+    /// the grace period, so passed over by admissions until it returns.
+    fn away(&self, last_seen_ms: u64, now: u64) -> bool {
+        self.policy.grace_secs.is_some() && last_seen_ms + self.config.waiter_ttl_secs * 1000 <= now
+    }
+
+    /// Sets or takes down the notice to the line.
+    pub fn set_notice(&mut self, text: &Option<String>, now: u64) -> Outcome {
+        if let Err(e) = crate::types::validate_notice(text) {
+            return Outcome::Rejected(e);
+        }
+        self.notice = text.clone().map(|t| (t, now));
+        Outcome::Room(self.room_view(now))
     }
 
     /// Sessions this room may hold: its capacity, or the hard bound in passthrough mode.
@@ -1681,6 +1712,7 @@ impl Room {
                     eta_secs: estimate.map(|e| e.secs),
                     eta_max_secs: estimate.map(|e| e.max_secs),
                     last_seen_ms: slot.last_seen_ms,
+                    notice: self.notice.as_ref().map(|(text, _)| text.clone()),
                 },
             });
         }
@@ -1739,6 +1771,10 @@ impl Room {
                 })
                 .collect(),
             codes: self.codes.codes.len() as u64,
+            notice: self.notice.as_ref().map(|(text, set_at_ms)| Notice {
+                text: text.clone(),
+                set_at_ms: *set_at_ms,
+            }),
         }
     }
 
@@ -1759,7 +1795,7 @@ impl Room {
             consider(t + self.config.session_ttl_secs * 1000);
         }
         if let Some((t, _)) = self.waiter_due.peek() {
-            consider(t + self.config.waiter_ttl_secs * 1000);
+            consider(t + self.waiter_keep_ms());
         }
         if let Some(&(deadline, _, _)) = self.unused_due.peek() {
             consider(deadline);

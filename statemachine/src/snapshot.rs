@@ -253,6 +253,8 @@ struct ExtrasOut<'a> {
     /// The access codes (batches by number, codes by hash, redemptions by visitor), for each
     /// room that has made any.
     codes: Vec<(&'a str, RoomCodes)>,
+    /// The operator's notice (text, when set) of each room that shows one.
+    notices: Vec<(&'a str, (&'a str, u64))>,
 }
 
 /// A lane's waiters (visitor, seq, last seen), credit, places taken and admissions.
@@ -283,6 +285,7 @@ struct ExtrasIn {
     origins: Vec<(String, OriginWatch)>,
     lanes: Vec<(String, RoomLanes)>,
     codes: Vec<(String, RoomCodes)>,
+    notices: Vec<(String, (String, u64))>,
 }
 
 /// A room as decoded, whichever the version; version 1 wrote it so, all postcard.
@@ -464,6 +467,15 @@ impl StateMachine {
                     )
                 })
                 .collect(),
+            notices: self
+                .rooms
+                .values()
+                .filter_map(|r| {
+                    r.notice
+                        .as_ref()
+                        .map(|(text, at)| (r.name.as_str(), (text.as_str(), *at)))
+                })
+                .collect(),
         };
         postcard::to_extend(&extras, out).expect("encoding into a Vec cannot fail")
     }
@@ -579,6 +591,17 @@ impl StateMachine {
                 return Err(bad(format!("room {name}: codes listed twice")));
             }
         }
+        let mut notices: std::collections::BTreeMap<String, (String, u64)> = Default::default();
+        if s.extras.notices.len() > ROOMS_MAX {
+            return Err(DecodeError::TooLarge("notices".into()));
+        }
+        for (name, n) in s.extras.notices {
+            crate::types::validate_notice(&Some(n.0.clone()))
+                .map_err(|e| bad(format!("room {name}: {e}")))?;
+            if notices.insert(name.clone(), n).is_some() {
+                return Err(bad(format!("room {name}: notice listed twice")));
+            }
+        }
         let mut sm = StateMachine {
             clock_ms: s.clock_ms,
             last_applied: s
@@ -649,6 +672,7 @@ impl StateMachine {
                 lanes: Vec::new(),
                 public_credit: 0,
                 codes: codes.remove(&f_name).unwrap_or_default(),
+                notice: notices.remove(&f_name),
             };
             let (room_lanes, public_credit) = lanes.remove(&f_name).unwrap_or_default();
             let parts = RoomParts {
@@ -704,6 +728,7 @@ impl StateMachine {
             .chain(networks.keys())
             .chain(lanes.keys())
             .chain(codes.keys())
+            .chain(notices.keys())
             .next()
         {
             return Err(bad(format!(

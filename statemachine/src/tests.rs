@@ -148,6 +148,8 @@ fn rejected(o: &Outcome) -> &Rejection {
 
 #[path = "lane_tests.rs"]
 mod lane_tests;
+#[path = "notice_tests.rs"]
+mod notice_tests;
 
 // ---- rooms -------------------------------------------------------------------------------------
 
@@ -542,6 +544,7 @@ fn health_scales_the_rate() {
             next_check_secs: 5,
             lane: None,
             ahead: None,
+            notice: None,
         }
     );
     h.run(Command::SetHealth {
@@ -1671,10 +1674,10 @@ fn version_2_snapshots_still_restore() {
     let v3 = h.sm.snapshot();
     assert_eq!(v3[4], crate::snapshot::SNAPSHOT_VERSION);
     // With no bans, ended sessions, entry policies, client networks, used challenges,
-    // identities, networks per session, session turnover, origin measurements, lanes or
-    // codes, the extras are eleven empty lists: eleven zero bytes.
-    assert_eq!(&v3[v3.len() - 11..], &[0; 11]);
-    let mut v2 = v3[..v3.len() - 11].to_vec();
+    // identities, networks per session, session turnover, origin measurements, lanes, codes
+    // or notices, the extras are twelve empty lists: twelve zero bytes.
+    assert_eq!(&v3[v3.len() - 12..], &[0; 12]);
+    let mut v2 = v3[..v3.len() - 12].to_vec();
     v2[4] = 2;
     let back = StateMachine::restore(&v2).unwrap();
     assert_eq!(back.snapshot(), v3);

@@ -245,6 +245,18 @@ fn color(field: &'static str, v: &Option<String>) -> Result<(), Rejection> {
     }
 }
 
+/// Checks an operator's notice: not empty, at most [`NOTICE_LEN_MAX`] bytes, no control
+/// characters but line breaks.
+pub fn validate_notice(v: &Option<String>) -> Result<(), Rejection> {
+    if v.as_deref().is_some_and(|t| t.trim().is_empty()) {
+        return Err(Rejection::invalid(
+            "notice",
+            "must not be empty (send none to take it down)".to_string(),
+        ));
+    }
+    text("notice", v, NOTICE_LEN_MAX)
+}
+
 impl Branding {
     /// Checks lengths, colours and the logo URL.
     pub fn validate(&self) -> Result<(), Rejection> {
