@@ -934,6 +934,15 @@ impl Sluice {
         .await
     }
 
+    /// The first `limit` rooms by name as this node has applied them, for the dashboard's
+    /// history (a local read; empty while the node cannot read).
+    pub fn room_views(&self, limit: usize) -> Vec<sluice_statemachine::RoomView> {
+        self.node
+            .read(|st| st.sm.rooms_after(None, limit).0)
+            .map(|(v, _)| v)
+            .unwrap_or_default()
+    }
+
     /// Shows `text` to everyone in the room's line, live, or takes the notice down (`None` or
     /// blank).
     pub async fn set_notice(&self, room: &str, text: Option<&str>) -> Result<RoomBody, ApiError> {
@@ -1501,6 +1510,24 @@ impl Sluice {
             self.node.read(read)?
         };
         Ok(PoolReply::new(&v.ok_or(Rejection::PoolNotFound)?, i))
+    }
+
+    /// Every pool, by name (at most [`POOLS_MAX`](sluice_statemachine::limits::POOLS_MAX)).
+    pub fn list_pools(&self) -> Result<Vec<PoolReply>, ApiError> {
+        let (pools, i) = self.node.read(|st| st.sm.pools())?;
+        Ok(pools.iter().map(|p| PoolReply::new(p, i)).collect())
+    }
+
+    /// Deletes a pool (its rooms' counts with it; the rooms themselves are the caller's).
+    pub async fn delete_pool(&self, pool: &str) -> Result<u64, ApiError> {
+        validate_name("pool", pool)?;
+        match self
+            .write(Command::DeletePool { pool: pool.into() })
+            .await?
+        {
+            (Outcome::PoolDeleted, i) => Ok(i),
+            (o, _) => Err(unexpected(o)),
+        }
     }
 
     /// Take a place in the first room under capacity.

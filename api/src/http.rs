@@ -56,6 +56,8 @@ pub struct App {
     pub demo_room: Option<String>,
     /// The dashboard's notes from an action to the page after it.
     pub flash: Arc<crate::admin::Flash>,
+    /// The rooms' recent figures, for the dashboard's charts.
+    pub history: Arc<crate::history::History>,
 }
 
 impl App {
@@ -81,6 +83,7 @@ impl App {
             body_bytes_max: 64 * 1024,
             demo_room: None,
             flash: Arc::default(),
+            history: Arc::default(),
         }
     }
 }
@@ -813,6 +816,22 @@ async fn get_pool(
     )
 }
 
+/// Every pool.
+#[utoipa::path(get, path = "/v1/pools", responses((status = 200, body = PoolList)), security(("bearer" = [])))]
+async fn list_pools(State(app): AppState) -> Response {
+    respond(app.sluice.list_pools().map(|pools| PoolList { pools }))
+}
+
+/// Deletes a pool.
+#[utoipa::path(delete, path = "/v1/pools/{pool}", params(("pool" = String, Path)),
+    responses((status = 204), (status = 404)), security(("bearer" = [])))]
+async fn delete_pool(State(app): AppState, Path(pool): Path<String>) -> Response {
+    match app.sluice.delete_pool(&pool).await {
+        Ok(_) => StatusCode::NO_CONTENT.into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
 /// Pool actions: `assign`, `release`, `report`.
 #[utoipa::path(post, path = "/v1/pools/{pool}/{action}",
     params(("pool" = String, Path), ("action" = String, Path, description = "assign | release | report")),
@@ -992,7 +1011,7 @@ async fn asset(Path(name): Path<String>) -> Response {
     match pages::ASSETS.iter().find(|(n, _)| *n == name) {
         Some((_, body)) => (
             [
-                (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
+                (header::CONTENT_TYPE, pages::asset_type(&name)),
                 (header::CACHE_CONTROL, "max-age=300"),
             ],
             *body,
@@ -1318,7 +1337,11 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/rooms/{room}/codes", get(list_codes).post(create_codes))
         .route("/v1/rooms/{room}/codes/{batch}", delete(end_codes))
         .route("/v1/rooms/{room}/{action}", post(room_action))
-        .route("/v1/pools/{pool}", get(get_pool).put(put_pool))
+        .route("/v1/pools", get(list_pools))
+        .route(
+            "/v1/pools/{pool}",
+            get(get_pool).put(put_pool).delete(delete_pool),
+        )
         .route("/v1/pools/{pool}/{action}", post(pool_action))
         .route("/v1/cluster", get(cluster))
         .route("/v1/cluster/learners", post(add_learner))
@@ -1361,6 +1384,15 @@ pub fn router(app: Arc<App>) -> Router {
             post(crate::admin::save_config),
         )
         .route("/admin/rooms/{room}/action", post(crate::admin::action))
+        .route("/admin/rooms/{room}/preview", post(crate::admin::preview))
+        .route(
+            "/admin/rooms/{room}/history.json",
+            get(crate::admin::history),
+        )
+        .route(
+            "/admin/pools",
+            get(crate::admin::pools_page).post(crate::admin::pool_action),
+        )
         .route_layer(middleware::from_fn_with_state(
             app.clone(),
             crate::admin::refresh_session,
@@ -1535,9 +1567,9 @@ mod tests {
 #[openapi(
     info(title = "Sluice", description = "Virtual waiting room and admission coordinator", version = "1"),
     paths(join, challenge, status, heartbeat, leave, events, gate, put_room, get_room, delete_room, list_rooms, room_action, bypass_op, create_codes, list_codes, end_codes, origin_reports, queue,
-          put_pool, get_pool, pool_action, cluster, add_learner, membership, digest, log, backup),
+          put_pool, get_pool, list_pools, delete_pool, pool_action, cluster, add_learner, membership, digest, log, backup),
     components(schemas(VisitorReply, TicketBody, JoinBody, RoomConfigBody, BrandingBody, EntryBody, PowBody, ExternalChallengeBody, LineBody, OriginBody, BypassBody, BypassPathBody, BypassTokenBody, BypassTokenReply, BypassRevokeBody, CodesCreateBody, CodesCreatedBody, CodeBatchBody, CodeBatchList, LaneBody, LaneStatusBody, ProbeBody, OriginReportBody, OriginSampleBody, HealthChangeBody, OriginWindowBody, RoomBody, RoomList, TotalsBody, ModeBody, HealthBody,
-        AdmitBody, RevokeBody, BanBody, SetNoticeBody, NoticeBody, CountReply, QueueReply, QueueEntryBody, PoolBody, PoolReply, PoolRoom, AssignReply, PoolRoomBody,
+        AdmitBody, RevokeBody, BanBody, SetNoticeBody, NoticeBody, CountReply, QueueReply, QueueEntryBody, PoolBody, PoolReply, PoolList, PoolRoom, AssignReply, PoolRoomBody,
         LearnerBody, MembershipBody)),
     modifiers(&BearerAuth)
 )]

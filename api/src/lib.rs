@@ -23,6 +23,7 @@ pub mod core;
 pub mod ctl;
 pub mod error;
 pub mod grpc;
+pub mod history;
 pub mod hook;
 pub mod http;
 pub mod i18n;

@@ -941,7 +941,7 @@ pub fn contrast(a: &str, b: &str) -> Option<f64> {
 /// below 4.5:1, or the accent (the place, the buttons, the links) below 3:1 (WCAG 2.1 AA for
 /// text and for large text and controls). Checked where rooms are written, not in the state
 /// machine, so that rooms already in the log replay as they were.
-fn check_contrast(b: &BrandingBody) -> Result<(), (&'static str, String)> {
+pub fn check_contrast(b: &BrandingBody) -> Result<(), (&'static str, String)> {
     let bg = b.background_color.as_deref().unwrap_or("#ffffff");
     if let Some(r) = contrast(PAGE_TEXT_COLOR, bg).filter(|&r| r < 4.5) {
         return Err((
@@ -1049,6 +1049,10 @@ pub struct RoomBody {
     /// The operator's notice to everyone in line (absent: none shown).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notice: Option<NoticeBody>,
+    /// The estimate the newest waiter of the room's own line is shown, seconds (absent: nobody
+    /// waits there, a lottery, or no honest estimate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub newest_eta_secs: Option<u64>,
     /// Log index this was read at.
     pub applied_index: u64,
 }
@@ -1100,6 +1104,7 @@ impl RoomBody {
                 text: n.text.clone(),
                 set_at: n.set_at_ms / 1000,
             }),
+            newest_eta_secs: v.newest_eta_secs,
             applied_index,
         }
     }
@@ -1312,6 +1317,13 @@ pub struct PoolReply {
     pub total: u64,
     /// Log index.
     pub applied_index: u64,
+}
+
+/// Every pool.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct PoolList {
+    /// By name.
+    pub pools: Vec<PoolReply>,
 }
 
 /// A room of a pool.

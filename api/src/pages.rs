@@ -50,7 +50,25 @@ pub const ASSETS: &[(&str, &str)] = &[
     ("wait.js", include_str!("../assets/wait.js")),
     ("admin.js", include_str!("../assets/admin.js")),
     ("pow.js", include_str!("../assets/pow.js")),
+    ("admin.css", include_str!("../assets/admin.css")),
+    (
+        "uplot.js",
+        include_str!("../assets/vendor/uplot/uPlot.iife.min.js"),
+    ),
+    (
+        "uplot.css",
+        include_str!("../assets/vendor/uplot/uPlot.min.css"),
+    ),
 ];
+
+/// The `Content-Type` of an asset, by its name's ending.
+pub fn asset_type(name: &str) -> &'static str {
+    if name.ends_with(".css") {
+        "text/css; charset=utf-8"
+    } else {
+        "text/javascript; charset=utf-8"
+    }
+}
 
 /// The policy every answer carries: scripts only from this origin's files, no frames, no
 /// plugins, forms and connections to this origin only. (Styles may be inline: the pages and
@@ -338,6 +356,13 @@ data-turn=\"{}\" data-cont=\"{}\"></div>\
             t.in_line, t.keep_open, t.estimated_wait, t.progress, t.progress
         ),
     )
+}
+
+/// The waiting page as a visitor at `reply` would see it in `room` (the dashboard's preview of
+/// a room's branding before it is saved). Its script is left out: a preview moves nowhere.
+pub fn preview_html(lang: Lang, reply: &VisitorReply, room: &RoomView, now_secs: u64) -> String {
+    let html = wait_html(texts(lang), lang, reply, Some(room), "/", now_secs);
+    html.replace("<script src=\"/assets/wait.js\" defer></script>", "")
 }
 
 fn message_html(

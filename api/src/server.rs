@@ -301,6 +301,26 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
         }
     }));
 
+    // The dashboard's charts: each room's figures, sampled from this node's applied state.
+    let (a, c) = (app.clone(), cancel.clone());
+    tokio::spawn(async move {
+        let every = Duration::from_secs(crate::history::SAMPLE_EVERY_SECS);
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = c.cancelled() => break,
+                _ = tick.tick() => {
+                    let rooms = a.sluice.room_views(crate::history::ROOMS_TRACKED_MAX);
+                    let now = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_secs());
+                    a.history.record(&rooms, now);
+                }
+            }
+        }
+    });
+
     // Forget idle clients so the limiter's memory stays bounded.
     let (a, c) = (app.clone(), cancel.clone());
     tokio::spawn(async move {

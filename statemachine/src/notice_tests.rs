@@ -203,3 +203,25 @@ fn bad_notices_are_refused_and_change_nothing() {
     });
     assert_eq!(rejected(&o).code(), "room_not_found");
 }
+
+#[test]
+fn the_room_tells_the_estimate_its_newest_waiter_is_shown() {
+    let mut h = H::new();
+    // Room for all, admitted at 6 a minute: the line moves by the rate.
+    h.create("r", cfg(100, 6));
+    assert_eq!(h.room("r").newest_eta_secs, None, "nobody waits");
+    for v in 1..=4 {
+        h.join("r", v);
+    }
+    let VisitorState::Waiting { eta_secs, .. } = h.state("r", 4) else {
+        panic!("4 waits")
+    };
+    assert!(eta_secs.is_some());
+    assert_eq!(h.room("r").newest_eta_secs, eta_secs);
+    h.run(Command::Pause { room: "r".into() });
+    assert_eq!(
+        h.room("r").newest_eta_secs,
+        None,
+        "paused: no honest estimate"
+    );
+}

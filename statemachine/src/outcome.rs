@@ -296,6 +296,9 @@ pub struct RoomView {
     pub codes: u64,
     /// The operator's notice to the line, if one is shown.
     pub notice: Option<Notice>,
+    /// The estimate (shorter end, seconds) the newest waiter of the room's own line is shown
+    /// (`None`: nobody waits there, a lottery, or no honest estimate).
+    pub newest_eta_secs: Option<u64>,
 }
 
 /// An operator's message to everyone in a room's line.

@@ -1727,7 +1727,16 @@ impl Room {
     }
 
     pub fn room_view(&self, now: u64) -> RoomView {
+        // What the newest waiter of the room's own line is told (FIFO only: a lottery's
+        // estimate is a chance, not a place).
+        let public = self.public();
+        let newest = self.line(public).len();
+        let newest_eta_secs = (newest > 0 && !self.line_lottery(public))
+            .then(|| self.estimate(self.admissions_until(public, newest), public, now))
+            .flatten()
+            .map(|e| e.secs);
         RoomView {
+            newest_eta_secs,
             name: self.name.clone(),
             config: self.config.clone(),
             created_at_ms: self.created_at_ms,

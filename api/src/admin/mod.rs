@@ -1,0 +1,788 @@
+//! The operator dashboard (`/admin`): sign-in with the operator token (kept in a secure,
+//! HttpOnly, SameSite=Strict cookie); the rooms with their state as badges; each room's page
+//! (`room`: charts of the node's recent samples drawn with uPlot, actions, the notice to the
+//! line, the line itself, codes, staff tokens, the grouped configuration form of `config`,
+//! deleting); pools (`pools`); the cluster. Every form carries a CSRF token bound to the
+//! session, and every action answers with a redirect (post, redirect, get).
+
+mod config;
+mod form;
+mod pools;
+mod room;
+
+pub use pools::{pool_action, pools_page};
+pub use room::{history, preview, room, save_config};
+
+use crate::error::ApiError;
+use crate::http::App;
+use crate::http::Path;
+use crate::model::RoomConfigBody;
+use crate::pages::{esc, STYLE};
+use axum::extract::{Form, FromRequest, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{Html, IntoResponse, Response};
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+use sluice_statemachine::limits::ROOMS_PAGE_MAX;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use subtle::ConstantTimeEq;
+
+/// The session cookie.
+pub const ADMIN_COOKIE: &str = "sluice_admin";
+/// How long a sign-in lasts at most.
+pub const SESSION_SECS: u64 = 12 * 3600;
+/// How long a sign-in lasts unused: a dashboard left open and forgotten signs itself out.
+pub const SESSION_IDLE_SECS: u64 = 30 * 60;
+/// A session's cookie is re-issued, restarting its idle time, once it is this old.
+const SESSION_REFRESH_SECS: u64 = 60;
+
+type AppState = State<Arc<App>>;
+use form::Fields;
+
+fn mac(key: &str, msg: &str) -> String {
+    let mut m = Hmac::<Sha256>::new_from_slice(key.as_bytes()).expect("any key length");
+    m.update(msg.as_bytes());
+    m.finalize()
+        .into_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The cluster's time in seconds: a session signed in on one node lasts as long on the others.
+fn now(app: &App) -> u64 {
+    app.sluice.node.now_ms() / 1000
+}
+
+/// What an action said, kept for the page the browser is sent to next (post, redirect, get:
+/// reloading that page repeats nothing). One per signed-in session, taken when shown; at most
+/// [`FLASH_MAX`] sessions' at once (the oldest go first).
+#[derive(Debug, Default)]
+pub struct Flash {
+    notes: std::sync::Mutex<BTreeMap<[u8; 16], (u64, String)>>,
+}
+
+/// Most sessions' flash notes kept at once.
+pub const FLASH_MAX: usize = 1_000;
+
+impl Flash {
+    fn put(&self, session: &Session, note: String) {
+        let mut notes = self.notes.lock().expect("flash lock");
+        let seq = notes.values().map(|(n, _)| *n).max().map_or(0, |n| n + 1);
+        notes.insert(session.id, (seq, note));
+        while notes.len() > FLASH_MAX {
+            let oldest = notes
+                .iter()
+                .min_by_key(|(_, (n, _))| *n)
+                .map(|(k, _)| *k)
+                .expect("non-empty");
+            notes.remove(&oldest);
+        }
+    }
+
+    fn take(&self, session: &Session) -> Option<String> {
+        self.notes
+            .lock()
+            .expect("flash lock")
+            .remove(&session.id)
+            .map(|(_, n)| n)
+    }
+}
+
+/// A signed-in operator's session: a random id, when it began and when it was last used. Its
+/// cookie is `{id}.{issued}.{active}.{mac}`, MACed with the operator token. Signing out ends
+/// it on every node (a replicated record of ended sessions, kept until it would have ended).
+#[derive(Clone, Debug)]
+pub struct Session {
+    id: [u8; 16],
+    issued: u64,
+    active: u64,
+}
+
+impl Session {
+    fn id_hex(&self) -> String {
+        self.id.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    fn value(&self, app: &App) -> String {
+        let msg = format!(
+            "sluice admin session v2|{}|{}|{}",
+            self.id_hex(),
+            self.issued,
+            self.active
+        );
+        format!(
+            "{}.{}.{}.{}",
+            self.id_hex(),
+            self.issued,
+            self.active,
+            mac(app.auth.token(), &msg)
+        )
+    }
+
+    /// The `Set-Cookie` value that holds this session.
+    fn cookie(&self, app: &App) -> Option<HeaderValue> {
+        let secure = if app.secure_cookies { "; Secure" } else { "" };
+        HeaderValue::from_str(&format!(
+            "{ADMIN_COOKIE}={}; Path=/admin; HttpOnly; SameSite=Strict; Max-Age={SESSION_SECS}{secure}",
+            self.value(app)
+        ))
+        .ok()
+    }
+
+    fn parse(value: &str) -> Option<Session> {
+        let mut parts = value.split('.');
+        let (id, issued, active) = (parts.next()?, parts.next()?, parts.next()?);
+        let _mac = parts.next()?;
+        if parts.next().is_some() || id.len() != 32 {
+            return None;
+        }
+        let mut bytes = [0u8; 16];
+        for (i, b) in bytes.iter_mut().enumerate() {
+            *b = u8::from_str_radix(id.get(2 * i..2 * i + 2)?, 16).ok()?;
+        }
+        Some(Session {
+            id: bytes,
+            issued: issued.parse().ok()?,
+            active: active.parse().ok()?,
+        })
+    }
+}
+
+/// The request's session, if it is valid: signed with the operator token, begun less than
+/// [`SESSION_SECS`] and used less than [`SESSION_IDLE_SECS`] ago, and not signed out.
+fn session(app: &App, headers: &HeaderMap) -> Option<Session> {
+    let value = crate::http::cookie(headers, ADMIN_COOKIE)?;
+    let s = Session::parse(&value)?;
+    let t = now(app);
+    let valid = bool::from(value.as_bytes().ct_eq(s.value(app).as_bytes()))
+        && t < s.issued.saturating_add(SESSION_SECS)
+        && t < s.active.saturating_add(SESSION_IDLE_SECS);
+    let ended = || {
+        app.sluice
+            .node
+            .read(|st| st.sm.credential_ended(&s.id))
+            .map_or(true, |(ended, _)| ended)
+    };
+    (valid && !ended()).then_some(s)
+}
+
+/// Re-issues the session's cookie on the dashboard's answers once it is
+/// [`SESSION_REFRESH_SECS`] old, so that an operator at work stays signed in and a forgotten
+/// dashboard does not: pages and forms count as work, the charts' own polling does not.
+pub async fn refresh_session(
+    State(app): AppState,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let polling = req.uri().path() == "/admin/stats.json";
+    let s = session(&app, req.headers()).filter(|_| !polling);
+    let mut resp = next.run(req).await;
+    if let Some(mut s) = s {
+        let t = now(&app);
+        if t >= s.active + SESSION_REFRESH_SECS && !resp.headers().contains_key(header::SET_COOKIE)
+        {
+            s.active = t;
+            if let Some(v) = s.cookie(&app) {
+                resp.headers_mut().insert(header::SET_COOKIE, v);
+            }
+        }
+    }
+    resp
+}
+
+fn csrf(app: &App, session: &Session) -> String {
+    mac(app.auth.token(), &format!("csrf|{}", session.id_hex()))
+}
+
+fn check_csrf(app: &App, session: &Session, fields: &Fields) -> bool {
+    fields
+        .get("csrf")
+        .is_some_and(|c| bool::from(c.as_bytes().ct_eq(csrf(app, session).as_bytes())))
+}
+
+/// The answer to a form without its session's CSRF token.
+fn csrf_refused() -> Response {
+    ApiError::new(
+        StatusCode::FORBIDDEN,
+        "csrf_invalid",
+        "the form's CSRF token is missing or not this session's: reload the page and try again",
+    )
+    .into_response()
+}
+
+fn page(title: &str, body: &str) -> Html<String> {
+    Html(format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
+<title>{} — Sluice</title><style>{STYLE}</style><link rel=\"stylesheet\" href=\"/assets/admin.css\"><link rel=\"stylesheet\" href=\"/assets/uplot.css\">\
+</head><body><main>{body}</main></body></html>",
+        esc(title)
+    ))
+}
+
+fn login_form(error: Option<&str>) -> Html<String> {
+    let err = error
+        .map(|e| format!("<p class=\"err\" role=\"alert\">{}</p>", esc(e)))
+        .unwrap_or_default();
+    page(
+        "Sign in",
+        &format!(
+            "<h1>Sluice operator dashboard</h1>{err}<form method=\"post\" action=\"/admin/login\">\
+<label for=\"token\">Operator token</label><input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"current-password\" required>\
+<p><button type=\"submit\">Sign in</button></p></form>"
+        ),
+    )
+}
+
+fn see_other(to: &str) -> Response {
+    let mut r = StatusCode::SEE_OTHER.into_response();
+    if let Ok(v) = HeaderValue::from_str(to) {
+        r.headers_mut().insert(header::LOCATION, v);
+    }
+    r
+}
+
+/// A dashboard form's fields; a refused body (too large, wrong type) is our JSON error.
+#[derive(Debug)]
+pub struct AdminForm(Fields);
+
+impl<S: Send + Sync> FromRequest<S> for AdminForm {
+    type Rejection = ApiError;
+
+    async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, ApiError> {
+        Form::<Fields>::from_request(req, state)
+            .await
+            .map(|Form(f)| AdminForm(f))
+            .map_err(crate::error::form_rejection)
+    }
+}
+
+/// `POST /admin/login`: wrong tokens count towards the client's backoff, like every other
+/// operator credential (see [`crate::auth`]).
+pub async fn login(
+    State(app): AppState,
+    headers: HeaderMap,
+    axum::Extension(axum::extract::ConnectInfo(peer)): axum::Extension<
+        axum::extract::ConnectInfo<std::net::SocketAddr>,
+    >,
+    AdminForm(f): AdminForm,
+) -> Response {
+    let mut extensions = axum::http::Extensions::new();
+    extensions.insert(axum::extract::ConnectInfo(peer));
+    let client = crate::http::client_ip_of(&app, &headers, &extensions);
+    let presented = f.get("token").map(|t| t.trim());
+    if let Err(e) = app
+        .auth
+        .check(client, presented, crate::auth::Scope::Operator)
+    {
+        let text = if e.status == StatusCode::TOO_MANY_REQUESTS {
+            "Too many wrong tokens from here: wait a while before trying again."
+        } else {
+            "That token is not valid."
+        };
+        let mut r = (e.status, login_form(Some(text))).into_response();
+        if let Some(secs) = e.retry_after {
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        return r;
+    }
+    let mut id = [0u8; 16];
+    getrandom::fill(&mut id).expect("OS randomness");
+    let t = now(&app);
+    let s = Session {
+        id,
+        issued: t,
+        active: t,
+    };
+    let mut r = see_other("/admin");
+    if let Some(v) = s.cookie(&app) {
+        r.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    r
+}
+
+/// `POST /admin/logout`: ends the session on every node, not just in this browser.
+pub async fn logout(State(app): AppState, headers: HeaderMap, AdminForm(f): AdminForm) -> Response {
+    if let Some(s) = session(&app, &headers) {
+        if !check_csrf(&app, &s, &f) {
+            return csrf_refused();
+        }
+        let ended = app
+            .sluice
+            .node
+            .write(sluice_statemachine::Command::EndCredential {
+                credential: s.id,
+                until_ms: s.issued.saturating_add(SESSION_SECS).saturating_mul(1000),
+            })
+            .await;
+        if let Err(e) = ended {
+            tracing::warn!(error = %e, "signing out: the session could not be ended everywhere");
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                page(
+                    "Sign out",
+                    "<p class=\"err\" role=\"alert\">Signing out failed: the cluster could not record it. Try again.</p><p><a href=\"/admin\">Back</a></p>",
+                ),
+            )
+                .into_response();
+        }
+    }
+    let mut r = see_other("/admin");
+    r.headers_mut().insert(
+        header::SET_COOKIE,
+        HeaderValue::from_static(
+            "sluice_admin=; Path=/admin; HttpOnly; SameSite=Strict; Max-Age=0",
+        ),
+    );
+    r
+}
+
+/// `GET /admin`: rooms and cluster, or the sign-in form.
+pub async fn dashboard(State(app): AppState, headers: HeaderMap) -> Response {
+    let Some(s) = session(&app, &headers) else {
+        return login_form(None).into_response();
+    };
+    let token = csrf(&app, &s);
+    let flash = app
+        .flash
+        .take(&s)
+        .map(|n| format!("<p class=\"ok\" role=\"status\">{}</p>", esc(&n)))
+        .unwrap_or_default();
+    let rooms = app
+        .sluice
+        .list_rooms(None, ROOMS_PAGE_MAX, !flash.is_empty())
+        .await
+        .map(|l| l.rooms)
+        .unwrap_or_default();
+    let now = now(&app);
+    let rows: String = rooms
+        .iter()
+        .map(|r| {
+            format!(
+                "<tr><td><a href=\"/admin/rooms/{n}\">{n}</a></td><td>{badges}</td><td id=\"w-{n}\">{w}</td><td id=\"a-{n}\">{a} / {c}</td><td id=\"r-{n}\">{rate}</td></tr>",
+                n = esc(&r.name),
+                badges = room::badges(r, now),
+                w = r.waiting,
+                a = r.active,
+                c = r.config.capacity,
+                rate = r.admitted_last_minute,
+            )
+        })
+        .collect();
+    let table = if rooms.is_empty() {
+        "<p>No rooms yet: make the first below.</p>".to_string()
+    } else {
+        format!(
+            "<div class=\"scroll\"><table id=\"rooms\"><thead><tr><th>Room</th><th>State</th><th>Waiting</th><th>Inside / capacity</th><th>Admitted, last minute</th></tr></thead><tbody>{rows}</tbody></table></div>"
+        )
+    };
+    let body = format!(
+        "<header class=\"top\"><h1>Sluice operator dashboard</h1><nav><a href=\"/admin/pools\">Pools</a> \
+<form class=\"inline\" method=\"post\" action=\"/admin/logout\"><input type=\"hidden\" name=\"csrf\" value=\"{token}\"><button class=\"secondary\">Sign out</button></form></nav></header>{flash}\
+<h2>Rooms</h2>{table}\
+<form method=\"post\" action=\"/admin/rooms\" class=\"card\"><input type=\"hidden\" name=\"csrf\" value=\"{token}\"><div class=\"field\"><label for=\"newroom\">New room name</label>\
+<small class=\"hint\">Lower-case letters, digits and dashes. A name already taken is refused: change a room on its own page.</small>\
+<input id=\"newroom\" name=\"name\" pattern=\"[a-z0-9][a-z0-9\\-]{{0,63}}\" required></div><button>Create</button></form>\
+{cluster}<script src=\"/assets/admin.js\" defer></script>",
+        cluster = cluster_html(&app)
+    );
+    page("Dashboard", &body).into_response()
+}
+
+fn cluster_html(app: &App) -> String {
+    let s = app.sluice.cluster();
+    let mut rows = String::new();
+    for (id, n) in &s.nodes {
+        let role = if s.leader == Some(*id) {
+            "leader"
+        } else if s.voters.contains(id) {
+            "voter"
+        } else {
+            "learner"
+        };
+        let lag = s.replication.get(id).map_or("—".to_string(), |r| {
+            format!("{} (matched {})", r.lag, r.matched_index)
+        });
+        rows.push_str(&format!(
+            "<tr><td>{id}</td><td>{role}</td><td>{}</td><td>{}</td><td>{lag}</td></tr>",
+            esc(&n.raft),
+            esc(&n.http)
+        ));
+    }
+    format!(
+        "<h2>Cluster</h2><p>This node: {id} ({state}). Leader: {leader}. Term {term}. Commit index {commit}, applied {applied}, last log {last}.</p>\
+<div class=\"scroll\"><table><thead><tr><th>Node</th><th>Role</th><th>Raft</th><th>HTTP</th><th>Replication lag</th></tr></thead><tbody>{rows}</tbody></table></div>",
+        id = s.id,
+        state = esc(&s.state),
+        leader = s.leader.map_or("none".into(), |l| l.to_string()),
+        term = s.term,
+        commit = s.committed_index,
+        applied = s.applied_index,
+        last = s.last_log_index
+    )
+}
+
+/// `GET /admin/stats.json`: what the charts draw.
+pub async fn stats(State(app): AppState, headers: HeaderMap) -> Response {
+    if session(&app, &headers).is_none() {
+        return ApiError::unauthorized().into_response();
+    }
+    match app.sluice.list_rooms(None, ROOMS_PAGE_MAX, false).await {
+        Ok(l) => axum::Json(serde_json::json!({
+            "rooms": l.rooms.iter().map(|r| serde_json::json!({"name": r.name, "waiting": r.waiting, "active": r.active, "capacity": r.config.capacity, "admitted_last_minute": r.admitted_last_minute})).collect::<Vec<_>>()
+        }))
+        .into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Most codes the dashboard makes at once (more with `sluice ctl codes create`).
+const DASHBOARD_CODES_MAX: u64 = 1_000;
+
+/// The room page's access-code section: the lanes' counts, the batches with their uses (and a
+/// button to end each), and a form that makes a batch.
+pub(super) fn codes_section(
+    app: &App,
+    room: &str,
+    lanes: &[crate::model::LaneBody],
+    token: &str,
+) -> String {
+    let r = esc(room);
+    let hidden = format!("<input type=\"hidden\" name=\"csrf\" value=\"{token}\">");
+    let view = app
+        .sluice
+        .node
+        .read(|st| st.sm.room(room))
+        .ok()
+        .and_then(|(v, _)| v);
+    let lane_rows: String = view
+        .iter()
+        .flat_map(|v| v.lanes.iter())
+        .map(|l| {
+            format!(
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&l.name),
+                if l.open { "open" } else { "not yet" },
+                l.waiting,
+                l.joined,
+                l.admitted,
+                l.redeemed
+            )
+        })
+        .collect();
+    let lanes_table = if lane_rows.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "<div class=\"scroll\"><table><caption>Lanes</caption><tr><th>Lane</th><th>Admitting</th><th>Waiting</th><th>Joined</th><th>Admitted</th><th>Codes redeemed</th></tr>{lane_rows}</table></div>"
+        )
+    };
+    let batches: Vec<crate::model::CodeBatchBody> = app
+        .sluice
+        .node
+        .read(|st| st.sm.code_batches(room))
+        .ok()
+        .and_then(|(b, _)| b.ok())
+        .unwrap_or_default()
+        .iter()
+        .map(crate::model::CodeBatchBody::from)
+        .collect();
+    let batch_rows: String = batches
+        .iter()
+        .map(|b| {
+            format!(
+                "<tr><td>{id}</td><td>{label}</td><td>{lane}</td><td>{uses}</td><td>{codes}</td><td>{used}</td><td>{used_up}</td><td>{exp}</td>\
+<td><form class=\"inline\" method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"codes_end\">\
+<input type=\"hidden\" name=\"batch\" value=\"{id}\"><button aria-label=\"End batch {id}\">End</button></form></td></tr>",
+                id = b.id,
+                label = esc(&b.label),
+                lane = esc(b.lane.as_deref().unwrap_or("(own line)")),
+                uses = b.uses,
+                codes = b.codes,
+                used = b.used,
+                used_up = b.used_up,
+                exp = b.expires_at.map_or("never".to_string(), |t| t.to_string()),
+            )
+        })
+        .collect();
+    let batch_table = if batch_rows.is_empty() {
+        "<p>No access codes yet.</p>".to_string()
+    } else {
+        format!(
+            "<div class=\"scroll\"><table><caption>Code batches</caption><tr><th>Batch</th><th>Label</th><th>Lane</th><th>Uses each</th><th>Codes</th><th>Uses taken</th><th>Used up</th><th>Expires (unix s)</th><th></th></tr>{batch_rows}</table></div>"
+        )
+    };
+    let lane_options: String =
+        std::iter::once("<option value=\"\">(the room's own line)</option>".to_string())
+            .chain(
+                lanes
+                    .iter()
+                    .map(|l| format!("<option>{}</option>", esc(&l.name))),
+            )
+            .collect();
+    format!(
+        "<h2>Access codes</h2>{lanes_table}{batch_table}\
+<form method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"codes_create\">\
+<label for=\"f-ccount\">How many (at most {DASHBOARD_CODES_MAX}; more with sluice ctl codes create)</label><input id=\"f-ccount\" name=\"count\" type=\"number\" min=\"1\" max=\"{DASHBOARD_CODES_MAX}\" value=\"10\">\
+<label for=\"f-cuses\">Uses per code</label><input id=\"f-cuses\" name=\"uses\" type=\"number\" min=\"1\" value=\"1\">\
+<label for=\"f-clane\">Lane</label><select id=\"f-clane\" name=\"lane\">{lane_options}</select>\
+<label for=\"f-cexp\">Valid for, hours (empty: no end)</label><input id=\"f-cexp\" name=\"expires_hours\" type=\"number\" min=\"1\">\
+<label for=\"f-clabel\">Label</label><input id=\"f-clabel\" name=\"label\" maxlength=\"64\"> <button>Make codes</button></form>"
+    )
+}
+
+/// The staff bypass token forms of room `r` (escaped).
+pub(super) fn bypass_forms(r: &str, hidden: &str) -> String {
+    format!(
+        "<div class=\"cards\"><div class=\"card\"><form method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"bypass_issue\">\
+<div class=\"field\"><label for=\"f-bttl\">Valid for, hours (at most 168)</label><input id=\"f-bttl\" name=\"ttl_hours\" type=\"number\" min=\"1\" max=\"168\" value=\"8\"></div>\
+<div class=\"field\"><label for=\"f-blabel\">For whom</label><input id=\"f-blabel\" name=\"label\" maxlength=\"64\"></div><button>Issue a token</button></form></div>\
+<div class=\"card\"><form method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"bypass_revoke\">\
+<div class=\"field\"><label for=\"f-bid\">Revoke the token with id</label><input id=\"f-bid\" name=\"id\" maxlength=\"32\"></div><button class=\"danger\">Revoke token</button></form></div></div>"
+    )
+}
+
+/// `POST /admin/rooms`: create a room with default settings.
+pub async fn create_room(
+    State(app): AppState,
+    headers: HeaderMap,
+    AdminForm(f): AdminForm,
+) -> Response {
+    let Some(s) = session(&app, &headers) else {
+        return see_other("/admin");
+    };
+    if !check_csrf(&app, &s, &f) {
+        return csrf_refused();
+    }
+    let name = f.get("name").cloned().unwrap_or_default();
+    // Create only: a name already taken is refused, never reset to the defaults.
+    match app
+        .sluice
+        .put_room(&name, &RoomConfigBody::default(), true)
+        .await
+    {
+        Ok(_) => {
+            app.flash.put(
+                &s,
+                format!("Room {name} made with the default settings: set it up below."),
+            );
+            see_other(&format!("/admin/rooms/{name}#config"))
+        }
+        Err(e) => (
+            e.status,
+            page(
+                "Error",
+                &format!(
+                    "<p class=\"err\">{}</p><p><a href=\"/admin\">Back</a></p>",
+                    esc(&e.message)
+                ),
+            ),
+        )
+            .into_response(),
+    }
+}
+
+/// `POST /admin/rooms/{room}/action`: pause, resume, health, admit, revoke, the notice, codes,
+/// staff tokens, delete. Done: the room's page (or, after a delete, the rooms) with the
+/// result, by redirect; refused: the room's page with the reason at the top.
+pub async fn action(
+    State(app): AppState,
+    Path(room): Path<String>,
+    headers: HeaderMap,
+    AdminForm(f): AdminForm,
+) -> Response {
+    let Some(s) = session(&app, &headers) else {
+        return see_other("/admin");
+    };
+    if !check_csrf(&app, &s, &f) {
+        return csrf_refused();
+    }
+    match do_action(&app, &room, &f).await {
+        Ok((msg, to)) => {
+            // Post, redirect, get: a reload of the page repeats nothing.
+            app.flash.put(&s, msg);
+            see_other(&to)
+        }
+        Err(e) => match app.sluice.get_room(&room, true).await {
+            Ok(r) => (
+                e.status,
+                room::room_page(
+                    &app,
+                    &s,
+                    &r,
+                    &form::Errors::from([(String::new(), e.message.clone())]),
+                    None,
+                    None,
+                    crate::history::Span::Quarter,
+                )
+                .await,
+            )
+                .into_response(),
+            Err(_) => room::not_found(e),
+        },
+    }
+}
+
+/// Does one action: what to tell the operator, and where to send them.
+async fn do_action(app: &App, room: &str, f: &Fields) -> Result<(String, String), ApiError> {
+    let get = |k: &str| f.get(k).map(|v| v.trim().to_string()).unwrap_or_default();
+    let sl = &app.sluice;
+    let here = format!("/admin/rooms/{room}");
+    match get("action").as_str() {
+        "delete" => {
+            if get("confirm_name") != room {
+                return Err(ApiError::invalid(
+                    "confirm_name",
+                    format!("type the room's name, {room}, to delete it"),
+                ));
+            }
+            let gone = sl.delete_room(room).await?;
+            return Ok((
+                format!(
+                    "Room {room} deleted ({} places and sessions ended).",
+                    gone.count
+                ),
+                "/admin".into(),
+            ));
+        }
+        "notice" => {
+            let text = f.get("text").map(String::as_str).unwrap_or("");
+            if text.trim().is_empty() {
+                return Err(ApiError::invalid(
+                    "text",
+                    "write the message to show, or take the notice down",
+                ));
+            }
+            sl.set_notice(room, Some(text)).await?;
+            return Ok(("The notice is shown to everyone in line.".into(), here));
+        }
+        "notice_clear" => {
+            sl.set_notice(room, None).await?;
+            return Ok(("The notice is taken down.".into(), here));
+        }
+        _ => {}
+    }
+    let msg = other_action(app, room, f).await?;
+    Ok((msg, here))
+}
+
+async fn other_action(app: &App, room: &str, f: &Fields) -> Result<String, ApiError> {
+    let get = |k: &str| f.get(k).map(|v| v.trim().to_string()).unwrap_or_default();
+    let sl = &app.sluice;
+    Ok(match get("action").as_str() {
+        "pause" => sl.pause(room, true).await.map(|_| "Paused.".to_string())?,
+        "resume" => sl
+            .pause(room, false)
+            .await
+            .map(|_| "Resumed.".to_string())?,
+        "mode" => sl
+            .set_mode(room, &get("mode"))
+            .await
+            .map(|r| format!("Mode is now {}.", r.config.mode))?,
+        "health" => {
+            let sf = Some(get("slow_factor"))
+                .filter(|v| !v.is_empty())
+                .map(|v| v.parse::<f64>().unwrap_or(-1.0));
+            sl.set_health(room, &get("health"), sf)
+                .await
+                .map(|r| format!("Health is now {}.", r.config.health))?
+        }
+        "admit" => {
+            let n = get("count")
+                .parse::<u64>()
+                .map_err(|_| ApiError::invalid("count", "must be a whole number"))?;
+            sl.admit(room, n)
+                .await
+                .map(|c| format!("Admitted {}.", c.count))?
+        }
+        "bypass_issue" => {
+            let hours = get("ttl_hours")
+                .parse::<u64>()
+                .map_err(|_| ApiError::invalid("ttl_hours", "must be a whole number"))?;
+            let t = sl.issue_bypass_token(room, hours.saturating_mul(3_600), &get("label"))?;
+            format!(
+                    "Staff token (id {}), shown once; valid until {} (unix seconds). Give it to its holder, who enters it at /wait/{room}/bypass: {}",
+                    t.id, t.expires_at, t.token
+                )
+        }
+        "codes_create" => {
+            let count = get("count")
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|n| (1..=DASHBOARD_CODES_MAX).contains(n))
+                    .ok_or_else(|| {
+                        ApiError::invalid(
+                            "count",
+                            format!("between 1 and {DASHBOARD_CODES_MAX} (more with sluice ctl codes create)"),
+                        )
+                    })?;
+            let uses = get("uses")
+                .parse::<u32>()
+                .map_err(|_| ApiError::invalid("uses", "must be a whole number"))?;
+            let expires_at = match get("expires_hours").as_str() {
+                "" => None,
+                h => Some(
+                    app.sluice.node.now_ms() / 1000
+                        + h.parse::<u64>()
+                            .map_err(|_| {
+                                ApiError::invalid("expires_hours", "must be a whole number")
+                            })?
+                            .saturating_mul(3_600),
+                ),
+            };
+            let body = crate::model::CodesCreateBody {
+                count: Some(count),
+                uses,
+                expires_at,
+                lane: Some(get("lane")).filter(|l| !l.is_empty()),
+                label: get("label"),
+                identities: Vec::new(),
+            };
+            let made = sl.create_codes(room, &body).await?;
+            format!(
+                "{} codes made (batch {}), shown this once; keep them: {}",
+                made.codes.len(),
+                made.batch.id,
+                made.codes.join(" ")
+            )
+        }
+        "codes_end" => {
+            let batch = get("batch")
+                .parse::<u32>()
+                .map_err(|_| ApiError::invalid("batch", "a batch number"))?;
+            let n = sl.end_codes(room, batch).await?;
+            format!("Batch {batch} ended: its {} codes no longer work.", n.count)
+        }
+        "bypass_revoke" => {
+            let body = crate::model::BypassRevokeBody {
+                token: None,
+                id: Some(get("id")),
+            };
+            sl.revoke_bypass_token(room, &body).await?;
+            "Token revoked on every node.".to_string()
+        }
+        "revoke" => {
+            let v = get("visitor_id");
+            let r = if v.is_empty() {
+                if get("confirm_all") != "yes" {
+                    return Err(ApiError::invalid(
+                            "confirm_all",
+                            "to end every session of the room, give no visitor id and tick \"End every session of the room instead\"",
+                        ));
+                }
+                sl.revoke(room, None, true).await?
+            } else {
+                sl.revoke(room, Some(&v), false).await?
+            };
+            format!("Revoked {}.", r.count)
+        }
+        other => {
+            return Err(ApiError::invalid(
+                "action",
+                format!("unknown action {other:?}"),
+            ))
+        }
+    })
+}

@@ -1,0 +1,571 @@
+//! A room's page: its state as badges and a summary, charts of its recent figures, the live
+//! actions, the notice to the line, the line itself, access codes, staff tokens, the
+//! configuration, and deleting it.
+
+use super::form::{readable_utc, Errors, Fields, View};
+use super::{check_csrf, csrf, csrf_refused, page, see_other, session, AdminForm, AppState};
+use crate::history::Span;
+use crate::http::{App, Path};
+use crate::model::RoomBody;
+use crate::pages::esc;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{Html, IntoResponse, Response};
+
+/// Waiters the room's page lists (the API's `/queue` pages through the rest).
+pub const QUEUE_SHOWN: usize = 50;
+
+fn now_secs(app: &App) -> u64 {
+    app.sluice.node.now_ms() / 1000
+}
+
+/// The room's state in words, each with its colour class (never colour alone).
+pub fn badges(r: &RoomBody, now: u64) -> String {
+    let mut b: Vec<(&str, String)> = Vec::new();
+    if r.closed {
+        b.push(("grey", "Closed".into()));
+    } else if !r.open {
+        let when = r
+            .config
+            .opens_at
+            .map(|t| format!(", opens <time data-unix=\"{t}\">{}</time>", readable_utc(t)))
+            .unwrap_or_default();
+        b.push(("blue", format!("Scheduled{when}")));
+    }
+    if !r.closed {
+        match r.config.mode.as_str() {
+            "passthrough" => b.push(("grey", "Not queueing: everyone enters".into())),
+            "reject" => b.push(("grey", "Not queueing: newcomers turned away".into())),
+            "lottery" => b.push(("green", "Queueing (lottery)".into())),
+            _ => b.push(("green", "Queueing".into())),
+        }
+    }
+    if r.config.paused {
+        let why = if r.paused_by_origin {
+            " (origin down)"
+        } else {
+            ""
+        };
+        b.push(("amber", format!("Paused{why}")));
+    }
+    match r.config.health.as_str() {
+        "slow" => b.push(("amber", "Origin slow".into())),
+        "down" => b.push(("red", "Origin down".into())),
+        _ => {}
+    }
+    if r.config.entry.invite_only {
+        b.push(("blue", "Invite only".into()));
+    }
+    if r.notice.is_some() {
+        b.push(("blue", "Notice shown".into()));
+    }
+    let _ = now;
+    b.iter()
+        .map(|(class, text)| format!("<span class=\"badge {class}\">{text}</span>"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn fmt_wait(secs: Option<u64>) -> String {
+    match secs {
+        None => "no estimate".into(),
+        Some(s) if s < 60 => format!("{s} s"),
+        Some(s) if s < 3_600 => format!("{} min", s.div_ceil(60)),
+        Some(s) => format!("{} h {} min", s / 3_600, s % 3_600 / 60),
+    }
+}
+
+/// The figures that matter during a sale, at the top of the page.
+fn summary(r: &RoomBody) -> String {
+    let full = r.active >= r.config.capacity;
+    let cell = |label: &str, value: String, note: &str| {
+        format!(
+            "<div><dt>{label}</dt><dd><strong>{value}</strong> <small>{note}</small></dd></div>"
+        )
+    };
+    format!(
+        "<dl class=\"figures\">{}{}{}{}{}</dl>",
+        cell("Waiting", r.waiting.to_string(), "people in line"),
+        cell(
+            "Inside",
+            format!("{} / {}", r.active, r.config.capacity),
+            if full { "full" } else { "of capacity" }
+        ),
+        cell(
+            "Admitted",
+            r.admitted_last_minute.to_string(),
+            &format!(
+                "in the last minute (at most {}/min)",
+                r.config.admit_per_minute
+            )
+        ),
+        cell(
+            "Newest waiter's wait",
+            fmt_wait(r.newest_eta_secs),
+            "as shown on their page"
+        ),
+        cell(
+            "Totals",
+            format!("{} / {}", r.totals.joined, r.totals.admitted),
+            "joined / admitted"
+        ),
+    )
+}
+
+fn charts(room: &str, span: Span) -> String {
+    let link = |s: Span, code: &str, label: &str| {
+        let current = if s == span {
+            " aria-current=\"true\""
+        } else {
+            ""
+        };
+        format!("<a href=\"?span={code}#charts\" data-span=\"{code}\"{current}>{label}</a>")
+    };
+    let code = match span {
+        Span::Quarter => "15m",
+        Span::Hour => "1h",
+        Span::Day => "1d",
+    };
+    format!(
+        "<section id=\"charts\" aria-labelledby=\"charts-h\"><h2 id=\"charts-h\">Recent figures</h2>\
+<nav class=\"spans\" aria-label=\"Time range\">{} {} {}</nav>\
+<div id=\"chart-box\" data-room=\"{}\" data-span=\"{code}\"></div>\
+<noscript><p>The charts need JavaScript; the figures above are current.</p></noscript></section>",
+        link(Span::Quarter, "15m", "Last 15 minutes"),
+        link(Span::Hour, "1h", "Last hour"),
+        link(Span::Day, "1d", "Last day"),
+        esc(room),
+    )
+}
+
+fn form(r: &str, hidden: &str, action: &str, body: &str) -> String {
+    format!(
+        "<form method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"{action}\">{body}</form>"
+    )
+}
+
+/// Pause, health, admit, revoke: each its own small form.
+fn actions(room: &RoomBody, hidden: &str) -> String {
+    let r = esc(&room.name);
+    let c = &room.config;
+    let (pause_action, pause_label, pause_note) = if c.paused {
+        (
+            "resume",
+            "Resume admissions",
+            "Admissions are paused; joins still queue.",
+        )
+    } else {
+        (
+            "pause",
+            "Pause admissions",
+            "Joins still queue; nobody is admitted while paused.",
+        )
+    };
+    let healths = [
+        ("ok", "OK"),
+        ("slow", "Slow (admit slower)"),
+        ("down", "Down (admit nobody)"),
+    ]
+    .iter()
+    .map(|(v, l)| {
+        format!(
+            "<option value=\"{v}\"{}>{l}</option>",
+            if c.health == *v { " selected" } else { "" }
+        )
+    })
+    .collect::<String>();
+    [
+        form(&r, hidden, pause_action, &format!("<p>{pause_note}</p><button>{pause_label}</button>")),
+        form(&r, hidden, "health", &format!(
+            "<div class=\"field\"><label for=\"a-health\">Origin health</label><select id=\"a-health\" name=\"health\">{healths}</select></div>\
+<div class=\"field\"><label for=\"a-sf\">Rate while slow (0–1)</label><input id=\"a-sf\" name=\"slow_factor\" value=\"{}\" inputmode=\"decimal\"></div><button>Set health</button>",
+            c.slow_factor
+        )),
+        form(&r, hidden, "admit", "<div class=\"field\"><label for=\"a-count\">Admit now, ignoring the rate and the pause (not the capacity)</label>\
+<input id=\"a-count\" name=\"count\" type=\"number\" min=\"1\" value=\"1\"></div><button>Admit</button>"),
+        form(&r, hidden, "revoke", "<div class=\"field\"><label for=\"a-vid\">End one visitor's session or place (visitor id)</label><input id=\"a-vid\" name=\"visitor_id\"></div>\
+<div class=\"field check\"><input type=\"checkbox\" id=\"a-rall\" name=\"confirm_all\" value=\"yes\"><label for=\"a-rall\">End every session of the room instead (leave the id empty)</label></div><button class=\"danger\">Revoke</button>"),
+    ]
+    .map(|f| format!("<div class=\"card\">{f}</div>"))
+    .concat()
+}
+
+fn notice_section(room: &RoomBody, hidden: &str) -> String {
+    let r = esc(&room.name);
+    let current = room.notice.as_ref().map_or(String::new(), |n| {
+        format!(
+            "<p>Shown since <time data-unix=\"{t}\">{}</time>:</p><blockquote class=\"notice\">{}</blockquote>{}",
+            readable_utc(n.set_at),
+            esc(&n.text),
+            form(&r, hidden, "notice_clear", "<button>Take it down</button>"),
+            t = n.set_at
+        )
+    });
+    format!(
+        "<section aria-labelledby=\"notice-h\"><h2 id=\"notice-h\">Notice to everyone in line</h2>{current}{}</section>",
+        form(
+            &r,
+            hidden,
+            "notice",
+            "<div class=\"field\"><label for=\"a-notice\">Message (plain text, at most 500 bytes), shown live on every waiter's page</label>\
+<textarea id=\"a-notice\" name=\"text\" rows=\"2\" maxlength=\"500\" required></textarea></div><button>Show to the line</button>"
+        )
+    )
+}
+
+fn since(app: &App, room: &str, seq: u64, now: u64) -> String {
+    match app.history.joined_between(room, seq) {
+        Some((Some(_), at)) => format!(
+            "<time data-unix=\"{at}\">{}</time> ({} ago)",
+            readable_utc(at),
+            fmt_wait(Some(now.saturating_sub(at)))
+        ),
+        Some((None, at)) => format!(
+            "before <time data-unix=\"{at}\">{}</time>",
+            readable_utc(at)
+        ),
+        None => "just now".into(),
+    }
+}
+
+/// The first waiters of every lane, in admission order.
+async fn queue_section(app: &App, room: &RoomBody) -> String {
+    let now = now_secs(app);
+    let q = match app.sluice.queue(&room.name, 0, QUEUE_SHOWN, false).await {
+        Ok(q) => q,
+        Err(e) => return format!("<p class=\"err\">{}</p>", esc(&e.message)),
+    };
+    if q.entries.is_empty() {
+        return "<h2>Waiting line</h2><p>Nobody is waiting.</p>".into();
+    }
+    let rows: String = q
+        .entries
+        .iter()
+        .map(|e| {
+            let seen = e.last_seen_ms / 1000;
+            format!(
+                "<tr><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td><td>{} ago</td></tr>",
+                e.position,
+                esc(e.lane.as_deref().unwrap_or("—")),
+                esc(&e.visitor_id),
+                since(app, &room.name, e.seq, now),
+                fmt_wait(Some(now.saturating_sub(seen)))
+            )
+        })
+        .collect();
+    let more = q.waiting.saturating_sub(q.entries.len() as u64);
+    let more = if more > 0 {
+        format!(
+            "<p>And {more} more (all of them: <code>GET /v1/rooms/{}/queue</code>).</p>",
+            esc(&room.name)
+        )
+    } else {
+        String::new()
+    };
+    let order = if room.config.mode == "lottery" {
+        " In a lottery the order is the line's, not the draw's."
+    } else {
+        ""
+    };
+    format!(
+        "<h2>Waiting line</h2><p>The first {} in admission order, each lane first.{order}</p>\
+<div class=\"scroll\"><table><thead><tr><th>Place</th><th>Lane</th><th>Visitor</th><th>Joined</th><th>Last check-in</th></tr></thead><tbody>{rows}</tbody></table></div>{more}",
+        q.entries.len()
+    )
+}
+
+fn danger_zone(room: &RoomBody, hidden: &str) -> String {
+    let r = esc(&room.name);
+    format!(
+        "<section class=\"danger-zone\" aria-labelledby=\"del-h\"><h2 id=\"del-h\">Delete the room</h2>\
+<p>Ends its {} waiting places and {} sessions at once; their visitors are turned away.</p>{}</section>",
+        room.waiting,
+        room.active,
+        form(
+            &r,
+            hidden,
+            "delete",
+            &format!("<div class=\"field\"><label for=\"a-del\">Type the room's name, <code>{r}</code>, to delete it</label>\
+<input id=\"a-del\" name=\"confirm_name\" autocomplete=\"off\" required></div><button class=\"danger\">Delete room {r}</button>")
+        )
+    )
+}
+
+/// The room's page; after a refused save, `submitted` shows the operator's input again with
+/// `errors` at their fields and in a summary.
+pub async fn room_page(
+    app: &App,
+    s: &super::Session,
+    room: &RoomBody,
+    errors: &Errors,
+    submitted: Option<&Fields>,
+    flash: Option<&str>,
+    span: Span,
+) -> Html<String> {
+    let token = csrf(app, s);
+    let hidden = format!("<input type=\"hidden\" name=\"csrf\" value=\"{token}\">");
+    let r = esc(&room.name);
+    // An action's refusal (not a field of the form) goes at the top.
+    let general = errors
+        .get("")
+        .filter(|_| submitted.is_none())
+        .map(|e| format!("<p class=\"err\" role=\"alert\">{}</p>", esc(e)))
+        .unwrap_or_default();
+    let flash = flash
+        .map(|n| format!("<p class=\"ok\" role=\"status\">{}</p>", esc(n)))
+        .unwrap_or_default();
+    let health = room
+        .health_change
+        .as_ref()
+        .map(|c| format!("<p>Origin health: {}</p>", esc(&c.reason)))
+        .unwrap_or_default();
+    let view = View::new(errors, submitted);
+    let fields = super::config::fields(&view, &room.config);
+    let config = format!(
+        "<h2 id=\"config\">Configuration</h2>{}<form method=\"post\" action=\"/admin/rooms/{r}/config\" novalidate>{hidden}{fields}\
+<p><button type=\"submit\">Save configuration</button></p></form>",
+        view.summary()
+    );
+    let body = format!(
+        "<p><a href=\"/admin\">← All rooms</a></p><h1>Room {r}</h1><p class=\"badges\">{}</p>{flash}{general}{health}\
+{}{}<h2>Actions</h2><div class=\"cards\">{}</div>{}{}{}<h2>Staff bypass tokens</h2>{}{config}{}\
+<script src=\"/assets/uplot.js\" defer></script><script src=\"/assets/admin.js\" defer></script>",
+        badges(room, now_secs(app)),
+        summary(room),
+        charts(&room.name, span),
+        actions(room, &hidden),
+        notice_section(room, &hidden),
+        queue_section(app, room).await,
+        super::codes_section(app, &room.name, &room.config.lanes, &token),
+        super::bypass_forms(&r, &hidden),
+        danger_zone(room, &hidden),
+    );
+    page(&format!("Room {}", room.name), &body)
+}
+
+/// `?span=` of the room's page and its history.
+#[derive(Debug, serde::Deserialize)]
+pub struct SpanQuery {
+    span: Option<String>,
+}
+
+impl SpanQuery {
+    fn span(&self) -> Span {
+        self.span
+            .as_deref()
+            .and_then(Span::parse)
+            .unwrap_or(Span::Quarter)
+    }
+}
+
+/// `GET /admin/rooms/{room}`.
+pub async fn room(
+    State(app): AppState,
+    Path(room): Path<String>,
+    Query(q): Query<SpanQuery>,
+    headers: HeaderMap,
+) -> Response {
+    let Some(s) = session(&app, &headers) else {
+        return see_other("/admin");
+    };
+    // Right after an action, the page shows its result and the state it left (a linearizable
+    // read: this node may not have applied the action yet).
+    let flash = app.flash.take(&s);
+    match app.sluice.get_room(&room, flash.is_some()).await {
+        Ok(r) => {
+            let mut resp = room_page(
+                &app,
+                &s,
+                &r,
+                &Errors::new(),
+                None,
+                flash.as_deref(),
+                q.span(),
+            )
+            .await
+            .into_response();
+            resp.headers_mut().insert(
+                axum::http::header::CACHE_CONTROL,
+                axum::http::HeaderValue::from_static("no-store"),
+            );
+            resp
+        }
+        Err(e) => not_found(e),
+    }
+}
+
+/// The page for a room that cannot be shown (a name that is not a room's, say).
+pub fn not_found(e: crate::error::ApiError) -> Response {
+    (
+        e.status,
+        page(
+            "Not found",
+            &format!(
+                "<p class=\"err\">{}</p><p><a href=\"/admin\">All rooms</a></p>",
+                esc(&e.message)
+            ),
+        ),
+    )
+        .into_response()
+}
+
+/// `POST /admin/rooms/{room}/config`: save, or show the form again with the operator's input,
+/// every error at its field and in a summary at the top.
+pub async fn save_config(
+    State(app): AppState,
+    Path(room): Path<String>,
+    headers: HeaderMap,
+    AdminForm(f): AdminForm,
+) -> Response {
+    let Some(s) = session(&app, &headers) else {
+        return see_other("/admin");
+    };
+    if !check_csrf(&app, &s, &f) {
+        return csrf_refused();
+    }
+    let current = match app.sluice.get_room(&room, true).await {
+        Ok(r) => r,
+        Err(e) => return not_found(e),
+    };
+    let refused = |status: StatusCode, errors: Errors| {
+        let (app, s, current, f) = (&app, &s, &current, &f);
+        async move {
+            (
+                status,
+                room_page(app, s, current, &errors, Some(f), None, Span::Quarter).await,
+            )
+                .into_response()
+        }
+    };
+    let body = match super::config::read(&f, &current.config) {
+        Ok(b) => b,
+        Err(errors) => return refused(StatusCode::BAD_REQUEST, errors).await,
+    };
+    match app.sluice.put_room(&room, &body, false).await {
+        Ok(_) => {
+            app.flash.put(&s, "Saved.".into());
+            see_other(&format!("/admin/rooms/{room}"))
+        }
+        Err(e) => {
+            // The engine names its fields as the API does; the form's lanes are one field.
+            let mut field = e.field.clone().unwrap_or_default();
+            if field.starts_with("entry.lanes") || field.starts_with("lanes") {
+                field = "lanes".into();
+            }
+            let status = e.status;
+            refused(status, Errors::from([(field, e.message)])).await
+        }
+    }
+}
+
+/// `POST /admin/rooms/{room}/preview`: the waiting page with the form's branding, as a visitor
+/// in the middle of the line would see it; nothing is saved.
+pub async fn preview(
+    State(app): AppState,
+    Path(room): Path<String>,
+    headers: HeaderMap,
+    AdminForm(f): AdminForm,
+) -> Response {
+    let Some(s) = session(&app, &headers) else {
+        return see_other("/admin");
+    };
+    if !check_csrf(&app, &s, &f) {
+        return csrf_refused();
+    }
+    let current = match app.sluice.get_room(&room, false).await {
+        Ok(r) => r,
+        Err(e) => return not_found(e),
+    };
+    let mut config = current.config.clone();
+    if let Ok(read) = super::config::read(&f, &current.config) {
+        config.branding = read.branding;
+    }
+    let warning = crate::model::check_contrast(&config.branding)
+        .err()
+        .map(|(_, why)| why);
+    let Ok(sm_config) = config.to_config() else {
+        return not_found(crate::error::ApiError::invalid(
+            "branding",
+            "cannot be shown",
+        ));
+    };
+    let view = sluice_statemachine::RoomView {
+        name: room.clone(),
+        config: sm_config,
+        created_at_ms: 0,
+        open: true,
+        closed: false,
+        waiting: 120,
+        active: current.active,
+        totals: Default::default(),
+        admitted_last_minute: 0,
+        eta_rate_per_minute: 0,
+        bucket_tokens: 0,
+        next_seq: 1,
+        sessions_shared: 0,
+        health_change: None,
+        paused_by_origin: false,
+        origin_window: None,
+        lanes: Vec::new(),
+        codes: 0,
+        notice: None,
+        newest_eta_secs: None,
+    };
+    let reply = crate::model::VisitorReply {
+        state: "waiting".into(),
+        room: room.clone(),
+        visitor_id: String::new(),
+        ticket: String::new(),
+        position: Some(42),
+        lane: None,
+        ahead: None,
+        eta_secs: Some(480),
+        eta_max_secs: Some(720),
+        waiting: Some(120),
+        provisional: None,
+        next_check_secs: None,
+        admission_token: None,
+        expires_at: None,
+        notice: current.notice.as_ref().map(|n| n.text.clone()),
+        reason: None,
+        applied_index: 0,
+    };
+    let lang = crate::i18n::Lang::negotiate(
+        headers
+            .get(axum::http::header::ACCEPT_LANGUAGE)
+            .and_then(|v| v.to_str().ok()),
+    );
+    let mut html = crate::pages::preview_html(lang, &reply, &view, now_secs(&app));
+    let banner = match warning {
+        Some(w) => format!("<div role=\"alert\" style=\"background:#b00020;color:#fff;padding:.6rem 1rem;font:16px system-ui\">Preview: this branding would be refused: {}</div>", esc(&w)),
+        None => "<div role=\"note\" style=\"background:#1a1a1a;color:#fff;padding:.6rem 1rem;font:16px system-ui\">Preview of the visitor's page with the form's branding (not saved)</div>".to_string(),
+    };
+    if let Some(i) = html.find("<body>") {
+        html.insert_str(i + "<body>".len(), &banner);
+    }
+    let mut resp = Html(html).into_response();
+    resp.headers_mut().insert(
+        axum::http::header::CACHE_CONTROL,
+        axum::http::HeaderValue::from_static("no-store"),
+    );
+    resp
+}
+
+/// `GET /admin/rooms/{room}/history.json?span=15m|1h|1d`: what the charts draw.
+pub async fn history(
+    State(app): AppState,
+    Path(room): Path<String>,
+    Query(q): Query<SpanQuery>,
+    headers: HeaderMap,
+) -> Response {
+    if session(&app, &headers).is_none() {
+        return crate::error::ApiError::unauthorized().into_response();
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    match app.history.series(&room, q.span(), now) {
+        Some(s) => axum::Json(s).into_response(),
+        None => axum::Json(crate::history::Series::default()).into_response(),
+    }
+}
