@@ -128,14 +128,38 @@
     prog.insertAdjacentElement('afterend', p);
     setTimeout(go, 1500);
   }
+  // Everyone ahead, in the page's language's plural form.
+  var plural = null;
+  try { plural = new Intl.PluralRules(data.lang); } catch (e) { plural = null; }
+  function ahead(n) {
+    var el = document.getElementById('people-ahead');
+    if (!el) return;
+    var form = (plural && el.dataset[plural.select(n)]) || el.dataset.other;
+    if (form) el.textContent = form.replace('{n}', n);
+  }
+  // One sentence for screen readers, said once per change of place or estimate.
+  var said = '';
+  function say(s) {
+    var el = document.getElementById('say');
+    if (!el) return;
+    var parts = [];
+    if (s.position != null) parts.push(data.place + data.colon + s.position);
+    parts.push(data.wait + data.colon + range(s));
+    var text = parts.join('. ') + '.';
+    if (text !== said) { said = text; el.textContent = text; }
+  }
   function show(s) {
     if (s.state === 'admitted') { turn(); return; }
     if (s.state !== 'waiting') { location.reload(); return; }
     var p = document.getElementById('pos'), w = document.getElementById('waiting');
     if (p) p.textContent = s.position == null ? '—' : s.position;
     if (w && s.waiting != null) w.textContent = s.waiting;
+    if (s.position != null) ahead(s.position - 1 + (s.ahead || 0));
     if (s.next_check_secs) check = s.next_check_secs;
     document.getElementById('eta').textContent = range(s);
+    var up = document.getElementById('updated');
+    if (up) up.textContent = new Date().toLocaleTimeString(data.lang);
+    say(s);
     // The operator's notice, set or taken down while the visitor waits.
     var notice = document.getElementById('notice');
     if (notice) {

@@ -1062,6 +1062,7 @@ async fn wait_page(
         &app,
         &room,
         next.as_deref(),
+        page_lang(raw.as_deref(), &headers),
         &headers,
         pages::WaitRequest::Look {
             identity: q.identity,
@@ -1109,17 +1110,22 @@ async fn wait_join(
         external,
         code: field("code"),
     };
-    pages::wait(&app, &room, next.as_deref(), &headers, join).await
+    let pl = page_lang(raw.as_deref(), &headers);
+    pages::wait(&app, &room, next.as_deref(), pl, &headers, join).await
 }
 
 /// `GET /wait/{room}/bypass`: the form where staff give their browser a bypass token.
-async fn staff_page(Path(room): Path<String>, headers: HeaderMap) -> Response {
+async fn staff_page(
+    Path(room): Path<String>,
+    axum::extract::RawQuery(raw): axum::extract::RawQuery,
+    headers: HeaderMap,
+) -> Response {
     if Sluice::check_room(&room).is_err() {
         return ApiError::invalid("room", "not a room name").into_response();
     }
     staff_answer(
         StatusCode::OK,
-        pages::staff_form(lang_of(&headers), &room, None),
+        pages::staff_form(lang_of(raw.as_deref(), &headers), &room, None),
     )
 }
 
@@ -1129,6 +1135,7 @@ async fn staff_page(Path(room): Path<String>, headers: HeaderMap) -> Response {
 async fn staff_enter(
     State(app): AppState,
     Path(room): Path<String>,
+    axum::extract::RawQuery(raw): axum::extract::RawQuery,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -1160,14 +1167,31 @@ async fn staff_enter(
         }
         Err(e) => staff_answer(
             e.status,
-            pages::staff_form(lang_of(&headers), &room, Some(&e.message)),
+            pages::staff_form(lang_of(raw.as_deref(), &headers), &room, Some(&e.message)),
         ),
     }
 }
 
-/// The visitor's language, from `Accept-Language`.
-fn lang_of(headers: &HeaderMap) -> crate::i18n::Lang {
-    crate::i18n::Lang::negotiate(
+/// The visitor's language: `?lang=`, else `Accept-Language`.
+fn lang_of(raw_query: Option<&str>, headers: &HeaderMap) -> crate::i18n::Lang {
+    page_lang(raw_query, headers).lang
+}
+
+/// A waiting page's language: `lang` from the query (read before `next=`, whose raw value is
+/// the shop's own address and may carry a `lang` of its own), else `Accept-Language`.
+fn page_lang(raw_query: Option<&str>, headers: &HeaderMap) -> pages::PageLang {
+    let q = raw_query.unwrap_or("");
+    let head = if q.starts_with("next=") {
+        ""
+    } else {
+        q.find("&next=").map_or(q, |i| &q[..i])
+    };
+    let param = serde_urlencoded::from_str::<Vec<(String, String)>>(head)
+        .ok()
+        .and_then(|pairs| pairs.into_iter().find(|(k, _)| k == "lang"))
+        .map(|(_, v)| v);
+    pages::PageLang::new(
+        param.as_deref(),
         headers
             .get(header::ACCEPT_LANGUAGE)
             .and_then(|v| v.to_str().ok()),

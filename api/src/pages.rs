@@ -44,6 +44,48 @@ pub fn safe_next(next: Option<&str>) -> String {
     }
 }
 
+/// The language a waiting page speaks: the visitor's pick (`?lang=`), which the page's own
+/// links and forms carry on, or else the browser's preference (`Accept-Language`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageLang {
+    /// The language.
+    pub lang: Lang,
+    /// Picked by the visitor, not negotiated.
+    pub picked: bool,
+}
+
+impl PageLang {
+    /// From the `lang` parameter, if it names a language, else the header.
+    pub fn new(param: Option<&str>, accept_language: Option<&str>) -> Self {
+        match param.and_then(Lang::from_tag) {
+            Some(lang) => PageLang { lang, picked: true },
+            None => PageLang {
+                lang: Lang::negotiate(accept_language),
+                picked: false,
+            },
+        }
+    }
+
+    /// `lang=xx&` when picked, for the page's own URLs (before `next=`, which comes last).
+    fn query(self) -> String {
+        if self.picked {
+            format!("lang={}&", self.lang.tag())
+        } else {
+            String::new()
+        }
+    }
+}
+
+/// The language links of a waiting page for `room`.
+fn switcher(pl: PageLang, room: &str, next: &str, code: &str) -> String {
+    let mut pairs: Vec<(&str, &str)> = Vec::new();
+    if !code.is_empty() {
+        pairs.push(("code", code));
+    }
+    pairs.push(("next", next));
+    crate::i18n::switcher(pl.lang, &format!("/wait/{room}"), &pairs)
+}
+
 /// The pages' scripts, served from the binary at `/assets/…`: pages carry no inline script,
 /// so that their Content-Security-Policy can forbid inline scripts altogether.
 pub const ASSETS: &[(&str, &str)] = &[
@@ -86,6 +128,7 @@ button,.button{font:inherit;padding:.5rem 1rem;border:2px solid var(--accent);bo
 button:focus,a:focus,input:focus,select:focus{outline:3px solid var(--accent);outline-offset:2px}\
 progress{width:100%;height:1rem;accent-color:var(--accent)}img.logo{max-height:4rem;max-width:100%}\
 .card{border:1px solid #ccc;border-radius:.5rem;padding:1rem;margin:1rem 0}\
+.sr{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap}.updated{font-size:.9rem}\
 .notice{white-space:pre-line;border-left:.3rem solid var(--accent);background:#fff8e1;color:#1a1a1a;padding:.6rem 1rem;border-radius:.3rem}\
 @media (prefers-reduced-motion:reduce){*{transition:none!important;animation:none!important}}";
 
@@ -157,7 +200,7 @@ pub fn staff_form(lang: Lang, room: &str, note: Option<&str>) -> String {
         t.staff_title,
         "",
         &format!(
-            "<h1>{title}: {room}</h1>{note}<p>{intro}</p>\
+            "<h1>{title}{colon}{room}</h1>{note}<p>{intro}</p>\
 <form method=\"post\"><label for=\"token\">{label}</label><br>\
 <input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"off\" required maxlength=\"512\" style=\"width:100%\"><br><br>\
 <button type=\"submit\">{enter}</button></form>",
@@ -165,6 +208,7 @@ pub fn staff_form(lang: Lang, room: &str, note: Option<&str>) -> String {
             intro = esc(t.staff_intro).replace("{room}", &format!("<b>{}</b>", esc(room))),
             label = t.staff_token,
             enter = t.staff_enter,
+            colon = lang.colon(),
             room = esc(room)
         ),
     )
@@ -231,12 +275,14 @@ fn header_html(t: &Texts, room: Option<&RoomView>, fallback_title: &str) -> (Str
 
 fn wait_html(
     t: &Texts,
-    lang: Lang,
+    pl: PageLang,
     r: &VisitorReply,
     room: Option<&RoomView>,
     next: &str,
     now_secs: u64,
 ) -> String {
+    let lang = pl.lang;
+    let colon = lang.colon();
     let (title, top) = header_html(t, room, &r.room);
     let lottery = room.is_some_and(|v| v.config.mode == Mode::Lottery);
     let position = r.position.map_or("—".to_string(), |p| p.to_string());
@@ -278,7 +324,7 @@ fn wait_html(
         String::new()
     } else {
         format!(
-            "<p>{}: <span class=\"big\" id=\"pos\" aria-live=\"polite\">{position}</span></p>",
+            "<p>{}{colon}<span class=\"big\" id=\"pos\">{position}</span></p>",
             t.your_place
         )
     };
@@ -286,7 +332,7 @@ fn wait_html(
         .waiting
         .map(|n| {
             format!(
-                "<p>{}: <strong id=\"waiting\" aria-live=\"polite\">{n}</strong></p>",
+                "<p>{}{colon}<strong id=\"waiting\">{n}</strong></p>",
                 t.people_waiting
             )
         })
@@ -296,7 +342,7 @@ fn wait_html(
         .as_ref()
         .map(|l| {
             format!(
-                "<p>{}: <strong id=\"lane\">{}</strong></p>",
+                "<p>{}{colon}<strong id=\"lane\">{}</strong></p>",
                 t.your_lane,
                 esc(l)
             )
@@ -307,7 +353,7 @@ fn wait_html(
         .filter(|&n| n > 0)
         .map(|n| {
             format!(
-                "<p>{}: <strong id=\"ahead\" aria-live=\"polite\">{n}</strong></p>",
+                "<p>{}{colon}<strong id=\"ahead\">{n}</strong></p>",
                 t.ahead_in_lanes
             )
         })
@@ -317,7 +363,7 @@ fn wait_html(
         format!(
             "<p>{}</p>{}",
             t.code_have,
-            code_form(t, &r.room, next, "", true)
+            code_form(t, pl, &r.room, next, "", true)
         )
     } else {
         String::new()
@@ -329,19 +375,50 @@ fn wait_html(
         if r.notice.is_some() { "" } else { " hidden" },
         esc(r.notice.as_deref().unwrap_or(""))
     );
+    // Everyone ahead, in all lanes, in words (plural forms for the script to pick from).
+    let people_ahead = r
+        .position
+        .map(|p| {
+            let n = p - 1 + r.ahead.unwrap_or(0);
+            let forms = &t.people_ahead;
+            format!(
+                "<p id=\"people-ahead\" data-one=\"{}\" data-few=\"{}\" data-many=\"{}\" data-other=\"{}\">{}</p>",
+                esc(forms.one),
+                esc(forms.few),
+                esc(forms.many),
+                esc(forms.other),
+                esc(&crate::i18n::people_ahead(lang, n))
+            )
+        })
+        .unwrap_or_default();
+    let updated = format!(
+        "<p class=\"updated\">{}{colon}<time id=\"updated\" datetime=\"{now_secs}\">{:02}:{:02}:{:02} UTC</time></p>",
+        t.last_updated,
+        now_secs % 86_400 / 3_600,
+        now_secs % 3_600 / 60,
+        now_secs % 60
+    );
     let check = r.next_check_secs.unwrap_or(5);
     // The script is a file of its own (no inline script: the page's Content-Security-Policy
     // forbids them); it reads its data from these attributes.
     let script = format!(
         "<div id=\"sluice-wait\" hidden data-room=\"{}\" data-next=\"{}\" data-unknown=\"{}\" data-check=\"{check}\" \
-data-turn=\"{}\" data-cont=\"{}\"></div>\
+data-turn=\"{}\" data-cont=\"{}\" data-lang=\"{}\" data-colon=\"{}\" data-place=\"{}\" data-wait=\"{}\"></div>\
 <script src=\"/assets/wait.js\" defer></script>",
         esc(&r.room),
         esc(next),
         esc(t.unknown),
         esc(t.your_turn),
         esc(t.continue_),
+        lang.tag(),
+        esc(colon),
+        esc(t.your_place),
+        esc(t.estimated_wait),
     );
+    // One live region says what changed in a whole sentence, once (the figures themselves do
+    // not talk).
+    let say = "<p id=\"say\" class=\"sr\" role=\"status\" aria-live=\"polite\"></p>";
+    let langs = switcher(pl, &r.room, next, "");
     page(
         lang,
         &title,
@@ -350,9 +427,9 @@ data-turn=\"{}\" data-cont=\"{}\"></div>\
             branding_css(room)
         ),
         &format!(
-            "{top}<h1>{}</h1>{notice}<p>{}</p>{countdown}{lane}{place}{ahead}{waiting}\
-<p>{}: <strong id=\"eta\" aria-live=\"polite\">{eta}</strong></p>{why}\
-<label for=\"prog\">{}</label><progress id=\"prog\" aria-label=\"{}\"></progress>{redeem}{script}",
+            "{top}<h1>{}</h1>{notice}<p>{}</p>{countdown}{lane}{place}{people_ahead}{ahead}{waiting}\
+<p>{}{colon}<strong id=\"eta\">{eta}</strong></p>{why}\
+<label for=\"prog\">{}</label><progress id=\"prog\" aria-label=\"{}\"></progress>{updated}{say}{redeem}{langs}{script}",
             t.in_line, t.keep_open, t.estimated_wait, t.progress, t.progress
         ),
     )
@@ -361,18 +438,24 @@ data-turn=\"{}\" data-cont=\"{}\"></div>\
 /// The waiting page as a visitor at `reply` would see it in `room` (the dashboard's preview of
 /// a room's branding before it is saved). Its script is left out: a preview moves nowhere.
 pub fn preview_html(lang: Lang, reply: &VisitorReply, room: &RoomView, now_secs: u64) -> String {
-    let html = wait_html(texts(lang), lang, reply, Some(room), "/", now_secs);
+    let pl = PageLang {
+        lang,
+        picked: false,
+    };
+    let html = wait_html(texts(lang), pl, reply, Some(room), "/", now_secs);
     html.replace("<script src=\"/assets/wait.js\" defer></script>", "")
 }
 
 fn message_html(
     t: &Texts,
-    lang: Lang,
+    pl: PageLang,
     room: Option<&RoomView>,
     room_name: &str,
+    next: &str,
     text: &str,
     retry: bool,
 ) -> String {
+    let lang = pl.lang;
     let (title, top) = header_html(t, room, room_name);
     let refresh = if retry {
         "<meta http-equiv=\"refresh\" content=\"10\">"
@@ -384,24 +467,33 @@ fn message_html(
         &title,
         &format!("{}{refresh}", branding_css(room)),
         &format!(
-            "{top}<h1>{}</h1><p role=\"status\">{}</p>",
+            "{top}<h1>{}</h1><p role=\"status\">{}</p>{}",
             t.sorry,
-            esc(text)
+            esc(text),
+            switcher(pl, room_name, next, "")
         ),
     )
 }
 
 /// A form that redeems an access code (posting to the waiting page, which joins with it):
 /// `required` where a place needs one.
-fn code_form(t: &Texts, room: &str, next: &str, code: &str, required: bool) -> String {
+fn code_form(
+    t: &Texts,
+    pl: PageLang,
+    room: &str,
+    next: &str,
+    code: &str,
+    required: bool,
+) -> String {
     format!(
-        "<form class=\"card\" method=\"post\" action=\"/wait/{room}?next={next}\">\
+        "<form class=\"card\" method=\"post\" action=\"/wait/{room}?{lq}next={next}\">\
 <p><label for=\"code\">{}</label><br><input id=\"code\" name=\"code\" value=\"{code}\" \
 autocomplete=\"off\" autocapitalize=\"characters\" spellcheck=\"false\" maxlength=\"{max}\" \
 style=\"width:100%;font-family:monospace\"{req}></p><p><button type=\"submit\">{}</button></p></form>",
         t.code_label,
         t.code_button,
         room = esc(room),
+        lq = pl.query(),
         next = esc(next),
         code = esc(code),
         max = crate::codes::CODE_TEXT_MAX,
@@ -430,7 +522,7 @@ struct JoinForm<'a> {
 /// invite-only room's page waits for the visitor to give one.
 fn join_html(
     t: &Texts,
-    lang: Lang,
+    pl: PageLang,
     room: Option<&RoomView>,
     room_name: &str,
     next: &str,
@@ -467,6 +559,7 @@ style=\"width:100%;font-family:monospace\"{}></p>",
     } else {
         t.join_intro
     };
+    let lang = pl.lang;
     let (title, top) = header_html(t, room, room_name);
     // With a proof-of-work, the script solves it (a progress bar and a live text say how far it
     // is) and then joins; without JavaScript, the page says why the button cannot work.
@@ -488,20 +581,22 @@ style=\"width:100%;font-family:monospace\"{}></p>",
         &format!(
             "{top}<h1>{}</h1><p>{}</p>{pow_html}\
 <p id=\"cookies\" role=\"alert\" hidden>{}</p>\
-<form id=\"join\" method=\"post\" action=\"/wait/{room}?next={next}\"><input type=\"hidden\" name=\"altcha\" value=\"\">\
+<form id=\"join\" method=\"post\" action=\"/wait/{room}?{lq}next={next}\"><input type=\"hidden\" name=\"altcha\" value=\"\">\
 <input type=\"hidden\" name=\"identity\" value=\"{identity}\">{code_field}\
 <p><button type=\"submit\">{}</button></p></form>\
 <div id=\"sluice-wait\" hidden data-room=\"{room}\" data-next=\"{next}\" data-join=\"1\" data-manual=\"{manual}\" data-pow=\"{pow}\"></div>\
-<script src=\"/assets/wait.js\" defer></script>",
+{langs}<script src=\"/assets/wait.js\" defer></script>",
             t.join_title,
             intro,
             t.cookies_blocked,
             t.join_button,
             manual = if auto_join { "" } else { "1" },
             room = esc(room_name),
+            lq = pl.query(),
             next = esc(next),
             pow = if pow { "1" } else { "" },
             identity = esc(identity),
+            langs = switcher(pl, room_name, next, code),
         ),
     )
 }
@@ -542,15 +637,12 @@ pub async fn wait(
     app: &App,
     room: &str,
     next: Option<&str>,
+    pl: PageLang,
     headers: &HeaderMap,
     request: WaitRequest,
 ) -> Response {
     let next = safe_next(next);
-    let lang = Lang::negotiate(
-        headers
-            .get(header::ACCEPT_LANGUAGE)
-            .and_then(|v| v.to_str().ok()),
-    );
+    let lang = pl.lang;
     let t = texts(lang);
     let wants_json = headers
         .get(header::ACCEPT)
@@ -613,7 +705,7 @@ pub async fn wait(
         }
         (None, WaitRequest::Look { identity, code }) => {
             if view.is_none() || crate::core::Sluice::check_room(room).is_err() {
-                return message_page(t, lang, None, room, t.closed, StatusCode::NOT_FOUND);
+                return message_page(t, pl, None, room, &next, t.closed, StatusCode::NOT_FOUND);
             }
             let pow = app
                 .sluice
@@ -626,7 +718,7 @@ pub async fn wait(
             let code = code.unwrap_or_default();
             let mut r = Html(join_html(
                 t,
-                lang,
+                pl,
                 view.as_ref(),
                 room,
                 &next,
@@ -662,16 +754,24 @@ pub async fn wait(
                 _ => t.busy,
             };
             let retry = e.status.is_server_error();
-            let mut html = message_html(t, lang, view.as_ref(), room, text, retry);
+            let mut html = message_html(t, pl, view.as_ref(), room, &next, text, retry);
             // After a failed check, a way back to the join page (which solves a new challenge,
             // or takes the shop's link again).
             if e.code == "invite_only" || e.code.starts_with("code_") {
-                let form = code_form(t, room, &next, code_given.as_deref().unwrap_or(""), true);
+                let form = code_form(
+                    t,
+                    pl,
+                    room,
+                    &next,
+                    code_given.as_deref().unwrap_or(""),
+                    true,
+                );
                 html = html.replacen("</main>", &format!("{form}</main>"), 1);
             } else if e.code.starts_with("challenge_") || e.code.starts_with("identity_") {
                 let back = format!(
-                    "<p><a class=\"button\" href=\"/wait/{}?next={}\">{}</a></p></main>",
+                    "<p><a class=\"button\" href=\"/wait/{}?{}next={}\">{}</a></p></main>",
                     esc(room),
+                    pl.query(),
                     esc(&next),
                     t.rejoin
                 );
@@ -696,10 +796,10 @@ pub async fn wait(
     } else if reply.state == "waiting" && joining {
         // A code redeemed for the place held, or a join: the line, with a GET.
         // Post, then redirect, then get: a reload shows the line and posts nothing again.
-        see_other(&format!("/wait/{room}?next={next}"))
+        see_other(&format!("/wait/{room}?{}next={next}", pl.query()))
     } else if reply.state == "waiting" {
         let now_secs = app.sluice.node.now_ms() / 1000;
-        Html(wait_html(t, lang, &reply, view.as_ref(), &next, now_secs)).into_response()
+        Html(wait_html(t, pl, &reply, view.as_ref(), &next, now_secs)).into_response()
     } else {
         let text = match reply.reason.as_deref() {
             Some("room_closed") => t.closed,
@@ -708,7 +808,7 @@ pub async fn wait(
         };
         (
             StatusCode::FORBIDDEN,
-            Html(message_html(t, lang, view.as_ref(), room, text, false)),
+            Html(message_html(t, pl, view.as_ref(), room, &next, text, false)),
         )
             .into_response()
     };
@@ -740,15 +840,16 @@ fn see_other(to: &str) -> Response {
 /// A message page with `status`.
 fn message_page(
     t: &Texts,
-    lang: Lang,
+    pl: PageLang,
     room: Option<&RoomView>,
     room_name: &str,
+    next: &str,
     text: &str,
     status: StatusCode,
 ) -> Response {
     let mut r = (
         status,
-        Html(message_html(t, lang, room, room_name, text, false)),
+        Html(message_html(t, pl, room, room_name, next, text, false)),
     )
         .into_response();
     no_store(&mut r);
