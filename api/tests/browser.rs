@@ -55,7 +55,7 @@ impl Browser {
             args.push("--blink-settings=scriptEnabled=false".into());
         }
         let caps = json!({"capabilities": {"alwaysMatch": {"browserName": "chrome", "goog:chromeOptions": {
-            "binary": "/usr/bin/chromium", "args": args,
+            "binary": program("chromium"), "args": args,
             "prefs": {"profile.managed_default_content_settings.javascript": if javascript { 1 } else { 2 }}
         }}}});
         let v: Value = http
@@ -233,6 +233,17 @@ http {{\n access_log off;\n client_body_temp_path {d}/body; proxy_temp_path {d}/
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn visitors_queue_and_are_admitted_through_nginx_and_the_dashboard_pauses_a_room() {
+    if !prerequisites(
+        "browser::visitors_queue_and_are_admitted_through_nginx_and_the_dashboard_pauses_a_room",
+        &[
+            Need::Program("chromium"),
+            Need::Program("chromedriver"),
+            Need::Program("nginx"),
+            Need::Program("python3"),
+        ],
+    ) {
+        return;
+    }
     let c = Cluster::start(1).await;
     c.create_room("shop", json!({"capacity": 1, "admit_per_minute": 600000, "session_ttl_secs": 600, "waiter_ttl_secs": 600})).await;
     let dir = tempfile::tempdir().unwrap();
@@ -247,7 +258,7 @@ async fn visitors_queue_and_are_admitted_through_nginx_and_the_dashboard_pauses_
     .unwrap();
     let app_port = free_port();
     let _app = Proc(
-        Command::new("python3")
+        Command::new(program("python3"))
             .args([
                 "-m",
                 "http.server",
@@ -272,7 +283,7 @@ async fn visitors_queue_and_are_admitted_through_nginx_and_the_dashboard_pauses_
     )
     .unwrap();
     let _nginx = Proc(
-        Command::new("nginx")
+        Command::new(program("nginx"))
             .args([
                 "-c",
                 ng.join("nginx.conf").to_str().unwrap(),
@@ -286,7 +297,7 @@ async fn visitors_queue_and_are_admitted_through_nginx_and_the_dashboard_pauses_
     );
     let driver_port = free_port();
     let _driver = Proc(
-        Command::new("chromedriver")
+        Command::new(program("chromedriver"))
             .arg(format!("--port={driver_port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -548,6 +559,12 @@ async fn visitors_queue_and_are_admitted_through_nginx_and_the_dashboard_pauses_
 /// places are drawn then (no place is shown).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_shows_the_range_the_count_only_where_shown_and_the_provisional_marker() {
+    if !prerequisites(
+        "browser::the_page_shows_the_range_the_count_only_where_shown_and_the_provisional_marker",
+        &[Need::Program("chromium"), Need::Program("chromedriver")],
+    ) {
+        return;
+    }
     let c = Cluster::start(1).await;
     // One admission a minute: the third in line waits minutes, told as a range.
     let slow = |show_waiting: bool| {
@@ -574,7 +591,7 @@ async fn the_page_shows_the_range_the_count_only_where_shown_and_the_provisional
     let dir = tempfile::tempdir().unwrap();
     let driver_port = free_port();
     let _driver = Proc(
-        Command::new("chromedriver")
+        Command::new(program("chromedriver"))
             .arg(format!("--port={driver_port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -632,4 +649,41 @@ async fn the_page_shows_the_range_the_count_only_where_shown_and_the_provisional
     );
     b.screenshot("13-line-before-a-shuffled-opening").await;
     b.close().await;
+}
+
+/// The skip check itself (in `common`): a missing program is named with the package that
+/// installs it, one that is installed is not, and the full tier fails instead of skipping.
+#[test]
+fn a_missing_prerequisite_is_named_and_the_full_tier_does_not_skip_it() {
+    let needs = [
+        Need::Program("sh"),
+        Need::Program("sluice-no-such-program"),
+        Need::PythonModule("sluice_no_such_module"),
+    ];
+    let what = missing("browser::example", &needs).expect("something is missing");
+    assert_eq!(
+        what,
+        "browser::example: needs sluice-no-such-program, the Python module sluice_no_such_module \
+         (apt-get install sluice-no-such-program; python3 -m pip install sluice_no_such_module)"
+    );
+    assert_eq!(missing("browser::example", &[Need::Program("sh")]), None);
+    assert!(find_program("sh").is_some());
+    let full = std::panic::catch_unwind(|| {
+        check_prerequisites(
+            "browser::example",
+            &[Need::Program("sluice-no-such-program")],
+            true,
+        )
+    });
+    let message = full.expect_err("the full tier panics");
+    let message = message.downcast_ref::<String>().expect("a message");
+    assert!(
+        message.contains("sluice-no-such-program") && message.contains("SLUICE_TEST_FULL=1"),
+        "{message}"
+    );
+    assert!(check_prerequisites(
+        "browser::example",
+        &[Need::Program("sh")],
+        true
+    ));
 }

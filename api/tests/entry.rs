@@ -524,8 +524,14 @@ http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 /// provider the nodes do not know.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_external_challenge_is_verified_with_its_provider() {
+    if !prerequisites(
+        "entry::an_external_challenge_is_verified_with_its_provider",
+        &[Need::Program("python3")],
+    ) {
+        return;
+    }
     let port = free_port();
-    let mut verifier = std::process::Command::new("python3")
+    let mut verifier = std::process::Command::new(program("python3"))
         .args(["-c", VERIFIER, &port.to_string()])
         .spawn()
         .unwrap();

@@ -195,6 +195,12 @@ async fn try_as_people_would(c: &Cluster, base: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_caddy_sample_keeps_the_line() {
+    if !prerequisites(
+        "proxies::the_caddy_sample_keeps_the_line",
+        &[Need::Program("caddy")],
+    ) {
+        return;
+    }
     let c = sluice().await;
     let app = application().await;
     let port = free_port();
@@ -211,7 +217,7 @@ async fn the_caddy_sample_keeps_the_line() {
     let file = dir.path().join("Caddyfile");
     std::fs::write(&file, config).unwrap();
     let _caddy = Proc(
-        Command::new("caddy")
+        Command::new(program("caddy"))
             .args(["run", "--adapter", "caddyfile", "--config"])
             .arg(&file)
             .env("HOME", dir.path())
@@ -227,6 +233,12 @@ async fn the_caddy_sample_keeps_the_line() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_haproxy_sample_keeps_the_line() {
+    if !prerequisites(
+        "proxies::the_haproxy_sample_keeps_the_line",
+        &[Need::Program("haproxy")],
+    ) {
+        return;
+    }
     let c = sluice().await;
     let app = application().await;
     let (port, gate) = (free_port(), free_port());
@@ -248,7 +260,7 @@ async fn the_haproxy_sample_keeps_the_line() {
     let file = dir.path().join("haproxy.cfg");
     std::fs::write(&file, config).unwrap();
     let _haproxy = Proc(
-        Command::new("haproxy")
+        Command::new(program("haproxy"))
             .args(["-db", "-f"])
             .arg(&file)
             .stdout(Stdio::null())

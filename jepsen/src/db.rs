@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 pub const TOKEN: &str = "jepsen-operator-token-0123456789";
 /// The ticket secret the harness configures (and mints tickets with).
 pub const TICKET_SECRET: &[u8] = b"jepsen-ticket-secret-of-32-bytes!!";
-const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
+/// libfaketime (Debian's `faketime`), preloaded into the nodes for clock faults when present.
+pub const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
 
 /// How the nodes authenticate each other's calls.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]

@@ -2,8 +2,18 @@
 //! step produces operations and the report has every figure (the figures themselves are
 //! benchmarks, recorded in BENCHMARKS.md, not checked here).
 
+mod common;
+
+use common::{prerequisites, Need};
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_load_generator_runs_every_step() {
+    if !prerequisites(
+        "bench_smoke::the_load_generator_runs_every_step",
+        &[Need::Program("etcd")],
+    ) {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let opts = sluice_jepsen::bench::BenchOpts {
         secs: 1,

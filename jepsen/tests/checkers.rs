@@ -1,5 +1,8 @@
 //! Every checker is fed known-bad histories and must report them (and accept good ones).
 
+mod common;
+
+use common::{prerequisites, use_adya, Need};
 use serde_json::{json, Value};
 use sluice_jepsen::checker::{self, LogEntry};
 use sluice_jepsen::history::{History, Kind};
@@ -11,19 +14,15 @@ fn op(h: &History, p: u64, f: &str, invoke: Value, done: Kind, value: Value) {
     h.record(done, p, f, value, 1, None);
 }
 
-fn adya() {
-    if std::env::var("ADYA").is_err() {
-        let home = std::env::var("HOME").unwrap_or_default();
-        let local = format!("{home}/.cache/sluice-tools/bin/adya");
-        if std::path::Path::new(&local).exists() {
-            std::env::set_var("ADYA", local);
-        }
-    }
-}
-
 #[test]
 fn list_append_catches_a_stale_read() {
-    adya();
+    if !prerequisites(
+        "checkers::list_append_catches_a_stale_read",
+        &[Need::Program("adya")],
+    ) {
+        return;
+    }
+    use_adya();
     let dir = tempfile::tempdir().unwrap();
     let good = History::new();
     op(
@@ -513,4 +512,41 @@ fn a_run_that_injected_nothing_or_did_nothing_is_not_valid() {
     let idle = History::new();
     op(&idle, 0, "join", json!(1), Kind::Info, json!(1));
     assert!(!checker::exercised(&injected, true, &idle.events()).valid);
+}
+
+/// The skip check itself (in `common`): what is missing is named with how to install it, what is
+/// installed is not, and the full tier fails instead of skipping.
+#[test]
+fn a_missing_prerequisite_is_named_and_the_full_tier_does_not_skip_it() {
+    let what = common::missing(
+        "checkers::example",
+        &[Need::Program("sh"), Need::Program("sluice-no-such-program")],
+    )
+    .expect("something is missing");
+    assert_eq!(
+        what,
+        "checkers::example: needs sluice-no-such-program (apt-get install sluice-no-such-program)"
+    );
+    assert_eq!(
+        common::missing("checkers::example", &[Need::Program("sh")]),
+        None
+    );
+    let full = std::panic::catch_unwind(|| {
+        common::check_prerequisites(
+            "checkers::example",
+            &[Need::Program("sluice-no-such-program")],
+            true,
+        )
+    });
+    let message = full.expect_err("the full tier panics");
+    let message = message.downcast_ref::<String>().expect("a message");
+    assert!(
+        message.contains("sluice-no-such-program") && message.contains("SLUICE_TEST_FULL=1"),
+        "{message}"
+    );
+    assert!(common::check_prerequisites(
+        "checkers::example",
+        &[Need::Program("sh")],
+        true
+    ));
 }

@@ -1,8 +1,12 @@
 //! The short fault-injection run that CI does: four workloads, a few fault kinds each, real
 //! `sluice serve` processes in network namespaces, the nodes authenticating each other with a
 //! cluster secret (or, in the admission run, mutual TLS). Needs root, iproute2, nftables, libfaketime
-//! and `adya` (`.ci/run` installs them).
+//! and `adya` (`.ci/run` installs them): skipped without them, failed in the full tier
+//! (`SLUICE_TEST_FULL=1`).
 
+mod common;
+
+use common::{prerequisites, use_adya, Need};
 use sluice_jepsen::db::NodeAuth;
 use sluice_jepsen::nemesis::Fault;
 use sluice_jepsen::runner::{run, Spec};
@@ -12,29 +16,23 @@ use std::time::Duration;
 /// One cluster at a time: the machine has two cores.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-async fn smoke(workload: Workload, faults: Vec<Fault>, auth: NodeAuth) {
+/// Runs `workload` under `faults` for the test `test`.
+async fn smoke(test: &str, workload: Workload, faults: Vec<Fault>, auth: NodeAuth) {
     let _turn = ONE_AT_A_TIME.lock().await;
-    let uid = std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("Uid:")
-                .map(|u| u.split_whitespace().nth(1).unwrap_or("").to_string())
-        });
-    assert_eq!(
-        uid.as_deref(),
-        Some("0"),
-        "the fault-injection suite needs root (network namespaces, nftables)"
-    );
-    if std::env::var("ADYA").is_err() {
-        let local = format!(
-            "{}/.cache/sluice-tools/bin/adya",
-            std::env::var("HOME").unwrap_or_default()
-        );
-        if std::path::Path::new(&local).exists() {
-            std::env::set_var("ADYA", local);
-        }
+    // Network namespaces and nftables rules need root; list-append histories are checked by adya.
+    let mut needs = vec![
+        Need::Root,
+        Need::Program("ip"),
+        Need::Program("nft"),
+        Need::Program("adya"),
+    ];
+    if faults.contains(&Fault::Clock) {
+        needs.push(Need::Libfaketime);
     }
+    if !prerequisites(test, &needs) {
+        return;
+    }
+    use_adya();
     let secs: u64 = std::env::var("SLUICE_SMOKE_SECS")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -79,6 +77,7 @@ async fn smoke(workload: Workload, faults: Vec<Fault>, auth: NodeAuth) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn smoke_queue_append_under_partitions_and_leader_crashes() {
     smoke(
+        "smoke::smoke_queue_append_under_partitions_and_leader_crashes",
         Workload::QueueAppend,
         vec![
             Fault::IsolateLeader,
@@ -93,6 +92,7 @@ async fn smoke_queue_append_under_partitions_and_leader_crashes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn smoke_admission_under_crashes_pauses_and_clock_faults() {
     smoke(
+        "smoke::smoke_admission_under_crashes_pauses_and_clock_faults",
         Workload::Admission,
         vec![Fault::Kill, Fault::Pause, Fault::Clock],
         NodeAuth::MutualTls,
@@ -103,6 +103,7 @@ async fn smoke_admission_under_crashes_pauses_and_clock_faults() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn smoke_lottery_under_loss_total_crash_and_membership_changes() {
     smoke(
+        "smoke::smoke_lottery_under_loss_total_crash_and_membership_changes",
         Workload::Lottery,
         vec![Fault::Loss, Fault::KillAll, Fault::Membership],
         NodeAuth::Secret,
@@ -113,6 +114,7 @@ async fn smoke_lottery_under_loss_total_crash_and_membership_changes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn smoke_lanes_under_leader_crashes_and_partitions() {
     smoke(
+        "smoke::smoke_lanes_under_leader_crashes_and_partitions",
         Workload::Lanes,
         vec![Fault::KillLeader, Fault::MajorityMinority],
         NodeAuth::Secret,

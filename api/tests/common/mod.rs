@@ -435,3 +435,157 @@ impl Drop for Cluster {
 pub fn room_config(capacity: u64) -> Value {
     json!({"capacity": capacity, "admit_per_minute": 600000, "session_ttl_secs": 600, "waiter_ttl_secs": 600})
 }
+
+/// What a test needs beyond the workspace's own binaries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// Root (network namespaces, nftables).
+    Root,
+    /// A program, found on `PATH` or in an `sbin` directory.
+    Program(&'static str),
+    /// A module `python3` can import.
+    PythonModule(&'static str),
+}
+
+/// Directories searched after `PATH`: Debian installs nginx and haproxy in `/usr/sbin`, which a
+/// normal user's `PATH` does not hold.
+const SBIN: [&str; 3] = ["/usr/local/sbin", "/usr/sbin", "/sbin"];
+
+/// Where the program `name` is installed (looked up, not run), if it is.
+pub fn find_program(name: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(SBIN.iter().map(PathBuf::from))
+        .map(|dir| dir.join(name))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+/// The program `name` to run: its installed path, or the bare name when it is not installed.
+pub fn program(name: &str) -> PathBuf {
+    find_program(name).unwrap_or_else(|| PathBuf::from(name))
+}
+
+/// Whether this process runs as root (its effective user id is 0).
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|ids| ids.split_whitespace().nth(1))
+        == Some("0")
+}
+
+fn python_has(module: &str) -> bool {
+    find_program("python3").is_some_and(|python| {
+        Command::new(python)
+            .args([
+                "-c",
+                "import importlib.util, sys; sys.exit(importlib.util.find_spec(sys.argv[1]) is None)",
+                module,
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    })
+}
+
+/// How to install what `need` names: the installer's command and the package.
+fn install_hint(need: Need) -> Option<(&'static str, &'static str)> {
+    match need {
+        Need::Root => None,
+        Need::Program(name) => Some((
+            "apt-get install",
+            match name {
+                "chromedriver" => "chromium-driver",
+                "nginx" => "nginx-light",
+                "promtool" => "prometheus",
+                "etcd" => "etcd-server",
+                "systemd-analyze" => "systemd",
+                "ip" => "iproute2",
+                "nft" => "nftables",
+                other => other,
+            },
+        )),
+        Need::PythonModule(module) => Some((
+            "python3 -m pip install",
+            match module {
+                "grpc_tools" => "grpcio-tools",
+                "grpc" => "grpcio",
+                "jwt" => "PyJWT",
+                other => other,
+            },
+        )),
+    }
+}
+
+/// What of `needs` is missing for the test `test`, said in one line with how to install it.
+pub fn missing(test: &str, needs: &[Need]) -> Option<String> {
+    let absent: Vec<Need> = needs
+        .iter()
+        .copied()
+        .filter(|&need| match need {
+            Need::Root => !is_root(),
+            Need::Program(name) => find_program(name).is_none(),
+            Need::PythonModule(module) => !python_has(module),
+        })
+        .collect();
+    if absent.is_empty() {
+        return None;
+    }
+    let names: Vec<String> = absent
+        .iter()
+        .map(|need| match need {
+            Need::Root => "root".to_string(),
+            Need::Program(name) => name.to_string(),
+            Need::PythonModule(module) => format!("the Python module {module}"),
+        })
+        .collect();
+    // One command per installer: `apt-get install a b`.
+    let mut hints: Vec<(&str, Vec<&str>)> = Vec::new();
+    for (command, package) in absent.iter().filter_map(|&need| install_hint(need)) {
+        match hints.iter_mut().find(|(c, _)| *c == command) {
+            Some((_, packages)) => packages.push(package),
+            None => hints.push((command, vec![package])),
+        }
+    }
+    let hints = if hints.is_empty() {
+        String::new()
+    } else {
+        let commands: Vec<String> = hints
+            .iter()
+            .map(|(command, packages)| format!("{command} {}", packages.join(" ")))
+            .collect();
+        format!(" ({})", commands.join("; "))
+    };
+    Some(format!("{test}: needs {}{hints}", names.join(", ")))
+}
+
+/// Whether the test `test` can run: everything in `needs` is present. If something is missing,
+/// one line on stderr names it and how to install it, and the test is to return at once
+/// (`if !prerequisites(..) { return; }`); with `SLUICE_TEST_FULL=1` (the full tier, `.ci/run`)
+/// a missing prerequisite fails the test instead, so nothing is skipped silently.
+pub fn prerequisites(test: &str, needs: &[Need]) -> bool {
+    let full = std::env::var_os("SLUICE_TEST_FULL").is_some_and(|v| v == "1");
+    check_prerequisites(test, needs, full)
+}
+
+/// [`prerequisites`], told whether this is the full tier.
+pub fn check_prerequisites(test: &str, needs: &[Need], full: bool) -> bool {
+    let Some(what) = missing(test, needs) else {
+        return true;
+    };
+    if full {
+        panic!("{what}; SLUICE_TEST_FULL=1 skips nothing");
+    }
+    // Straight to stderr, past the test harness's capture: a skip is seen.
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIPPED {what}; run .ci/run for the full tier"
+    );
+    false
+}
