@@ -732,6 +732,7 @@ impl Sluice {
         config.validate()?;
         let mut policy = body.entry.to_policy();
         policy.line = body.line.to_rule();
+        policy.after_url = body.line.after_url.clone();
         policy.origin = body
             .origin
             .as_ref()

@@ -225,6 +225,7 @@ fn config_to_pb(c: &RoomConfigBody) -> pb::RoomConfig {
             show_waiting: Some(c.line.show_waiting),
             show_positions: Some(c.line.show_positions),
             status_reads_per_sec: c.line.status_reads_per_sec,
+            after_url: c.line.after_url.clone(),
         }),
         origin: c.origin.as_ref().map(|o| pb::Origin {
             probe: o.probe.as_ref().map(|p| pb::Probe {
@@ -326,6 +327,7 @@ fn line_from_pb(l: Option<pb::Line>) -> LineBody {
         show_waiting: l.show_waiting.unwrap_or(true),
         show_positions: l.show_positions.unwrap_or(true),
         status_reads_per_sec: l.status_reads_per_sec,
+        after_url: l.after_url,
     }
 }
 

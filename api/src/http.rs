@@ -1298,8 +1298,21 @@ pub(crate) fn client_ip_of(
 async fn rate_limit(State(app): AppState, req: Request, next: Next) -> Response {
     match limit(&app.limiter, client_ip(&app, &req)) {
         Ok(()) => next.run(req).await,
+        // A browser on the waiting page gets a page that says so and tries again by itself.
+        Err(e) if req.uri().path().starts_with("/wait/") && accepts_html(req.headers()) => {
+            let pl = page_lang(req.uri().query(), req.headers());
+            pages::too_many(pl, e.retry_after.unwrap_or(1))
+        }
         Err(e) => e.into_response(),
     }
+}
+
+/// Whether the client asks for HTML (a browser navigating), not JSON.
+fn accepts_html(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("text/html"))
 }
 
 /// Counts a visitor request from `client` against its rate (an IPv6 client is its /64: it holds

@@ -369,6 +369,10 @@ pub struct LineBody {
     /// affected.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status_reads_per_sec: Option<u64>,
+    /// Where the page of a closed room sends visitors onward (the organiser's page about the
+    /// event): an `http(s)` URL or an absolute path; absent: only back to the site.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub after_url: Option<String>,
 }
 
 impl Default for LineBody {
@@ -383,6 +387,7 @@ impl From<&LineRule> for LineBody {
             show_waiting: r.show_waiting,
             show_positions: r.show_positions,
             status_reads_per_sec: r.status_reads_per_sec,
+            after_url: None,
         }
     }
 }
@@ -806,6 +811,8 @@ impl EntryBody {
             lanes: Vec::new(),
             invite_only: self.invite_only,
             grace_secs: self.grace_secs,
+            // From the line's part of the configuration (`put_room`).
+            after_url: None,
         }
     }
 }
@@ -1063,6 +1070,7 @@ impl RoomBody {
         let mut config = RoomConfigBody::from(&v.config);
         config.entry = EntryBody::from(policy);
         config.line = LineBody::from(&policy.line);
+        config.line.after_url = policy.after_url.clone();
         config.origin = policy.origin.as_ref().map(OriginBody::from);
         config.bypass = BypassBody::from(&policy.bypass);
         config.lanes = policy.lanes.iter().map(LaneBody::from_lane).collect();

@@ -455,7 +455,33 @@ fn message_html(
     text: &str,
     retry: bool,
 ) -> String {
+    message_with_links(t, pl, room, room_name, next, text, retry, None)
+}
+
+/// A message page with a way onward: the organiser's page after the event (`after_url`), and
+/// back to the site.
+#[allow(clippy::too_many_arguments)]
+fn message_with_links(
+    t: &Texts,
+    pl: PageLang,
+    room: Option<&RoomView>,
+    room_name: &str,
+    next: &str,
+    text: &str,
+    retry: bool,
+    after_url: Option<&str>,
+) -> String {
     let lang = pl.lang;
+    let after = after_url
+        .map(|u| {
+            format!(
+                "<p><a class=\"button\" href=\"{}\">{}</a></p>",
+                esc(u),
+                t.after_event
+            )
+        })
+        .unwrap_or_default();
+    let onward = format!("{after}<p><a href=\"/\">{}</a></p>", t.back_to_site);
     let (title, top) = header_html(t, room, room_name);
     let refresh = if retry {
         "<meta http-equiv=\"refresh\" content=\"10\">"
@@ -467,7 +493,7 @@ fn message_html(
         &title,
         &format!("{}{refresh}", branding_css(room)),
         &format!(
-            "{top}<h1>{}</h1><p role=\"status\">{}</p>{}",
+            "{top}<h1>{}</h1><p role=\"status\">{}</p>{onward}{}",
             t.sorry,
             esc(text),
             switcher(pl, room_name, next, "")
@@ -493,7 +519,7 @@ style=\"width:100%;font-family:monospace\"{req}></p><p><button type=\"submit\">{
         t.code_label,
         t.code_button,
         room = esc(room),
-        lq = pl.query(),
+        lq = esc(&pl.query()),
         next = esc(next),
         code = esc(code),
         max = crate::codes::CODE_TEXT_MAX,
@@ -592,7 +618,7 @@ style=\"width:100%;font-family:monospace\"{}></p>",
             t.join_button,
             manual = if auto_join { "" } else { "1" },
             room = esc(room_name),
-            lq = pl.query(),
+            lq = esc(&pl.query()),
             next = esc(next),
             pow = if pow { "1" } else { "" },
             identity = esc(identity),
@@ -675,11 +701,15 @@ pub async fn wait(
         .ok()
         .and_then(|(v, _)| v);
     let joining = matches!(request, WaitRequest::Join { .. });
-    let invite_only = app
+    let (invite_only, after_url) = app
         .sluice
         .node
-        .read(|st| st.sm.policy(room).is_some_and(|p| p.invite_only))
-        .is_ok_and(|(i, _)| i);
+        .read(|st| {
+            st.sm
+                .policy(room)
+                .map_or((false, None), |p| (p.invite_only, p.after_url.clone()))
+        })
+        .map_or((false, None), |(v, _)| v);
     let code_given = match &request {
         WaitRequest::Look { code, .. } | WaitRequest::Join { code, .. } => code.clone(),
     };
@@ -705,7 +735,22 @@ pub async fn wait(
         }
         (None, WaitRequest::Look { identity, code }) => {
             if view.is_none() || crate::core::Sluice::check_room(room).is_err() {
-                return message_page(t, pl, None, room, &next, t.closed, StatusCode::NOT_FOUND);
+                return message_page(t, pl, None, room, &next, t.not_found, StatusCode::NOT_FOUND);
+            }
+            // A room that takes nobody new says so at once, rather than offer a join.
+            if let Some(v) = view
+                .as_ref()
+                .filter(|v| v.closed || v.config.mode == Mode::Reject)
+            {
+                let (text, after) = if v.closed {
+                    (t.closed, after_url.as_deref())
+                } else {
+                    (t.not_taking, None)
+                };
+                let html = message_with_links(t, pl, Some(v), room, &next, text, false, after);
+                let mut r = (StatusCode::FORBIDDEN, Html(html)).into_response();
+                no_store(&mut r);
+                return r;
             }
             let pow = app
                 .sluice
@@ -741,7 +786,7 @@ pub async fn wait(
         Err(e) => {
             let text = match e.code {
                 "queue_full" => t.full,
-                "room_not_found" | "invalid_field" => t.closed,
+                "room_not_found" | "invalid_field" => t.not_found,
                 "banned" => t.ended,
                 "place_limit" => t.place_limit,
                 "challenge_required" => t.challenge_needs_script,
@@ -771,7 +816,7 @@ pub async fn wait(
                 let back = format!(
                     "<p><a class=\"button\" href=\"/wait/{}?{}next={}\">{}</a></p></main>",
                     esc(room),
-                    pl.query(),
+                    esc(&pl.query()),
                     esc(&next),
                     t.rejoin
                 );
@@ -801,16 +846,13 @@ pub async fn wait(
         let now_secs = app.sluice.node.now_ms() / 1000;
         Html(wait_html(t, pl, &reply, view.as_ref(), &next, now_secs)).into_response()
     } else {
-        let text = match reply.reason.as_deref() {
-            Some("room_closed") => t.closed,
-            Some("room_rejecting") => t.not_taking,
-            _ => t.ended,
+        let (text, after) = match reply.reason.as_deref() {
+            Some("room_closed") => (t.closed, after_url.as_deref()),
+            Some("room_rejecting") => (t.not_taking, None),
+            _ => (t.ended, None),
         };
-        (
-            StatusCode::FORBIDDEN,
-            Html(message_html(t, pl, view.as_ref(), room, &next, text, false)),
-        )
-            .into_response()
+        let html = message_with_links(t, pl, view.as_ref(), room, &next, text, false, after);
+        (StatusCode::FORBIDDEN, Html(html)).into_response()
     };
     crate::http::set_ticket_cookie(app, &mut resp, room, &ticket);
     crate::http::retire_legacy_cookie(app, &mut resp, room, headers);
@@ -834,6 +876,26 @@ fn see_other(to: &str) -> Response {
     if let Ok(v) = HeaderValue::from_str(to) {
         r.headers_mut().insert(header::LOCATION, v);
     }
+    r
+}
+
+/// The page for a browser whose network sent too many requests: says so, and reloads itself
+/// once `retry_secs` have passed (no state is read: it must stay cheap).
+pub fn too_many(pl: PageLang, retry_secs: u64) -> Response {
+    let t = texts(pl.lang);
+    let html = page(
+        pl.lang,
+        t.sorry,
+        &format!("<meta http-equiv=\"refresh\" content=\"{retry_secs}\">"),
+        &format!(
+            "<h1>{}</h1><p role=\"status\">{}</p><p><a href=\"/\">{}</a></p>",
+            t.sorry, t.too_many, t.back_to_site
+        ),
+    );
+    let mut r = (StatusCode::TOO_MANY_REQUESTS, Html(html)).into_response();
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(retry_secs));
+    no_store(&mut r);
     r
 }
 

@@ -225,3 +225,27 @@ fn the_room_tells_the_estimate_its_newest_waiter_is_shown() {
         "paused: no honest estimate"
     );
 }
+
+#[test]
+fn a_closed_rooms_onward_link_must_be_a_plain_url() {
+    let mut h = H::new();
+    h.create("r", cfg(1, 60));
+    for (url, ok) in [
+        ("https://shop.example/sold-out", true),
+        ("/sold-out", true),
+        ("//evil.example", false),
+        ("javascript:alert(1)", false),
+        ("/a b", false),
+        ("/\"><script>", false),
+    ] {
+        let o = h.run(Command::SetEntryPolicy {
+            room: "r".into(),
+            policy: EntryPolicy {
+                after_url: Some(url.into()),
+                ..EntryPolicy::default()
+            }
+            .encode(),
+        });
+        assert_eq!(matches!(o, Outcome::Room(_)), ok, "{url}: {o:?}");
+    }
+}

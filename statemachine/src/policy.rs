@@ -200,6 +200,9 @@ pub struct EntryPolicy {
     /// many seconds longer, passed over by admissions while away, and resumes it on return
     /// (`None`: the place is lost when the waiter TTL runs out).
     pub grace_secs: Option<u64>,
+    /// Where the page of a closed room sends visitors onward (the organiser's page about the
+    /// event): an `http(s)` URL or an absolute path (`None`: only back to the site).
+    pub after_url: Option<String>,
 }
 
 impl Default for EntryPolicy {
@@ -221,6 +224,7 @@ impl Default for EntryPolicy {
             lanes: Vec::new(),
             invite_only: false,
             grace_secs: None,
+            after_url: None,
         }
     }
 }
@@ -245,6 +249,9 @@ impl EntryPolicy {
                 "entry.places_per_client_max",
                 format!("must be between 1 and {PLACES_PER_CLIENT_MAX}"),
             ));
+        }
+        if let Some(url) = &self.after_url {
+            crate::types::validate_url("line.after_url", url)?;
         }
         if self
             .grace_secs
@@ -458,6 +465,7 @@ mod tests {
             }],
             invite_only: true,
             grace_secs: Some(300),
+            after_url: Some("https://shop.example/sold-out".into()),
         };
         assert_eq!(p.encode().decode().unwrap(), p);
         let e = JoinEvidence {
@@ -573,12 +581,13 @@ mod tests {
             lanes: Vec::new(),
             invite_only: false,
             grace_secs: None,
+            after_url: None,
         };
         assert_eq!(
             p.encode().0,
             vec![
                 1, 1, 60, 0, 0, 32, 64, 1, 0xac, 0x02, 2, 0, 0xac, 0x02, 0, 0, 0, 0, 1, 1, 0, 0, 0,
-                0, 1, 0, 0, 0
+                0, 1, 0, 0, 0, 0
             ]
         );
         let e = JoinEvidence {

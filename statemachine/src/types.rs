@@ -265,6 +265,7 @@ impl Branding {
         color("branding.accent_color", &self.accent_color)?;
         color("branding.background_color", &self.background_color)?;
         text("branding.logo_url", &self.logo_url, BRANDING_URL_LEN_MAX)?;
+        // As it always was (rooms in the log replay alike): `//host` passes here.
         if let Some(url) = &self.logo_url {
             let ok =
                 (url.starts_with("https://") || url.starts_with("http://") || url.starts_with('/'))
@@ -279,6 +280,27 @@ impl Branding {
             }
         }
         Ok(())
+    }
+}
+
+/// Checks a URL a page links to: at most [`BRANDING_URL_LEN_MAX`] bytes, `http(s)://` or an
+/// absolute path (not `//host`), without spaces, quotes, angle brackets or control characters.
+pub fn validate_url(field: &'static str, url: &str) -> Result<(), Rejection> {
+    text(field, &Some(url.to_string()), BRANDING_URL_LEN_MAX)?;
+    let ok = (url.starts_with("https://")
+        || url.starts_with("http://")
+        || (url.starts_with('/') && !url.starts_with("//")))
+        && !url
+            .bytes()
+            .any(|b| b.is_ascii_whitespace() || b == b'"' || b == b'<' || b == b'>');
+    if ok {
+        Ok(())
+    } else {
+        Err(Rejection::invalid(
+            field,
+            "must be an http(s) URL or an absolute path without spaces, quotes or angle brackets"
+                .to_string(),
+        ))
     }
 }
 

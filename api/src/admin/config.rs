@@ -136,6 +136,7 @@ fn visitor_page(v: &View, c: &RoomConfigBody) -> String {
         v.check("line.show_positions", "Show waiters their place in line", c.line.show_positions),
         v.check("line.show_waiting", "Show waiters how many are waiting", c.line.show_waiting),
         v.number("line.status_reads_per_sec", "Polling budget, status reads per second", c.line.status_reads_per_sec, "Empty: none."),
+        v.input("line.after_url", "After the event, send visitors to", c.line.after_url.as_deref().unwrap_or(""), "text", "The page of a closed room links here (a sold-out or thank-you page); empty: back to the site."),
         "<p><button type=\"submit\" formaction=\"preview\" formtarget=\"_blank\" class=\"secondary\">Preview the visitor's page</button> (opens in a new tab, saves nothing)</p>".to_string(),
     ]
     .concat()
@@ -344,6 +345,7 @@ pub fn read(f: &Fields, current: &RoomConfigBody) -> Result<RoomConfigBody, supe
         show_waiting: r.checked("line.show_waiting"),
         show_positions: r.checked("line.show_positions"),
         status_reads_per_sec: r.opt_num("line.status_reads_per_sec"),
+        after_url: r.text("line.after_url"),
     };
     let origin = parse_origin(&mut r);
     let entry = parse_entry(&mut r);
