@@ -82,7 +82,8 @@
   function width(el) { return Math.max(240, el.clientWidth); }
   function build(data) {
     box.textContent = '';
-    plots = charts.map(function (c) {
+    // Every chart's place first, so that each is measured in the final layout.
+    var holders = charts.map(function (c) {
       var fig = document.createElement('figure');
       var cap = document.createElement('figcaption');
       cap.textContent = c.title + (c.unit ? ' (' + c.unit + ')' : '');
@@ -91,6 +92,10 @@
       holder.setAttribute('role', 'img');
       fig.appendChild(holder);
       box.appendChild(fig);
+      return holder;
+    });
+    plots = charts.map(function (c, i) {
+      var holder = holders[i];
       var series = [{}].concat(c.series.map(function (s) {
         return {
           label: s.label, stroke: s.stroke, width: 2, dash: s.dash, spanGaps: false,

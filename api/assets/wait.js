@@ -5,13 +5,31 @@
 (function () {
   var data = document.getElementById('sluice-wait').dataset;
   var room = data.room, next = data.next, unknown = data.unknown;
+  // The tab's own storage; a browser that blocks cookies blocks it too (reading it throws), and
+  // then a join would only take a place the browser cannot keep.
+  var store = (function () {
+    try {
+      var s = window.sessionStorage;
+      s.setItem('sluice-probe', '1');
+      s.removeItem('sluice-probe');
+      return s;
+    } catch (e) {
+      return null;
+    }
+  })();
+  var cookiesOff = !navigator.cookieEnabled || !store;
+  if (!store) store = { getItem: function () { return null; }, setItem: function () {}, removeItem: function () {} };
   // The page that asks to join: join for the visitor (the form does it without JavaScript),
   // then show the line. Back here within a minute of joining means the browser kept no cookie:
   // joining again would only take another place, so say so instead.
   if (data.join) {
-    var joined = 'sluice-joined-' + room, at = +sessionStorage.getItem(joined) || 0;
+    if (cookiesOff) {
+      document.getElementById('cookies').hidden = false;
+      return;
+    }
+    var joined = 'sluice-joined-' + room, at = +store.getItem(joined) || 0;
     if (Date.now() - at < 60000) {
-      sessionStorage.removeItem(joined);
+      store.removeItem(joined);
       document.getElementById('cookies').hidden = false;
       return;
     }
@@ -20,7 +38,7 @@
     // A code from the invitation link goes with the form (which redeems it).
     var code = document.getElementById('code');
     if (code && code.value && !data.pow) {
-      sessionStorage.setItem(joined, Date.now());
+      store.setItem(joined, Date.now());
       document.getElementById('join').submit();
       return;
     }
@@ -34,7 +52,7 @@
     fetch('/v1/rooms/' + room + '/join', { method: 'POST', credentials: 'same-origin' })
       .then(function (r) {
         if (r.ok) {
-          sessionStorage.setItem(joined, Date.now());
+          store.setItem(joined, Date.now());
           location.reload();
         }
       })
@@ -73,7 +91,7 @@
               pct.textContent = Math.floor(100 * bar.value) + ' %';
               if (e.data.derivedKey) {
                 workers.forEach(function (x) { x.terminate(); });
-                sessionStorage.setItem('sluice-pow-ms-' + room, Date.now() - began);
+                store.setItem('sluice-pow-ms-' + room, Date.now() - began);
                 join(btoa(JSON.stringify({ challenge: c,
                   solution: { counter: e.data.counter, derivedKey: e.data.derivedKey } })));
               } else if (e.data.done && --left === 0) {
@@ -89,11 +107,11 @@
     // The form carries the solution: the answer is the line, or a page that says what failed.
     function join(altcha) {
       form.elements.altcha.value = altcha;
-      sessionStorage.setItem(joined, Date.now());
+      store.setItem(joined, Date.now());
       form.submit();
     }
   }
-  sessionStorage.removeItem('sluice-joined-' + room);
+  store.removeItem('sluice-joined-' + room);
   var key = 'sluice-first-' + room, prog = document.getElementById('prog');
   var title = document.title;
   function fmt(s) {
@@ -172,8 +190,8 @@
     if (s.position != null) {
       // The visitor's own progress since joining: empty at the place first seen, full only
       // when admitted (a lottery shows none: there is no progress to show).
-      var f = +sessionStorage.getItem(key) || 0;
-      if (!f || s.position > f) { f = s.position; sessionStorage.setItem(key, f); }
+      var f = +store.getItem(key) || 0;
+      if (!f || s.position > f) { f = s.position; store.setItem(key, f); }
       prog.max = f;
       prog.value = f - s.position;
       // The tab says the place too, for a visitor on another tab.

@@ -1067,6 +1067,7 @@ async fn wait_page(
         pages::WaitRequest::Look {
             identity: q.identity,
             code: q.code,
+            just_joined: query_before_next(raw.as_deref(), "joined").as_deref() == Some("1"),
         },
     )
     .await
@@ -1177,19 +1178,24 @@ fn lang_of(raw_query: Option<&str>, headers: &HeaderMap) -> crate::i18n::Lang {
     page_lang(raw_query, headers).lang
 }
 
-/// A waiting page's language: `lang` from the query (read before `next=`, whose raw value is
-/// the shop's own address and may carry a `lang` of its own), else `Accept-Language`.
-fn page_lang(raw_query: Option<&str>, headers: &HeaderMap) -> pages::PageLang {
+/// The value of `key` in the query, read before `next=` (whose raw value is the shop's own
+/// address and may carry parameters of its own).
+fn query_before_next(raw_query: Option<&str>, key: &str) -> Option<String> {
     let q = raw_query.unwrap_or("");
     let head = if q.starts_with("next=") {
         ""
     } else {
         q.find("&next=").map_or(q, |i| &q[..i])
     };
-    let param = serde_urlencoded::from_str::<Vec<(String, String)>>(head)
+    serde_urlencoded::from_str::<Vec<(String, String)>>(head)
         .ok()
-        .and_then(|pairs| pairs.into_iter().find(|(k, _)| k == "lang"))
-        .map(|(_, v)| v);
+        .and_then(|pairs| pairs.into_iter().find(|(k, _)| k == key))
+        .map(|(_, v)| v)
+}
+
+/// A waiting page's language: `lang` from the query, else `Accept-Language`.
+fn page_lang(raw_query: Option<&str>, headers: &HeaderMap) -> pages::PageLang {
+    let param = query_before_next(raw_query, "lang");
     pages::PageLang::new(
         param.as_deref(),
         headers

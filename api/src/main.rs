@@ -34,59 +34,43 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Cmd {
     /// One local node with a demo room: the quickest way to try Sluice.
+    #[command(
+        after_help = "Example:\n  sluice dev --data-dir /tmp/sluice-demo --http-addr 127.0.0.1:9090"
+    )]
     Dev {
         /// Where data lives (created if missing).
         #[arg(long, default_value = "sluice-data")]
         data_dir: PathBuf,
+        /// Where browsers, proxies and `sluice ctl` reach the node (HTTP), ip:port.
         #[arg(long, default_value = "127.0.0.1:8080")]
         http_addr: SocketAddr,
+        /// Where backends reach the node (gRPC), ip:port.
         #[arg(long, default_value = "127.0.0.1:50051")]
         grpc_addr: SocketAddr,
+        /// The node-to-node (Raft) address, ip:port.
         #[arg(long, default_value = "127.0.0.1:7000")]
         raft_addr: SocketAddr,
         /// Operator token, at least 32 characters (default: generated once and kept in the data
         /// directory). Prefer the environment variable: others can read a command line in `ps`.
         #[arg(long, env = "SLUICE_ADMIN_TOKEN", hide_env_values = true)]
         admin_token: Option<String>,
-        /// Log as JSON.
+        /// Log as JSON, one object a line (default: text).
         #[arg(long)]
         json_logs: bool,
     },
-    /// One node of a cluster, configured by a TOML file (see deploy/sluice.example.toml).
-    Serve {
-        #[arg(long, env = "SLUICE_CONFIG")]
-        config: PathBuf,
-        #[arg(long, env = "SLUICE_NODE_ID")]
-        node_id: Option<u64>,
-        #[arg(long, env = "SLUICE_DATA_DIR")]
-        data_dir: Option<PathBuf>,
-        #[arg(long, env = "SLUICE_HTTP_ADDR")]
-        http_addr: Option<SocketAddr>,
-        #[arg(long, env = "SLUICE_GRPC_ADDR")]
-        grpc_addr: Option<SocketAddr>,
-        #[arg(long, env = "SLUICE_RAFT_ADDR")]
-        raft_addr: Option<SocketAddr>,
-        /// Operator token (over the configuration's). Prefer the environment variable or the
-        /// configuration's admin_token_file: others can read a command line in `ps`.
-        #[arg(long, env = "SLUICE_ADMIN_TOKEN", hide_env_values = true)]
-        admin_token: Option<String>,
-        #[arg(long, env = "SLUICE_BOOTSTRAP")]
-        bootstrap: Option<bool>,
-        #[arg(long, env = "SLUICE_LOG_FORMAT")]
-        log_format: Option<String>,
-        /// HTTP address others use to reach this node.
-        #[arg(long, env = "SLUICE_ADVERTISE_HTTP")]
-        advertise_http: Option<String>,
-        /// gRPC address others use.
-        #[arg(long, env = "SLUICE_ADVERTISE_GRPC")]
-        advertise_grpc: Option<String>,
-        /// Node-to-node address others use.
-        #[arg(long, env = "SLUICE_ADVERTISE_RAFT")]
-        advertise_raft: Option<String>,
-    },
-    /// Seeds a fresh node's data directory from a backup (`sluice ctl backup`), as a member of a
-    /// new cluster made of the configuration's peers. Run it for every node of the new cluster,
-    /// then start them all with `bootstrap = false`.
+    /// One node of a cluster, configured by a TOML file.
+    ///
+    /// The file is described in deploy/sluice.example.toml; every flag overrides the file's
+    /// setting of the same name.
+    #[command(after_help = SERVE_HELP)]
+    Serve(ServeArgs),
+    /// Seeds a fresh node's data directory from a backup (`sluice ctl backup`).
+    ///
+    /// The node becomes a member of a new cluster made of the configuration's peers. Run it for
+    /// every node of the new cluster, then start them all with `bootstrap = false`.
+    #[command(
+        after_help = "Example:\n  sluice restore --backup sluice-2026-11-30.backup --config /etc/sluice/node1.toml --data-dir /var/lib/sluice/node1"
+    )]
     Restore {
         /// The backup file.
         #[arg(long)]
@@ -102,12 +86,15 @@ enum Cmd {
         #[arg(long, env = "SLUICE_DATA_DIR")]
         data_dir: Option<PathBuf>,
     },
-    /// Operator commands against any node. Exit status: 0 done, 3 worth retrying (no answer,
-    /// 429, 502-504), 4 refused as asked (other 4xx), 5 failed on the server, 1 anything else.
+    /// Operator commands against any node (rooms, codes, pools, cluster, backup).
     Ctl(CtlArgs),
-    /// Prints a fresh [tokens] section for a cluster's configuration (ticket key, admission
-    /// token seed, cluster secret): the same on every node. Keep it secret, e.g. in a file
-    /// only the node reads (`tokens_file`).
+    /// Prints a fresh [tokens] section for a cluster's configuration, or an operator token.
+    ///
+    /// The section (ticket key, admission token seed, cluster secret) is the same on every
+    /// node. Keep it secret, e.g. in a file only the node reads (`tokens_file`).
+    #[command(
+        after_help = "Examples:\n  sluice keygen > tokens.toml\n  sluice keygen --token > admin-token"
+    )]
     Keygen {
         /// Print a fresh operator token instead (for `admin_token` or `admin_token_file`).
         #[arg(long)]
@@ -115,17 +102,83 @@ enum Cmd {
     },
 }
 
+/// `sluice serve`'s flags: each overrides the configuration file's setting of the same name.
+#[derive(Debug, clap::Args)]
+struct ServeArgs {
+    /// The node's configuration file (TOML).
+    #[arg(long, env = "SLUICE_CONFIG")]
+    config: PathBuf,
+    /// This node's id: a number, unique in the cluster and never reused (overrides
+    /// node_id).
+    #[arg(long, env = "SLUICE_NODE_ID")]
+    node_id: Option<u64>,
+    /// Where the node keeps its log, snapshots and state (overrides data_dir).
+    #[arg(long, env = "SLUICE_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// The HTTP listener, ip:port (overrides http_addr).
+    #[arg(long, env = "SLUICE_HTTP_ADDR")]
+    http_addr: Option<SocketAddr>,
+    /// The gRPC listener, ip:port (overrides grpc_addr).
+    #[arg(long, env = "SLUICE_GRPC_ADDR")]
+    grpc_addr: Option<SocketAddr>,
+    /// The node-to-node (Raft) listener, ip:port (overrides raft_addr).
+    #[arg(long, env = "SLUICE_RAFT_ADDR")]
+    raft_addr: Option<SocketAddr>,
+    /// Operator token, at least 32 characters (overrides the configuration's). Prefer the
+    /// environment variable or the configuration's admin_token_file: others can read a
+    /// command line in `ps`.
+    #[arg(long, env = "SLUICE_ADMIN_TOKEN", hide_env_values = true)]
+    admin_token: Option<String>,
+    /// true on exactly one node of a new cluster: it creates the cluster on its first
+    /// start (later starts ignore it); false on the others (overrides bootstrap).
+    #[arg(long, env = "SLUICE_BOOTSTRAP")]
+    bootstrap: Option<bool>,
+    /// Log format: text or json (overrides log_format; default text). Verbosity: RUST_LOG.
+    #[arg(long, env = "SLUICE_LOG_FORMAT")]
+    log_format: Option<String>,
+    /// HTTP address others use to reach this node, host:port (default: http_addr).
+    #[arg(long, env = "SLUICE_ADVERTISE_HTTP")]
+    advertise_http: Option<String>,
+    /// gRPC address others use, host:port (default: grpc_addr).
+    #[arg(long, env = "SLUICE_ADVERTISE_GRPC")]
+    advertise_grpc: Option<String>,
+    /// Node-to-node address others use, host:port (default: raft_addr).
+    #[arg(long, env = "SLUICE_ADVERTISE_RAFT")]
+    advertise_raft: Option<String>,
+}
+
+const SERVE_HELP: &str = "\
+Log verbosity: RUST_LOG (e.g. RUST_LOG=info,sluice_raft=debug) replaces the default filter:
+info, without openraft's warning for every failed attempt to reach a peer.
+
+Example:
+  sluice serve --config /etc/sluice/node1.toml --data-dir /var/lib/sluice/node1";
+
 /// Log filter without `RUST_LOG`. openraft warns on every failed attempt to reach a peer, some
-/// 40 times a second while one is down; the node reports unreachable peers itself instead
-/// (`sluice_raft::network::Reachability`), so those two openraft targets log errors only.
-const DEFAULT_LOG_FILTER: &str =
-    "info,openraft=warn,openraft::replication=error,openraft::core::heartbeat=error";
+/// 20 to 40 times a second while one is down: the replication task (`openraft::replication`),
+/// the leader's progress update (`update progress error`, from
+/// `openraft::engine::handler::replication_handler`) and the heartbeat
+/// (`openraft::core::heartbeat`). The node reports unreachable peers itself instead
+/// (`sluice_raft::network::Reachability`), so those openraft targets log errors only; openraft's
+/// other warnings stay.
+const DEFAULT_LOG_FILTER: &str = "info,openraft=warn,openraft::replication=error,\
+openraft::engine::handler::replication_handler=error,openraft::core::heartbeat=error";
+
+/// The log filter: `RUST_LOG` when it is set (and readable), the default otherwise.
+fn log_filter(rust_log: Option<&str>) -> tracing_subscriber::EnvFilter {
+    rust_log
+        .filter(|v| !v.trim().is_empty())
+        .and_then(|v| tracing_subscriber::EnvFilter::try_new(v).ok())
+        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER))
+}
 
 fn init_logs(json: bool) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| DEFAULT_LOG_FILTER.into());
+    let filter = log_filter(std::env::var("RUST_LOG").ok().as_deref());
+    // Colours only for a person at a terminal, never into a file or a journal.
+    use std::io::IsTerminal;
     let b = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     if json {
         b.json().init();
@@ -285,15 +338,19 @@ fn dev_config(
         trusted_proxies: Vec::new(),
         trust_forwarded_for: None,
         secure_cookies: false,
-        limits: Limits::default(),
+        // One person's node: fewer connections than a production node, which any open-file
+        // limit holds (no warning about it on a first start).
+        limits: Limits {
+            connections_max: 1_000,
+            ..Limits::default()
+        },
         raft: RaftTuning::default(),
     })
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
-    match cli.cmd {
+    match Cli::parse().cmd {
         Cmd::Dev {
             data_dir,
             http_addr,
@@ -304,168 +361,300 @@ async fn main() -> anyhow::Result<()> {
         } => {
             init_logs(json_logs);
             let cfg = dev_config(&data_dir, http_addr, grpc_addr, raft_addr, admin_token)?;
-            let running = server::start(&cfg, Some("demo".into())).await?;
-            if !running.wait_ready(Duration::from_secs(30)).await {
-                anyhow::bail!("the node did not become ready");
-            }
-            if running
-                .node
-                .read(|st| st.sm.room("demo").is_none())
-                .map(|(m, _)| m)
-                .unwrap_or(true)
-            {
-                let config = RoomConfig {
-                    capacity: 2,
-                    admit_per_minute: 600,
-                    session_ttl_secs: 60,
-                    waiter_ttl_secs: 60,
-                    ..RoomConfig::default()
-                };
-                running
-                    .node
-                    .write(Command::PutRoom {
-                        room: "demo".into(),
-                        config,
-                    })
-                    .await
-                    .map_err(|e| anyhow::anyhow!("{e}"))?;
-            }
-            let h = running.http_addr;
-            println!(
-                "Sluice is running (one node, data in {}).",
-                data_dir.display()
-            );
-            println!();
-            println!(
-                "  Waiting room:   http://{h}/wait/demo?next=/demo   (capacity 2: open it in a few different browsers or browser profiles)"
-            );
-            println!("  Dashboard:      http://{h}/admin");
-            println!("  API document:   http://{h}/openapi.json");
-            println!("  gRPC:           {}", running.grpc_addr);
-            let token_file = data_dir.join("admin-token");
-            println!(
-                "  Operator token: {} (also in {})",
-                cfg.admin_token.as_deref().unwrap_or_default(),
-                token_file.display()
-            );
-            println!();
-            println!(
-                "  Try: sluice ctl --url http://{h} --token-file {} rooms list",
-                token_file.display()
-            );
-            serve_until_stopped(running).await?;
+            dev(&cfg, &data_dir).await
         }
         Cmd::Restore {
             backup,
             config,
             node_id,
             data_dir,
-        } => {
-            let cfg = load_config(&config, node_id, data_dir)?;
-            // The node must be able to start on what is written, as a member of the new cluster.
-            cfg.validate()
-                .map_err(|e| anyhow::anyhow!("{}: {e}", config.display()))?;
-            if !cfg.peers.iter().any(|p| p.id == cfg.node_id) {
-                anyhow::bail!(
-                    "node {} is not among the configuration's [[peers]], the new cluster's members",
-                    cfg.node_id
-                );
-            }
-            let bytes =
-                std::fs::read(&backup).with_context(|| format!("reading {}", backup.display()))?;
-            let members = cfg
-                .peers
-                .iter()
-                .map(|p| {
-                    (
-                        p.id,
-                        sluice_raft::NodeAddr {
-                            raft: p.raft.clone(),
-                            http: p.http.clone(),
-                            grpc: p.grpc.clone(),
-                        },
-                    )
-                })
-                .collect();
-            let dir = cfg.data_dir;
-            let b = sluice_raft::sm_store::seed_from_backup(&dir, &bytes, cfg.node_id, members)
-                .with_context(|| format!("seeding {}", dir.display()))?;
-            println!(
-                "restored {} rooms at log index {} into {}; content digest {}",
-                b.sm.rooms().len(),
-                b.last_log_id.map_or(0, |l| l.index),
-                dir.display(),
-                sluice_statemachine::digest_hex(&b.sm.content_digest())
-            );
-        }
-        Cmd::Serve {
-            config,
-            node_id,
-            data_dir,
-            http_addr,
-            grpc_addr,
-            raft_addr,
-            admin_token,
-            bootstrap,
-            log_format,
-            advertise_http,
-            advertise_grpc,
-            advertise_raft,
-        } => {
-            let mut cfg = load_config(&config, node_id, data_dir)?;
-            if let Some(v) = http_addr {
-                cfg.http_addr = v;
-            }
-            if let Some(v) = grpc_addr {
-                cfg.grpc_addr = v;
-            }
-            if let Some(v) = raft_addr {
-                cfg.raft_addr = v;
-            }
-            if let Some(v) = admin_token {
-                cfg.admin_token = Some(v);
-            }
-            if let Some(v) = bootstrap {
-                cfg.bootstrap = v;
-            }
-            if let Some(v) = log_format {
-                cfg.log_format = v;
-            }
-            cfg.advertise_http = advertise_http.or(cfg.advertise_http);
-            cfg.advertise_grpc = advertise_grpc.or(cfg.advertise_grpc);
-            cfg.advertise_raft = advertise_raft.or(cfg.advertise_raft);
-            cfg.validate()
-                .map_err(|e| anyhow::anyhow!("{}: {e}", config.display()))?;
-            init_logs(cfg.log_format == "json");
-            let running = server::start(&cfg, None).await?;
-            println!(
-                "listening http={} grpc={} raft={}",
-                running.http_addr,
-                running.grpc_addr,
-                running.node.raft_addr()
-            );
-            serve_until_stopped(running).await?;
-        }
+        } => restore(&backup, &config, node_id, data_dir),
+        Cmd::Serve(args) => serve(args).await,
         Cmd::Ctl(args) => {
-            if let Err(e) = ctl::run(args).await {
-                eprintln!("Error: {e:#}");
-                std::process::exit(ctl::exit_code(&e));
+            let code = ctl::main(args).await;
+            if code != 0 {
+                std::process::exit(code);
             }
+            Ok(())
         }
         Cmd::Keygen { token: true } => {
             println!("{}", random_token());
+            Ok(())
         }
         Cmd::Keygen { token: false } => {
-            println!("# Secrets of one cluster: the same on every node, and known to nobody else.");
-            println!("[tokens]");
-            println!(
-                "ticket_keys = [{{ id = \"k1\", secret = \"{}\" }}]",
-                random_secret()
-            );
-            println!("jwt_seed = \"{}\"", random_secret());
-            println!("jwt_key_id = \"j1\"");
-            println!("cluster_secret = \"{}\"", random_secret());
+            keygen();
+            Ok(())
         }
     }
+}
+
+/// `sluice dev`: one node with the demo room, and how to reach it.
+async fn dev(cfg: &ServerConfig, data_dir: &std::path::Path) -> anyhow::Result<()> {
+    let running = server::start(cfg, Some("demo".into())).await?;
+    if !running.wait_ready(Duration::from_secs(30)).await {
+        anyhow::bail!("the node did not become ready");
+    }
+    if running
+        .node
+        .read(|st| st.sm.room("demo").is_none())
+        .map(|(m, _)| m)
+        .unwrap_or(true)
+    {
+        let config = RoomConfig {
+            capacity: 2,
+            admit_per_minute: 600,
+            session_ttl_secs: 60,
+            waiter_ttl_secs: 60,
+            ..RoomConfig::default()
+        };
+        running
+            .node
+            .write(Command::PutRoom {
+                room: "demo".into(),
+                config,
+            })
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    let h = running.http_addr;
+    println!(
+        "Sluice is running (one node, data in {}).",
+        data_dir.display()
+    );
+    println!();
+    println!(
+        "  Waiting room:   http://{h}/wait/demo?next=/demo   (capacity 2: open it in a few different browsers or browser profiles)"
+    );
+    println!("  Dashboard:      http://{h}/admin");
+    println!("  API document:   http://{h}/openapi.json");
+    println!("  gRPC:           {}", running.grpc_addr);
+    let token_file = data_dir.join("admin-token");
+    println!(
+        "  Operator token: {} (also in {})",
+        cfg.admin_token.as_deref().unwrap_or_default(),
+        token_file.display()
+    );
+    println!();
+    println!(
+        "  Try: sluice ctl --url http://{h} --token-file {} rooms list",
+        token_file.display()
+    );
+    serve_until_stopped(running).await
+}
+
+/// `sluice restore`: a fresh node's data directory seeded from a backup.
+fn restore(
+    backup: &std::path::Path,
+    config: &std::path::Path,
+    node_id: Option<u64>,
+    data_dir: Option<PathBuf>,
+) -> anyhow::Result<()> {
+    let cfg = load_config(config, node_id, data_dir)?;
+    // The node must be able to start on what is written, as a member of the new cluster.
+    cfg.validate()
+        .map_err(|e| anyhow::anyhow!("{}: {e}", config.display()))?;
+    if !cfg.peers.iter().any(|p| p.id == cfg.node_id) {
+        anyhow::bail!(
+            "node {} is not among the configuration's [[peers]], the new cluster's members",
+            cfg.node_id
+        );
+    }
+    let bytes = std::fs::read(backup).with_context(|| format!("reading {}", backup.display()))?;
+    let members = cfg
+        .peers
+        .iter()
+        .map(|p| {
+            (
+                p.id,
+                sluice_raft::NodeAddr {
+                    raft: p.raft.clone(),
+                    http: p.http.clone(),
+                    grpc: p.grpc.clone(),
+                },
+            )
+        })
+        .collect();
+    let dir = cfg.data_dir;
+    let b = sluice_raft::sm_store::seed_from_backup(&dir, &bytes, cfg.node_id, members)
+        .with_context(|| format!("seeding {}", dir.display()))?;
+    println!(
+        "restored {} rooms at log index {} into {}; content digest {}",
+        b.sm.rooms().len(),
+        b.last_log_id.map_or(0, |l| l.index),
+        dir.display(),
+        sluice_statemachine::digest_hex(&b.sm.content_digest())
+    );
     Ok(())
+}
+
+/// `sluice serve`: one node of a cluster, its configuration file with the flags over it.
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let ServeArgs {
+        config,
+        node_id,
+        data_dir,
+        http_addr,
+        grpc_addr,
+        raft_addr,
+        admin_token,
+        bootstrap,
+        log_format,
+        advertise_http,
+        advertise_grpc,
+        advertise_raft,
+    } = args;
+    let mut cfg = load_config(&config, node_id, data_dir)?;
+    if let Some(v) = http_addr {
+        cfg.http_addr = v;
+    }
+    if let Some(v) = grpc_addr {
+        cfg.grpc_addr = v;
+    }
+    if let Some(v) = raft_addr {
+        cfg.raft_addr = v;
+    }
+    if let Some(v) = admin_token {
+        cfg.admin_token = Some(v);
+    }
+    if let Some(v) = bootstrap {
+        cfg.bootstrap = v;
+    }
+    if let Some(v) = log_format {
+        cfg.log_format = v;
+    }
+    cfg.advertise_http = advertise_http.or(cfg.advertise_http);
+    cfg.advertise_grpc = advertise_grpc.or(cfg.advertise_grpc);
+    cfg.advertise_raft = advertise_raft.or(cfg.advertise_raft);
+    cfg.validate()
+        .map_err(|e| anyhow::anyhow!("{}: {e}", config.display()))?;
+    init_logs(cfg.log_format == "json");
+    let running = server::start(&cfg, None).await?;
+    println!(
+        "listening http={} grpc={} raft={}",
+        running.http_addr,
+        running.grpc_addr,
+        running.node.raft_addr()
+    );
+    serve_until_stopped(running).await
+}
+
+/// `sluice keygen`: a fresh [tokens] section.
+fn keygen() {
+    println!("# Secrets of one cluster: the same on every node, and known to nobody else.");
+    println!("[tokens]");
+    println!(
+        "ticket_keys = [{{ id = \"k1\", secret = \"{}\" }}]",
+        random_secret()
+    );
+    println!("jwt_seed = \"{}\"", random_secret());
+    println!("jwt_key_id = \"j1\"");
+    println!("cluster_secret = \"{}\"", random_secret());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// What a subscriber with `filter` writes for openraft's per-attempt warnings, one of its
+    /// other warnings, an openraft error, and a line of Sluice's own.
+    fn logged(filter: tracing_subscriber::EnvFilter) -> String {
+        let buf = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let out = buf.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_ansi(false)
+            .with_writer(move || Sink(out.clone()))
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::warn!(target: "openraft::engine::handler::replication_handler", "update progress error");
+            tracing::warn!(target: "openraft::replication", "ReplicationCore recv RPCError");
+            tracing::warn!(target: "openraft::core::heartbeat::worker", "failed to send a heartbeat");
+            tracing::warn!(target: "openraft::core::raft_core", "while requesting vote");
+            tracing::error!(target: "openraft::engine::handler::replication_handler", "a real error");
+            tracing::info!(target: "sluice_api::server", "node started");
+        });
+        let text = String::from_utf8(buf.lock().unwrap().clone()).unwrap();
+        text
+    }
+
+    struct Sink(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Sink {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn the_default_filter_silences_openraft_retries_and_rust_log_overrides_it() {
+        for unset in [None, Some(""), Some("  ")] {
+            let text = logged(log_filter(unset));
+            for quiet in [
+                "update progress error",
+                "RPCError",
+                "failed to send a heartbeat",
+            ] {
+                assert!(!text.contains(quiet), "{quiet} with {unset:?}:\n{text}");
+            }
+            for kept in ["while requesting vote", "a real error", "node started"] {
+                assert!(text.contains(kept), "{kept} with {unset:?}:\n{text}");
+            }
+        }
+        let text = logged(log_filter(Some("warn")));
+        assert!(text.contains("update progress error"), "{text}");
+        assert!(!text.contains("node started"), "{text}");
+    }
+
+    /// Every flag and positional argument of every command says what it takes, and every
+    /// command shows an example.
+    #[test]
+    fn every_argument_has_help_and_every_command_an_example() {
+        fn check(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            let path = format!("{path} {}", cmd.get_name());
+            let after = cmd
+                .get_after_help()
+                .map(|h| h.to_string())
+                .unwrap_or_default();
+            if !after.contains("Example") {
+                missing.push(format!("{path}: no example"));
+            }
+            for a in cmd.get_arguments() {
+                let id = a.get_id().as_str();
+                if id == "help" || id == "version" {
+                    continue;
+                }
+                if a.get_help().is_none_or(|h| h.to_string().trim().is_empty()) {
+                    missing.push(format!("{path} {id}: no help"));
+                }
+            }
+            for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+                check(sub, &path, missing);
+            }
+        }
+        let mut missing = Vec::new();
+        let cli = Cli::command();
+        for sub in cli.get_subcommands().filter(|s| s.get_name() != "help") {
+            check(sub, "sluice", &mut missing);
+        }
+        assert!(missing.is_empty(), "{missing:#?}");
+        let serve = Cli::command()
+            .find_subcommand_mut("serve")
+            .unwrap()
+            .render_long_help()
+            .to_string();
+        for flag in [
+            "--config",
+            "--node-id",
+            "--bootstrap",
+            "--log-format",
+            "RUST_LOG",
+        ] {
+            assert!(serve.contains(flag), "{flag}:\n{serve}");
+        }
+    }
 }

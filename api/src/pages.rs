@@ -128,6 +128,8 @@ button,.button{font:inherit;padding:.5rem 1rem;border:2px solid var(--accent);bo
 button:focus,a:focus,input:focus,select:focus{outline:3px solid var(--accent);outline-offset:2px}\
 progress{width:100%;height:1rem;accent-color:var(--accent)}img.logo{max-height:4rem;max-width:100%}\
 .card{border:1px solid #ccc;border-radius:.5rem;padding:1rem;margin:1rem 0}\
+.brand{display:flex;align-items:center;gap:.75rem;flex-wrap:wrap}.brand-title{font-size:1.3rem;font-weight:700;margin:0}\
+.brand-message{white-space:pre-line;font-size:1.05rem;border:1px solid #ccc;border-radius:.5rem;padding:.75rem 1rem;background:#ffffff;color:#1a1a1a}\
 .sr{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap}.updated{font-size:.9rem}\
 .notice{white-space:pre-line;border-left:.3rem solid var(--accent);background:#fff8e1;color:#1a1a1a;padding:.6rem 1rem;border-radius:.3rem}\
 @media (prefers-reduced-motion:reduce){*{transition:none!important;animation:none!important}}";
@@ -259,18 +261,29 @@ fn header_html(t: &Texts, room: Option<&RoomView>, fallback_title: &str) -> (Str
         .title
         .clone()
         .unwrap_or_else(|| fallback_title.to_string());
+    // The organiser's own name for the page, above the line's heading, with its logo.
     let logo = b
         .logo_url
         .as_ref()
         .map(|u| format!("<img class=\"logo\" src=\"{}\" alt=\"\">", esc(u)))
         .unwrap_or_default();
+    let brand = b
+        .title
+        .as_ref()
+        .map(|t| format!("<p class=\"brand-title\">{}</p>", esc(t)))
+        .unwrap_or_default();
+    let header = if logo.is_empty() && brand.is_empty() {
+        String::new()
+    } else {
+        format!("<header class=\"brand\">{logo}{brand}</header>")
+    };
     let message = b
         .message
         .as_ref()
-        .map(|m| format!("<p>{}</p>", esc(m).replace('\n', "<br>")))
+        .map(|m| format!("<p class=\"brand-message\">{}</p>", esc(m)))
         .unwrap_or_default();
     let _ = t;
-    (title, format!("{logo}{message}"))
+    (title, format!("{header}{message}"))
 }
 
 fn wait_html(
@@ -371,7 +384,8 @@ fn wait_html(
     // The operator's notice: always on the page (hidden without one), so that a notice set
     // while the visitor waits appears live.
     let notice = format!(
-        "<p id=\"notice\" class=\"notice\" role=\"status\"{}>{}</p>",
+        "<p id=\"notice\" class=\"notice\" role=\"status\" aria-label=\"{}\"{}>{}</p>",
+        esc(t.notice_heading),
         if r.notice.is_some() { "" } else { " hidden" },
         esc(r.notice.as_deref().unwrap_or(""))
     );
@@ -539,6 +553,8 @@ struct JoinForm<'a> {
     invite_only: bool,
     /// The visitor's last place was lost by not checking in.
     away: bool,
+    /// The browser was just given a place and came back without its cookie: it keeps none.
+    cookies_lost: bool,
 }
 
 /// The page that asks a visitor without a place to join: a form that posts to the page itself
@@ -560,6 +576,7 @@ fn join_html(
         code,
         invite_only,
         away,
+        cookies_lost,
     } = form;
     let with_codes = invite_only || !code.is_empty() || room.is_some_and(|r| r.codes > 0);
     let code_field = if with_codes {
@@ -577,7 +594,7 @@ style=\"width:100%;font-family:monospace\"{}></p>",
     };
     // An invite-only room without a code in the link: the visitor types it, then joins. A
     // visitor whose place was lost reads why before joining again.
-    let auto_join = !(away || invite_only && code.is_empty());
+    let auto_join = !(away || cookies_lost || invite_only && code.is_empty());
     let intro = if away {
         t.away_too_long
     } else if invite_only {
@@ -606,7 +623,7 @@ style=\"width:100%;font-family:monospace\"{}></p>",
         &branding_css(room),
         &format!(
             "{top}<h1>{}</h1><p>{}</p>{pow_html}\
-<p id=\"cookies\" role=\"alert\" hidden>{}</p>\
+<p id=\"cookies\" role=\"alert\"{cookies_hidden}>{}</p>\
 <form id=\"join\" method=\"post\" action=\"/wait/{room}?{lq}next={next}\"><input type=\"hidden\" name=\"altcha\" value=\"\">\
 <input type=\"hidden\" name=\"identity\" value=\"{identity}\">{code_field}\
 <p><button type=\"submit\">{}</button></p></form>\
@@ -623,6 +640,7 @@ style=\"width:100%;font-family:monospace\"{}></p>",
             pow = if pow { "1" } else { "" },
             identity = esc(identity),
             langs = switcher(pl, room_name, next, code),
+            cookies_hidden = if cookies_lost { "" } else { " hidden" },
         ),
     )
 }
@@ -638,6 +656,9 @@ pub enum WaitRequest {
         identity: Option<String>,
         /// An access code from an invitation link.
         code: Option<String>,
+        /// Sent here right after a join (`joined=1`): without a cookie now, the browser keeps
+        /// none, and joining again would only take another place.
+        just_joined: bool,
     },
     /// `POST`: join (or resume the place the cookie holds, or redeem a code for it), for a
     /// client at this address, with what the form carried.
@@ -733,7 +754,14 @@ pub async fn wait(
         (None, WaitRequest::Look { .. }) if wants_json => {
             Err(crate::error::ApiError::missing_ticket())
         }
-        (None, WaitRequest::Look { identity, code }) => {
+        (
+            None,
+            WaitRequest::Look {
+                identity,
+                code,
+                just_joined,
+            },
+        ) => {
             if view.is_none() || crate::core::Sluice::check_room(room).is_err() {
                 return message_page(t, pl, None, room, &next, t.not_found, StatusCode::NOT_FOUND);
             }
@@ -773,6 +801,7 @@ pub async fn wait(
                     code: &code,
                     invite_only,
                     away,
+                    cookies_lost: just_joined && matches!(src, TicketSource::None),
                 },
             ))
             .into_response();
@@ -841,7 +870,14 @@ pub async fn wait(
     } else if reply.state == "waiting" && joining {
         // A code redeemed for the place held, or a join: the line, with a GET.
         // Post, then redirect, then get: a reload shows the line and posts nothing again.
-        see_other(&format!("/wait/{room}?{}next={next}", pl.query()))
+        // A new visitor's browser is sent back marked, so that one that kept no cookie is told
+        // so rather than asked to join again.
+        let marker = if matches!(src, TicketSource::None) {
+            "joined=1&"
+        } else {
+            ""
+        };
+        see_other(&format!("/wait/{room}?{}{marker}next={next}", pl.query()))
     } else if reply.state == "waiting" {
         let now_secs = app.sluice.node.now_ms() / 1000;
         Html(wait_html(t, pl, &reply, view.as_ref(), &next, now_secs)).into_response()

@@ -35,8 +35,32 @@ struct Browser {
 
 const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
 
+/// How a browser is started besides its profile directory.
+#[derive(Clone, Copy)]
+struct Opts {
+    javascript: bool,
+    /// Block every cookie (and with them the page's storage).
+    cookies_blocked: bool,
+    /// Window width in CSS pixels (a phone: 390).
+    width: u32,
+}
+
 impl Browser {
     async fn open(driver: &str, javascript: bool, dir: &std::path::Path) -> Browser {
+        Self::open_with(
+            driver,
+            dir,
+            Opts {
+                javascript,
+                cookies_blocked: false,
+                width: 412,
+            },
+        )
+        .await
+    }
+
+    async fn open_with(driver: &str, dir: &std::path::Path, o: Opts) -> Browser {
+        let javascript = o.javascript;
         let http = reqwest::Client::new();
         let mut args = vec![
             "--headless=new".to_string(),
@@ -48,7 +72,7 @@ impl Browser {
             "--disable-background-networking".into(),
             "--disable-component-update".into(),
             "--disable-sync".into(),
-            "--window-size=412,915".into(),
+            format!("--window-size={},915", o.width),
             format!("--user-data-dir={}", dir.display()),
         ];
         if !javascript {
@@ -56,7 +80,8 @@ impl Browser {
         }
         let caps = json!({"capabilities": {"alwaysMatch": {"browserName": "chrome", "goog:chromeOptions": {
             "binary": program("chromium"), "args": args,
-            "prefs": {"profile.managed_default_content_settings.javascript": if javascript { 1 } else { 2 }}
+            "prefs": {"profile.managed_default_content_settings.javascript": if javascript { 1 } else { 2 },
+                      "profile.default_content_setting_values.cookies": if o.cookies_blocked { 2 } else { 1 }}
         }}}});
         let v: Value = http
             .post(format!("{driver}/session"))
@@ -198,10 +223,71 @@ impl Browser {
         }
     }
 
+    /// Runs axe-core (`src`, its browser bundle) on the page and fails on any violation of
+    /// WCAG 2.0/2.1 A or AA, naming the rule and the elements.
+    async fn axe(&self, src: &str, page: &str) {
+        self.run(src).await;
+        let v = self
+            .cmd(
+                reqwest::Method::POST,
+                "/execute/async",
+                Some(json!({"script": "var done=arguments[0];\
+axe.run(document,{runOnly:{type:'tag',values:['wcag2a','wcag2aa','wcag21a','wcag21aa']}}).then(\
+function(r){done(r.violations.map(function(v){return v.id+' ('+v.impact+'): '+v.nodes.map(function(n){return n.target.join(' ')}).join(', ')}))},\
+function(e){done(['axe could not run: '+e])})", "args": []})),
+            )
+            .await;
+        assert_eq!(v, json!([]), "axe-core on the {page} page: {v}");
+    }
+
+    /// Fails if the page scrolls sideways (wider than the window).
+    async fn fits(&self, page: &str) {
+        let v = self
+            .run("return [document.documentElement.scrollWidth, window.innerWidth]")
+            .await;
+        let (wide, window) = (v[0].as_u64().unwrap(), v[1].as_u64().unwrap());
+        assert!(
+            wide <= window,
+            "{page}: {wide} px wide in a {window} px window"
+        );
+    }
+
+    /// `GET path` from the page (same origin, its cookies), as JSON.
+    async fn get_json(&self, path: &str) -> Value {
+        let script = format!("var done=arguments[0];fetch({},{{credentials:'same-origin'}}).then(function(r){{return r.json()}}).then(done,function(e){{done(String(e))}})", serde_json::to_string(path).unwrap());
+        self.cmd(
+            reqwest::Method::POST,
+            "/execute/async",
+            Some(json!({"script": script, "args": []})),
+        )
+        .await
+    }
+
     async fn close(&self) {
         let _ = self.http.delete(self.base.clone()).send().await;
         let _ = &self.session;
     }
+}
+
+/// A chromedriver on a free port, ready: the process (ended when dropped) and its URL.
+async fn start_driver() -> (Proc, String) {
+    let port = free_port();
+    let proc = Proc(
+        Command::new(program("chromedriver"))
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let driver = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::new();
+    wait_for("chromedriver", Duration::from_secs(20), || {
+        let (http, d) = (http.clone(), format!("{driver}/status"));
+        async move { http.get(&d).send().await.is_ok() }
+    })
+    .await;
+    (proc, driver)
 }
 
 /// The shipped `deploy/nginx/sluice.conf`, pointed at this test's Sluice node and application,
@@ -468,9 +554,9 @@ async fn visitors_queue_and_are_admitted_through_nginx_and_the_dashboard_pauses_
     .await;
     d.screenshot("6-dashboard").await;
     d.go(&c.node(1).url("/admin/rooms/shop")).await;
-    d.click("form.inline button").await;
+    d.click("input[value=pause] ~ button").await;
     d.wait_until("the room shows paused", Duration::from_secs(10), |_, s| {
-        s.contains("Paused.") && s.contains(">Resume<")
+        s.contains("Paused.") && s.contains(">Resume admissions<")
     })
     .await;
     d.screenshot("7-dashboard-room-paused").await;
@@ -686,4 +772,425 @@ fn a_missing_prerequisite_is_named_and_the_full_tier_does_not_skip_it() {
         &[Need::Program("sh")],
         true
     ));
+}
+
+/// The visitor's pages on a 390 px phone and the operator's control room, in a real browser:
+/// axe-core finds no WCAG 2.1 AA violation on any of them, none scrolls sideways, and the flows
+/// work as a person meets them: the language switch keeping the place, the operator's notice
+/// arriving live, a mistyped room, a closed room's way onward, too many requests, blocked
+/// cookies (told, not joined again and again), a place lost by being away too long (told);
+/// signing in, charts full on first load, create refusing a name taken, revoke-all and delete
+/// asking first, post-redirect-get, the configuration's error summary keeping the operator's
+/// input, the branding preview, pools. Screenshots of each state go to `e2e-artifacts/`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_page_passes_axe_fits_a_phone_and_the_control_room_flows_work() {
+    if !prerequisites(
+        "browser::every_page_passes_axe_fits_a_phone_and_the_control_room_flows_work",
+        &[
+            Need::Program("chromium"),
+            Need::Program("chromedriver"),
+            Need::Axe,
+        ],
+    ) {
+        return;
+    }
+    let axe = std::fs::read_to_string(axe_script().unwrap()).unwrap();
+    let c = Cluster::start(1).await;
+    let room = |capacity: u64, waiter_ttl: u64| {
+        json!({"capacity": capacity, "admit_per_minute": 600, "session_ttl_secs": 600,
+               "waiter_ttl_secs": waiter_ttl})
+    };
+    c.create_room("shop", room(1, 600)).await;
+    c.create_room("brief", room(1, 2)).await;
+    let mut closed = room(5, 600);
+    closed["closes_at"] = json!(1);
+    closed["line"] = json!({"after_url": "https://shop.example/sold-out"});
+    c.create_room("over", closed).await;
+    // Someone holds each room's one place, so that browsers wait.
+    let holder = c.join(1, "shop", None).await;
+    c.join(1, "brief", None).await;
+    let base = format!("http://{}", c.node(1).http);
+    let (_driver, driver) = start_driver().await;
+    let dir = tempfile::tempdir().unwrap();
+    let phone = |javascript: bool| Opts {
+        javascript,
+        cookies_blocked: false,
+        width: 390,
+    };
+
+    // A visitor on a phone joins and waits: the page, then the same place in German.
+    let v = Browser::open_with(&driver, &dir.path().join("v"), phone(true)).await;
+    v.go(&format!("{base}/wait/shop?next=/")).await;
+    v.wait_until("a place", Duration::from_secs(15), |_, s| {
+        s.contains("id=\"pos\"")
+    })
+    .await;
+    v.wait_until(
+        "the place shown by the script",
+        Duration::from_secs(15),
+        |_, s| s.contains("id=\"pos\">1<"),
+    )
+    .await;
+    v.fits("waiting").await;
+    v.axe(&axe, "waiting").await;
+    v.screenshot("20-phone-waiting").await;
+    v.click("a[hreflang=de]").await;
+    v.wait_until("the page in German", Duration::from_secs(15), |_, s| {
+        s.contains("<html lang=\"de\"") && s.contains("id=\"pos\">1<")
+    })
+    .await;
+    v.axe(&axe, "waiting, in German").await;
+    // The operator's notice arrives live, on the page already open.
+    let (s, _) = c
+        .admin(
+            1,
+            reqwest::Method::POST,
+            "/v1/rooms/shop/notice",
+            Some(json!({"text": "Doors open at 18:00. Thank you for waiting."})),
+        )
+        .await;
+    assert!(s.is_success());
+    v.wait_until("the notice", Duration::from_secs(15), |_, s| {
+        s.contains("Doors open at 18:00")
+    })
+    .await;
+    let shown = v
+        .run("return !document.getElementById('notice').hidden")
+        .await;
+    assert_eq!(shown, json!(true));
+    v.axe(&axe, "waiting with a notice").await;
+    v.screenshot("21-phone-waiting-german-with-notice").await;
+
+    // Pages for what goes wrong, each a page in the visitor's language with a way onward.
+    for (path, name, words) in [
+        (
+            "/wait/shpo?lang=en&next=/",
+            "not found",
+            "no waiting room at this address",
+        ),
+        ("/wait/over?lang=en&next=/", "closed", "What happens next"),
+        (
+            "/wait/shop/bypass?lang=en",
+            "staff entry",
+            "type=\"password\"",
+        ),
+    ] {
+        v.go(&format!("{base}{path}")).await;
+        let src = v.source().await;
+        assert!(src.contains(words), "{name}: {src}");
+        v.fits(name).await;
+        v.axe(&axe, name).await;
+        v.screenshot(&format!("22-phone-{}", name.replace(' ', "-")))
+            .await;
+    }
+
+    // Away too long: the page closed, the place lapses (once the node notices the page's event
+    // stream is gone: up to two keep-alives), and back, the visitor is told so.
+    let a = Browser::open_with(&driver, &dir.path().join("a"), phone(true)).await;
+    a.go(&format!("{base}/wait/brief?next=/")).await;
+    a.wait_until("a place in brief", Duration::from_secs(15), |_, s| {
+        s.contains("id=\"pos\"")
+    })
+    .await;
+    a.go("about:blank").await;
+    wait_for("the place to lapse", Duration::from_secs(75), || async {
+        let (_, r) = c
+            .admin(1, reqwest::Method::GET, "/v1/rooms/brief", None)
+            .await;
+        r["totals"]["abandoned"].as_u64() >= Some(1)
+    })
+    .await;
+    a.go(&format!("{base}/wait/brief?next=/")).await;
+    let src = a.source().await;
+    assert!(src.contains("away too long"), "{src}");
+    assert!(
+        !src.contains("data-manual=\"\""),
+        "no join by itself: {src}"
+    );
+    a.axe(&axe, "away too long").await;
+    a.screenshot("23-phone-away-too-long").await;
+    a.close().await;
+
+    // Cookies blocked: told so, and joined once at most, not once a second.
+    let k = Browser::open_with(
+        &driver,
+        &dir.path().join("k"),
+        Opts {
+            cookies_blocked: true,
+            ..phone(true)
+        },
+    )
+    .await;
+    let joined = || async {
+        let (_, r) = c
+            .admin(
+                1,
+                reqwest::Method::GET,
+                "/v1/rooms/shop?consistent=true",
+                None,
+            )
+            .await;
+        r["totals"]["joined"].as_u64().unwrap()
+    };
+    let before = joined().await;
+    k.go(&format!("{base}/wait/shop?next=/")).await;
+    k.wait_until("the cookie warning", Duration::from_secs(15), |_, s| {
+        s.contains("id=\"cookies\" role=\"alert\">")
+    })
+    .await;
+    let warned = k
+        .run("return !document.getElementById('cookies').hidden")
+        .await;
+    assert_eq!(warned, json!(true));
+    assert!(joined().await <= before + 1, "no join loop");
+    k.axe(&axe, "cookies blocked").await;
+    k.screenshot("24-phone-cookies-blocked").await;
+    k.close().await;
+
+    // The operator, on a desktop and on a phone.
+    let d = Browser::open_with(
+        &driver,
+        &dir.path().join("d"),
+        Opts {
+            javascript: true,
+            cookies_blocked: false,
+            width: 1280,
+        },
+    )
+    .await;
+    d.go(&format!("{base}/admin")).await;
+    d.axe(&axe, "sign-in").await;
+    d.type_into("#token", TOKEN).await;
+    d.click("button[type=submit]").await;
+    d.wait_until("the rooms", Duration::from_secs(10), |_, s| {
+        s.contains("/admin/rooms/shop")
+    })
+    .await;
+    d.axe(&axe, "rooms").await;
+    d.screenshot("30-dashboard-rooms").await;
+    // Create refuses a name taken, and leaves the room as it was.
+    d.type_into("#newroom", "shop").await;
+    d.click("form[action='/admin/rooms'] button").await;
+    d.wait_until("the refusal", Duration::from_secs(10), |_, s| {
+        s.contains("already exists")
+    })
+    .await;
+    d.axe(&axe, "create refused").await;
+    let (_, r) = c
+        .admin(1, reqwest::Method::GET, "/v1/rooms/shop", None)
+        .await;
+    assert_eq!(r["config"]["capacity"], 1);
+    // The charts are full on first load: the node has kept two samples or more.
+    wait_for("two samples", Duration::from_secs(40), || async {
+        d.get_json("/admin/rooms/shop/history.json?span=15m").await["t"]
+            .as_array()
+            .is_some_and(|t| t.len() >= 2)
+    })
+    .await;
+    d.go(&format!("{base}/admin/rooms/shop")).await;
+    d.wait_until("five charts", Duration::from_secs(15), |_, s| {
+        s.matches("class=\"uplot").count() >= 5
+    })
+    .await;
+    let drawn = d
+        .run("return Array.prototype.map.call(document.querySelectorAll('#chart-box [role=img]'), function (e) { return e.getAttribute('aria-label') })")
+        .await;
+    assert!(
+        drawn[1]
+            .as_str()
+            .is_some_and(|l| l.starts_with("Waiting: Waiting now ") && !l.contains("unknown")),
+        "{drawn}"
+    );
+    d.axe(&axe, "room").await;
+    d.screenshot("31-dashboard-room-with-charts").await;
+    // Ending every session asks first: without the box ticked, nothing is revoked.
+    d.click("input[value=revoke] ~ button").await;
+    d.wait_until("the question", Duration::from_secs(10), |_, s| {
+        s.contains("End every session of the room instead")
+            && s.contains("class=\"err\" role=\"alert\"")
+    })
+    .await;
+    let (_, r) = c
+        .admin(
+            1,
+            reqwest::Method::GET,
+            "/v1/rooms/shop?consistent=true",
+            None,
+        )
+        .await;
+    assert_eq!(r["active"], 1, "nothing revoked: {r}");
+    // Post, redirect, get: an action lands on the room's page, and reloading repeats nothing.
+    // (Paused, with the holder's place ended, one admission waits for the operator.)
+    c.admin(1, reqwest::Method::POST, "/v1/rooms/shop/pause", None)
+        .await;
+    let (s, _) = c
+        .admin(
+            1,
+            reqwest::Method::POST,
+            "/v1/rooms/shop/revoke",
+            Some(json!({"visitor_id": holder["visitor_id"]})),
+        )
+        .await;
+    assert!(s.is_success());
+    d.go(&format!("{base}/admin/rooms/shop")).await;
+    let (_, r) = c
+        .admin(
+            1,
+            reqwest::Method::GET,
+            "/v1/rooms/shop?consistent=true",
+            None,
+        )
+        .await;
+    let admitted = r["totals"]["admitted"].as_u64().unwrap();
+    d.click("input[value=admit] ~ button").await;
+    d.wait_until("the result", Duration::from_secs(10), |u, s| {
+        u.ends_with("/admin/rooms/shop") && s.contains("Admitted 1.")
+    })
+    .await;
+    d.go(&d.url().await).await;
+    let (_, r) = c
+        .admin(
+            1,
+            reqwest::Method::GET,
+            "/v1/rooms/shop?consistent=true",
+            None,
+        )
+        .await;
+    assert_eq!(r["totals"]["admitted"].as_u64(), Some(admitted + 1), "{r}");
+    assert!(!d.source().await.contains("Admitted 1."), "shown once");
+    // A wrong configuration: every error in a summary, the operator's input kept.
+    d.run("document.getElementById('f-capacity').value='0';document.getElementById('f-branding.title').value='Summer sale';document.getElementById('f-opens_at').value='';")
+        .await;
+    d.click("form[action$='/config'] button[type=submit]:not([formaction])")
+        .await;
+    d.wait_until("the summary", Duration::from_secs(10), |_, s| {
+        s.contains("id=\"errors\"") && s.contains("href=\"#f-capacity\"")
+    })
+    .await;
+    let kept = d
+        .run("return [document.getElementById('f-capacity').value, document.getElementById('f-branding.title').value]")
+        .await;
+    assert_eq!(kept, json!(["0", "Summer sale"]));
+    d.axe(&axe, "configuration refused").await;
+    d.screenshot("32-dashboard-config-summary").await;
+    // The branding preview, with the form's unsaved colours (in this tab).
+    d.go(&format!("{base}/admin/rooms/shop")).await;
+    d.run("document.getElementById('f-branding.title').value='Summer sale';document.getElementById('f-branding.background_color').value='#fff4e0';document.querySelector('button[formaction$=preview]').removeAttribute('formtarget');")
+        .await;
+    d.click("button[formaction$=preview]").await;
+    d.wait_until("the preview", Duration::from_secs(10), |_, s| {
+        s.contains("Preview of the visitor")
+            && s.contains("--bg:#fff4e0")
+            && s.contains("class=\"brand-title\">Summer sale<")
+    })
+    .await;
+    d.axe(&axe, "preview").await;
+    d.screenshot("33-dashboard-branding-preview").await;
+    let (_, r) = c
+        .admin(1, reqwest::Method::GET, "/v1/rooms/shop", None)
+        .await;
+    assert!(
+        r["config"]["branding"]["title"].is_null(),
+        "nothing saved: {r}"
+    );
+    // Pools.
+    d.go(&format!("{base}/admin/pools")).await;
+    d.type_into("#p-name", "hall").await;
+    d.type_into("#p-cap", "500").await;
+    d.click("form.card button").await;
+    d.wait_until("the pool", Duration::from_secs(10), |_, s| {
+        s.contains("Pool hall saved")
+    })
+    .await;
+    d.axe(&axe, "pools").await;
+    d.screenshot("34-dashboard-pools").await;
+    // Deleting a room asks for its name.
+    d.go(&format!("{base}/admin/rooms/brief")).await;
+    d.type_into("#a-del", "shop").await;
+    d.click("input[value=delete] ~ button").await;
+    d.wait_until("the refusal", Duration::from_secs(10), |_, s| {
+        s.contains("type the room&#39;s name") || s.contains("type the room's name")
+    })
+    .await;
+    d.go(&format!("{base}/admin/rooms/brief")).await;
+    d.type_into("#a-del", "brief").await;
+    d.click("input[value=delete] ~ button").await;
+    d.wait_until("back at the rooms", Duration::from_secs(10), |u, s| {
+        u.ends_with("/admin") && s.contains("Room brief deleted")
+    })
+    .await;
+    d.close().await;
+
+    // The control room on a phone: nothing scrolls sideways.
+    let p = Browser::open_with(&driver, &dir.path().join("p"), phone(true)).await;
+    p.go(&format!("{base}/admin")).await;
+    p.type_into("#token", TOKEN).await;
+    p.click("button[type=submit]").await;
+    p.wait_until("the rooms", Duration::from_secs(10), |_, s| {
+        s.contains("/admin/rooms/shop")
+    })
+    .await;
+    for path in ["/admin", "/admin/rooms/shop", "/admin/pools"] {
+        p.go(&format!("{base}{path}")).await;
+        p.fits(path).await;
+    }
+    p.screenshot("35-phone-dashboard-room").await;
+    p.close().await;
+    v.close().await;
+
+    // Too many requests from one network: a page that says so (and retries by itself).
+    let strict = Cluster::start_with(
+        1,
+        "[limits]\nvisitor_requests_per_second = 1\nvisitor_burst = 2\n",
+    )
+    .await;
+    strict.create_room("shop", room(1, 600)).await;
+    let t = Browser::open_with(&driver, &dir.path().join("t"), phone(false)).await;
+    let url = format!("http://{}/wait/shop?lang=en&next=/", strict.node(1).http);
+    let mut src = String::new();
+    for _ in 0..6 {
+        t.go(&url).await;
+        src = t.source().await;
+        if src.contains("Too many requests") {
+            break;
+        }
+    }
+    assert!(src.contains("Too many requests"), "{src}");
+    t.screenshot("25-phone-too-many-requests").await;
+    t.close().await;
+    // Its markup checked in a browser that runs scripts (axe is one), without the refresh that
+    // would reload it under the checker.
+    let mut html = String::new();
+    for _ in 0..10 {
+        let page = reqwest::Client::new()
+            .get(&url)
+            .header("accept", "text/html")
+            .send()
+            .await
+            .unwrap();
+        if page.status() == reqwest::StatusCode::TOO_MANY_REQUESTS {
+            html = page.text().await.unwrap();
+            break;
+        }
+    }
+    assert!(html.contains("Too many requests"), "{html}");
+    let still = html
+        .split("<meta http-equiv=\"refresh\"")
+        .enumerate()
+        .map(|(i, part)| {
+            if i == 0 {
+                part.to_string()
+            } else {
+                part.split_once('>')
+                    .map_or("", |(_, rest)| rest)
+                    .to_string()
+            }
+        })
+        .collect::<String>();
+    let j = Browser::open_with(&driver, &dir.path().join("j"), phone(true)).await;
+    let encoded: String = still.bytes().map(|b| format!("%{b:02X}")).collect();
+    j.go(&format!("data:text/html;charset=utf-8,{encoded}"))
+        .await;
+    j.axe(&axe, "too many requests").await;
+    j.close().await;
 }

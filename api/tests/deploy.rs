@@ -49,7 +49,13 @@ fn the_compose_nginx_configuration_is_the_tested_one() {
         ),
     )
     .unwrap();
-    let out = Command::new("nginx")
+    if !prerequisites(
+        "deploy::the_compose_nginx_configuration_is_the_tested_one",
+        &[Need::Program("nginx")],
+    ) {
+        return;
+    }
+    let out = Command::new(program("nginx"))
         .args(["-t", "-c"])
         .arg(&conf)
         .args(["-p"])
@@ -65,6 +71,12 @@ fn the_compose_nginx_configuration_is_the_tested_one() {
 
 #[test]
 fn the_systemd_unit_verifies() {
+    if !prerequisites(
+        "deploy::the_systemd_unit_verifies",
+        &[Need::Program("systemd-analyze")],
+    ) {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     // The unit as shipped, with ExecStart pointed at the binary built here.
     let unit = std::fs::read_to_string(repo().join("deploy/systemd/sluice@.service")).unwrap();
@@ -74,7 +86,7 @@ fn the_systemd_unit_verifies() {
         unit.replace("/usr/local/bin/sluice", env!("CARGO_BIN_EXE_sluice")),
     )
     .unwrap();
-    let out = Command::new("systemd-analyze")
+    let out = Command::new(program("systemd-analyze"))
         .arg("verify")
         .arg(dir.path().join("sluice@node1.service"))
         .output()
@@ -291,6 +303,8 @@ async fn backup_restores_into_a_new_cluster_with_the_same_state() {
         &a.node(3).url(""),
         "--token",
         TOKEN,
+        "--output",
+        "json",
         "backup",
         "--out",
         backup.to_str().unwrap(),
@@ -415,6 +429,12 @@ fn make_certs(dir: &Path, specs: &[&str]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_between_nodes_and_to_clients() {
+    if !prerequisites(
+        "deploy::tls_between_nodes_and_to_clients",
+        &[Need::Program("openssl")],
+    ) {
+        return;
+    }
     let tls = tempfile::tempdir().unwrap();
     make_certs(
         tls.path(),
@@ -597,6 +617,12 @@ async fn tls_between_nodes_and_to_clients() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_clients_that_stall_are_cut_off() {
+    if !prerequisites(
+        "deploy::tls_clients_that_stall_are_cut_off",
+        &[Need::Program("openssl")],
+    ) {
+        return;
+    }
     use rustls_pki_types::pem::PemObject;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio_rustls::rustls;

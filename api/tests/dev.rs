@@ -109,7 +109,7 @@ async fn dev_mode_serves_a_demo_room() {
     );
     assert_eq!(
         (joined[2].0, joined[2].1.as_str()),
-        (StatusCode::SEE_OTHER, "/wait/demo?next=/")
+        (StatusCode::SEE_OTHER, "/wait/demo?joined=1&next=/")
     );
     let r = http
         .get(format!("{base}{}", joined[2].1))

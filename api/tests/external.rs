@@ -24,7 +24,7 @@ fn succeeded(tool: &str, out: std::process::Output) -> Vec<u8> {
 }
 
 fn python(args: &[&str]) -> Value {
-    let out = Command::new("python3")
+    let out = Command::new(program("python3"))
         .args(args)
         .output()
         .expect("python3");
@@ -33,6 +33,19 @@ fn python(args: &[&str]) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_grpc_client_pyjwt_and_promtool() {
+    if !prerequisites(
+        "external::python_grpc_client_pyjwt_and_promtool",
+        &[
+            Need::Program("python3"),
+            Need::PythonModule("grpc_tools"),
+            Need::PythonModule("grpc"),
+            Need::PythonModule("jwt"),
+            Need::PythonModule("cryptography"),
+            Need::Program("promtool"),
+        ],
+    ) {
+        return;
+    }
     let c = Cluster::start(1).await;
     c.create_room("py", room_config(5)).await;
     let proto = concat!(env!("CARGO_MANIFEST_DIR"), "/proto");
@@ -72,7 +85,7 @@ async fn python_grpc_client_pyjwt_and_promtool() {
         metrics.contains("sluice_grpc_requests_total{method=\"Visitor/Join\",code=\"OK\"} 1"),
         "{metrics}"
     );
-    let mut child = Command::new("promtool")
+    let mut child = Command::new(program("promtool"))
         .args(["check", "metrics"])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -93,8 +106,14 @@ async fn python_grpc_client_pyjwt_and_promtool() {
 /// they name is one a node exports (a renamed metric would silently disable an alert).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shipped_alert_rules_fire_as_tested_on_metrics_a_node_exports() {
+    if !prerequisites(
+        "external::shipped_alert_rules_fire_as_tested_on_metrics_a_node_exports",
+        &[Need::Program("promtool")],
+    ) {
+        return;
+    }
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/prometheus");
-    let out = Command::new("promtool")
+    let out = Command::new(program("promtool"))
         .args(["test", "rules", "sluice-alerts.test.yml"])
         .current_dir(dir)
         .output()
@@ -645,7 +664,8 @@ async fn ctl_rooms_put_changes_only_what_it_is_given_and_create_never_resets_a_r
     // Staff tokens from the command line: issued, then revoked by the token itself (the
     // operator's `--token` stays the operator's).
     let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["ctl", "--url", &url, "--token", TOKEN, "bypass", "issue"])
+        .args(["ctl", "--url", &url, "--token", TOKEN, "-o", "json"])
+        .args(["bypass", "issue"])
         .args(["--room", "fresh", "--ttl", "8h", "--label", "desk"])
         .output()
         .unwrap();

@@ -911,7 +911,10 @@ async fn looking_at_the_waiting_page_takes_no_place() {
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
-    assert_eq!(r.headers()["location"], "/wait/r?next=/cart?item=1");
+    assert_eq!(
+        r.headers()["location"],
+        "/wait/r?joined=1&next=/cart?item=1"
+    );
     let cookie = r.headers()["set-cookie"].to_str().unwrap();
     let cookie = cookie.split(';').next().unwrap().to_string();
     assert_eq!(waiting().await, Some(1));
@@ -991,4 +994,158 @@ async fn grpc_joins_need_a_backend_token_or_keep_to_the_visitor_limit() {
     assert_eq!(codes[0], tonic::Code::Unauthenticated, "{codes:?}");
     let codes = join(&c, Some(backend), 30).await;
     assert!(codes.iter().all(|c| *c == tonic::Code::Ok), "{codes:?}");
+}
+
+/// `sluice ctl` as the operator, run the way they run it.
+fn ctl_at(url: &str, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["ctl", "--url", url])
+        .args(args)
+        .env("SLUICE_ADMIN_TOKEN", TOKEN)
+        .env_remove("SLUICE_OUTPUT")
+        .output()
+        .unwrap()
+}
+
+/// An operator's mistake with the node's address is said before anything is sent, and a node
+/// that does not answer is named with the way to point elsewhere: one or two lines, no dumps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctl_says_what_is_wrong_with_the_address_it_was_given() {
+    let short = |out: &std::process::Output| {
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(
+            (1..=2).contains(&err.lines().count())
+                && !err.contains("panicked")
+                && !err.contains(" { "),
+            "{err}"
+        );
+        assert!(out.stdout.is_empty(), "{out:?}");
+        err
+    };
+    let out = ctl_at("127.0.0.1:8080", &["rooms", "list"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(short(&out).contains("http://127.0.0.1:8080"));
+    let out = ctl_at("http://127.0.0.1:8080/v1", &["rooms", "list"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(short(&out).contains("base URL only, as http://127.0.0.1:8080"));
+    // Nothing listens there: worth retrying, and the operator learns how to point elsewhere.
+    let nobody = format!("http://127.0.0.1:{}", free_port());
+    let out = ctl_at(&nobody, &["rooms", "list"]);
+    assert_eq!(out.status.code(), Some(3));
+    let err = short(&out);
+    assert!(
+        err.contains(&format!("no answer from {nobody}: connection refused"))
+            && err.contains("SLUICE_URL"),
+        "{err}"
+    );
+
+    let c = Cluster::start(1).await;
+    // HTTPS to a node that serves plain HTTP.
+    let tls = c.node(1).url("").replacen("http://", "https://", 1);
+    let out = ctl_at(&tls, &["rooms", "list"]);
+    assert!(short(&out).contains(&format!("use {}", c.node(1).url(""))));
+    // Bad JSON in an argument: the flag and the place, and nothing is changed.
+    let url = c.node(1).url("");
+    let out = ctl_at(
+        &url,
+        &["rooms", "create", "r", "--json", r#"{"capacity": x}"#],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = short(&out);
+    assert!(
+        err.contains("--json is not valid JSON") && err.contains("line 1 column 14"),
+        "{err}"
+    );
+    let (s, _) = c.admin(1, Method::GET, "/v1/rooms/r", None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    // A refusal reads as the node's message, with its code for scripts.
+    let out = ctl_at(&url, &["rooms", "get", "none-such"]);
+    assert_eq!(out.status.code(), Some(4));
+    assert!(short(&out).contains("(room_not_found, 404 Not Found)"));
+}
+
+/// People get a table for a list, one line for an action and `key: value` lines for a room;
+/// scripts get the node's JSON when they ask for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctl_prints_tables_and_sentences_for_people_and_json_for_scripts() {
+    let c = Cluster::start(1).await;
+    let url = c.node(1).url("");
+    let ok = |out: std::process::Output| {
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let made = ok(ctl_at(
+        &url,
+        &[
+            "rooms",
+            "create",
+            "concert",
+            "--capacity",
+            "100",
+            "--admit-per-minute",
+            "600",
+        ],
+    ));
+    assert_eq!(
+        made,
+        "room concert created (capacity 100, 600 admits/min)\n"
+    );
+    let list = ok(ctl_at(&url, &["rooms", "list"]));
+    let mut lines = list.lines();
+    let head: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        head,
+        [
+            "NAME",
+            "STATE",
+            "MODE",
+            "WAITING",
+            "ACTIVE",
+            "CAPACITY",
+            "ADMITS/MIN"
+        ],
+        "{list}"
+    );
+    let row: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        row,
+        ["concert", "admitting", "fifo", "0", "0", "100", "600"],
+        "{list}"
+    );
+    assert_eq!(
+        ok(ctl_at(&url, &["pause", "concert"])),
+        "room concert paused\n"
+    );
+    let shown = ok(ctl_at(&url, &["rooms", "get", "concert"]));
+    assert!(
+        shown
+            .lines()
+            .any(|l| l.split_whitespace().eq(["state:", "paused"])),
+        "{shown}"
+    );
+    // Scripts: the node's answer, by flag or by environment.
+    for json in [
+        ctl_at(&url, &["-o", "json", "rooms", "list"]),
+        std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["ctl", "--url", &url, "rooms", "list"])
+            .env("SLUICE_ADMIN_TOKEN", TOKEN)
+            .env("SLUICE_OUTPUT", "json")
+            .output()
+            .unwrap(),
+    ] {
+        let v: Value = serde_json::from_str(&ok(json)).unwrap();
+        assert_eq!(v["rooms"][0]["name"], "concert", "{v}");
+        assert_eq!(v["rooms"][0]["config"]["paused"], true, "{v}");
+    }
+    // A reader that goes away early is no failure (`sluice ctl rooms list | head -1`).
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["ctl", "--url", &url, "rooms", "list"])
+        .env("SLUICE_ADMIN_TOKEN", TOKEN)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
 }

@@ -112,7 +112,7 @@ async fn a_closed_room_sends_visitors_onward_and_a_picked_language_stays() {
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
     let to = r.headers()["location"].to_str().unwrap();
     assert!(
-        to == "/wait/shop?lang=ja&next=/cart" || to == "/cart",
+        to == "/wait/shop?lang=ja&joined=1&next=/cart" || to == "/cart",
         "{to}"
     );
     let cookie = r.headers()["set-cookie"]

@@ -404,7 +404,7 @@ jwt_seed = \"YmVuY2gtand0LXNlZWQtb2YtZXhhY3RseS0zMmJ5dGU=\"\n[limits]\nvisitor_r
             .arg(self.dir.join(format!("n{id}.toml")))
             .env(
                 "RUST_LOG",
-                "warn,sluice_raft::sm_store=info,openraft::replication=error,openraft::core::heartbeat=error",
+                "warn,sluice_raft::sm_store=info,openraft::replication=error,openraft::engine::handler::replication_handler=error,openraft::core::heartbeat=error",
             )
             .stderr(log);
         let child = spawn_listening(cmd, "sluice")?;

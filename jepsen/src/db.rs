@@ -259,7 +259,7 @@ snapshot_every = {every}\nlogs_kept_after_snapshot = {kept}\n{tls}",
                 .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
         }
         let mut child = cmd
-            .env("RUST_LOG", "warn,sluice_raft::sm_store=info,openraft::replication=error,openraft::core::heartbeat=error")
+            .env("RUST_LOG", "warn,sluice_raft::sm_store=info,openraft::replication=error,openraft::engine::handler::replication_handler=error,openraft::core::heartbeat=error")
             .stdout(Stdio::piped())
             .stderr(log)
             .spawn()?;

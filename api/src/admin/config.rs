@@ -17,7 +17,7 @@ const MODES: &[(&str, &str)] = &[
 ];
 
 /// The form's fields, in groups.
-pub fn fields(v: &View, cfg: &RoomConfigBody) -> String {
+pub fn fields(v: &View, cfg: &RoomConfigBody, room: &str) -> String {
     [
         group("Capacity and rate", &capacity(v, cfg)),
         group("Schedule", &schedule(v, cfg)),
@@ -25,7 +25,7 @@ pub fn fields(v: &View, cfg: &RoomConfigBody) -> String {
             "Mode",
             &v.select("mode", "How visitors get in", &cfg.mode, MODES),
         ),
-        group("The visitor's page", &visitor_page(v, cfg)),
+        group("The visitor's page", &visitor_page(v, cfg, room)),
         group("Who gets a place", &entry(v, &cfg.entry)),
         group("Origin watch", &origin(v, cfg.origin.as_ref())),
         group("What skips the line", &bypass(v, &cfg.bypass)),
@@ -124,7 +124,7 @@ fn schedule(v: &View, c: &RoomConfigBody) -> String {
     .concat()
 }
 
-fn visitor_page(v: &View, c: &RoomConfigBody) -> String {
+fn visitor_page(v: &View, c: &RoomConfigBody, room: &str) -> String {
     let b = &c.branding;
     let s = |o: &Option<String>| o.clone().unwrap_or_default();
     [
@@ -137,7 +137,7 @@ fn visitor_page(v: &View, c: &RoomConfigBody) -> String {
         v.check("line.show_waiting", "Show waiters how many are waiting", c.line.show_waiting),
         v.number("line.status_reads_per_sec", "Polling budget, status reads per second", c.line.status_reads_per_sec, "Empty: none."),
         v.input("line.after_url", "After the event, send visitors to", c.line.after_url.as_deref().unwrap_or(""), "text", "The page of a closed room links here (a sold-out or thank-you page); empty: back to the site."),
-        "<p><button type=\"submit\" formaction=\"preview\" formtarget=\"_blank\" class=\"secondary\">Preview the visitor's page</button> (opens in a new tab, saves nothing)</p>".to_string(),
+        format!("<p><button type=\"submit\" formaction=\"/admin/rooms/{}/preview\" formtarget=\"_blank\" class=\"secondary\">Preview the visitor's page</button> (opens in a new tab, saves nothing)</p>", crate::pages::esc(room)),
     ]
     .concat()
 }

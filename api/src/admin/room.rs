@@ -320,7 +320,7 @@ pub async fn room_page(
         .map(|c| format!("<p>Origin health: {}</p>", esc(&c.reason)))
         .unwrap_or_default();
     let view = View::new(errors, submitted);
-    let fields = super::config::fields(&view, &room.config);
+    let fields = super::config::fields(&view, &room.config, &room.name);
     let config = format!(
         "<h2 id=\"config\">Configuration</h2>{}<form method=\"post\" action=\"/admin/rooms/{r}/config\" novalidate>{hidden}{fields}\
 <p><button type=\"submit\">Save configuration</button></p></form>",

@@ -445,6 +445,20 @@ pub enum Need {
     Program(&'static str),
     /// A module `python3` can import.
     PythonModule(&'static str),
+    /// axe-core, the accessibility checker the browser tests inject ([`axe_script`]).
+    Axe,
+}
+
+/// axe-core's browser bundle: `$SLUICE_AXE`, else where `.ci/run` installs it.
+pub fn axe_script() -> Option<PathBuf> {
+    let path = std::env::var_os("SLUICE_AXE")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| {
+                PathBuf::from(h).join(".cache/sluice-tools/axe/node_modules/axe-core/axe.min.js")
+            })
+        })?;
+    path.is_file().then_some(path)
 }
 
 /// Directories searched after `PATH`: Debian installs nginx and haproxy in `/usr/sbin`, which a
@@ -510,6 +524,7 @@ fn install_hint(need: Need) -> Option<(&'static str, &'static str)> {
                 other => other,
             },
         )),
+        Need::Axe => Some(("npm install --prefix ~/.cache/sluice-tools/axe", "axe-core")),
         Need::PythonModule(module) => Some((
             "python3 -m pip install",
             match module {
@@ -531,6 +546,7 @@ pub fn missing(test: &str, needs: &[Need]) -> Option<String> {
             Need::Root => !is_root(),
             Need::Program(name) => find_program(name).is_none(),
             Need::PythonModule(module) => !python_has(module),
+            Need::Axe => axe_script().is_none(),
         })
         .collect();
     if absent.is_empty() {
@@ -542,6 +558,7 @@ pub fn missing(test: &str, needs: &[Need]) -> Option<String> {
             Need::Root => "root".to_string(),
             Need::Program(name) => name.to_string(),
             Need::PythonModule(module) => format!("the Python module {module}"),
+            Need::Axe => "axe-core (or SLUICE_AXE naming axe.min.js)".to_string(),
         })
         .collect();
     // One command per installer: `apt-get install a b`.
