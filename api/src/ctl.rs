@@ -141,6 +141,21 @@ pub enum CtlCmd {
         /// The room's name.
         room: String,
     },
+    /// Show a message to everyone in a room's line, live on their waiting page (plain text, at
+    /// most 500 bytes), or take it down with --clear.
+    #[command(
+        after_help = "Examples:\n  sluice ctl notice concert \"Doors open at 18:00\"\n  sluice ctl notice concert --clear"
+    )]
+    Notice {
+        /// The room's name.
+        room: String,
+        /// The message.
+        #[arg(required_unless_present = "clear", conflicts_with = "clear")]
+        text: Option<String>,
+        /// Take the notice down.
+        #[arg(long)]
+        clear: bool,
+    },
     /// Resume a paused room.
     #[command(after_help = "Example:\n  sluice ctl resume concert")]
     Resume {
@@ -838,6 +853,12 @@ fn plan(cmd: CtlCmd) -> anyhow::Result<Call> {
         CtlCmd::Pause { room } => {
             action(&room, "pause", None, Say::RoomChanged(RoomChange::Paused))
         }
+        CtlCmd::Notice { room, text, clear } => action(
+            &room,
+            "notice",
+            Some(json!({"text": if clear { None } else { text }})),
+            Say::RoomChanged(RoomChange::Notice),
+        ),
         CtlCmd::Resume { room } => {
             action(&room, "resume", None, Say::RoomChanged(RoomChange::Resumed))
         }

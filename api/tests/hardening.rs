@@ -1123,6 +1123,19 @@ async fn ctl_prints_tables_and_sentences_for_people_and_json_for_scripts() {
             .any(|l| l.split_whitespace().eq(["state:", "paused"])),
         "{shown}"
     );
+    // A notice to the line, and taken down.
+    assert_eq!(
+        ok(ctl_at(&url, &["notice", "concert", "Doors open at 18:00"])),
+        "room concert shows its line: Doors open at 18:00\n"
+    );
+    let (_, room) = c
+        .admin(1, Method::GET, "/v1/rooms/concert?consistent=true", None)
+        .await;
+    assert_eq!(room["notice"]["text"], "Doors open at 18:00", "{room}");
+    assert_eq!(
+        ok(ctl_at(&url, &["notice", "concert", "--clear"])),
+        "room concert shows no notice\n"
+    );
     // Scripts: the node's answer, by flag or by environment.
     for json in [
         ctl_at(&url, &["-o", "json", "rooms", "list"]),

@@ -183,6 +183,8 @@ pub enum Say {
 pub enum RoomChange {
     /// `pause`.
     Paused,
+    /// `notice`.
+    Notice,
     /// `resume`.
     Resumed,
     /// `mode`.
@@ -489,6 +491,10 @@ fn room_changed(change: RoomChange, r: &Value) -> String {
     let name = text(&r["name"]);
     match change {
         RoomChange::Paused => format!("room {name} paused\n"),
+        RoomChange::Notice => match r["notice"]["text"].as_str() {
+            Some(t) => format!("room {name} shows its line: {}\n", clean(t)),
+            None => format!("room {name} shows no notice\n"),
+        },
         RoomChange::Resumed => format!("room {name} resumed ({})\n", room_state(r)),
         RoomChange::Mode => format!("room {name} now in {} mode\n", text(&r["config"]["mode"])),
         RoomChange::Health => format!("room {name} health set to {}\n", health_short(r)),
@@ -816,6 +822,17 @@ mod tests {
         assert_eq!(
             Say::RoomChanged(RoomChange::Paused).render(reqwest::StatusCode::OK, &paused),
             "room sale paused\n"
+        );
+        let mut noticed = sale();
+        noticed["notice"] = json!({"text": "Doors at 6\u{1b}[2J", "set_at": 1});
+        assert_eq!(
+            Say::RoomChanged(RoomChange::Notice).render(reqwest::StatusCode::OK, &noticed),
+            "room sale shows its line: Doors at 6\\u{1b}[2J\n",
+            "a notice cannot drive the terminal"
+        );
+        assert_eq!(
+            Say::RoomChanged(RoomChange::Notice).render(reqwest::StatusCode::OK, &sale()),
+            "room sale shows no notice\n"
         );
         assert_eq!(
             Say::RoomSaved.render(reqwest::StatusCode::CREATED, &sale()),
