@@ -381,34 +381,16 @@ async fn visitors_queue_and_are_admitted_through_nginx_and_the_dashboard_pauses_
             .spawn()
             .unwrap(),
     );
-    let driver_port = free_port();
-    let _driver = Proc(
-        Command::new(program("chromedriver"))
-            .arg(format!("--port={driver_port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let (_driver, driver) = start_driver().await;
     let http = reqwest::Client::new();
-    let driver = format!("http://127.0.0.1:{driver_port}");
-    wait_for(
-        "nginx, the app and chromedriver",
-        Duration::from_secs(20),
-        || {
-            let http = http.clone();
-            let (a, b, d) = (
-                format!("http://127.0.0.1:{app_port}/"),
-                format!("http://127.0.0.1:{port}/wait/nothing"),
-                format!("{driver}/status"),
-            );
-            async move {
-                http.get(&a).send().await.is_ok()
-                    && http.get(&b).send().await.is_ok()
-                    && http.get(&d).send().await.is_ok()
-            }
-        },
-    )
+    wait_for("nginx and the app", Duration::from_secs(20), || {
+        let http = http.clone();
+        let (a, b) = (
+            format!("http://127.0.0.1:{app_port}/"),
+            format!("http://127.0.0.1:{port}/wait/nothing"),
+        );
+        async move { http.get(&a).send().await.is_ok() && http.get(&b).send().await.is_ok() }
+    })
     .await;
     let site_url = format!("http://127.0.0.1:{port}/");
 
@@ -675,22 +657,7 @@ async fn the_page_shows_the_range_the_count_only_where_shown_and_the_provisional
         }
     }
     let dir = tempfile::tempdir().unwrap();
-    let driver_port = free_port();
-    let _driver = Proc(
-        Command::new(program("chromedriver"))
-            .arg(format!("--port={driver_port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let driver = format!("http://127.0.0.1:{driver_port}");
-    let http = reqwest::Client::new();
-    wait_for("chromedriver", Duration::from_secs(20), || {
-        let (http, d) = (http.clone(), format!("{driver}/status"));
-        async move { http.get(&d).send().await.is_ok() }
-    })
-    .await;
+    let (_driver, driver) = start_driver().await;
     let b = Browser::open(&driver, true, &dir.path().join("b")).await;
     let base = format!("http://{}", c.node(1).http);
 

@@ -202,6 +202,17 @@ fn check_csrf(app: &App, session: &Session, fields: &Fields) -> bool {
         .is_some_and(|c| bool::from(c.as_bytes().ct_eq(csrf(app, session).as_bytes())))
 }
 
+/// The session of a form's sender, its CSRF token checked; else the answer to give (the
+/// sign-in for no session, 403 for a token that is not the session's).
+fn form_session(app: &App, headers: &HeaderMap, f: &Fields) -> Result<Session, Box<Response>> {
+    let s = session(app, headers).ok_or_else(|| Box::new(see_other("/admin")))?;
+    if check_csrf(app, &s, f) {
+        Ok(s)
+    } else {
+        Err(Box::new(csrf_refused()))
+    }
+}
+
 /// The answer to a form without its session's CSRF token.
 fn csrf_refused() -> Response {
     ApiError::new(
@@ -550,12 +561,10 @@ pub async fn create_room(
     headers: HeaderMap,
     AdminForm(f): AdminForm,
 ) -> Response {
-    let Some(s) = session(&app, &headers) else {
-        return see_other("/admin");
+    let s = match form_session(&app, &headers, &f) {
+        Ok(s) => s,
+        Err(answer) => return *answer,
     };
-    if !check_csrf(&app, &s, &f) {
-        return csrf_refused();
-    }
     let name = f.get("name").cloned().unwrap_or_default();
     // Create only: a name already taken is refused, never reset to the defaults.
     match app
@@ -593,12 +602,10 @@ pub async fn action(
     headers: HeaderMap,
     AdminForm(f): AdminForm,
 ) -> Response {
-    let Some(s) = session(&app, &headers) else {
-        return see_other("/admin");
+    let s = match form_session(&app, &headers, &f) {
+        Ok(s) => s,
+        Err(answer) => return *answer,
     };
-    if !check_csrf(&app, &s, &f) {
-        return csrf_refused();
-    }
     match do_action(&app, &room, &f).await {
         Ok((msg, to)) => {
             // Post, redirect, get: a reload of the page repeats nothing.

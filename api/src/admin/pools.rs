@@ -1,7 +1,7 @@
 //! The pools page: every pool with its rooms' counts, a form that makes or changes one, and
 //! deleting one (its name typed to confirm).
 
-use super::{check_csrf, csrf, csrf_refused, page, see_other, session, AdminForm, AppState};
+use super::{csrf, form_session, page, see_other, session, AdminForm, AppState};
 use crate::error::ApiError;
 use crate::http::App;
 use crate::model::{PoolBody, PoolReply};
@@ -78,12 +78,10 @@ pub async fn pool_action(
     headers: HeaderMap,
     AdminForm(f): AdminForm,
 ) -> Response {
-    let Some(s) = session(&app, &headers) else {
-        return see_other("/admin");
+    let s = match form_session(&app, &headers, &f) {
+        Ok(s) => s,
+        Err(answer) => return *answer,
     };
-    if !check_csrf(&app, &s, &f) {
-        return csrf_refused();
-    }
     let get = |k: &str| f.get(k).map(|v| v.trim().to_string()).unwrap_or_default();
     let name = get("name");
     let num = |k: &str| {

@@ -3,7 +3,7 @@
 //! configuration, and deleting it.
 
 use super::form::{readable_utc, Errors, Fields, View};
-use super::{check_csrf, csrf, csrf_refused, page, see_other, session, AdminForm, AppState};
+use super::{csrf, form_session, page, see_other, session, AdminForm, AppState};
 use crate::history::Span;
 use crate::http::{App, Path};
 use crate::model::RoomBody;
@@ -417,12 +417,10 @@ pub async fn save_config(
     headers: HeaderMap,
     AdminForm(f): AdminForm,
 ) -> Response {
-    let Some(s) = session(&app, &headers) else {
-        return see_other("/admin");
+    let s = match form_session(&app, &headers, &f) {
+        Ok(s) => s,
+        Err(answer) => return *answer,
     };
-    if !check_csrf(&app, &s, &f) {
-        return csrf_refused();
-    }
     let current = match app.sluice.get_room(&room, true).await {
         Ok(r) => r,
         Err(e) => return not_found(e),
@@ -466,11 +464,8 @@ pub async fn preview(
     headers: HeaderMap,
     AdminForm(f): AdminForm,
 ) -> Response {
-    let Some(s) = session(&app, &headers) else {
-        return see_other("/admin");
-    };
-    if !check_csrf(&app, &s, &f) {
-        return csrf_refused();
+    if let Err(answer) = form_session(&app, &headers, &f) {
+        return *answer;
     }
     let current = match app.sluice.get_room(&room, false).await {
         Ok(r) => r,
