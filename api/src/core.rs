@@ -733,6 +733,7 @@ impl Sluice {
         let mut policy = body.entry.to_policy();
         policy.line = body.line.to_rule();
         policy.after_url = body.line.after_url.clone();
+        policy.text_color = body.branding.text_color.clone();
         policy.origin = body
             .origin
             .as_ref()

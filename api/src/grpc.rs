@@ -196,6 +196,7 @@ fn config_to_pb(c: &RoomConfigBody) -> pb::RoomConfig {
             accent_color: c.branding.accent_color.clone(),
             background_color: c.branding.background_color.clone(),
             logo_url: c.branding.logo_url.clone(),
+            text_color: c.branding.text_color.clone(),
         }),
         entry: Some(pb::Entry {
             first_use_ttl_secs: c.entry.first_use_ttl_secs,
@@ -392,6 +393,7 @@ fn config_from_pb(c: pb::RoomConfig) -> RoomConfigBody {
             accent_color: b.accent_color,
             background_color: b.background_color,
             logo_url: b.logo_url,
+            text_color: b.text_color,
         },
         entry: {
             let e = c.entry.unwrap_or_default();

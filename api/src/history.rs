@@ -292,6 +292,7 @@ mod tests {
             codes: 0,
             notice: None,
             newest_eta_secs: Some(90),
+            text_color: None,
         }
     }
 

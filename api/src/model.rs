@@ -119,6 +119,10 @@ pub struct BrandingBody {
     /// Logo URL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub logo_url: Option<String>,
+    /// `#rrggbb`: the page's text, at least 4.5:1 against the background (absent: `#1a1a1a`,
+    /// near-black).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text_color: Option<String>,
 }
 
 /// A room's configuration. Every field is optional on `PUT`; missing ones take defaults.
@@ -811,8 +815,9 @@ impl EntryBody {
             lanes: Vec::new(),
             invite_only: self.invite_only,
             grace_secs: self.grace_secs,
-            // From the line's part of the configuration (`put_room`).
+            // From the line's and the branding's parts of the configuration (`put_room`).
             after_url: None,
+            text_color: None,
         }
     }
 }
@@ -845,6 +850,8 @@ impl From<&RoomConfig> for RoomConfigBody {
                 accent_color: c.branding.accent_color.clone(),
                 background_color: c.branding.background_color.clone(),
                 logo_url: c.branding.logo_url.clone(),
+                // In the entry policy (`RoomBody::new`).
+                text_color: None,
             },
             entry: EntryBody::default(),
             line: LineBody::default(),
@@ -950,11 +957,16 @@ pub fn contrast(a: &str, b: &str) -> Option<f64> {
 /// machine, so that rooms already in the log replay as they were.
 pub fn check_contrast(b: &BrandingBody) -> Result<(), (&'static str, String)> {
     let bg = b.background_color.as_deref().unwrap_or("#ffffff");
-    if let Some(r) = contrast(PAGE_TEXT_COLOR, bg).filter(|&r| r < 4.5) {
+    let fg = b.text_color.as_deref().unwrap_or(PAGE_TEXT_COLOR);
+    if let Some(r) = contrast(fg, bg).filter(|&r| r < 4.5) {
         return Err((
-            "branding.background_color",
+            if b.text_color.is_some() {
+                "branding.text_color"
+            } else {
+                "branding.background_color"
+            },
             format!(
-                "the page's text ({PAGE_TEXT_COLOR}) on {bg} has a contrast of {r:.1}:1; at least 4.5:1 is needed to be readable (WCAG 2.1 AA): choose a lighter background"
+                "the page's text ({fg}) on {bg} has a contrast of {r:.1}:1; at least 4.5:1 is needed to be readable (WCAG 2.1 AA): choose a lighter background or a text colour that stands out from it"
             ),
         ));
     }
@@ -1071,6 +1083,7 @@ impl RoomBody {
         config.entry = EntryBody::from(policy);
         config.line = LineBody::from(&policy.line);
         config.line.after_url = policy.after_url.clone();
+        config.branding.text_color = policy.text_color.clone();
         config.origin = policy.origin.as_ref().map(OriginBody::from);
         config.bypass = BypassBody::from(&policy.bypass);
         config.lanes = policy.lanes.iter().map(LaneBody::from_lane).collect();
@@ -1543,6 +1556,18 @@ mod tests {
         assert_eq!(
             check_contrast(&b(Some("#102030"), None)).unwrap_err().0,
             "branding.background_color"
+        );
+        // A dark page is readable with a light text of its own, and only then.
+        let dark = |text: Option<&str>| BrandingBody {
+            background_color: Some("#102030".into()),
+            accent_color: Some("#ffd54f".into()),
+            text_color: text.map(str::to_string),
+            ..BrandingBody::default()
+        };
+        assert!(check_contrast(&dark(Some("#f5f5f5"))).is_ok());
+        assert_eq!(
+            check_contrast(&dark(Some("#404040"))).unwrap_err().0,
+            "branding.text_color"
         );
         assert_eq!(
             check_contrast(&b(None, Some("#ffff00"))).unwrap_err().0,

@@ -248,6 +248,9 @@ fn branding_css(room: Option<&RoomView>) -> String {
     if let Some(c) = &b.background_color {
         css.push_str(&format!("--bg:{c};"));
     }
+    if let Some(c) = room.and_then(|r| r.text_color.as_ref()) {
+        css.push_str(&format!("--fg:{c};"));
+    }
     if css.is_empty() {
         String::new()
     } else {

@@ -159,3 +159,41 @@ async fn a_closed_room_sends_visitors_onward_and_a_picked_language_stays() {
     assert_eq!(st, StatusCode::BAD_REQUEST, "{v}");
     assert_eq!(v["error"]["field"], "line.after_url", "{v}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dark_page_needs_a_light_text_and_the_page_wears_it() {
+    let c = Cluster::start(1).await;
+    let mut config = room_config(1);
+    config["branding"] = json!({"background_color": "#102030", "accent_color": "#ffd54f"});
+    let (s, v) = c
+        .admin(1, Method::PUT, "/v1/rooms/night", Some(config.clone()))
+        .await;
+    assert_eq!(
+        s,
+        StatusCode::BAD_REQUEST,
+        "near-black text on a dark page: {v}"
+    );
+    assert_eq!(v["error"]["field"], "branding.background_color", "{v}");
+    config["branding"]["text_color"] = json!("#f5f5f5");
+    c.create_room("night", config.clone()).await;
+    let (_, room) = c
+        .admin(1, Method::GET, "/v1/rooms/night?consistent=true", None)
+        .await;
+    assert_eq!(
+        room["config"]["branding"]["text_color"], "#f5f5f5",
+        "{room}"
+    );
+    c.join(1, "night", None).await;
+    let (_, html, _) = page(&c, "/wait/night?next=/", "en").await;
+    assert!(html.contains("--bg:#102030;--fg:#f5f5f5;"), "{html}");
+    for (text, field) in [
+        ("#12", "branding.text_color"),
+        ("#2a2a2a", "branding.text_color"),
+    ] {
+        let mut bad = config.clone();
+        bad["branding"]["text_color"] = json!(text);
+        let (s, v) = c.admin(1, Method::PUT, "/v1/rooms/night", Some(bad)).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{text}: {v}");
+        assert_eq!(v["error"]["field"], field, "{text}: {v}");
+    }
+}

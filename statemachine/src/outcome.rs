@@ -299,6 +299,8 @@ pub struct RoomView {
     /// The estimate (shorter end, seconds) the newest waiter of the room's own line is shown
     /// (`None`: nobody waits there, a lottery, or no honest estimate).
     pub newest_eta_secs: Option<u64>,
+    /// The waiting page's text colour (`None`: the page's own, near-black).
+    pub text_color: Option<String>,
 }
 
 /// An operator's message to everyone in a room's line.

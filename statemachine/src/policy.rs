@@ -203,6 +203,9 @@ pub struct EntryPolicy {
     /// Where the page of a closed room sends visitors onward (the organiser's page about the
     /// event): an `http(s)` URL or an absolute path (`None`: only back to the site).
     pub after_url: Option<String>,
+    /// The waiting page's text colour, `#rrggbb` (`None`: near-black). Kept here, not in the
+    /// room's branding, so that the configuration's log encoding stays as it was.
+    pub text_color: Option<String>,
 }
 
 impl Default for EntryPolicy {
@@ -225,6 +228,7 @@ impl Default for EntryPolicy {
             invite_only: false,
             grace_secs: None,
             after_url: None,
+            text_color: None,
         }
     }
 }
@@ -250,6 +254,7 @@ impl EntryPolicy {
                 format!("must be between 1 and {PLACES_PER_CLIENT_MAX}"),
             ));
         }
+        crate::types::validate_color("branding.text_color", &self.text_color)?;
         if let Some(url) = &self.after_url {
             crate::types::validate_url("line.after_url", url)?;
         }
@@ -466,6 +471,7 @@ mod tests {
             invite_only: true,
             grace_secs: Some(300),
             after_url: Some("https://shop.example/sold-out".into()),
+            text_color: Some("#f5f5f5".into()),
         };
         assert_eq!(p.encode().decode().unwrap(), p);
         let e = JoinEvidence {
@@ -582,12 +588,13 @@ mod tests {
             invite_only: false,
             grace_secs: None,
             after_url: None,
+            text_color: None,
         };
         assert_eq!(
             p.encode().0,
             vec![
                 1, 1, 60, 0, 0, 32, 64, 1, 0xac, 0x02, 2, 0, 0xac, 0x02, 0, 0, 0, 0, 1, 1, 0, 0, 0,
-                0, 1, 0, 0, 0, 0
+                0, 1, 0, 0, 0, 0, 0
             ]
         );
         let e = JoinEvidence {

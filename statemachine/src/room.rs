@@ -1737,6 +1737,7 @@ impl Room {
             .map(|e| e.secs);
         RoomView {
             newest_eta_secs,
+            text_color: self.policy.text_color.clone(),
             name: self.name.clone(),
             config: self.config.clone(),
             created_at_ms: self.created_at_ms,

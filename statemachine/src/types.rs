@@ -232,6 +232,11 @@ fn text(field: &'static str, v: &Option<String>, max: usize) -> Result<(), Rejec
     }
 }
 
+/// Checks an optional `#rrggbb` colour.
+pub fn validate_color(field: &'static str, v: &Option<String>) -> Result<(), Rejection> {
+    color(field, v)
+}
+
 fn color(field: &'static str, v: &Option<String>) -> Result<(), Rejection> {
     match v {
         Some(s)

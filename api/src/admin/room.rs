@@ -505,6 +505,7 @@ pub async fn preview(
         codes: 0,
         notice: None,
         newest_eta_secs: None,
+        text_color: config.branding.text_color.clone(),
     };
     let reply = crate::model::VisitorReply {
         state: "waiting".into(),
