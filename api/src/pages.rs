@@ -961,6 +961,29 @@ fn message_page(
 mod tests {
     use super::*;
 
+    /// The vendored charting library is served exactly as its release (`SHA256SUMS` beside it).
+    #[test]
+    fn vendored_assets_are_the_released_files() {
+        use sha2::{Digest, Sha256};
+        let sums = include_str!("../assets/vendor/uplot/SHA256SUMS");
+        for (served, file) in [
+            ("uplot.js", "uPlot.iife.min.js"),
+            ("uplot.css", "uPlot.min.css"),
+        ] {
+            let body = ASSETS.iter().find(|(n, _)| *n == served).unwrap().1;
+            let hex: String = Sha256::digest(body.as_bytes())
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            assert!(
+                sums.lines().any(|l| l == format!("{hex}  {file}")),
+                "{served} is not {file} as released"
+            );
+        }
+        assert_eq!(asset_type("uplot.css"), "text/css; charset=utf-8");
+        assert_eq!(asset_type("admin.js"), "text/javascript; charset=utf-8");
+    }
+
     #[test]
     fn next_is_never_an_open_redirect() {
         assert_eq!(safe_next(Some("/shop?x=1")), "/shop?x=1");
