@@ -41,8 +41,11 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-/// Commands per proposal (log entry).
-pub const PROPOSAL_COMMANDS_MAX: usize = 1_024;
+/// Most commands the batcher puts in one proposal (log entry). It is below what an entry may
+/// hold at all ([`COMMANDS_PER_PROPOSAL_MAX`](sluice_statemachine::limits::COMMANDS_PER_PROPOSAL_MAX),
+/// which every replica checks when it decodes one), so a batch is never refused for its size.
+pub const BATCH_COMMANDS_MAX: usize = 1_024;
+const _: () = assert!(BATCH_COMMANDS_MAX <= sluice_statemachine::limits::COMMANDS_PER_PROPOSAL_MAX);
 /// Batches a follower keeps in flight to the leader on its forwarding stream; what arrives while
 /// all are out shares the next one. The leader batches forwarded commands into its own proposals,
 /// so a follower holding them back only adds a wait (`sluice-jepsen bench`: 2 in flight left
@@ -748,12 +751,13 @@ async fn batcher(inner: Arc<NodeInner>, mut rx: mpsc::Receiver<Pending>) {
         };
         // Everything that queued while we waited for a slot joins this proposal.
         let mut batch = vec![first];
-        while batch.len() < PROPOSAL_COMMANDS_MAX {
+        while batch.len() < BATCH_COMMANDS_MAX {
             match rx.try_recv() {
                 Ok(p) => batch.push(p),
                 Err(_) => break,
             }
         }
+        assert!(batch.len() <= BATCH_COMMANDS_MAX, "a batch past its bound");
         for p in &batch {
             inner.queue_wait.observe(p.queued.elapsed());
         }
