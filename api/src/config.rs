@@ -301,14 +301,17 @@ pub struct RaftTuning {
 }
 
 impl Default for RaftTuning {
+    /// The Raft crate's own defaults (written once, in `NodeConfig::new`).
     fn default() -> Self {
+        let n =
+            sluice_raft::NodeConfig::new(0, "", std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
         Self {
-            heartbeat_ms: 100,
-            election_timeout_min_ms: 500,
-            election_timeout_max_ms: 1_000,
-            snapshot_every: 20_000,
-            logs_kept_after_snapshot: 5_000,
-            proposals_in_flight: 2,
+            heartbeat_ms: n.heartbeat_ms,
+            election_timeout_min_ms: n.election_timeout_ms.0,
+            election_timeout_max_ms: n.election_timeout_ms.1,
+            snapshot_every: n.snapshot_every,
+            logs_kept_after_snapshot: n.logs_kept_after_snapshot,
+            proposals_in_flight: n.proposals_in_flight,
         }
     }
 }
