@@ -565,6 +565,12 @@ impl Sluice {
             self.node.read(read)?
         };
         let view = view?;
+        // The visitor reads its own writes: the state read is never older than its ticket says.
+        assert!(
+            index >= t.min_index,
+            "a status read at {index}, before the visitor's write at {}",
+            t.min_index
+        );
         Ok(self.reply(room, &view, t.min_index, index))
     }
 

@@ -402,6 +402,12 @@ impl RaftStateMachine<TypeConfig> for SmStore {
                 let _abort = AbortOnPanic;
                 let mut st = self.state.write().expect("state machine lock poisoned");
                 let (term, index) = (entry.log_id.leader_id.term, entry.log_id.index);
+                // Entries apply in log order, each once: the applied index only grows.
+                assert!(
+                    st.last_applied.is_none_or(|l| l.index < index),
+                    "the applied index would move back from {:?} to {index}",
+                    st.last_applied
+                );
                 let response = match &entry.payload {
                     EntryPayload::Blank => {
                         st.sm.apply_empty(term, index);
