@@ -77,271 +77,17 @@ impl Metrics {
     pub fn render(&self, sluice: &Sluice) -> String {
         let mut out = String::with_capacity(8 * 1024);
         let w = &mut out;
-        let rooms = sluice
-            .node
-            .read(|st| st.sm.rooms())
-            .map(|(r, _)| r)
-            .unwrap_or_default();
-        type RoomGetter = fn(&sluice_statemachine::RoomView) -> u64;
-        let gauges: [(&str, &str, RoomGetter); 7] = [
-            ("sluice_room_waiting", "Visitors waiting in line.", |r| {
-                r.waiting
-            }),
-            ("sluice_room_active", "Admitted sessions active.", |r| {
-                r.active
-            }),
-            ("sluice_room_capacity", "Configured capacity.", |r| {
-                r.config.capacity
-            }),
-            (
-                "sluice_room_admit_rate_per_minute",
-                "Admissions in the last minute.",
-                |r| r.admitted_last_minute,
-            ),
-            ("sluice_room_paused", "1 when the room is paused.", |r| {
-                r.config.paused as u64
-            }),
-            (
-                "sluice_room_origin_health",
-                "Origin health: 0 ok, 1 slow, 2 down.",
-                |r| match r.config.health {
-                    sluice_statemachine::Health::Ok => 0,
-                    sluice_statemachine::Health::Slow => 1,
-                    sluice_statemachine::Health::Down => 2,
-                },
-            ),
-            (
-                "sluice_room_origin_health_changed_timestamp_seconds",
-                "When the origin health last changed (log time, unix seconds; 0: never).",
-                |r| r.health_change.as_ref().map_or(0, |c| c.at_ms / 1000),
-            ),
-        ];
-        for (name, help, get) in gauges {
-            header(w, name, help, "gauge");
-            for r in &rooms {
-                let _ = writeln!(w, "{name}{{room=\"{}\"}} {}", esc(&r.name), get(r));
-            }
-        }
-        let counters: [(&str, &str, RoomGetter); 7] = [
-            ("sluice_room_joined_total", "Places handed out.", |r| {
-                r.totals.joined
-            }),
-            ("sluice_room_admitted_total", "Admissions.", |r| {
-                r.totals.admitted
-            }),
-            ("sluice_room_left_total", "Visitors who left.", |r| {
-                r.totals.left
-            }),
-            ("sluice_room_expired_total", "Sessions ended by TTL.", |r| {
-                r.totals.expired
-            }),
-            (
-                "sluice_room_abandoned_total",
-                "Waiters who stopped checking in.",
-                |r| r.totals.abandoned,
-            ),
-            (
-                "sluice_room_revoked_total",
-                "Visitors removed by operators (and sessions ended as shared).",
-                |r| r.totals.revoked,
-            ),
-            (
-                "sluice_room_sessions_shared_total",
-                "Sessions ended as shared: used from more client networks than the room allows.",
-                |r| r.sessions_shared,
-            ),
-        ];
-        for (name, help, get) in counters {
-            header(w, name, help, "counter");
-            for r in &rooms {
-                let _ = writeln!(w, "{name}{{room=\"{}\"}} {}", esc(&r.name), get(r));
-            }
-        }
+        render_rooms(w, sluice);
+        render_raft(w, sluice);
+        render_clock(w, sluice);
+        render_raft_timings(w, sluice);
+        self.render_http(w);
+        self.render_grpc(w);
+        out
+    }
 
-        let s = sluice.node.status();
-        for (name, help, v) in [
-            ("sluice_raft_term", "Current Raft term.", s.term),
-            (
-                "sluice_raft_leader_id",
-                "Id of the known leader (0: none).",
-                s.leader.unwrap_or(0),
-            ),
-            (
-                "sluice_raft_is_leader",
-                "1 on the leader.",
-                (s.leader == Some(s.id)) as u64,
-            ),
-            (
-                "sluice_raft_last_log_index",
-                "Last log index on this node.",
-                s.last_log_index,
-            ),
-            (
-                "sluice_raft_commit_index",
-                "Highest index known committed.",
-                s.committed_index,
-            ),
-            (
-                "sluice_raft_applied_index",
-                "Highest index applied here.",
-                s.applied_index,
-            ),
-            (
-                "sluice_raft_snapshot_index",
-                "Index of the last snapshot.",
-                s.snapshot_index,
-            ),
-            (
-                "sluice_ready",
-                "1 when this node serves reads.",
-                s.ready as u64,
-            ),
-        ] {
-            header(w, name, help, "gauge");
-            let _ = writeln!(w, "{name} {v}");
-        }
-        header(
-            w,
-            "sluice_raft_replication_lag",
-            "Entries a follower is behind (on the leader).",
-            "gauge",
-        );
-        for (id, r) in &s.replication {
-            let _ = writeln!(
-                w,
-                "sluice_raft_replication_lag{{follower=\"{id}\"}} {}",
-                r.lag
-            );
-        }
-        header(
-            w,
-            "sluice_raft_follower_ack_age_seconds",
-            "Since a follower last acknowledged the leader (on the leader; absent until it has).",
-            "gauge",
-        );
-        for (id, age) in sluice.node.follower_ack_ages() {
-            if let Some(age) = age {
-                let _ = writeln!(
-                    w,
-                    "sluice_raft_follower_ack_age_seconds{{follower=\"{id}\"}} {:.3}",
-                    age.as_secs_f64()
-                );
-            }
-        }
-        header(
-            w,
-            "sluice_raft_quorum_ack_age_seconds",
-            "Since a quorum last acknowledged the leader (on the leader; absent until one has).",
-            "gauge",
-        );
-        if let Some(age) = sluice.node.quorum_ack_age() {
-            let _ = writeln!(
-                w,
-                "sluice_raft_quorum_ack_age_seconds {:.3}",
-                age.as_secs_f64()
-            );
-        }
-        header(
-            w,
-            "sluice_clock_offset_seconds",
-            "The cluster's time (lower median of the voters' clocks) minus this node's clock: what this node's clock is behind.",
-            "gauge",
-        );
-        let _ = writeln!(
-            w,
-            "sluice_clock_offset_seconds {:.3}",
-            sluice.node.clock_offset_ms() as f64 / 1000.0
-        );
-        header(
-            w,
-            "sluice_clock_peers_known",
-            "Other voters whose clocks this node knows (answered within the last 5 s).",
-            "gauge",
-        );
-        let _ = writeln!(
-            w,
-            "sluice_clock_peers_known {}",
-            sluice.node.clock_peers_known()
-        );
-        header(
-            w,
-            "sluice_clock_agreed",
-            "1 when this node knows enough voters' clocks to tell the cluster's time; 0 and leading, it stamps entries with its own clock.",
-            "gauge",
-        );
-        let _ = writeln!(
-            w,
-            "sluice_clock_agreed {}",
-            sluice.node.clock_agreed() as u8
-        );
-        header(
-            w,
-            "sluice_raft_leader_changes_total",
-            "Leaderships (a leader in a term) this node has come to know of since it started, the first included.",
-            "counter",
-        );
-        let _ = writeln!(
-            w,
-            "sluice_raft_leader_changes_total {}",
-            sluice
-                .node
-                .inner()
-                .leader_changes
-                .load(std::sync::atomic::Ordering::Relaxed)
-        );
-        header(
-            w,
-            "sluice_raft_snapshot_encode_seconds",
-            "Encoding of each snapshot taken here; the node applies nothing meanwhile.",
-            "histogram",
-        );
-        histogram(
-            w,
-            "sluice_raft_snapshot_encode_seconds",
-            "",
-            &sluice.node.inner().snapshot_encode.snapshot(),
-        );
-        header(
-            w,
-            "sluice_raft_commit_latency_seconds",
-            "Proposal submission to applied outcome, on the leader.",
-            "histogram",
-        );
-        histogram(
-            w,
-            "sluice_raft_commit_latency_seconds",
-            "",
-            &sluice.node.inner().commit_latency.snapshot(),
-        );
-        header(
-            w,
-            "sluice_raft_wal_fsync_seconds",
-            "Duration of each WAL sync (one per group commit of log appends).",
-            "histogram",
-        );
-        histogram(
-            w,
-            "sluice_raft_wal_fsync_seconds",
-            "",
-            &sluice.node.inner().wal_sync.snapshot(),
-        );
-        let inner = sluice.node.inner();
-        for (name, help, h) in [
-            (
-                "sluice_raft_queue_wait_seconds",
-                "Time a write waits in the node's queue before it is proposed (leader) or forwarded (follower).",
-                &inner.queue_wait,
-            ),
-            (
-                "sluice_raft_forward_seconds",
-                "Round trip of each batch of writes forwarded from this follower to the leader.",
-                &inner.forward_latency,
-            ),
-        ] {
-            header(w, name, help, "histogram");
-            histogram(w, name, "", &h.snapshot());
-        }
-
+    /// Requests and latencies by method, route and status.
+    fn render_http(&self, w: &mut String) {
         header(
             w,
             "sluice_http_requests_total",
@@ -376,6 +122,10 @@ impl Metrics {
             );
         }
         drop(http);
+    }
+
+    /// gRPC calls and latencies by method and code.
+    fn render_grpc(&self, w: &mut String) {
         header(
             w,
             "sluice_grpc_requests_total",
@@ -404,7 +154,285 @@ impl Metrics {
                 &h.snapshot(),
             );
         }
-        out
+    }
+}
+
+/// Each room's gauges and counters, read from this node's applied state at scrape time.
+fn render_rooms(w: &mut String, sluice: &Sluice) {
+    let rooms = sluice
+        .node
+        .read(|st| st.sm.rooms())
+        .map(|(r, _)| r)
+        .unwrap_or_default();
+    type RoomGetter = fn(&sluice_statemachine::RoomView) -> u64;
+    let gauges: [(&str, &str, RoomGetter); 7] = [
+        ("sluice_room_waiting", "Visitors waiting in line.", |r| {
+            r.waiting
+        }),
+        ("sluice_room_active", "Admitted sessions active.", |r| {
+            r.active
+        }),
+        ("sluice_room_capacity", "Configured capacity.", |r| {
+            r.config.capacity
+        }),
+        (
+            "sluice_room_admit_rate_per_minute",
+            "Admissions in the last minute.",
+            |r| r.admitted_last_minute,
+        ),
+        ("sluice_room_paused", "1 when the room is paused.", |r| {
+            r.config.paused as u64
+        }),
+        (
+            "sluice_room_origin_health",
+            "Origin health: 0 ok, 1 slow, 2 down.",
+            |r| match r.config.health {
+                sluice_statemachine::Health::Ok => 0,
+                sluice_statemachine::Health::Slow => 1,
+                sluice_statemachine::Health::Down => 2,
+            },
+        ),
+        (
+            "sluice_room_origin_health_changed_timestamp_seconds",
+            "When the origin health last changed (log time, unix seconds; 0: never).",
+            |r| r.health_change.as_ref().map_or(0, |c| c.at_ms / 1000),
+        ),
+    ];
+    for (name, help, get) in gauges {
+        header(w, name, help, "gauge");
+        for r in &rooms {
+            let _ = writeln!(w, "{name}{{room=\"{}\"}} {}", esc(&r.name), get(r));
+        }
+    }
+    let counters: [(&str, &str, RoomGetter); 7] = [
+        ("sluice_room_joined_total", "Places handed out.", |r| {
+            r.totals.joined
+        }),
+        ("sluice_room_admitted_total", "Admissions.", |r| {
+            r.totals.admitted
+        }),
+        ("sluice_room_left_total", "Visitors who left.", |r| {
+            r.totals.left
+        }),
+        ("sluice_room_expired_total", "Sessions ended by TTL.", |r| {
+            r.totals.expired
+        }),
+        (
+            "sluice_room_abandoned_total",
+            "Waiters who stopped checking in.",
+            |r| r.totals.abandoned,
+        ),
+        (
+            "sluice_room_revoked_total",
+            "Visitors removed by operators (and sessions ended as shared).",
+            |r| r.totals.revoked,
+        ),
+        (
+            "sluice_room_sessions_shared_total",
+            "Sessions ended as shared: used from more client networks than the room allows.",
+            |r| r.sessions_shared,
+        ),
+    ];
+    for (name, help, get) in counters {
+        header(w, name, help, "counter");
+        for r in &rooms {
+            let _ = writeln!(w, "{name}{{room=\"{}\"}} {}", esc(&r.name), get(r));
+        }
+    }
+}
+
+/// The node's Raft position and, on the leader, its followers' lag and acknowledgements.
+fn render_raft(w: &mut String, sluice: &Sluice) {
+    let s = sluice.node.status();
+    for (name, help, v) in [
+        ("sluice_raft_term", "Current Raft term.", s.term),
+        (
+            "sluice_raft_leader_id",
+            "Id of the known leader (0: none).",
+            s.leader.unwrap_or(0),
+        ),
+        (
+            "sluice_raft_is_leader",
+            "1 on the leader.",
+            (s.leader == Some(s.id)) as u64,
+        ),
+        (
+            "sluice_raft_last_log_index",
+            "Last log index on this node.",
+            s.last_log_index,
+        ),
+        (
+            "sluice_raft_commit_index",
+            "Highest index known committed.",
+            s.committed_index,
+        ),
+        (
+            "sluice_raft_applied_index",
+            "Highest index applied here.",
+            s.applied_index,
+        ),
+        (
+            "sluice_raft_snapshot_index",
+            "Index of the last snapshot.",
+            s.snapshot_index,
+        ),
+        (
+            "sluice_ready",
+            "1 when this node serves reads.",
+            s.ready as u64,
+        ),
+    ] {
+        header(w, name, help, "gauge");
+        let _ = writeln!(w, "{name} {v}");
+    }
+    header(
+        w,
+        "sluice_raft_replication_lag",
+        "Entries a follower is behind (on the leader).",
+        "gauge",
+    );
+    for (id, r) in &s.replication {
+        let _ = writeln!(
+            w,
+            "sluice_raft_replication_lag{{follower=\"{id}\"}} {}",
+            r.lag
+        );
+    }
+    header(
+        w,
+        "sluice_raft_follower_ack_age_seconds",
+        "Since a follower last acknowledged the leader (on the leader; absent until it has).",
+        "gauge",
+    );
+    for (id, age) in sluice.node.follower_ack_ages() {
+        if let Some(age) = age {
+            let _ = writeln!(
+                w,
+                "sluice_raft_follower_ack_age_seconds{{follower=\"{id}\"}} {:.3}",
+                age.as_secs_f64()
+            );
+        }
+    }
+    header(
+        w,
+        "sluice_raft_quorum_ack_age_seconds",
+        "Since a quorum last acknowledged the leader (on the leader; absent until one has).",
+        "gauge",
+    );
+    if let Some(age) = sluice.node.quorum_ack_age() {
+        let _ = writeln!(
+            w,
+            "sluice_raft_quorum_ack_age_seconds {:.3}",
+            age.as_secs_f64()
+        );
+    }
+}
+
+/// The cluster's time as this node sees it.
+fn render_clock(w: &mut String, sluice: &Sluice) {
+    header(
+        w,
+        "sluice_clock_offset_seconds",
+        "The cluster's time (lower median of the voters' clocks) minus this node's clock: what this node's clock is behind.",
+        "gauge",
+    );
+    let _ = writeln!(
+        w,
+        "sluice_clock_offset_seconds {:.3}",
+        sluice.node.clock_offset_ms() as f64 / 1000.0
+    );
+    header(
+        w,
+        "sluice_clock_peers_known",
+        "Other voters whose clocks this node knows (answered within the last 5 s).",
+        "gauge",
+    );
+    let _ = writeln!(
+        w,
+        "sluice_clock_peers_known {}",
+        sluice.node.clock_peers_known()
+    );
+    header(
+        w,
+        "sluice_clock_agreed",
+        "1 when this node knows enough voters' clocks to tell the cluster's time; 0 and leading, it stamps entries with its own clock.",
+        "gauge",
+    );
+    let _ = writeln!(
+        w,
+        "sluice_clock_agreed {}",
+        sluice.node.clock_agreed() as u8
+    );
+}
+
+/// Leader changes, and the durations of snapshots, commits, WAL syncs, queueing and forwarding.
+fn render_raft_timings(w: &mut String, sluice: &Sluice) {
+    header(
+        w,
+        "sluice_raft_leader_changes_total",
+        "Leaderships (a leader in a term) this node has come to know of since it started, the first included.",
+        "counter",
+    );
+    let _ = writeln!(
+        w,
+        "sluice_raft_leader_changes_total {}",
+        sluice
+            .node
+            .inner()
+            .leader_changes
+            .load(std::sync::atomic::Ordering::Relaxed)
+    );
+    header(
+        w,
+        "sluice_raft_snapshot_encode_seconds",
+        "Encoding of each snapshot taken here; the node applies nothing meanwhile.",
+        "histogram",
+    );
+    histogram(
+        w,
+        "sluice_raft_snapshot_encode_seconds",
+        "",
+        &sluice.node.inner().snapshot_encode.snapshot(),
+    );
+    header(
+        w,
+        "sluice_raft_commit_latency_seconds",
+        "Proposal submission to applied outcome, on the leader.",
+        "histogram",
+    );
+    histogram(
+        w,
+        "sluice_raft_commit_latency_seconds",
+        "",
+        &sluice.node.inner().commit_latency.snapshot(),
+    );
+    header(
+        w,
+        "sluice_raft_wal_fsync_seconds",
+        "Duration of each WAL sync (one per group commit of log appends).",
+        "histogram",
+    );
+    histogram(
+        w,
+        "sluice_raft_wal_fsync_seconds",
+        "",
+        &sluice.node.inner().wal_sync.snapshot(),
+    );
+    let inner = sluice.node.inner();
+    for (name, help, h) in [
+        (
+            "sluice_raft_queue_wait_seconds",
+            "Time a write waits in the node's queue before it is proposed (leader) or forwarded (follower).",
+            &inner.queue_wait,
+        ),
+        (
+            "sluice_raft_forward_seconds",
+            "Round trip of each batch of writes forwarded from this follower to the leader.",
+            &inner.forward_latency,
+        ),
+    ] {
+        header(w, name, help, "histogram");
+        histogram(w, name, "", &h.snapshot());
     }
 }
 
