@@ -68,85 +68,11 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
     let http_addr = http_listener.local_addr()?;
     let grpc_addr = grpc_listener.local_addr()?;
 
-    let mut nc = NodeConfig::new(cfg.node_id, &cfg.data_dir, cfg.raft_addr);
-    nc.advertise = NodeAddr {
-        raft: cfg.advertise_raft.clone().unwrap_or_default(),
-        http: cfg
-            .advertise_http
-            .clone()
-            .unwrap_or_else(|| http_addr.to_string()),
-        grpc: cfg
-            .advertise_grpc
-            .clone()
-            .unwrap_or_else(|| grpc_addr.to_string()),
-    };
-    nc.heartbeat_ms = cfg.raft.heartbeat_ms;
-    nc.election_timeout_ms = (
-        cfg.raft.election_timeout_min_ms,
-        cfg.raft.election_timeout_max_ms,
-    );
-    nc.snapshot_every = cfg.raft.snapshot_every;
-    nc.logs_kept_after_snapshot = cfg.raft.logs_kept_after_snapshot;
-    nc.proposals_in_flight = cfg.raft.proposals_in_flight;
-    nc.request_timeout = Duration::from_millis(cfg.limits.request_timeout_ms);
-    if let Some(t) = &cfg.tls {
-        nc.tls = Some(TlsMaterial {
-            ca_pem: read(&t.ca)?,
-            cert_pem: read(&t.cert)?,
-            key_pem: read(&t.key)?,
-            server_name: t.server_name.clone(),
-        });
-    }
-    let secret = |s: &[u8]| {
-        sluice_raft::auth::ClusterSecret::new(s)
-            .map_err(|e| anyhow::anyhow!("tokens.cluster_secret: {e}"))
-    };
-    for s in cfg
-        .cluster_secrets_also_accepted()
-        .map_err(anyhow::Error::msg)?
-    {
-        nc.cluster_secrets_also_accepted.push(secret(&s)?);
-    }
-    if let Some(s) = cfg.cluster_secret().map_err(anyhow::Error::msg)? {
-        nc.cluster_secret = Some(secret(&s)?);
-    } else if nc.tls.is_none() {
-        tracing::warn!(
-            raft_addr = %cfg.raft_addr,
-            "node-to-node calls are not authenticated (no tokens.cluster_secret, no [tls]): \
-             keep this node's raft_addr on loopback"
-        );
-    }
+    let nc = node_config(cfg, http_addr, grpc_addr)?;
     let node = RaftNode::start(nc)
         .await
         .map_err(|e| anyhow::anyhow!("starting the node: {e}"))?;
-    if cfg.bootstrap
-        && !node
-            .raft()
-            .is_initialized()
-            .await
-            .map_err(|e| anyhow::anyhow!("{e}"))?
-    {
-        let members: BTreeMap<u64, NodeAddr> = cfg
-            .peers
-            .iter()
-            .map(|p| {
-                let addr = if p.id == cfg.node_id {
-                    node.addr()
-                } else {
-                    NodeAddr {
-                        raft: p.raft.clone(),
-                        http: p.http.clone(),
-                        grpc: p.grpc.clone(),
-                    }
-                };
-                (p.id, addr)
-            })
-            .collect();
-        node.initialize(members)
-            .await
-            .map_err(|e| anyhow::anyhow!("bootstrapping the cluster: {e}"))?;
-        tracing::info!(peers = cfg.peers.len(), "cluster bootstrapped");
-    }
+    bootstrap_if_asked(cfg, &node).await?;
 
     let cancel = CancellationToken::new();
     let ticket_keys = cfg.ticket_keys().map_err(anyhow::Error::msg)?;
@@ -301,39 +227,7 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
         }
     }));
 
-    // The dashboard's charts: each room's figures, sampled from this node's applied state.
-    let (a, c) = (app.clone(), cancel.clone());
-    tokio::spawn(async move {
-        let every = Duration::from_secs(crate::history::SAMPLE_EVERY_SECS);
-        let mut tick = tokio::time::interval(every);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = c.cancelled() => break,
-                _ = tick.tick() => {
-                    let rooms = a.sluice.room_views(crate::history::ROOMS_TRACKED_MAX);
-                    let now = std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map_or(0, |d| d.as_secs());
-                    a.history.record(&rooms, now);
-                }
-            }
-        }
-    });
-
-    // Forget idle clients so the limiter's memory stays bounded.
-    let (a, c) = (app.clone(), cancel.clone());
-    tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                _ = c.cancelled() => break,
-                _ = tokio::time::sleep(Duration::from_secs(60)) => {
-                    a.limiter.retain_recent();
-                    a.limiter.shrink_to_fit();
-                }
-            }
-        }
-    });
+    spawn_upkeep(&app, &cancel);
 
     tracing::info!(%http_addr, %grpc_addr, raft_addr = %node.raft_addr(), id = cfg.node_id, "node started");
     Ok(Running {
@@ -381,6 +275,135 @@ const TLS_HANDSHAKE_MAX: Duration = Duration::from_secs(10);
 /// Open files the process keeps for itself beyond its connections (RocksDB's files, the
 /// node-to-node connections, logs): this many, or a quarter of the limit if that is less.
 const FILES_RESERVED: u64 = 4_096;
+
+/// The Raft node's configuration from the server's: addresses, timings, TLS and the cluster
+/// secrets.
+fn node_config(
+    cfg: &ServerConfig,
+    http_addr: SocketAddr,
+    grpc_addr: SocketAddr,
+) -> anyhow::Result<NodeConfig> {
+    let mut nc = NodeConfig::new(cfg.node_id, &cfg.data_dir, cfg.raft_addr);
+    nc.advertise = NodeAddr {
+        raft: cfg.advertise_raft.clone().unwrap_or_default(),
+        http: cfg
+            .advertise_http
+            .clone()
+            .unwrap_or_else(|| http_addr.to_string()),
+        grpc: cfg
+            .advertise_grpc
+            .clone()
+            .unwrap_or_else(|| grpc_addr.to_string()),
+    };
+    nc.heartbeat_ms = cfg.raft.heartbeat_ms;
+    nc.election_timeout_ms = (
+        cfg.raft.election_timeout_min_ms,
+        cfg.raft.election_timeout_max_ms,
+    );
+    nc.snapshot_every = cfg.raft.snapshot_every;
+    nc.logs_kept_after_snapshot = cfg.raft.logs_kept_after_snapshot;
+    nc.proposals_in_flight = cfg.raft.proposals_in_flight;
+    nc.request_timeout = Duration::from_millis(cfg.limits.request_timeout_ms);
+    if let Some(t) = &cfg.tls {
+        nc.tls = Some(TlsMaterial {
+            ca_pem: read(&t.ca)?,
+            cert_pem: read(&t.cert)?,
+            key_pem: read(&t.key)?,
+            server_name: t.server_name.clone(),
+        });
+    }
+    let secret = |s: &[u8]| {
+        sluice_raft::auth::ClusterSecret::new(s)
+            .map_err(|e| anyhow::anyhow!("tokens.cluster_secret: {e}"))
+    };
+    for s in cfg
+        .cluster_secrets_also_accepted()
+        .map_err(anyhow::Error::msg)?
+    {
+        nc.cluster_secrets_also_accepted.push(secret(&s)?);
+    }
+    if let Some(s) = cfg.cluster_secret().map_err(anyhow::Error::msg)? {
+        nc.cluster_secret = Some(secret(&s)?);
+    } else if nc.tls.is_none() {
+        tracing::warn!(
+            raft_addr = %cfg.raft_addr,
+            "node-to-node calls are not authenticated (no tokens.cluster_secret, no [tls]): \
+             keep this node's raft_addr on loopback"
+        );
+    }
+    Ok(nc)
+}
+
+/// Makes the cluster of the configured peers, on the node told to bootstrap, unless it has
+/// been made already.
+async fn bootstrap_if_asked(cfg: &ServerConfig, node: &RaftNode) -> anyhow::Result<()> {
+    if cfg.bootstrap
+        && !node
+            .raft()
+            .is_initialized()
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))?
+    {
+        let members: BTreeMap<u64, NodeAddr> = cfg
+            .peers
+            .iter()
+            .map(|p| {
+                let addr = if p.id == cfg.node_id {
+                    node.addr()
+                } else {
+                    NodeAddr {
+                        raft: p.raft.clone(),
+                        http: p.http.clone(),
+                        grpc: p.grpc.clone(),
+                    }
+                };
+                (p.id, addr)
+            })
+            .collect();
+        node.initialize(members)
+            .await
+            .map_err(|e| anyhow::anyhow!("bootstrapping the cluster: {e}"))?;
+        tracing::info!(peers = cfg.peers.len(), "cluster bootstrapped");
+    }
+    Ok(())
+}
+
+/// The node's upkeep: the dashboard's history samples, and forgetting idle clients.
+fn spawn_upkeep(app: &Arc<App>, cancel: &CancellationToken) {
+    // The dashboard's charts: each room's figures, sampled from this node's applied state.
+    let (a, c) = (app.clone(), cancel.clone());
+    tokio::spawn(async move {
+        let every = Duration::from_secs(crate::history::SAMPLE_EVERY_SECS);
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = c.cancelled() => break,
+                _ = tick.tick() => {
+                    let rooms = a.sluice.room_views(crate::history::ROOMS_TRACKED_MAX);
+                    let now = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_secs());
+                    a.history.record(&rooms, now);
+                }
+            }
+        }
+    });
+
+    // Forget idle clients so the limiter's memory stays bounded.
+    let (a, c) = (app.clone(), cancel.clone());
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = c.cancelled() => break,
+                _ = tokio::time::sleep(Duration::from_secs(60)) => {
+                    a.limiter.retain_recent();
+                    a.limiter.shrink_to_fit();
+                }
+            }
+        }
+    });
+}
 
 /// The open connections each public listener may hold: `configured`, or fewer if the process
 /// cannot open that many files. The soft limit on open files is first raised to the hard
