@@ -291,6 +291,7 @@ mod tests {
             lanes: Vec::new(),
             codes: 0,
             notice: None,
+            draw: None,
             newest_eta_secs: Some(90),
             text_color: None,
         }

@@ -17,6 +17,7 @@ pub mod clock;
 pub mod codec;
 pub mod error;
 mod forward;
+pub mod ledger_store;
 pub mod listener;
 pub mod log_store;
 pub mod metrics;

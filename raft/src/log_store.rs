@@ -47,9 +47,13 @@ pub fn open_db(dir: &Path) -> io::Result<Arc<DB>> {
     logs.set_compression_type(rocksdb::DBCompressionType::Lz4);
     logs.set_write_buffer_size(16 << 20);
     logs.set_max_write_buffer_number(2);
+    let mut ledger = Options::default();
+    ledger.set_compression_type(rocksdb::DBCompressionType::Lz4);
     let cfs = vec![
         ColumnFamilyDescriptor::new(CF_LOGS, logs),
         ColumnFamilyDescriptor::new(CF_META, Options::default()),
+        ColumnFamilyDescriptor::new(crate::ledger_store::CF_LEDGER, ledger.clone()),
+        ColumnFamilyDescriptor::new(crate::ledger_store::CF_LEDGER_INDEX, ledger),
     ];
     DB::open_cf_descriptors(&opts, dir, cfs)
         .map(Arc::new)

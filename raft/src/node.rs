@@ -16,6 +16,7 @@ use crate::auth::{ClusterSecret, Gatekeeper};
 use crate::clock::{ClusterClock, WallClock};
 use crate::error::ClusterError;
 use crate::forward::Forwarder;
+use crate::ledger_store::{LedgerPage, LedgerQuery, LedgerStore};
 use crate::log_store::{open_db, LogStore};
 use crate::metrics::LatencyHistogram;
 use crate::network::{NetworkFactory, Peers, TlsMaterial};
@@ -31,6 +32,7 @@ use openraft::impls::ProgressResponder;
 use openraft::raft::ClientWriteResult;
 use openraft::{ChangeMembers, ReadPolicy, ServerState};
 use serde::{Deserialize, Serialize};
+use sluice_statemachine::draw::DrawKey;
 use sluice_statemachine::{digest_hex, Command, Outcome, Proposal};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -114,7 +116,33 @@ pub struct NodeConfig {
     pub request_timeout: Duration,
     /// This node's wall clock (the system's; shifted only to test clock faults).
     pub wall_clock: WallClock,
+    /// The key room draw secrets derive from: the same on every node (see
+    /// `sluice_statemachine::draw`).
+    pub draw_key: DrawKey,
+    /// The admission ledger's retention on this node (`None`: no records are kept).
+    pub ledger: Option<LedgerRetention>,
 }
+
+/// How long a node keeps ledger records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LedgerRetention {
+    /// Records older than this (log time) are removed.
+    pub max_age: Duration,
+    /// At most this many records (about), the oldest removed first.
+    pub records_max: u64,
+}
+
+impl Default for LedgerRetention {
+    fn default() -> Self {
+        Self {
+            max_age: Duration::from_secs(90 * 86_400),
+            records_max: LEDGER_RECORDS_MAX,
+        }
+    }
+}
+
+/// The default bound on the ledger records a node keeps (about 100 bytes each on disk).
+pub const LEDGER_RECORDS_MAX: u64 = 200_000_000;
 
 impl NodeConfig {
     /// Defaults for node `id` keeping data in `data_dir` and listening on `listen_raft`.
@@ -136,6 +164,8 @@ impl NodeConfig {
             proposals_in_flight: 2,
             request_timeout: Duration::from_secs(5),
             wall_clock: WallClock::system(),
+            draw_key: DrawKey::default(),
+            ledger: Some(LedgerRetention::default()),
         }
     }
 }
@@ -255,6 +285,7 @@ pub struct NodeInner {
     pub(crate) cfg: NodeConfig,
     db: Arc<rocksdb::DB>,
     log: LogStore,
+    ledger: Option<LedgerStore>,
 }
 
 /// One log entry as read back for audits and replays.
@@ -315,7 +346,13 @@ impl RaftNode {
             .map_err(fatal)?;
         let log_store = LogStore::new(db.clone()).map_err(fatal)?;
         let log_reader = log_store.clone();
-        let sm_store = SmStore::new(&cfg.data_dir.join("snapshots")).map_err(fatal)?;
+        let ledger = cfg.ledger.map(|_| LedgerStore::new(db.clone()));
+        let sm_store = SmStore::new(
+            &cfg.data_dir.join("snapshots"),
+            ledger.clone(),
+            cfg.draw_key,
+        )
+        .map_err(fatal)?;
         let snapshot_encode = sm_store.snapshot_encode();
         let deferral = sm_store.deferral();
         deferral.leader_every.store(
@@ -393,6 +430,7 @@ impl RaftNode {
             cfg: cfg.clone(),
             db,
             log: log_reader,
+            ledger,
         });
 
         let mut builder = tonic::transport::Server::builder()
@@ -442,6 +480,7 @@ impl RaftNode {
         tokio::spawn(track_leadership(inner.clone(), deferral));
         tokio::spawn(watch_core(inner.clone()));
         tokio::spawn(sample_clocks(inner.clone()));
+        tokio::spawn(keep_ledger(inner.clone()));
         let rec = inner.clone();
         tokio::spawn(async move {
             tokio::select! {
@@ -587,6 +626,21 @@ impl RaftNode {
             .collect())
     }
 
+    /// A page of this node's ledger records (`None`: the node keeps none).
+    pub async fn ledger(&self, q: LedgerQuery) -> Result<Option<LedgerPage>, ClusterError> {
+        let Some(store) = self.inner.ledger.clone() else {
+            return Ok(None);
+        };
+        if !self.inner.ready.load(Ordering::SeqCst) {
+            return Err(ClusterError::NotReady);
+        }
+        tokio::task::spawn_blocking(move || store.query(&q))
+            .await
+            .map_err(|e| ClusterError::Fatal(e.to_string()))?
+            .map(Some)
+            .map_err(|e| ClusterError::Fatal(e.to_string()))
+    }
+
     /// The whole applied state as a backup file (the snapshot format), with its index.
     pub fn backup(&self) -> Result<(Vec<u8>, u64), ClusterError> {
         self.inner.local_read(crate::sm_store::export)
@@ -697,6 +751,34 @@ impl RaftNode {
 }
 
 /// Opens RocksDB, waiting briefly for a previous instance in this process to release its lock.
+/// How often a node removes ledger records past their retention.
+const LEDGER_UPKEEP_EVERY: Duration = Duration::from_secs(60);
+
+/// Removes ledger records past the retention, by log time, a bounded pass at a time.
+async fn keep_ledger(inner: Arc<NodeInner>) {
+    let (Some(store), Some(retention)) = (inner.ledger.clone(), inner.cfg.ledger) else {
+        return;
+    };
+    let mut every = tokio::time::interval(LEDGER_UPKEEP_EVERY);
+    loop {
+        tokio::select! {
+            _ = inner.cancel.cancelled() => return,
+            _ = every.tick() => {}
+        }
+        let now = inner.sm.read().expect("state lock").sm.clock_ms();
+        let before = now.saturating_sub(retention.max_age.as_millis() as u64);
+        let store = store.clone();
+        let pass =
+            tokio::task::spawn_blocking(move || store.purge(before, retention.records_max)).await;
+        match pass {
+            Ok(Ok(0)) => {}
+            Ok(Ok(n)) => tracing::info!(removed = n, "ledger records past retention removed"),
+            Ok(Err(e)) => tracing::warn!(error = %e, "ledger retention pass failed"),
+            Err(e) => tracing::warn!(error = %e, "ledger retention pass failed"),
+        }
+    }
+}
+
 async fn open_db_retrying(dir: &std::path::Path) -> std::io::Result<Arc<rocksdb::DB>> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {

@@ -11,6 +11,7 @@
 //! canonical snapshot.
 
 use crate::codec;
+use crate::ledger_store::LedgerStore;
 use crate::metrics::LatencyHistogram;
 use crate::types::{LogId, Response, SnapshotMeta, StoredMembership, TypeConfig};
 use futures::TryStreamExt;
@@ -18,6 +19,7 @@ use openraft::alias::SnapshotOf;
 use openraft::storage::{EntryResponder, RaftSnapshotBuilder, RaftStateMachine, Snapshot};
 use openraft::{EntryPayload, OptionalSend};
 use serde::{Deserialize, Serialize};
+use sluice_statemachine::draw::DrawKey;
 use sluice_statemachine::StateMachine;
 use std::collections::BTreeSet;
 use std::fmt::Debug;
@@ -109,18 +111,34 @@ pub struct SmStore {
     files: Arc<SnapshotFiles>,
     deferral: Arc<SnapshotDeferral>,
     snapshot_encode: Arc<LatencyHistogram>,
+    /// Where the ledger records applies make are kept (`None`: not kept).
+    ledger: Option<LedgerStore>,
+    /// The key draw secrets derive from, given to every machine this store holds.
+    draw_key: DrawKey,
 }
 
 impl SmStore {
-    /// A store keeping snapshots under `dir` (created if missing).
-    pub fn new(dir: &Path) -> io::Result<Self> {
+    /// A store keeping snapshots under `dir` (created if missing) and ledger records in
+    /// `ledger`, whose machines derive draw secrets from `draw_key`.
+    pub fn new(dir: &Path, ledger: Option<LedgerStore>, draw_key: DrawKey) -> io::Result<Self> {
         std::fs::create_dir_all(dir)?;
-        Ok(Self {
+        let store = Self {
             state: Arc::default(),
             files: Arc::new(SnapshotFiles::new(dir)),
             deferral: Arc::default(),
             snapshot_encode: Arc::default(),
-        })
+            ledger,
+            draw_key,
+        };
+        store.configure(&mut store.state.write().expect("fresh lock").sm);
+        Ok(store)
+    }
+
+    /// Gives a machine this node's draw key and ledger setting (a machine restored from a
+    /// snapshot has neither).
+    fn configure(&self, sm: &mut StateMachine) {
+        sm.set_draw_key(self.draw_key);
+        sm.keep_ledger(self.ledger.is_some());
     }
 
     /// How long each snapshot's encoding held the state lock (applies wait meanwhile).
@@ -341,6 +359,7 @@ impl SnapshotFiles {
 #[derive(Debug)]
 pub struct SnapshotBuilder {
     files: Arc<SnapshotFiles>,
+    ledger: Option<LedgerStore>,
     meta: SnapshotMeta,
     /// The snapshot file's bytes, encoded at `meta`.
     bytes: Option<Vec<u8>>,
@@ -359,8 +378,13 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             .bytes
             .take()
             .ok_or_else(|| io::Error::other("a snapshot builder builds once"))?;
+        let ledger = self.ledger.clone();
         let (bytes, store_ms) = tokio::task::spawn_blocking(move || {
             let t = Instant::now();
+            // The records the snapshot covers are never made again on this node.
+            if let Some(ledger) = ledger {
+                ledger.flush()?;
+            }
             // Not stored when a newer snapshot was installed meanwhile; openraft then keeps
             // the newer one too.
             files.store(&name, &bytes)?;
@@ -397,6 +421,9 @@ impl RaftStateMachine<TypeConfig> for SmStore {
             + Unpin
             + OptionalSend,
     {
+        // The batch's ledger records, written once it is applied.
+        let mut records = Vec::new();
+        let mut span: Option<(u64, u64)> = None;
         while let Some((entry, responder)) = entries.try_next().await? {
             let response = {
                 let _abort = AbortOnPanic;
@@ -423,11 +450,23 @@ impl RaftStateMachine<TypeConfig> for SmStore {
                     }
                 };
                 st.last_applied = Some(entry.log_id);
+                if self.ledger.is_some() {
+                    records.append(&mut st.sm.take_ledger());
+                    span = Some((span.map_or(index, |s| s.0), index));
+                }
                 response
             };
             if let Some(r) = responder {
                 r.send(response);
             }
+        }
+        if let (Some(ledger), Some((first, last))) = (&self.ledger, span) {
+            // Not synced: a crash loses at most what the replay after the latest snapshot
+            // makes again.
+            let ledger = ledger.clone();
+            tokio::task::spawn_blocking(move || ledger.write(first, last, &records))
+                .await
+                .map_err(io::Error::other)??;
         }
         Ok(())
     }
@@ -465,6 +504,7 @@ impl RaftStateMachine<TypeConfig> for SmStore {
         self.snapshot_encode.observe(t.elapsed());
         SnapshotBuilder {
             files: self.files.clone(),
+            ledger: self.ledger.clone(),
             meta,
             bytes: Some(bytes),
             encode_ms: t.elapsed().as_millis() as u64,
@@ -481,8 +521,9 @@ impl RaftStateMachine<TypeConfig> for SmStore {
         if header.meta.last_log_id != meta.last_log_id {
             return Err(bad("snapshot data does not match its metadata"));
         }
-        let sm =
+        let mut sm =
             StateMachine::restore(sm_bytes).map_err(|e| bad(format!("snapshot state: {e}")))?;
+        self.configure(&mut sm);
         let (files, name) = (self.files.clone(), file_name(meta));
         let bytes = tokio::task::spawn_blocking(move || files.store(&name, &bytes).map(|_| bytes))
             .await

@@ -18,7 +18,8 @@ impl StoreBuilder<TypeConfig, LogStore, SmStore, TempDir> for Builder {
         let dir = tempfile::tempdir().map_err(err)?;
         let db = open_db(&dir.path().join("db")).map_err(err)?;
         let log = LogStore::new(db).map_err(err)?;
-        let sm = SmStore::new(&dir.path().join("snapshots")).map_err(err)?;
+        let sm =
+            SmStore::new(&dir.path().join("snapshots"), None, Default::default()).map_err(err)?;
         Ok((dir, log, sm))
     }
 }
@@ -60,12 +61,12 @@ async fn a_build_finishing_after_a_newer_install_leaves_the_newer_snapshot() {
     use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine};
     let dir = tempfile::tempdir().unwrap();
     let snaps = dir.path().join("snapshots");
-    let mut sm = SmStore::new(&snaps).unwrap();
+    let mut sm = SmStore::new(&snaps, None, Default::default()).unwrap();
     apply_blanks(&mut sm, 1, 5).await;
     let mut older = sm.get_snapshot_builder().await;
     // The leader's state at index 10, as it would send it.
     let leader_dir = tempfile::tempdir().unwrap();
-    let mut leader = SmStore::new(leader_dir.path()).unwrap();
+    let mut leader = SmStore::new(leader_dir.path(), None, Default::default()).unwrap();
     apply_blanks(&mut leader, 1, 10).await;
     let newer = sluice_raft::sm_store::export(&leader.read());
     let meta = openraft::SnapshotMeta {

@@ -249,6 +249,14 @@ pub enum Command {
         /// At most [`NOTICE_LEN_MAX`](crate::limits::NOTICE_LEN_MAX) bytes of plain text.
         text: Option<String>,
     },
+    /// An operator's command, applied as `command` and recorded with the operator's name in
+    /// the ledger, whose operator audit log lists who did what. Never nested.
+    AsOperator {
+        /// The operator's name (as [`validate_name`](crate::types::validate_name) allows).
+        operator: String,
+        /// The command.
+        command: Box<Command>,
+    },
 }
 
 impl Command {
@@ -287,6 +295,73 @@ impl Command {
             | PoolRelease { pool, .. }
             | PoolReport { pool, .. } => Some(pool),
             Tick | EndCredential { .. } => None,
+            AsOperator { command, .. } => command.target(),
+        }
+    }
+
+    /// The command's name in the operator audit log, and what it addressed besides its room or
+    /// pool, in words.
+    pub fn describe(&self) -> (&'static str, String) {
+        use Command::*;
+        let none = String::new;
+        match self {
+            CreateRoom { .. } => ("create_room", none()),
+            UpdateRoom { .. } => ("update_room", none()),
+            PutRoom { .. } => ("put_room", none()),
+            DeleteRoom { .. } => ("delete_room", none()),
+            Join { visitor, .. } | JoinWith { visitor, .. } => ("join", visitor.to_string()),
+            Heartbeat { visitor, .. } => ("heartbeat", visitor.to_string()),
+            Leave { visitor, .. } => ("leave", visitor.to_string()),
+            Touch { visitors, .. } => ("touch", format!("{} visitors", visitors.len())),
+            TouchFrom { visits, .. } => ("touch", format!("{} visits", visits.len())),
+            Pause { .. } => ("pause", none()),
+            Resume { .. } => ("resume", none()),
+            SetMode { mode, .. } => ("set_mode", mode.as_str().to_string()),
+            SetHealth { health, .. } => ("set_health", health.as_str().to_string()),
+            ForceAdmit { count, .. } => ("force_admit", format!("{count} waiters")),
+            Revoke { visitor, .. } => ("revoke", visitor.to_string()),
+            RevokeAll { .. } => ("revoke_all", none()),
+            PutPool {
+                room_capacity,
+                rooms_max,
+                ..
+            } => ("put_pool", format!("{rooms_max} rooms of {room_capacity}")),
+            DeletePool { .. } => ("delete_pool", none()),
+            PoolAssign { .. } => ("pool_assign", none()),
+            PoolRelease { room_index, .. } => ("pool_release", format!("room {room_index}")),
+            PoolReport {
+                room_index, count, ..
+            } => ("pool_report", format!("room {room_index}: {count}")),
+            Tick => ("tick", none()),
+            Ban {
+                visitor, until_ms, ..
+            } => (
+                "ban",
+                match until_ms {
+                    Some(t) => format!("{visitor} until {t}"),
+                    None => visitor.to_string(),
+                },
+            ),
+            Unban { visitor, .. } => ("unban", visitor.to_string()),
+            EndCredential { .. } => ("end_credential", none()),
+            SetEntryPolicy { .. } => ("set_entry_policy", none()),
+            ReportOrigin { source, .. } => ("report_origin", source.as_str().to_string()),
+            CreateCodes { codes, .. } => ("create_codes", format!("{} codes", codes.len())),
+            AddCodes { batch, codes, .. } => (
+                "add_codes",
+                format!("{} codes to batch {batch}", codes.len()),
+            ),
+            EndCodes { batch, .. } => ("end_codes", format!("batch {batch}")),
+            SetNotice { text, .. } => (
+                "set_notice",
+                if text.is_some() {
+                    "shown"
+                } else {
+                    "taken down"
+                }
+                .to_string(),
+            ),
+            AsOperator { command, .. } => command.describe(),
         }
     }
 }

@@ -9,14 +9,20 @@
 //!
 //! The seed comes from the log position, so anyone holding the log can replay and audit a draw.
 
+use crate::ledger::Event;
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
+use serde::{Deserialize, Serialize};
 
-/// The name of the draw algorithm, recorded next to audited draws.
+/// The name of the first draw algorithm, still used by rooms made before draw secrets.
 pub const DRAW_ALGORITHM: &str = "sluice-draw-v1 (blake3 derive_key seed, chacha8, lemire)";
 
+/// The name of the commit–reveal draw algorithm.
+pub const DRAW_ALGORITHM_V2: &str =
+    "sluice-draw-v2 (room secret committed by blake3, blake3 derive_key seed, chacha8, lemire)";
+
 /// Where a command sits in the log: the source of its seed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct DrawPosition {
     /// Raft term of the entry.
     pub term: u64,
@@ -26,23 +32,53 @@ pub struct DrawPosition {
     pub sub: u64,
 }
 
+impl DrawPosition {
+    fn bytes(&self) -> [u8; 24] {
+        let mut b = [0u8; 24];
+        b[..8].copy_from_slice(&self.term.to_be_bytes());
+        b[8..16].copy_from_slice(&self.index.to_be_bytes());
+        b[16..].copy_from_slice(&self.sub.to_be_bytes());
+        b
+    }
+}
+
 /// The generator for one command in one room.
 #[derive(Debug)]
 pub struct Draw {
+    seed: [u8; 32],
     rng: ChaCha8Rng,
 }
 
 impl Draw {
-    /// The generator seeded from a log position and a room name.
+    /// The `sluice-draw-v1` generator, seeded from a log position and a room name.
     pub fn new(pos: DrawPosition, room: &str) -> Self {
         let mut h = blake3::Hasher::new_derive_key("sluice draw v1");
-        h.update(&pos.term.to_be_bytes());
-        h.update(&pos.index.to_be_bytes());
-        h.update(&pos.sub.to_be_bytes());
+        h.update(&pos.bytes());
         h.update(room.as_bytes());
+        Self::from_seed(*h.finalize().as_bytes())
+    }
+
+    /// The `sluice-draw-v2` generator: seeded from the room's draw secret as well, so that
+    /// nobody without the secret can tell the outcome from the log position.
+    pub fn new_v2(secret: &[u8; 32], pos: DrawPosition, room: &str) -> Self {
+        let mut h = blake3::Hasher::new_derive_key("sluice draw v2");
+        h.update(secret);
+        h.update(&pos.bytes());
+        h.update(room.as_bytes());
+        Self::from_seed(*h.finalize().as_bytes())
+    }
+
+    /// The generator for a seed.
+    pub fn from_seed(seed: [u8; 32]) -> Self {
         Self {
-            rng: ChaCha8Rng::from_seed(*h.finalize().as_bytes()),
+            seed,
+            rng: ChaCha8Rng::from_seed(seed),
         }
+    }
+
+    /// The seed (recorded in the ledger with every draw).
+    pub fn seed(&self) -> [u8; 32] {
+        self.seed
     }
 
     /// A uniform integer in `0..n`.
@@ -66,26 +102,82 @@ impl Draw {
     }
 }
 
-/// A draw created on first use, so commands that draw nothing pay nothing.
-#[derive(Debug)]
-pub(crate) struct LazyDraw<'a> {
-    pos: DrawPosition,
-    room: &'a str,
-    draw: Option<Draw>,
+/// The key every node holds that room draw secrets are derived from (node configuration, never
+/// in the log or a snapshot). Every replica must hold the same one: a replica with another
+/// commits to other secrets, and its digest differs from the first room it makes.
+#[derive(Clone, Copy, PartialEq, Eq, Default)]
+pub struct DrawKey(pub [u8; 32]);
+
+impl std::fmt::Debug for DrawKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DrawKey(..)")
+    }
 }
 
-impl<'a> LazyDraw<'a> {
-    pub fn new(pos: DrawPosition, room: &'a str) -> Self {
+impl DrawKey {
+    /// The secret of the draw epoch a room began at `start`.
+    pub fn secret(&self, room: &str, start: DrawPosition) -> [u8; 32] {
+        let mut h = blake3::Hasher::new_keyed(&self.0);
+        h.update(b"sluice draw secret v2");
+        h.update(&start.bytes());
+        h.update(room.as_bytes());
+        *h.finalize().as_bytes()
+    }
+}
+
+/// The commitment to a draw secret: what a room publishes before the secret seeds any draw.
+pub fn commitment(secret: &[u8; 32]) -> [u8; 32] {
+    let mut h = blake3::Hasher::new_derive_key("sluice draw commitment v2");
+    h.update(secret);
+    *h.finalize().as_bytes()
+}
+
+/// One command's work on one room: its draw, made on first use so that commands that draw
+/// nothing pay nothing, and the ledger events it makes.
+#[derive(Debug)]
+pub(crate) struct Step<'a> {
+    pos: DrawPosition,
+    room: &'a str,
+    /// The nodes' key and where the room's draw secret began (`None`: the room draws by
+    /// `sluice-draw-v1`).
+    secret: Option<(DrawKey, DrawPosition)>,
+    draw: Option<Draw>,
+    /// The ledger events, in the order they happened.
+    pub events: Vec<Event>,
+}
+
+impl<'a> Step<'a> {
+    pub fn new(pos: DrawPosition, room: &'a str, secret: Option<(DrawKey, DrawPosition)>) -> Self {
         Self {
             pos,
             room,
+            secret,
             draw: None,
+            events: Vec::new(),
         }
     }
 
     pub fn get(&mut self) -> &mut Draw {
-        let (pos, room) = (self.pos, self.room);
-        self.draw.get_or_insert_with(|| Draw::new(pos, room))
+        let (pos, room, secret) = (self.pos, self.room, self.secret);
+        self.draw.get_or_insert_with(|| match secret {
+            Some((key, start)) => Draw::new_v2(&key.secret(room, start), pos, room),
+            None => Draw::new(pos, room),
+        })
+    }
+
+    /// Whether the command drew.
+    pub fn drew(&self) -> bool {
+        self.draw.is_some()
+    }
+
+    /// Where the command sits in the log.
+    pub fn pos(&self) -> DrawPosition {
+        self.pos
+    }
+
+    /// Records a ledger event.
+    pub fn note(&mut self, event: Event) {
+        self.events.push(event);
     }
 }
 

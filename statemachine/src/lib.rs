@@ -31,6 +31,7 @@ pub mod command;
 pub mod draw;
 mod idmap;
 pub mod lanes;
+pub mod ledger;
 pub mod limits;
 pub mod machine;
 pub mod origin;

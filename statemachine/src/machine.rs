@@ -1,7 +1,8 @@
 //! The whole replicated state: rooms, pools, the log clock and the last applied position.
 
 use crate::command::{Command, Proposal};
-use crate::draw::{DrawPosition, LazyDraw};
+use crate::draw::{DrawKey, DrawPosition, Step};
+use crate::ledger::{Chain, Event, Record};
 use crate::limits::*;
 use crate::origin::{HealthChange, HealthSource, OriginRule, OriginSamples};
 use crate::outcome::{EndReason, Outcome, PoolView, Rejection, RoomView, VisitorView};
@@ -46,6 +47,16 @@ pub struct StateMachine {
     pub(crate) last_applied: Option<LogPosition>,
     /// Operator sessions ended by sign-out, each until it would have ended anyway (log time).
     pub(crate) credentials_ended: BTreeMap<[u8; 16], u64>,
+    /// The ledger's count and chain.
+    pub(crate) ledger: Chain,
+    /// Not state: the key draw secrets derive from (node configuration).
+    pub(crate) draw_key: DrawKey,
+    /// Not state: the ledger records made since they were last taken, when kept.
+    pub(crate) ledger_out: Option<Vec<Record>>,
+    /// Not state: the operator whose command is being applied.
+    pub(crate) operator: Option<String>,
+    /// Not state: records made by the command being applied so far.
+    pub(crate) records_of_command: u32,
 }
 
 impl StateMachine {
@@ -62,6 +73,56 @@ impl StateMachine {
     /// The last entry applied.
     pub fn last_applied(&self) -> Option<LogPosition> {
         self.last_applied
+    }
+
+    /// Sets the key room draw secrets derive from. Every replica must hold the same one; it is
+    /// configuration, not state, and is set again on a machine restored from a snapshot.
+    pub fn set_draw_key(&mut self, key: DrawKey) {
+        self.draw_key = key;
+    }
+
+    /// The draw key (to carry over to a machine restored from a snapshot).
+    pub fn draw_key(&self) -> DrawKey {
+        self.draw_key
+    }
+
+    /// Keeps the ledger records applies make, for [`take_ledger`](Self::take_ledger) (off by
+    /// default: the chain is kept either way).
+    pub fn keep_ledger(&mut self, keep: bool) {
+        self.ledger_out = keep.then(Vec::new);
+    }
+
+    /// The ledger records made since the last call, in order.
+    pub fn take_ledger(&mut self) -> Vec<Record> {
+        self.ledger_out
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    /// The ledger's count and chain.
+    pub fn ledger_chain(&self) -> Chain {
+        self.ledger
+    }
+
+    /// Adds a command's events to the ledger.
+    fn record(&mut self, pos: DrawPosition, room: &str, events: Vec<Event>) {
+        for event in events {
+            let r = Record {
+                index: pos.index,
+                sub: pos.sub as u32,
+                n: self.records_of_command,
+                time_ms: self.clock_ms,
+                room: room.to_string(),
+                by: self.operator.clone(),
+                event,
+            };
+            self.records_of_command += 1;
+            self.ledger.fold(&r.encode());
+            if let Some(out) = self.ledger_out.as_mut() {
+                out.push(r);
+            }
+        }
     }
 
     fn step(&mut self, term: u64, index: u64, time_ms: u64) {
@@ -108,6 +169,7 @@ impl StateMachine {
     }
 
     fn apply_command(&mut self, pos: DrawPosition, cmd: &Command) -> Outcome {
+        self.records_of_command = 0;
         match self.try_apply(pos, cmd) {
             Ok(o) => o,
             Err(r) => Outcome::Rejected(r),
@@ -128,14 +190,17 @@ impl StateMachine {
         use Command::*;
         let now = self.clock_ms;
         // Commands that address one existing room: validate, then advance → act → pump.
+        let key = self.draw_key;
         let room_op =
-            |sm: &mut Self,
-             name: &str,
-             act: &mut dyn FnMut(&mut Room, &mut LazyDraw) -> Outcome| {
+            |sm: &mut Self, name: &str, act: &mut dyn FnMut(&mut Room, &mut Step) -> Outcome| {
                 let room = sm.room_mut(name)?;
-                let mut draw = LazyDraw::new(pos, name);
-                room.advance(now, &mut draw);
-                Ok(act(room, &mut draw))
+                let before = room.signals();
+                let mut step = Step::new(pos, name, room.draw_start().map(|s| (key, s)));
+                room.advance(now, &mut step);
+                let out = act(room, &mut step);
+                room.settle(Some(before), &key, now, &mut step);
+                sm.record(pos, name, step.events);
+                Ok(out)
             };
         match cmd {
             CreateRoom { room, config }
@@ -155,22 +220,32 @@ impl StateMachine {
                     }
                     _ => {}
                 }
-                let mut draw = LazyDraw::new(pos, room);
                 let r = self
                     .rooms
                     .entry(room.clone())
                     .or_insert_with(|| Room::new(room.clone(), config.clone(), now));
-                r.advance(now, &mut draw);
-                r.reconfigure(config.clone(), now, &mut draw);
-                Ok(Outcome::Room(r.room_view(now)))
+                let before = exists.then(|| r.signals());
+                let mut step = Step::new(pos, room, r.draw_start().map(|s| (key, s)));
+                if !r.draws.v2 {
+                    // New rooms, and older ones when reconfigured, commit to a draw secret.
+                    r.begin_draws(&key, &mut step);
+                }
+                r.advance(now, &mut step);
+                r.reconfigure(config.clone(), now, &mut step);
+                r.settle(before, &key, now, &mut step);
+                let view = r.room_view(now);
+                self.record(pos, room, step.events);
+                Ok(Outcome::Room(view))
             }
             DeleteRoom { room } => {
                 self.room_mut(room)?;
-                let r = self.rooms.remove(room.as_str()).expect("checked above");
-                Ok(Outcome::RoomDeleted {
-                    waiting: r.waiting_len(),
-                    active: r.sessions.len() as u64,
-                })
+                let mut r = self.rooms.remove(room.as_str()).expect("checked above");
+                let (waiting, active) = (r.waiting_len(), r.sessions.len() as u64);
+                let mut step = Step::new(pos, room, None);
+                r.reveal_draws(&key, &mut step);
+                step.note(Event::Deleted { waiting, active });
+                self.record(pos, room, step.events);
+                Ok(Outcome::RoomDeleted { waiting, active })
             }
             Join { room, visitor } => room_op(self, room, &mut |r, d| {
                 r.join(*visitor, &JoinEvidence::default(), now, d)
@@ -363,7 +438,13 @@ impl StateMachine {
                 r.pump(now, d);
                 o
             }),
-            SetNotice { room, text } => room_op(self, room, &mut |r, _| r.set_notice(text, now)),
+            SetNotice { room, text } => room_op(self, room, &mut |r, d| {
+                let o = r.set_notice(text, now);
+                if !matches!(o, Outcome::Rejected(_)) {
+                    d.note(Event::Notice { text: text.clone() });
+                }
+                o
+            }),
             EndCodes { room, batch } => room_op(self, room, &mut |r, d| {
                 let o = match r.codes.end(*batch) {
                     Ok(n) => Outcome::Count(n),
@@ -372,12 +453,48 @@ impl StateMachine {
                 r.pump(now, d);
                 o
             }),
+            AsOperator { operator, command } => {
+                validate_name("operator", operator)?;
+                if matches!(**command, AsOperator { .. }) {
+                    return Err(Rejection::invalid(
+                        "command",
+                        "an operator's command cannot hold another".into(),
+                    ));
+                }
+                self.operator = Some(operator.clone());
+                let out = match self.try_apply(pos, command) {
+                    Ok(o) => o,
+                    Err(r) => Outcome::Rejected(r),
+                };
+                let (name, detail) = command.describe();
+                let outcome = match &out {
+                    Outcome::Rejected(r) => r.code().to_string(),
+                    _ => "ok".to_string(),
+                };
+                let event = Event::Command {
+                    name: name.to_string(),
+                    detail,
+                    outcome,
+                };
+                self.record(pos, command.target().unwrap_or(""), vec![event]);
+                self.operator = None;
+                Ok(out)
+            }
             Tick => {
                 let (mut admitted, mut expired) = (0, 0);
+                let mut events = Vec::new();
                 for (name, room) in self.rooms.iter_mut() {
-                    let mut draw = LazyDraw::new(pos, name);
-                    expired += room.advance(now, &mut draw);
-                    admitted += room.pump(now, &mut draw);
+                    let before = room.signals();
+                    let mut step = Step::new(pos, name, room.draw_start().map(|s| (key, s)));
+                    expired += room.advance(now, &mut step);
+                    admitted += room.pump(now, &mut step);
+                    room.settle(Some(before), &key, now, &mut step);
+                    if !step.events.is_empty() {
+                        events.push((name.clone(), step.events));
+                    }
+                }
+                for (name, e) in events {
+                    self.record(pos, &name, e);
                 }
                 Ok(Outcome::Ticked { admitted, expired })
             }

@@ -254,6 +254,16 @@ pub struct Totals {
     pub revoked: u64,
 }
 
+/// A room's commitment to its current draw secret: published before the secret seeds any draw,
+/// so that nobody can choose the secret afterwards; the ledger reveals it once it has been used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DrawView {
+    /// BLAKE3 (derive-key "sluice draw commitment v2") of the secret.
+    pub commitment: [u8; 32],
+    /// The log index the secret began at.
+    pub since_index: u64,
+}
+
 /// A room as seen from outside.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RoomView {
@@ -296,6 +306,8 @@ pub struct RoomView {
     pub codes: u64,
     /// The operator's notice to the line, if one is shown.
     pub notice: Option<Notice>,
+    /// The room's committed draw secret (`None`: a room that draws by `sluice-draw-v1`).
+    pub draw: Option<DrawView>,
     /// The estimate (shorter end, seconds) the newest waiter of the room's own line is shown
     /// (`None`: nobody waits there, a lottery, or no honest estimate).
     pub newest_eta_secs: Option<u64>,

@@ -11,13 +11,15 @@
 
 use crate::chunked::MinHeap;
 use crate::codes::{CodeBook, CodeHash};
-use crate::draw::LazyDraw;
+use crate::draw::{commitment, DrawKey, DrawPosition, Step};
 use crate::idmap::IdMap;
 use crate::lanes::{self, LANE_SHIFT};
+use crate::ledger::{Event, Rule};
 use crate::limits::*;
 use crate::origin::{HealthChange, HealthSource, OriginSamples, OriginWatch, ORIGIN_SLOTS};
 use crate::outcome::{
-    EndReason, LaneView, Notice, Outcome, Rejection, RoomView, Totals, VisitorState, VisitorView,
+    DrawView, EndReason, LaneView, Notice, Outcome, Rejection, RoomView, Totals, VisitorState,
+    VisitorView,
 };
 use crate::policy::{
     ChallengeUse, ClientKey, EntryPolicy, IdentityKey, JoinEvidence, CHALLENGES_REMEMBERED_MAX,
@@ -26,6 +28,7 @@ use crate::policy::{
 use crate::queue::{Slot, WaitQueue};
 use crate::sessions::Sessions;
 use crate::types::{Health, Mode, RoomConfig, VisitorId};
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// Bucket units per token: ms per minute × permille, so refill is exact integer arithmetic.
@@ -176,6 +179,8 @@ pub(crate) struct Room {
     pub codes: CodeBook,
     /// The operator's notice to the line, and when it was set (log time, ms).
     pub notice: Option<(String, u64)>,
+    /// How the room draws (`sluice-draw-v2`: its current secret).
+    pub draws: Draws,
 }
 
 /// How long a room's sessions last, learned from the sessions that ended by themselves (left,
@@ -225,6 +230,40 @@ fn count_down<K: Ord>(counts: &mut BTreeMap<K, u64>, k: &K) {
     }
 }
 
+/// A room's draw secret: committed to (its hash published) when it begins, revealed in the
+/// ledger once it has seeded a draw and either no draw may use it any more or the room's draw
+/// settings change (a new one begins then).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Epoch {
+    /// The position of the command it began at; with the nodes' draw key, it gives the secret.
+    pub start: DrawPosition,
+    /// BLAKE3 of the secret.
+    pub commitment: [u8; 32],
+    /// Whether a draw has used it.
+    pub used: bool,
+}
+
+/// How a room draws.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Draws {
+    /// `sluice-draw-v2` (commit–reveal); rooms made before it draw by `sluice-draw-v1` until
+    /// they are reconfigured.
+    pub v2: bool,
+    /// The current secret (always one for a v2 room).
+    pub epoch: Option<Epoch>,
+}
+
+/// What the ledger reports when it changes: compared before and after each command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Signals {
+    paused: bool,
+    health: Health,
+    waiting: bool,
+    full: bool,
+    /// Lines drawn by lot (a bit per line) and whether the opening shuffles.
+    draw_settings: (u64, bool),
+}
+
 /// Restored parts of a room, as a snapshot holds them.
 #[derive(Debug)]
 pub(crate) struct RoomParts {
@@ -255,6 +294,8 @@ pub(crate) struct RoomParts {
     pub public_credit: i64,
     pub codes: CodeBook,
     pub notice: Option<(String, u64)>,
+    /// How the room draws (`sluice-draw-v2`: its current secret).
+    pub draws: Draws,
 }
 
 impl Room {
@@ -300,6 +341,7 @@ impl Room {
             public_credit: 0,
             codes: CodeBook::default(),
             notice: None,
+            draws: Draws::default(),
         }
     }
 
@@ -315,6 +357,7 @@ impl Room {
         room.window_latest = p.window_latest;
         room.totals = p.totals;
         room.notice = p.notice;
+        room.draws = p.draws;
         room.queue = WaitQueue::default();
         room.waiting.reserve(p.waiters.len());
         let mut due = Vec::with_capacity(p.waiters.len());
@@ -522,6 +565,11 @@ impl Room {
     }
 
     /// The line a lane's name gives (an unknown name, or none: the room's own).
+    /// The name of line `l`'s lane (`None`: the room's own line).
+    fn lane_name(&self, l: usize) -> Option<String> {
+        self.policy.lanes.get(l).map(|lane| lane.name.clone())
+    }
+
     fn line_named(&self, name: Option<&str>) -> usize {
         name.and_then(|n| self.policy.lanes.iter().position(|l| l.name == n))
             .unwrap_or(self.public())
@@ -673,8 +721,8 @@ impl Room {
     // ---- time-driven housekeeping -------------------------------------------------------------
 
     /// Expiry, refill and opening at `now`. Returns how many visitors expired.
-    pub fn advance(&mut self, now: u64, draw: &mut LazyDraw) -> u64 {
-        let expired = self.expire(now);
+    pub fn advance(&mut self, now: u64, draw: &mut Step) -> u64 {
+        let expired = self.expire(now, draw);
         self.refill(now);
         if !self.opened && self.config.opens_at_ms.is_none_or(|t| t <= now) {
             self.open(now, draw);
@@ -689,7 +737,7 @@ impl Room {
     /// true times. Pop order differs between such replicas, so every due entry is examined and
     /// the cut, when there are more than the limit, is made by true time and seq, which every
     /// replica agrees on.
-    fn expire(&mut self, now: u64) -> u64 {
+    fn expire(&mut self, now: u64, draw: &mut Step) -> u64 {
         let ttl = self.config.session_ttl_secs * 1000;
         let mut due: Vec<(u64, u64, VisitorId)> = Vec::new();
         while let Some(&(t, seq, id)) = self.session_due.peek() {
@@ -769,6 +817,12 @@ impl Room {
         gone.sort_unstable_by_key(|&(seq, _, _, _)| seq);
         for &(seq, id, reason, admitted_at) in &gone {
             self.record_end(id, seq, reason, admitted_at, now);
+            draw.note(Event::Ended {
+                visitor: id,
+                seq,
+                reason,
+                admitted: admitted_at.is_some(),
+            });
         }
         self.maybe_compact();
         gone.len() as u64
@@ -783,12 +837,19 @@ impl Room {
         self.bucket_at_ms = self.bucket_at_ms.max(now);
     }
 
-    fn open(&mut self, now: u64, draw: &mut LazyDraw) {
+    fn open(&mut self, now: u64, draw: &mut Step) {
         self.opened = true;
         self.opened_at_ms = now;
+        draw.note(Event::Opened);
         if self.config.shuffle_at_open && self.queue.len() > 1 {
             let mut order = self.queue.live_slots();
-            draw.get().shuffle(&mut order);
+            let d = draw.get();
+            d.shuffle(&mut order);
+            let seed = d.seed();
+            draw.note(Event::Shuffled {
+                seed,
+                waiters: order.len() as u64,
+            });
             self.renumber(self.public(), order);
         }
     }
@@ -826,7 +887,7 @@ impl Room {
     // ---- admission ----------------------------------------------------------------------------
 
     /// Admits waiters while the rules allow. Returns how many.
-    pub fn pump(&mut self, now: u64, draw: &mut LazyDraw) -> u64 {
+    pub fn pump(&mut self, now: u64, draw: &mut Step) -> u64 {
         let n = if self.config.paused {
             0
         } else {
@@ -880,7 +941,7 @@ impl Room {
     /// Replaces the entry policy (already validated). Sessions admitted and still unused come
     /// under a new first-use TTL at once; visitors who joined without a counted client stay
     /// uncounted.
-    pub fn set_policy(&mut self, policy: EntryPolicy, now: u64, draw: &mut LazyDraw) -> Outcome {
+    pub fn set_policy(&mut self, policy: EntryPolicy, now: u64, draw: &mut Step) -> Outcome {
         if let Err(r) = self.check_lanes(&policy) {
             self.pump(now, draw);
             return Outcome::Rejected(r);
@@ -908,7 +969,7 @@ impl Room {
         Outcome::Room(self.room_view(now))
     }
 
-    fn admit_some(&mut self, now: u64, draw: &mut LazyDraw, max: u64, forced: bool) -> u64 {
+    fn admit_some(&mut self, now: u64, draw: &mut Step, max: u64, forced: bool) -> u64 {
         let pass = self.config.mode == Mode::Passthrough;
         let mut n = 0;
         let mut skips_left = HELD_SKIPS_PER_APPLY_MAX;
@@ -927,10 +988,20 @@ impl Room {
                 break; // no open line has waiters
             }
             let mut picked = None;
+            let mut rule = Rule::Head;
             for l in lines.iter() {
                 let k = if self.line_lottery(l) {
-                    draw.get().below(self.line(l).len())
+                    let candidates = self.line(l).len();
+                    let d = draw.get();
+                    let rank = d.below(candidates);
+                    rule = Rule::Lottery {
+                        seed: d.seed(),
+                        candidates,
+                        rank,
+                    };
+                    rank
                 } else {
+                    rule = Rule::Head;
                     0
                 };
                 picked = self.pick(l, k, now, &mut skips_left).map(|q| (l, q));
@@ -942,7 +1013,19 @@ impl Room {
                 self.held_back = true;
                 break;
             };
-            self.admit(l, qidx, now);
+            let (visitor, seq) = self.admit(l, qidx, now);
+            draw.note(Event::Admitted {
+                visitor,
+                seq,
+                lane: self.lane_name(l),
+                rule: if forced {
+                    Rule::Forced
+                } else if pass {
+                    Rule::Passthrough
+                } else {
+                    rule
+                },
+            });
             if metered {
                 self.bucket_units -= UNITS_PER_TOKEN;
             }
@@ -1003,6 +1086,110 @@ impl Room {
         self.policy.grace_secs.is_some() && last_seen_ms + self.config.waiter_ttl_secs * 1000 <= now
     }
 
+    // ---- what the ledger reports, and the draw secret -------------------------------------------
+
+    /// The room's state as far as the ledger reports its changes.
+    pub fn signals(&self) -> Signals {
+        let mut lottery = 0u64;
+        for l in 0..=self.public() {
+            if self.line_lottery(l) {
+                lottery |= 1 << l;
+            }
+        }
+        Signals {
+            paused: self.config.paused,
+            health: self.config.health,
+            waiting: self.waiting_len() > 0,
+            full: self.sessions.len() as u64 >= self.sessions_max(),
+            draw_settings: (lottery, self.config.shuffle_at_open),
+        }
+    }
+
+    /// Notes what changed since `before`, and keeps the draw secret: reveals one that has seeded
+    /// a draw once no draw may use it any more or the draw settings changed, and begins the next.
+    pub fn settle(&mut self, before: Option<Signals>, key: &DrawKey, now: u64, step: &mut Step) {
+        let after = self.signals();
+        if let Some(before) = before {
+            if after.health != before.health {
+                step.note(Event::Health {
+                    health: after.health,
+                });
+            }
+            if after.paused != before.paused {
+                step.note(if after.paused {
+                    Event::Paused {
+                        by_origin: self.origin.paused_by_origin,
+                    }
+                } else {
+                    Event::Resumed
+                });
+            }
+            if after.full && !before.full {
+                step.note(Event::CapacityReached);
+            }
+            if before.waiting && !after.waiting {
+                step.note(Event::Drained);
+            }
+        }
+        if !self.draws.v2 {
+            return;
+        }
+        let drew = step.drew();
+        let Some(epoch) = self.draws.epoch.as_mut() else {
+            self.begin_draws(key, step);
+            return;
+        };
+        epoch.used |= drew;
+        let changed = before.is_some_and(|b| b.draw_settings != after.draw_settings);
+        if epoch.used && (changed || !self.may_draw(now)) {
+            self.reveal_draws(key, step);
+            self.begin_draws(key, step);
+        }
+    }
+
+    /// Whether a draw may still come: a line drawn by lot, or a shuffle at an opening to come,
+    /// and not a closed room whose line is empty.
+    fn may_draw(&self, now: u64) -> bool {
+        let drawn = (0..=self.public()).any(|l| self.line_lottery(l))
+            || (self.config.shuffle_at_open && !self.opened);
+        let over = self.config.closes_at_ms.is_some_and(|t| t <= now) && self.waiting_len() == 0;
+        drawn && !over
+    }
+
+    /// Begins a draw secret at the step's position (the room draws by `sluice-draw-v2` from
+    /// then on) and publishes its commitment.
+    pub fn begin_draws(&mut self, key: &DrawKey, step: &mut Step) {
+        let start = step.pos();
+        let secret = key.secret(&self.name, start);
+        let c = commitment(&secret);
+        self.draws = Draws {
+            v2: true,
+            epoch: Some(Epoch {
+                start,
+                commitment: c,
+                used: false,
+            }),
+        };
+        step.note(Event::DrawCommitted { commitment: c });
+    }
+
+    /// Reveals the current draw secret if a draw has used it.
+    pub fn reveal_draws(&mut self, key: &DrawKey, step: &mut Step) {
+        if let Some(e) = self.draws.epoch.take() {
+            if e.used || step.drew() {
+                step.note(Event::DrawRevealed {
+                    commitment: e.commitment,
+                    secret: key.secret(&self.name, e.start),
+                });
+            }
+        }
+    }
+
+    /// Where the current draw secret began, for the step's generator (`None`: `sluice-draw-v1`).
+    pub fn draw_start(&self) -> Option<DrawPosition> {
+        self.draws.epoch.map(|e| e.start)
+    }
+
     /// Sets or takes down the notice to the line.
     pub fn set_notice(&mut self, text: &Option<String>, now: u64) -> Outcome {
         if let Err(e) = crate::types::validate_notice(text) {
@@ -1021,7 +1208,8 @@ impl Room {
         }
     }
 
-    fn admit(&mut self, l: usize, qidx: u64, now: u64) {
+    /// Admits the waiter at `qidx` of line `l`; returns it and its sequence number.
+    fn admit(&mut self, l: usize, qidx: u64, now: u64) -> (VisitorId, u64) {
         let slot = self.line_mut(l).remove(qidx).expect("admitting a hole");
         if let Some(lane) = self.lanes.get_mut(l) {
             lane.admitted += 1;
@@ -1047,6 +1235,7 @@ impl Room {
         self.totals.admitted += 1;
         self.roll_windows(now);
         self.windows[((now / WINDOW_MS) % WINDOWS as u64) as usize] += 1;
+        (slot.id, slot.seq)
     }
 
     fn roll_windows(&mut self, now: u64) {
@@ -1253,7 +1442,7 @@ impl Room {
         id: VisitorId,
         evidence: &JoinEvidence,
         now: u64,
-        draw: &mut LazyDraw,
+        draw: &mut Step,
     ) -> Outcome {
         let client = evidence.client;
         // One identity, one place: an identity that holds a place resumes it, from any device.
@@ -1271,7 +1460,7 @@ impl Room {
         if self.sessions.touch(&id, now) {
             // An admitted visitor who joins again renews the session.
         } else if let Some(&qidx) = self.waiting.get(&id) {
-            if let Err(r) = self.redeem_waiting(id, qidx, evidence, now) {
+            if let Err(r) = self.redeem_waiting(id, qidx, evidence, now, draw) {
                 self.pump(now, draw);
                 return Outcome::Rejected(r);
             }
@@ -1331,6 +1520,12 @@ impl Room {
                 },
             );
             self.totals.joined += 1;
+            draw.note(Event::Joined {
+                visitor: id,
+                seq,
+                lane: self.lane_name(line),
+                position: self.line(line).len(),
+            });
         }
         self.pump(now, draw);
         Outcome::Visitor(self.view(id, now).expect("joined visitor has a view"))
@@ -1372,6 +1567,7 @@ impl Room {
         qidx: u64,
         evidence: &JoinEvidence,
         now: u64,
+        draw: &mut Step,
     ) -> Result<(), Rejection> {
         let Some(code) = evidence.code else {
             return Ok(());
@@ -1388,6 +1584,12 @@ impl Room {
         self.codes.take(code, id);
         let slot = self.take_slot(qidx).expect("indexed waiter");
         self.push_waiter(to, slot);
+        draw.note(Event::Moved {
+            visitor: id,
+            seq: slot.seq,
+            lane: self.lane_name(to),
+            position: self.line(to).len(),
+        });
         self.maybe_compact();
         Ok(())
     }
@@ -1456,7 +1658,7 @@ impl Room {
         }
     }
 
-    pub fn heartbeat(&mut self, id: VisitorId, now: u64, draw: &mut LazyDraw) -> Outcome {
+    pub fn heartbeat(&mut self, id: VisitorId, now: u64, draw: &mut Step) -> Outcome {
         self.touch_one(id, now);
         self.pump(now, draw);
         match self.view(id, now) {
@@ -1465,7 +1667,7 @@ impl Room {
         }
     }
 
-    pub fn touch(&mut self, ids: &[VisitorId], now: u64, draw: &mut LazyDraw) -> Outcome {
+    pub fn touch(&mut self, ids: &[VisitorId], now: u64, draw: &mut Step) -> Outcome {
         self.touch_visits(ids.iter().map(|&id| (id, None)), now, draw)
     }
 
@@ -1475,7 +1677,7 @@ impl Room {
         &mut self,
         visits: &[(VisitorId, ClientKey)],
         now: u64,
-        draw: &mut LazyDraw,
+        draw: &mut Step,
     ) -> Outcome {
         self.touch_visits(visits.iter().map(|&(id, net)| (id, Some(net))), now, draw)
     }
@@ -1486,7 +1688,7 @@ impl Room {
         &mut self,
         visits: impl Iterator<Item = (VisitorId, Option<ClientKey>)>,
         now: u64,
-        draw: &mut LazyDraw,
+        draw: &mut Step,
     ) -> Outcome {
         let (mut renewed, mut checked_in, mut missed) = (0, 0, 0);
         let max = self.policy.networks_per_session_max;
@@ -1523,19 +1725,25 @@ impl Room {
 
     /// Ends a visitor's place or session with `reason`. Ended visitors get their view back;
     /// unknown ones a rejection.
-    pub fn end(
-        &mut self,
-        id: VisitorId,
-        reason: EndReason,
-        now: u64,
-        draw: &mut LazyDraw,
-    ) -> Outcome {
+    pub fn end(&mut self, id: VisitorId, reason: EndReason, now: u64, draw: &mut Step) -> Outcome {
         if let Some(s) = self.sessions.remove(&id) {
             self.record_end(id, s.seq, reason, Some(s.admitted_at_ms), now);
+            draw.note(Event::Ended {
+                visitor: id,
+                seq: s.seq,
+                reason,
+                admitted: true,
+            });
             self.maybe_compact_session_due();
         } else if let Some(qidx) = self.waiting.remove(&id) {
             let slot = self.take_slot(qidx).expect("indexed waiter");
             self.record_end(id, slot.seq, reason, None, now);
+            draw.note(Event::Ended {
+                visitor: id,
+                seq: slot.seq,
+                reason,
+                admitted: false,
+            });
             self.maybe_compact();
         } else if !self.ended_index.contains_key(&id) {
             self.pump(now, draw);
@@ -1552,7 +1760,7 @@ impl Room {
         id: VisitorId,
         until_ms: Option<u64>,
         now: u64,
-        draw: &mut LazyDraw,
+        draw: &mut Step,
     ) -> Outcome {
         let until = until_ms.unwrap_or(u64::MAX);
         if !self.bans.contains_key(&id) && self.bans.len() >= BANS_PER_ROOM_MAX {
@@ -1576,30 +1784,33 @@ impl Room {
     }
 
     /// Lifts a ban; 1 if there was one in force, else 0.
-    pub fn unban(&mut self, id: VisitorId, now: u64, draw: &mut LazyDraw) -> Outcome {
+    pub fn unban(&mut self, id: VisitorId, now: u64, draw: &mut Step) -> Outcome {
         let lifted = self.bans.remove(&id).is_some_and(|until| until > now);
         self.pump(now, draw);
         Outcome::Count(u64::from(lifted))
     }
 
-    pub fn revoke_all(&mut self, now: u64, draw: &mut LazyDraw) -> Outcome {
+    pub fn revoke_all(&mut self, now: u64, draw: &mut Step) -> Outcome {
         let all = self.sessions.take_all();
         for &(id, s) in &all {
             self.record_end(id, s.seq, EndReason::Revoked, Some(s.admitted_at_ms), now);
         }
         self.session_due.clear();
+        draw.note(Event::RevokedAll {
+            sessions: all.len() as u64,
+        });
         self.pump(now, draw);
         Outcome::Count(all.len() as u64)
     }
 
-    pub fn force_admit(&mut self, count: u64, now: u64, draw: &mut LazyDraw) -> Outcome {
+    pub fn force_admit(&mut self, count: u64, now: u64, draw: &mut Step) -> Outcome {
         let n = self.admit_some(now, draw, count, true);
         self.pump(now, draw);
         Outcome::Count(n)
     }
 
     /// Replaces the config (already validated). The bucket keeps its tokens up to the new burst.
-    pub fn reconfigure(&mut self, config: RoomConfig, now: u64, draw: &mut LazyDraw) {
+    pub fn reconfigure(&mut self, config: RoomConfig, now: u64, draw: &mut Step) {
         if config.paused != self.config.paused {
             self.origin.paused_by_origin = false;
         }
@@ -1620,7 +1831,7 @@ impl Room {
         source: HealthSource,
         samples: &OriginSamples,
         now: u64,
-        draw: &mut LazyDraw,
+        draw: &mut Step,
     ) -> Outcome {
         let Some(rule) = self.policy.origin.clone() else {
             return Outcome::Room(self.room_view(now));
@@ -1704,7 +1915,7 @@ impl Room {
                 seq: slot.seq,
                 state: VisitorState::Waiting {
                     position: (!lottery && !shuffled && line.show_positions).then_some(rank + 1),
-                    lane: self.policy.lanes.get(l).map(|lane| lane.name.clone()),
+                    lane: self.lane_name(l),
                     ahead: (line.show_waiting && !self.lanes.is_empty()).then_some(ahead),
                     provisional: shuffled,
                     waiting: line.show_waiting.then_some(waiting),
@@ -1784,6 +1995,10 @@ impl Room {
             notice: self.notice.as_ref().map(|(text, set_at_ms)| Notice {
                 text: text.clone(),
                 set_at_ms: *set_at_ms,
+            }),
+            draw: self.draws.epoch.map(|e| DrawView {
+                commitment: e.commitment,
+                since_index: e.start.index,
             }),
         }
     }

@@ -17,6 +17,7 @@
 
 use crate::codes::{BatchState, CodeBook, CodeHash, CodeState};
 use crate::command::DecodeError;
+use crate::ledger::Chain;
 use crate::limits::*;
 use crate::machine::{LogPosition, StateMachine};
 use crate::origin::OriginWatch;
@@ -24,7 +25,7 @@ use crate::outcome::{EndReason, Totals};
 use crate::policy::{ClientKey, EncodedPolicy, EntryPolicy, IdentityKey};
 use crate::pool::Pool;
 use crate::queue::{Slot, WaitQueue};
-use crate::room::{Ended, LaneParts, Room, RoomParts, Session, Turnover, WINDOWS};
+use crate::room::{Draws, Ended, LaneParts, Room, RoomParts, Session, Turnover, WINDOWS};
 use crate::sessions::Sessions;
 use crate::types::{validate_name, RoomConfig, VisitorId};
 use serde::{Deserialize, Serialize};
@@ -255,6 +256,10 @@ struct ExtrasOut<'a> {
     codes: Vec<(&'a str, RoomCodes)>,
     /// The operator's notice (text, when set) of each room that shows one.
     notices: Vec<(&'a str, (&'a str, u64))>,
+    /// The ledger's count and chain.
+    ledger: Chain,
+    /// The draw secret of each room that draws by `sluice-draw-v2`.
+    draws: Vec<(&'a str, Draws)>,
 }
 
 /// A lane's waiters (visitor, seq, last seen), credit, places taken and admissions.
@@ -286,6 +291,8 @@ struct ExtrasIn {
     lanes: Vec<(String, RoomLanes)>,
     codes: Vec<(String, RoomCodes)>,
     notices: Vec<(String, (String, u64))>,
+    ledger: Chain,
+    draws: Vec<(String, Draws)>,
 }
 
 /// A room as decoded, whichever the version; version 1 wrote it so, all postcard.
@@ -476,6 +483,13 @@ impl StateMachine {
                         .map(|(text, at)| (r.name.as_str(), (text.as_str(), *at)))
                 })
                 .collect(),
+            ledger: self.ledger,
+            draws: self
+                .rooms
+                .values()
+                .filter(|r| r.draws.v2)
+                .map(|r| (r.name.as_str(), r.draws))
+                .collect(),
         };
         postcard::to_extend(&extras, out).expect("encoding into a Vec cannot fail")
     }
@@ -602,8 +616,20 @@ impl StateMachine {
                 return Err(bad(format!("room {name}: notice listed twice")));
             }
         }
+        if s.extras.draws.len() > ROOMS_MAX {
+            return Err(DecodeError::TooLarge("draws".into()));
+        }
+        let mut draws: std::collections::BTreeMap<String, Draws> = Default::default();
+        for (name, d) in s.extras.draws {
+            if !d.v2 || d.epoch.is_none() || draws.insert(name.clone(), d).is_some() {
+                return Err(bad(format!(
+                    "room {name}: draws listed twice or without a secret"
+                )));
+            }
+        }
         let mut sm = StateMachine {
             clock_ms: s.clock_ms,
+            ledger: s.extras.ledger,
             last_applied: s
                 .last_applied
                 .map(|(term, index)| LogPosition { term, index }),
@@ -673,6 +699,7 @@ impl StateMachine {
                 public_credit: 0,
                 codes: codes.remove(&f_name).unwrap_or_default(),
                 notice: notices.remove(&f_name),
+                draws: draws.remove(&f_name).unwrap_or_default(),
             };
             let (room_lanes, public_credit) = lanes.remove(&f_name).unwrap_or_default();
             let parts = RoomParts {
@@ -729,6 +756,7 @@ impl StateMachine {
             .chain(lanes.keys())
             .chain(codes.keys())
             .chain(notices.keys())
+            .chain(draws.keys())
             .next()
         {
             return Err(bad(format!(

@@ -22,7 +22,11 @@ impl H {
     /// A replica restored from this one's snapshot, at the same log position and time.
     fn restored(&self) -> H {
         H {
-            sm: StateMachine::restore(&self.sm.snapshot()).unwrap(),
+            sm: {
+                let mut sm = StateMachine::restore(&self.sm.snapshot()).unwrap();
+                sm.set_draw_key(self.sm.draw_key());
+                sm
+            },
             term: self.term,
             index: self.index,
             now: self.now,
@@ -148,6 +152,8 @@ fn rejected(o: &Outcome) -> &Rejection {
 
 #[path = "lane_tests.rs"]
 mod lane_tests;
+#[path = "ledger_tests.rs"]
+mod ledger_tests;
 #[path = "notice_tests.rs"]
 mod notice_tests;
 
@@ -904,10 +910,18 @@ fn shuffle_at_open_is_a_seeded_draw_from_the_log_position() {
         h.join("drop", v);
     }
     assert_eq!(h.queue("drop"), (1..=20).collect::<Vec<_>>());
+    let start = h.sm.rooms["drop"]
+        .draws
+        .epoch
+        .expect("a committed secret")
+        .start;
     h.at(10_000).tick();
-    // The tick is entry (term 1, index h.index), command 0: the shuffle draws from that position.
+    // The tick is entry (term 1, index h.index), command 0: the shuffle draws from that position
+    // and the room's secret, which began at the room's creation.
     let mut expected: Vec<u128> = (1..=20).collect();
-    Draw::new(
+    let secret = h.sm.draw_key().secret("drop", start);
+    Draw::new_v2(
+        &secret,
         DrawPosition {
             term: 1,
             index: h.index,
@@ -968,6 +982,8 @@ fn lottery_admission_is_golden() {
             ..cfg(100, 60)
         },
     );
+    // A room made before draw secrets: it keeps drawing by sluice-draw-v1.
+    h.sm.rooms.get_mut("lot").unwrap().draws = Default::default();
     h.join("lot", 100); // takes the first token
     for v in 1..=10 {
         h.join("lot", v);
@@ -1416,7 +1432,9 @@ fn every_part_without_turnover() -> H {
     assert!(h.sm.rooms.values().any(|r| r.turnover.ended > 0));
     for r in h.sm.rooms.values_mut() {
         r.turnover = crate::room::Turnover::default();
+        r.draws = Default::default();
     }
+    h.sm.ledger = Default::default();
     h
 }
 
@@ -1675,9 +1693,10 @@ fn version_2_snapshots_still_restore() {
     assert_eq!(v3[4], crate::snapshot::SNAPSHOT_VERSION);
     // With no bans, ended sessions, entry policies, client networks, used challenges,
     // identities, networks per session, session turnover, origin measurements, lanes, codes
-    // or notices, the extras are twelve empty lists: twelve zero bytes.
-    assert_eq!(&v3[v3.len() - 12..], &[0; 12]);
-    let mut v2 = v3[..v3.len() - 12].to_vec();
+    // or notices, ledger records or draw secrets, the extras are twelve empty lists, a zero
+    // count, 32 zero bytes of chain and an empty list: 46 zero bytes.
+    assert_eq!(&v3[v3.len() - 46..], &[0; 46]);
+    let mut v2 = v3[..v3.len() - 46].to_vec();
     v2[4] = 2;
     let back = StateMachine::restore(&v2).unwrap();
     assert_eq!(back.snapshot(), v3);

@@ -256,6 +256,80 @@ fn command(op: &Op) -> Command {
 }
 
 /// Applies an op to the model; returns whether the real machine should accept it.
+/// A visitor's state as the ledger tells it: the last record about it, positions aside.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum LState {
+    Waiting { seq: u64 },
+    Admitted { seq: u64 },
+    Ended { seq: u64, reason: EndReason },
+    Unknown,
+}
+
+fn reduce(m: MState) -> LState {
+    match m {
+        MState::Waiting { seq, .. } => LState::Waiting { seq },
+        MState::Admitted { seq } => LState::Admitted { seq },
+        MState::Ended { seq, reason } => LState::Ended { seq, reason },
+        MState::Unknown => LState::Unknown,
+    }
+}
+
+/// Folds ledger records into what they say of each visitor of each room; checks each
+/// admission's rule against whether the entry held a force-admit for its room.
+fn fold_ledger(
+    view: &mut [BTreeMap<u128, LState>; 2],
+    records: &[ledger::Record],
+    forced_in: [bool; 2],
+) -> Result<(), TestCaseError> {
+    use ledger::{Event, Rule};
+    for rec in records {
+        let Some(r) = ROOMS.iter().position(|n| *n == rec.room) else {
+            continue;
+        };
+        match &rec.event {
+            Event::Joined { visitor, seq, .. } => {
+                view[r].insert(visitor.as_u128(), LState::Waiting { seq: *seq });
+            }
+            Event::Admitted {
+                visitor, seq, rule, ..
+            } => {
+                prop_assert!(
+                    *rule == Rule::Head || (*rule == Rule::Forced && forced_in[r]),
+                    "admitted by {:?} in a FIFO room",
+                    rule
+                );
+                view[r].insert(visitor.as_u128(), LState::Admitted { seq: *seq });
+            }
+            Event::Ended {
+                visitor,
+                seq,
+                reason,
+                ..
+            } => {
+                view[r].insert(
+                    visitor.as_u128(),
+                    LState::Ended {
+                        seq: *seq,
+                        reason: *reason,
+                    },
+                );
+            }
+            Event::RevokedAll { .. } => {
+                for st in view[r].values_mut() {
+                    if let LState::Admitted { seq } = *st {
+                        *st = LState::Ended {
+                            seq,
+                            reason: EndReason::Revoked,
+                        };
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 fn model_apply(m: &mut [MRoom; 2], op: &Op, now: u64) -> (bool, u64) {
     if let Op::Tick = op {
         for r in m.iter_mut() {
@@ -329,6 +403,9 @@ proptest! {
         snap_at in 0..150usize,
     ) {
         let mut sm = StateMachine::new();
+        sm.keep_ledger(true);
+        let mut ledger_view: [BTreeMap<u128, LState>; 2] = Default::default();
+        let mut records = Vec::new();
         let cfgs = [cfgs.0, cfgs.1];
         let mut model = [MRoom::new(cfgs[0].clone(), T0), MRoom::new(cfgs[1].clone(), T0)];
         let create: Vec<Command> = ROOMS.iter().zip(&cfgs)
@@ -358,6 +435,17 @@ proptest! {
                 let (ok, f) = model_apply(&mut model, op, now);
                 if let Op::ForceAdmit(r, _) = op { forced[*r] += f; }
                 prop_assert_eq!(ok, !matches!(out, Outcome::Rejected(_)), "op {:?} gave {:?}", op, out);
+            }
+            // The ledger tells every decision the model made, each admission by its rule.
+            let forced_in = [0, 1].map(|r| batch_ops.iter().any(|o| matches!(o, Op::ForceAdmit(x, _) if *x == r)));
+            let made = sm.take_ledger();
+            fold_ledger(&mut ledger_view, &made, forced_in)?;
+            records.extend(made);
+            for r in 0..2 {
+                for v in 1..=VISITORS {
+                    let told = ledger_view[r].get(&v).cloned().unwrap_or(LState::Unknown);
+                    prop_assert_eq!(told, reduce(model[r].state(v)), "ledger of room {} visitor {}", r, v);
+                }
             }
             for r in 0..2 {
                 let room = sm.room(ROOMS[r]).unwrap();
@@ -408,17 +496,24 @@ proptest! {
                 restored = Some((StateMachine::restore(&sm.snapshot()).unwrap(), log.len()));
             }
         }
-        // 6. Replay: the same log gives the same digest; so does a snapshot plus the rest.
+        // 6. Replay: the same log gives the same digest and ledger; so does a snapshot plus
+        // the rest, from the snapshot on.
         let mut replay = StateMachine::new();
+        replay.keep_ledger(true);
         for (k, p) in log.iter().enumerate() {
             replay.apply(1, k as u64 + 1, p);
         }
         prop_assert_eq!(replay.digest(), sm.digest());
+        prop_assert_eq!(&replay.take_ledger(), &records);
+        prop_assert_eq!(ledger::Chain::default().after(&records), sm.ledger_chain());
         if let Some((mut r, from)) = restored {
+            r.keep_ledger(true);
             for (k, p) in log.iter().enumerate().skip(from) {
                 r.apply(1, k as u64 + 1, p);
             }
             prop_assert_eq!(r.digest(), sm.digest());
+            let tail: Vec<_> = records.iter().filter(|x| x.index > from as u64).cloned().collect();
+            prop_assert_eq!(r.take_ledger(), tail);
         }
     }
 

@@ -504,6 +504,7 @@ pub async fn preview(
         lanes: Vec::new(),
         codes: 0,
         notice: None,
+        draw: None,
         newest_eta_secs: None,
         text_color: config.branding.text_color.clone(),
     };

@@ -1,0 +1,485 @@
+//! The admission ledger's records, kept in RocksDB beside the log.
+//!
+//! The state machine makes the records while applying (`sluice_statemachine::ledger`); the state
+//! keeps only their count and chain. This store keeps the records themselves:
+//! - column family `ledger`: record key (log index, command, record; 16 bytes that sort in log
+//!   order) → the record's canonical encoding, plus two reserved keys (`0xff…`) for what is
+//!   recorded through which index, and from which index the records are complete;
+//! - column family `ledger_index`: `r` ‖ room length ‖ room ‖ record key, `v` ‖ visitor ‖ record
+//!   key and `a` ‖ record key (operators' commands), each with an empty value.
+//!
+//! Records are written without the WAL: they are made again from the log. A crash loses those
+//! written since the last memtable flush, and the node, restarting from its latest snapshot,
+//! applies every entry after it again and writes them again (same keys, same bytes). So the
+//! store is flushed before a snapshot is stored, and never holds less than the snapshot covers.
+//! A node that installs a snapshot from its leader has no records for the entries the snapshot
+//! covered: `complete_from` says where its records begin to be whole.
+
+use rocksdb::{Direction, IteratorMode, WriteBatch, WriteOptions, DB};
+use sluice_statemachine::ledger::{Event, Record, RecordKey};
+use sluice_statemachine::VisitorId;
+use std::io;
+use std::sync::Arc;
+
+/// The records' column family.
+pub const CF_LEDGER: &str = "ledger";
+/// The indexes' column family.
+pub const CF_LEDGER_INDEX: &str = "ledger_index";
+
+const KEY_THROUGH: &[u8] = b"\xff\xff\xff\xff\xff\xff\xff\xffthrough";
+const KEY_COMPLETE_FROM: &[u8] = b"\xff\xff\xff\xff\xff\xff\xff\xffcomplete";
+const KEY_COUNT: &[u8] = b"\xff\xff\xff\xff\xff\xff\xff\xffcount";
+
+/// Most records one page returns.
+pub const LEDGER_PAGE_MAX: usize = 1_000;
+/// Most records a query looks at before it returns a page (and where to go on), so that a filter
+/// that matches little cannot make one request scan the whole ledger.
+pub const LEDGER_SCAN_MAX: usize = 100_000;
+/// Most records the retention upkeep removes in one pass.
+pub const LEDGER_PURGE_PER_PASS_MAX: usize = 100_000;
+
+fn io_err(e: rocksdb::Error) -> io::Error {
+    io::Error::other(e)
+}
+
+fn bad(msg: impl Into<String>) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, msg.into())
+}
+
+/// What to read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LedgerQuery {
+    /// The room (`""`: records of no room, such as pool commands).
+    pub room: String,
+    /// Only records about this visitor.
+    pub visitor: Option<VisitorId>,
+    /// Only operators' commands (the audit log), of every room when `room` is empty.
+    pub audit: bool,
+    /// Only records at or after this log time, ms.
+    pub from_ms: Option<u64>,
+    /// Only records at or before this log time, ms.
+    pub to_ms: Option<u64>,
+    /// Records after this key (the previous page's `next`).
+    pub after: Option<RecordKey>,
+    /// At most this many (≤ [`LEDGER_PAGE_MAX`]).
+    pub limit: usize,
+}
+
+/// One page of records.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LedgerPage {
+    /// The records, in log order.
+    pub records: Vec<Record>,
+    /// Where the next page begins, if more may follow.
+    pub next: Option<RecordKey>,
+    /// This node's records are whole from this log index on (1: from the log's beginning).
+    pub complete_from: u64,
+    /// The last log index whose records are written.
+    pub through: u64,
+}
+
+/// The ledger's records on one node.
+#[derive(Clone, Debug)]
+pub struct LedgerStore {
+    db: Arc<DB>,
+}
+
+fn room_prefix(room: &str) -> Vec<u8> {
+    let mut p = Vec::with_capacity(2 + room.len());
+    p.push(b'r');
+    p.push(room.len() as u8);
+    p.extend_from_slice(room.as_bytes());
+    p
+}
+
+fn visitor_prefix(v: &VisitorId) -> Vec<u8> {
+    let mut p = Vec::with_capacity(17);
+    p.push(b'v');
+    p.extend_from_slice(&v.0);
+    p
+}
+
+fn index_keys(r: &Record) -> Vec<Vec<u8>> {
+    let key = r.key().to_bytes();
+    let mut keys = Vec::with_capacity(3);
+    let mut k = room_prefix(&r.room);
+    k.extend_from_slice(&key);
+    keys.push(k);
+    if let Some(v) = r.event.visitor() {
+        let mut k = visitor_prefix(&v);
+        k.extend_from_slice(&key);
+        keys.push(k);
+    }
+    if matches!(r.event, Event::Command { .. }) {
+        let mut k = vec![b'a'];
+        k.extend_from_slice(&key);
+        keys.push(k);
+    }
+    keys
+}
+
+impl LedgerStore {
+    /// The store in `db`, which must have been opened with its column families.
+    pub fn new(db: Arc<DB>) -> Self {
+        Self { db }
+    }
+
+    fn cf(&self, name: &str) -> &rocksdb::ColumnFamily {
+        self.db
+            .cf_handle(name)
+            .expect("column family created at open")
+    }
+
+    fn meta(&self, key: &[u8]) -> io::Result<u64> {
+        match self.db.get_cf(self.cf(CF_LEDGER), key).map_err(io_err)? {
+            Some(v) => Ok(u64::from_be_bytes(
+                v.as_slice()
+                    .try_into()
+                    .map_err(|_| bad("bad ledger meta"))?,
+            )),
+            None => Ok(0),
+        }
+    }
+
+    /// The last log index whose records are written.
+    pub fn through(&self) -> io::Result<u64> {
+        self.meta(KEY_THROUGH)
+    }
+
+    /// Records are whole from this log index on.
+    pub fn complete_from(&self) -> io::Result<u64> {
+        Ok(self.meta(KEY_COMPLETE_FROM)?.max(1))
+    }
+
+    /// Writes the records of the entries `first..=last` (all of them, possibly none). Entries
+    /// after a gap (a snapshot installed, the ledger switched on) start the complete range anew.
+    pub fn write(&self, first: u64, last: u64, records: &[Record]) -> io::Result<()> {
+        let through = self.through()?;
+        let mut batch = WriteBatch::default();
+        let (cf, ix) = (self.cf(CF_LEDGER), self.cf(CF_LEDGER_INDEX));
+        if first > through + 1 {
+            batch.put_cf(cf, KEY_COMPLETE_FROM, first.to_be_bytes());
+        }
+        for r in records {
+            batch.put_cf(cf, r.key().to_bytes(), r.encode());
+            for k in index_keys(r) {
+                batch.put_cf(ix, k, []);
+            }
+        }
+        if last > through {
+            batch.put_cf(cf, KEY_THROUGH, last.to_be_bytes());
+            // Records of entries written before (made again after a restart) are not new.
+            let new = records.iter().filter(|r| r.index > through).count() as u64;
+            let count = self.meta(KEY_COUNT)? + new;
+            batch.put_cf(cf, KEY_COUNT, count.to_be_bytes());
+        }
+        let mut wo = WriteOptions::default();
+        wo.disable_wal(true);
+        self.db.write_opt(batch, &wo).map_err(io_err)
+    }
+
+    /// Makes what is written durable (before a snapshot is stored: the records it covers are
+    /// never made again on this node).
+    pub fn flush(&self) -> io::Result<()> {
+        self.db
+            .flush_cfs_opt(
+                &[self.cf(CF_LEDGER), self.cf(CF_LEDGER_INDEX)],
+                &rocksdb::FlushOptions::default(),
+            )
+            .map_err(io_err)
+    }
+
+    fn get(&self, key: &[u8]) -> io::Result<Option<Record>> {
+        match self.db.get_cf(self.cf(CF_LEDGER), key).map_err(io_err)? {
+            Some(v) => Record::decode(&v)
+                .map(Some)
+                .map_err(|e| bad(format!("ledger record: {e}"))),
+            None => Ok(None),
+        }
+    }
+
+    /// A page of records.
+    pub fn query(&self, q: &LedgerQuery) -> io::Result<LedgerPage> {
+        let limit = q.limit.clamp(1, LEDGER_PAGE_MAX);
+        let prefix = match (&q.visitor, q.audit) {
+            (Some(v), _) => visitor_prefix(v),
+            (None, true) => vec![b'a'],
+            (None, false) => room_prefix(&q.room),
+        };
+        let mut from = prefix.clone();
+        if let Some(after) = q.after {
+            from.extend_from_slice(&after.to_bytes());
+            from.push(0); // just after `after`
+        }
+        let mut page = LedgerPage {
+            complete_from: self.complete_from()?,
+            through: self.through()?,
+            ..LedgerPage::default()
+        };
+        let mut scanned = 0;
+        let iter = self.db.iterator_cf(
+            self.cf(CF_LEDGER_INDEX),
+            IteratorMode::From(&from, Direction::Forward),
+        );
+        for item in iter {
+            let (k, _) = item.map_err(io_err)?;
+            if !k.starts_with(&prefix) {
+                break;
+            }
+            let key = RecordKey::from_bytes(&k[prefix.len()..]).ok_or_else(|| bad("bad index"))?;
+            if let Some(last) = page.records.last().filter(|_| page.records.len() >= limit) {
+                page.next = Some(last.key());
+                break;
+            }
+            scanned += 1;
+            if scanned > LEDGER_SCAN_MAX {
+                // Looked at enough for one request: the next goes on from this key.
+                page.next = Some(prev_key(key));
+                break;
+            }
+            // An index entry whose record retention removed (or a crash lost) is skipped.
+            let Some(r) = self.get(&key.to_bytes())? else {
+                continue;
+            };
+            if q.to_ms.is_some_and(|t| r.time_ms > t) {
+                break; // log time never goes back
+            }
+            if q.from_ms.is_some_and(|t| r.time_ms < t)
+                || ((q.visitor.is_some() || q.audit) && !q.room.is_empty() && r.room != q.room)
+            {
+                continue;
+            }
+            page.records.push(r);
+        }
+        Ok(page)
+    }
+
+    /// Records kept (counted as written and removed).
+    pub fn count(&self) -> io::Result<u64> {
+        self.meta(KEY_COUNT)
+    }
+
+    /// Removes records older than `before_ms` (log time) and, beyond `keep_max`, the oldest,
+    /// at most [`LEDGER_PURGE_PER_PASS_MAX`] a pass. Returns how many it removed.
+    pub fn purge(&self, before_ms: u64, keep_max: u64) -> io::Result<usize> {
+        let cf = self.cf(CF_LEDGER);
+        let count = self.meta(KEY_COUNT)?;
+        let over = count.saturating_sub(keep_max);
+        let mut batch = WriteBatch::default();
+        let mut removed = 0usize;
+        for item in self.db.iterator_cf(cf, IteratorMode::Start) {
+            let (k, v) = item.map_err(io_err)?;
+            if k.first() == Some(&0xff) || removed >= LEDGER_PURGE_PER_PASS_MAX {
+                break;
+            }
+            let r = Record::decode(&v).map_err(|e| bad(format!("ledger record: {e}")))?;
+            if r.time_ms >= before_ms && removed as u64 >= over {
+                break;
+            }
+            batch.delete_cf(cf, &k);
+            for ik in index_keys(&r) {
+                batch.delete_cf(self.cf(CF_LEDGER_INDEX), ik);
+            }
+            removed += 1;
+        }
+        if removed > 0 {
+            batch.put_cf(
+                cf,
+                KEY_COUNT,
+                count.saturating_sub(removed as u64).to_be_bytes(),
+            );
+            let mut wo = WriteOptions::default();
+            wo.disable_wal(true);
+            self.db.write_opt(batch, &wo).map_err(io_err)?;
+        }
+        Ok(removed)
+    }
+}
+
+/// The key just before `k` in order, so that "after it" begins at `k`.
+fn prev_key(k: RecordKey) -> RecordKey {
+    if k.n > 0 {
+        RecordKey { n: k.n - 1, ..k }
+    } else if k.sub > 0 {
+        RecordKey {
+            sub: k.sub - 1,
+            n: u32::MAX,
+            ..k
+        }
+    } else {
+        RecordKey {
+            index: k.index.saturating_sub(1),
+            sub: u32::MAX,
+            n: u32::MAX,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_statemachine::ledger::Rule;
+
+    fn store() -> (tempfile::TempDir, LedgerStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = crate::log_store::open_db(dir.path()).unwrap();
+        (dir, LedgerStore::new(db))
+    }
+
+    fn rec(index: u64, n: u32, room: &str, v: u128, time_ms: u64) -> Record {
+        Record {
+            index,
+            sub: 0,
+            n,
+            time_ms,
+            room: room.into(),
+            by: None,
+            event: Event::Admitted {
+                visitor: VisitorId::from_u128(v),
+                seq: v as u64,
+                lane: None,
+                rule: Rule::Head,
+            },
+        }
+    }
+
+    fn q(room: &str) -> LedgerQuery {
+        LedgerQuery {
+            room: room.into(),
+            limit: 100,
+            ..LedgerQuery::default()
+        }
+    }
+
+    #[test]
+    fn pages_by_room_visitor_and_time_in_log_order() {
+        let (_d, s) = store();
+        let records: Vec<Record> = (1..=10)
+            .map(|i| {
+                rec(
+                    i,
+                    0,
+                    if i % 2 == 0 { "a" } else { "b" },
+                    i as u128 % 3,
+                    i * 1000,
+                )
+            })
+            .collect();
+        s.write(1, 10, &records).unwrap();
+        let a = s.query(&q("a")).unwrap();
+        assert_eq!(
+            a.records.iter().map(|r| r.index).collect::<Vec<_>>(),
+            [2, 4, 6, 8, 10]
+        );
+        assert_eq!((a.complete_from, a.through, a.next), (1, 10, None));
+        // Paged: two at a time, each page going on where the last stopped.
+        let mut got = vec![];
+        let mut after = None;
+        loop {
+            let p = s
+                .query(&LedgerQuery {
+                    limit: 2,
+                    after,
+                    ..q("a")
+                })
+                .unwrap();
+            got.extend(p.records.iter().map(|r| r.index));
+            match p.next {
+                Some(n) => after = Some(n),
+                None => break,
+            }
+        }
+        assert_eq!(got, [2, 4, 6, 8, 10]);
+        // By visitor (in room a), by time.
+        let v = s
+            .query(&LedgerQuery {
+                visitor: Some(VisitorId::from_u128(1)),
+                ..q("a")
+            })
+            .unwrap();
+        assert_eq!(
+            v.records.iter().map(|r| r.index).collect::<Vec<_>>(),
+            [4, 10]
+        );
+        let t = s
+            .query(&LedgerQuery {
+                from_ms: Some(3_500),
+                to_ms: Some(8_000),
+                ..q("a")
+            })
+            .unwrap();
+        assert_eq!(
+            t.records.iter().map(|r| r.index).collect::<Vec<_>>(),
+            [4, 6, 8]
+        );
+    }
+
+    #[test]
+    fn writing_again_changes_nothing_and_a_gap_moves_complete_from() {
+        let (_d, s) = store();
+        let r = vec![rec(1, 0, "a", 1, 1), rec(1, 1, "a", 2, 1)];
+        s.write(1, 1, &r).unwrap();
+        s.write(1, 1, &r).unwrap();
+        assert_eq!(s.query(&q("a")).unwrap().records, r);
+        assert_eq!(s.count().unwrap(), 2);
+        // Entries 2..=99 came in a snapshot: this node has no records of them.
+        s.write(100, 100, &[rec(100, 0, "a", 3, 5)]).unwrap();
+        let p = s.query(&q("a")).unwrap();
+        assert_eq!((p.complete_from, p.through, p.records.len()), (100, 100, 3));
+    }
+
+    #[test]
+    fn retention_removes_old_records_and_their_index_entries() {
+        let (_d, s) = store();
+        let records: Vec<Record> = (1..=10).map(|i| rec(i, 0, "a", 1, i * 1000)).collect();
+        s.write(1, 10, &records).unwrap();
+        assert_eq!(s.purge(5_500, u64::MAX).unwrap(), 5);
+        let p = s.query(&q("a")).unwrap();
+        assert_eq!(p.records.first().map(|r| r.index), Some(6));
+        let by_visitor = s
+            .query(&LedgerQuery {
+                visitor: Some(VisitorId::from_u128(1)),
+                ..q("a")
+            })
+            .unwrap();
+        assert_eq!(by_visitor.records.len(), 5);
+        assert_eq!(s.purge(5_500, u64::MAX).unwrap(), 0);
+        // Beyond the count bound, the oldest go whatever their age.
+        assert_eq!(s.purge(0, 2).unwrap(), 3);
+        let left = s.query(&q("a")).unwrap().records;
+        assert_eq!(left.iter().map(|r| r.index).collect::<Vec<_>>(), [9, 10]);
+    }
+
+    #[test]
+    fn the_audit_log_lists_operators_commands_of_every_room() {
+        let (_d, s) = store();
+        let cmd = |index, room: &str| Record {
+            by: Some("alice".into()),
+            event: Event::Command {
+                name: "pause".into(),
+                detail: String::new(),
+                outcome: "ok".into(),
+            },
+            ..rec(index, 0, room, 0, index)
+        };
+        s.write(1, 3, &[cmd(1, "a"), rec(2, 0, "a", 1, 2), cmd(3, "b")])
+            .unwrap();
+        let all = s
+            .query(&LedgerQuery {
+                audit: true,
+                ..q("")
+            })
+            .unwrap();
+        assert_eq!(
+            all.records.iter().map(|r| r.index).collect::<Vec<_>>(),
+            [1, 3]
+        );
+        let b = s
+            .query(&LedgerQuery {
+                audit: true,
+                ..q("b")
+            })
+            .unwrap();
+        assert_eq!(b.records.len(), 1);
+    }
+}
