@@ -133,6 +133,12 @@ pub struct TokensConfig {
     /// node sends it any more). See deploy/README.md, "Rotating the cluster secret".
     #[serde(default)]
     pub cluster_secrets_also_accepted: Vec<String>,
+    /// The secret rooms' draw secrets derive from, 32 bytes or more, base64: the same on every
+    /// node, and never changed while a room draws (its committed secret could no longer be
+    /// revealed). Without it, the draw key derives from `cluster_secret` (so, before rotating
+    /// the cluster secret, set this to the current `cluster_secret`: the key stays the same).
+    #[serde(default)]
+    pub draw_secret: Option<String>,
 }
 
 impl Default for TokensConfig {
@@ -146,6 +152,7 @@ impl Default for TokensConfig {
             jwt_published_keys: Vec::new(),
             cluster_secret: None,
             cluster_secrets_also_accepted: Vec::new(),
+            draw_secret: None,
         }
     }
 }
@@ -404,6 +411,65 @@ pub struct ServerConfig {
     /// Raft timing.
     #[serde(default)]
     pub raft: RaftTuning,
+    /// The admission ledger this node keeps.
+    #[serde(default)]
+    pub ledger: LedgerConfig,
+}
+
+/// The admission ledger's records on this node (see ARCHITECTURE.md, "Ledger").
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LedgerConfig {
+    /// Keep records (the chain over them is in the replicated state either way).
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// Records older than this many days (log time) are removed, 1..=3650.
+    #[serde(default = "default_ledger_retention_days")]
+    pub retention_days: u64,
+    /// At most this many records, the oldest removed first (1,000..=10,000,000,000).
+    #[serde(default = "default_ledger_records_max")]
+    pub records_max: u64,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn default_ledger_retention_days() -> u64 {
+    90
+}
+
+fn default_ledger_records_max() -> u64 {
+    sluice_raft::node::LEDGER_RECORDS_MAX
+}
+
+impl Default for LedgerConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            retention_days: default_ledger_retention_days(),
+            records_max: default_ledger_records_max(),
+        }
+    }
+}
+
+impl LedgerConfig {
+    /// The node's retention setting, checked.
+    pub fn retention(&self) -> Result<Option<sluice_raft::node::LedgerRetention>, String> {
+        if !self.enabled {
+            return Ok(None);
+        }
+        if !(1..=3_650).contains(&self.retention_days) {
+            return Err("ledger.retention_days must be between 1 and 3650".into());
+        }
+        if !(1_000..=10_000_000_000).contains(&self.records_max) {
+            return Err("ledger.records_max must be between 1000 and 10000000000".into());
+        }
+        Ok(Some(sluice_raft::node::LedgerRetention {
+            max_age: std::time::Duration::from_secs(self.retention_days * 86_400),
+            records_max: self.records_max,
+        }))
+    }
 }
 
 fn default_log_format() -> String {
@@ -458,6 +524,7 @@ impl ServerConfig {
                 .iter()
                 .map(|s| ("tokens.cluster_secrets_also_accepted", s.as_str())),
         );
+        secrets.extend(t.draw_secret.as_deref().map(|s| ("tokens.draw_secret", s)));
         secrets.extend(self.admin_token.as_deref().map(|s| ("admin_token", s)));
         secrets.extend(self.metrics_token.as_deref().map(|s| ("metrics_token", s)));
         secrets.extend(
@@ -636,6 +703,21 @@ impl ServerConfig {
     }
 
     /// The cluster secret, decoded.
+    /// The key rooms' draw secrets derive from: from `tokens.draw_secret`, else from
+    /// `tokens.cluster_secret`; `None` with neither (draws are then predictable).
+    pub fn draw_key(&self) -> Result<Option<sluice_statemachine::draw::DrawKey>, String> {
+        let material = match &self.tokens.draw_secret {
+            Some(s) => decode_cluster_secret("tokens.draw_secret", s)?,
+            None => match self.cluster_secret()? {
+                Some(s) => s,
+                None => return Ok(None),
+            },
+        };
+        Ok(Some(sluice_statemachine::draw::DrawKey::from_secret(
+            &material,
+        )))
+    }
+
     pub fn cluster_secret(&self) -> Result<Option<Vec<u8>>, String> {
         self.tokens
             .cluster_secret
@@ -780,6 +862,39 @@ mod tests {
     use super::*;
 
     const SAMPLE: &str = include_str!("../../deploy/sluice.example.toml");
+
+    #[test]
+    fn the_draw_key_comes_from_the_draw_secret_else_the_cluster_secret() {
+        let mut c = ServerConfig::from_toml(SAMPLE).unwrap();
+        let a = B64.encode([1u8; 32]);
+        let b = B64.encode([2u8; 32]);
+        c.tokens.cluster_secret = None;
+        c.tokens.draw_secret = None;
+        assert_eq!(c.draw_key().unwrap(), None);
+        c.tokens.cluster_secret = Some(a.clone());
+        let from_cluster = c.draw_key().unwrap().unwrap();
+        // Before a rotation of the cluster secret: the draw secret set to the old one keeps the key.
+        c.tokens.cluster_secret = Some(b.clone());
+        assert_ne!(c.draw_key().unwrap().unwrap(), from_cluster);
+        c.tokens.draw_secret = Some(a);
+        assert_eq!(c.draw_key().unwrap().unwrap(), from_cluster);
+        c.tokens.draw_secret = Some(B64.encode([3u8; 8]));
+        assert!(c.draw_key().unwrap_err().contains("tokens.draw_secret"));
+        assert!(LedgerConfig {
+            retention_days: 0,
+            ..LedgerConfig::default()
+        }
+        .retention()
+        .is_err());
+        assert_eq!(
+            LedgerConfig {
+                enabled: false,
+                ..LedgerConfig::default()
+            }
+            .retention(),
+            Ok(None)
+        );
+    }
 
     #[test]
     fn the_annotated_sample_parses_and_validates() {

@@ -330,6 +330,8 @@ fn dev_config(
                 .and_then(|v| v.as_str())
                 .map(str::to_string),
             cluster_secrets_also_accepted: Vec::new(),
+            // The draw key derives from the cluster secret.
+            draw_secret: None,
         },
         tokens_file: None,
         tls: None,
@@ -345,6 +347,7 @@ fn dev_config(
             ..Limits::default()
         },
         raft: RaftTuning::default(),
+        ledger: Default::default(),
     })
 }
 

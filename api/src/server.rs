@@ -312,6 +312,14 @@ fn node_config(
             server_name: t.server_name.clone(),
         });
     }
+    nc.ledger = cfg.ledger.retention().map_err(anyhow::Error::msg)?;
+    match cfg.draw_key().map_err(anyhow::Error::msg)? {
+        Some(key) => nc.draw_key = key,
+        None => tracing::warn!(
+            "no tokens.draw_secret or tokens.cluster_secret: lottery draws and shuffles derive \
+             from a key anyone can know, so anyone can predict them"
+        ),
+    }
     let secret = |s: &[u8]| {
         sluice_raft::auth::ClusterSecret::new(s)
             .map_err(|e| anyhow::anyhow!("tokens.cluster_secret: {e}"))

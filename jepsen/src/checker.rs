@@ -4,6 +4,7 @@
 use crate::history::{pair, to_jsonl, Event, Kind, Op};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use sluice_statemachine::draw::DrawKey;
 use sluice_statemachine::{Command, Outcome, Proposal, StateMachine, VisitorId, VisitorState};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -537,6 +538,18 @@ pub fn lottery_replay(
     log: &[LogEntry],
     node_digest: Option<&(u64, String)>,
 ) -> Verdict {
+    lottery_replay_with_key(events, room, log, node_digest, DrawKey::default())
+}
+
+/// [`lottery_replay`] of a cluster whose nodes derive rooms' draw secrets from `key` (the
+/// commit–reveal draw, `sluice-draw-v2`): the audit holds the key, as a node does.
+pub fn lottery_replay_with_key(
+    events: &[Event],
+    room: &str,
+    log: &[LogEntry],
+    node_digest: Option<&(u64, String)>,
+    key: DrawKey,
+) -> Verdict {
     // Index → (visitor, observed state, is a join, the operation).
     type Observation = (u64, String, bool, String);
     let mut obs: BTreeMap<u64, Vec<Observation>> = BTreeMap::new();
@@ -561,6 +574,7 @@ pub fn lottery_replay(
         return Verdict::bad("lottery replay", "no log entry was fetched", vec![]);
     }
     let mut sm = StateMachine::new();
+    sm.set_draw_key(key);
     let mut checked = 0;
     let mut digest_checked = false;
     for (i, e) in log.iter().enumerate() {

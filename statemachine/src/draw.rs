@@ -115,6 +115,14 @@ impl std::fmt::Debug for DrawKey {
 }
 
 impl DrawKey {
+    /// The key derived from the configured secret's bytes (`tokens.draw_secret`, or the cluster
+    /// secret).
+    pub fn from_secret(material: &[u8]) -> Self {
+        let mut h = blake3::Hasher::new_derive_key("sluice draw key v2");
+        h.update(material);
+        Self(*h.finalize().as_bytes())
+    }
+
     /// The secret of the draw epoch a room began at `start`.
     pub fn secret(&self, room: &str, start: DrawPosition) -> [u8; 32] {
         let mut h = blake3::Hasher::new_keyed(&self.0);
