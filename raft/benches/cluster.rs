@@ -1,6 +1,10 @@
 //! Linearized command throughput and commit latency of a 3-node cluster on one machine (fsync on),
 //! at 1, 16 and 256 concurrent proposers; and the time a node with 1,000,000 waiters takes to
-//! restart and serve. Run: `cargo bench -p sluice-raft --bench cluster`.
+//! restart and serve. Run: `cargo bench --workspace --bench cluster`.
+//!
+//! `SLUICE_BENCH_ONLY=ledger` instead compares join throughput with the ledger kept and not
+//! kept (records of every join and admission written to RocksDB, or only their chain in the
+//! state), on fresh clusters, alternating, at 256 proposers into a room that admits at once.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -14,6 +18,49 @@ use std::time::{Duration, Instant};
 
 fn tune(cfg: &mut sluice_raft::NodeConfig) {
     cfg.snapshot_every = 100_000;
+}
+
+fn without_ledger(cfg: &mut sluice_raft::NodeConfig) {
+    tune(cfg);
+    cfg.ledger = None;
+}
+
+/// Joins per second at 256 proposers, ledger kept or not, on a fresh cluster.
+async fn joins_per_sec(ledger: bool, secs: u64) -> f64 {
+    let c = TestCluster::start(3, if ledger { tune } else { without_ledger }).await;
+    let leader = c.leader().unwrap().clone();
+    c.write_via(
+        &leader,
+        Command::PutRoom {
+            room: "bench".into(),
+            config: RoomConfig {
+                max_waiting: 10_000_000,
+                ..room_config()
+            },
+        },
+    )
+    .await;
+    let next = Arc::new(AtomicU64::new(0));
+    let t = Instant::now();
+    run(&c, 256, secs, next.clone()).await;
+    let rate = next.load(Ordering::Relaxed) as f64 / t.elapsed().as_secs_f64();
+    c.shutdown().await;
+    rate
+}
+
+async fn ledger_ab(secs: u64) {
+    let (mut on, mut off) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        on.push(joins_per_sec(true, secs).await);
+        off.push(joins_per_sec(false, secs).await);
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    println!(
+        "ledger kept: {:.0} joins/s {on:.0?}; not kept: {:.0} joins/s {off:.0?}; ratio {:.3}",
+        mean(&on),
+        mean(&off),
+        mean(&on) / mean(&off)
+    );
 }
 
 async fn run(c: &TestCluster, proposers: u64, secs: u64, next: Arc<AtomicU64>) {
@@ -63,6 +110,9 @@ async fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(1_000_000);
+    if std::env::var("SLUICE_BENCH_ONLY").as_deref() == Ok("ledger") {
+        return ledger_ab(secs).await;
+    }
     let mut c = TestCluster::start(3, tune).await;
     let config = RoomConfig {
         paused: true,

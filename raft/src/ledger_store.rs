@@ -254,6 +254,77 @@ impl LedgerStore {
         Ok(page)
     }
 
+    /// Up to `limit` records of every room after `after` (from the first if `None`), in log
+    /// order.
+    pub fn after(&self, after: Option<RecordKey>, limit: usize) -> io::Result<Vec<Record>> {
+        let mut from = after.map_or(vec![0u8; 16], |k| k.to_bytes().to_vec());
+        if after.is_some() {
+            from.push(0);
+        }
+        let mut out = Vec::new();
+        for item in self.db.iterator_cf(
+            self.cf(CF_LEDGER),
+            IteratorMode::From(&from, Direction::Forward),
+        ) {
+            let (k, v) = item.map_err(io_err)?;
+            if out.len() >= limit.min(LEDGER_PAGE_MAX) || k.first() == Some(&0xff) {
+                break;
+            }
+            out.push(Record::decode(&v).map_err(|e| bad(format!("ledger record: {e}")))?);
+        }
+        Ok(out)
+    }
+
+    /// The position just before the first record at or after log time `ms` (a binary search
+    /// over log indexes: log time never goes back), to read on from there with
+    /// [`after`](Self::after).
+    pub fn position_before_time(&self, ms: u64) -> io::Result<RecordKey> {
+        let before = |index: u64| RecordKey {
+            index,
+            sub: u32::MAX,
+            n: u32::MAX,
+        };
+        // The first record at or after `index`.
+        let first_from = |index: u64| -> io::Result<Option<Record>> {
+            let from = index.checked_sub(1).map(before);
+            Ok(self.after(from, 1)?.into_iter().next())
+        };
+        // The smallest index whose first record (at or after it) is at or after `ms`.
+        let (mut lo, mut hi) = (0u64, self.through()?.saturating_add(1));
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match first_from(mid)? {
+                Some(r) if r.time_ms < ms => lo = r.index + 1,
+                _ => hi = mid,
+            }
+        }
+        Ok(before(lo.saturating_sub(1)))
+    }
+
+    /// The records of entries `first..=last`, in order.
+    pub fn range(&self, first: u64, last: u64) -> io::Result<Vec<Record>> {
+        let from = RecordKey {
+            index: first,
+            sub: 0,
+            n: 0,
+        }
+        .to_bytes();
+        let mut out = Vec::new();
+        for item in self.db.iterator_cf(
+            self.cf(CF_LEDGER),
+            IteratorMode::From(&from, Direction::Forward),
+        ) {
+            let (k, v) = item.map_err(io_err)?;
+            match RecordKey::from_bytes(&k) {
+                Some(key) if key.index <= last && k.first() != Some(&0xff) => {
+                    out.push(Record::decode(&v).map_err(|e| bad(format!("ledger record: {e}")))?)
+                }
+                _ => break,
+            }
+        }
+        Ok(out)
+    }
+
     /// Records kept (counted as written and removed).
     pub fn count(&self) -> io::Result<u64> {
         self.meta(KEY_COUNT)
@@ -412,6 +483,34 @@ mod tests {
             t.records.iter().map(|r| r.index).collect::<Vec<_>>(),
             [4, 6, 8]
         );
+    }
+
+    #[test]
+    fn after_reads_every_room_in_log_order() {
+        let (_d, s) = store();
+        let records: Vec<Record> = (1..=5)
+            .map(|i| rec(i, 0, if i % 2 == 0 { "a" } else { "b" }, 1, i))
+            .collect();
+        s.write(1, 5, &records).unwrap();
+        assert_eq!(s.after(None, 100).unwrap(), records);
+        assert_eq!(s.after(Some(records[1].key()), 2).unwrap(), records[2..4]);
+        assert!(s.after(Some(records[4].key()), 10).unwrap().is_empty());
+    }
+
+    #[test]
+    fn the_position_before_a_time_is_found_by_bisection() {
+        let (_d, s) = store();
+        let records: Vec<Record> = (1..=100)
+            .filter(|i| i % 3 != 0)
+            .map(|i| rec(i, 0, "a", 1, i * 10))
+            .collect();
+        s.write(1, 100, &records).unwrap();
+        for ms in [0, 10, 11, 25, 30, 31, 995, 1_000, 1_001] {
+            let at = s.position_before_time(ms).unwrap();
+            let next = s.after(Some(at), 1).unwrap();
+            let want = records.iter().find(|r| r.time_ms >= ms).map(|r| r.index);
+            assert_eq!(next.first().map(|r| r.index), want, "at {ms}");
+        }
     }
 
     #[test]

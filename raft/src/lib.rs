@@ -12,6 +12,7 @@
 //! - [`types`]: openraft's type configuration; [`codec`]: the versioned encoding of everything
 //!   stored or sent; [`error`]: [`ClusterError`]; [`metrics`]: a latency histogram.
 
+pub mod archive;
 pub mod auth;
 pub mod clock;
 pub mod codec;

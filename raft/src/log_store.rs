@@ -85,6 +85,11 @@ pub struct LogStore {
     flusher: mpsc::Sender<IOFlushed<TypeConfig>>,
     /// Duration of each WAL sync (one per group commit).
     pub wal_sync: Arc<LatencyHistogram>,
+    /// Where entries go before they are purged, with the ledger records they made.
+    archive: Option<(
+        Arc<crate::archive::Archive>,
+        Option<crate::ledger_store::LedgerStore>,
+    )>,
 }
 
 impl Debug for LogStore {
@@ -110,7 +115,42 @@ impl LogStore {
             db,
             flusher: tx,
             wal_sync,
+            archive: None,
         })
+    }
+
+    /// Archives entries (with their ledger records from `ledger`) before they are purged.
+    pub fn with_archive(
+        mut self,
+        archive: Arc<crate::archive::Archive>,
+        ledger: Option<crate::ledger_store::LedgerStore>,
+    ) -> Self {
+        self.archive = Some((archive, ledger));
+        self
+    }
+
+    /// The first index the log still holds (1 for a log never purged).
+    fn first_index(&self) -> io::Result<u64> {
+        let purged: Option<LogId> = self.get_meta(KEY_PURGED)?;
+        Ok(purged.map_or(1, |p| p.index + 1))
+    }
+
+    /// Entries `from..=to`, read on the calling thread.
+    fn read_range(&self, from: u64, to: u64) -> io::Result<Vec<Entry>> {
+        let mut out = Vec::new();
+        let key = from.to_be_bytes();
+        for item in self.db.iterator_cf(
+            self.cf(CF_LOGS),
+            IteratorMode::From(&key, Direction::Forward),
+        ) {
+            let (_, v) = item.map_err(io_err)?;
+            let e: Entry = codec::decode(&v)?;
+            if e.log_id.index > to {
+                break;
+            }
+            out.push(e);
+        }
+        Ok(out)
     }
 
     fn cf(&self, name: &str) -> &rocksdb::ColumnFamily {
@@ -294,6 +334,21 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), io::Error> {
+        if let Some((archive, ledger)) = self.archive.clone() {
+            let store = self.clone();
+            tokio::task::spawn_blocking(move || {
+                let first = store.first_index()?;
+                archive.before_purge(
+                    log_id.index,
+                    first,
+                    |from, to| store.read_range(from, to),
+                    ledger.as_ref(),
+                    crate::node::wall_ms(),
+                )
+            })
+            .await
+            .map_err(io::Error::other)??;
+        }
         let mut batch = WriteBatch::default();
         batch.put_cf(self.cf(CF_META), KEY_PURGED, codec::encode(&log_id));
         batch.delete_range_cf(

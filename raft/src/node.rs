@@ -121,6 +121,17 @@ pub struct NodeConfig {
     pub draw_key: DrawKey,
     /// The admission ledger's retention on this node (`None`: no records are kept).
     pub ledger: Option<LedgerRetention>,
+    /// Where log entries are archived before they are purged (`None`: not archived).
+    pub archive: Option<ArchiveConfig>,
+}
+
+/// Where and how long a node archives its log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArchiveConfig {
+    /// The directory (one per node).
+    pub dir: PathBuf,
+    /// Segments older than this are dropped once a newer base snapshot allows (`None`: kept).
+    pub keep: Option<Duration>,
 }
 
 /// How long a node keeps ledger records.
@@ -166,6 +177,7 @@ impl NodeConfig {
             wall_clock: WallClock::system(),
             draw_key: DrawKey::default(),
             ledger: Some(LedgerRetention::default()),
+            archive: None,
         }
     }
 }
@@ -344,15 +356,17 @@ impl RaftNode {
         let db = open_db_retrying(&cfg.data_dir.join("db"))
             .await
             .map_err(fatal)?;
-        let log_store = LogStore::new(db.clone()).map_err(fatal)?;
-        let log_reader = log_store.clone();
+        let mut log_store = LogStore::new(db.clone()).map_err(fatal)?;
         let ledger = cfg.ledger.map(|_| LedgerStore::new(db.clone()));
-        let sm_store = SmStore::new(
-            &cfg.data_dir.join("snapshots"),
-            ledger.clone(),
-            cfg.draw_key,
-        )
-        .map_err(fatal)?;
+        let snapshots = cfg.data_dir.join("snapshots");
+        let mut sm_store = SmStore::new(&snapshots, ledger.clone(), cfg.draw_key).map_err(fatal)?;
+        if let Some(a) = &cfg.archive {
+            let archive =
+                Arc::new(crate::archive::Archive::new(&a.dir, &snapshots, a.keep).map_err(fatal)?);
+            log_store = log_store.with_archive(archive.clone(), ledger.clone());
+            sm_store = sm_store.with_archive(archive);
+        }
+        let log_reader = log_store.clone();
         let snapshot_encode = sm_store.snapshot_encode();
         let deferral = sm_store.deferral();
         deferral.leader_every.store(
@@ -635,6 +649,39 @@ impl RaftNode {
             return Err(ClusterError::NotReady);
         }
         tokio::task::spawn_blocking(move || store.query(&q))
+            .await
+            .map_err(|e| ClusterError::Fatal(e.to_string()))?
+            .map(Some)
+            .map_err(|e| ClusterError::Fatal(e.to_string()))
+    }
+
+    /// Up to `limit` of this node's ledger records of every room after `after`, in log order
+    /// (`None`: the node keeps no ledger).
+    pub async fn ledger_after(
+        &self,
+        after: Option<sluice_statemachine::ledger::RecordKey>,
+        limit: usize,
+    ) -> Result<Option<Vec<sluice_statemachine::ledger::Record>>, ClusterError> {
+        let Some(store) = self.inner.ledger.clone() else {
+            return Ok(None);
+        };
+        tokio::task::spawn_blocking(move || store.after(after, limit))
+            .await
+            .map_err(|e| ClusterError::Fatal(e.to_string()))?
+            .map(Some)
+            .map_err(|e| ClusterError::Fatal(e.to_string()))
+    }
+
+    /// The ledger position just before this node's first record at or after log time `ms`
+    /// (`None`: the node keeps no ledger).
+    pub async fn ledger_position_before(
+        &self,
+        ms: u64,
+    ) -> Result<Option<sluice_statemachine::ledger::RecordKey>, ClusterError> {
+        let Some(store) = self.inner.ledger.clone() else {
+            return Ok(None);
+        };
+        tokio::task::spawn_blocking(move || store.position_before_time(ms))
             .await
             .map_err(|e| ClusterError::Fatal(e.to_string()))?
             .map(Some)

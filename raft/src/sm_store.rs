@@ -115,6 +115,8 @@ pub struct SmStore {
     ledger: Option<LedgerStore>,
     /// The key draw secrets derive from, given to every machine this store holds.
     draw_key: DrawKey,
+    /// Where each snapshot's checkpoint goes.
+    archive: Option<Arc<crate::archive::Archive>>,
 }
 
 impl SmStore {
@@ -129,9 +131,16 @@ impl SmStore {
             snapshot_encode: Arc::default(),
             ledger,
             draw_key,
+            archive: None,
         };
         store.configure(&mut store.state.write().expect("fresh lock").sm);
         Ok(store)
+    }
+
+    /// Records a checkpoint in `archive` with every snapshot.
+    pub fn with_archive(mut self, archive: Arc<crate::archive::Archive>) -> Self {
+        self.archive = Some(archive);
+        self
     }
 
     /// Gives a machine this node's draw key and ledger setting (a machine restored from a
@@ -360,6 +369,11 @@ impl SnapshotFiles {
 pub struct SnapshotBuilder {
     files: Arc<SnapshotFiles>,
     ledger: Option<LedgerStore>,
+    /// The archive, and the ledger's chain at the snapshot, for its checkpoint.
+    archive: Option<(
+        Arc<crate::archive::Archive>,
+        sluice_statemachine::ledger::Chain,
+    )>,
     meta: SnapshotMeta,
     /// The snapshot file's bytes, encoded at `meta`.
     bytes: Option<Vec<u8>>,
@@ -379,11 +393,17 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             .take()
             .ok_or_else(|| io::Error::other("a snapshot builder builds once"))?;
         let ledger = self.ledger.clone();
+        let archive = self.archive.clone();
+        let index = self.meta.last_log_id.as_ref().map_or(0, |l| l.index);
         let (bytes, store_ms) = tokio::task::spawn_blocking(move || {
             let t = Instant::now();
             // The records the snapshot covers are never made again on this node.
             if let Some(ledger) = ledger {
                 ledger.flush()?;
+            }
+            if let Some((archive, chain)) = archive {
+                let (_, state) = decode_snapshot(&bytes)?;
+                archive.checkpoint(index, state, chain, crate::node::wall_ms())?;
             }
             // Not stored when a newer snapshot was installed meanwhile; openraft then keeps
             // the newer one too.
@@ -505,6 +525,7 @@ impl RaftStateMachine<TypeConfig> for SmStore {
         SnapshotBuilder {
             files: self.files.clone(),
             ledger: self.ledger.clone(),
+            archive: self.archive.clone().map(|a| (a, st.sm.ledger_chain())),
             meta,
             bytes: Some(bytes),
             encode_ms: t.elapsed().as_millis() as u64,

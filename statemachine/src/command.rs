@@ -257,6 +257,22 @@ pub enum Command {
         /// The command.
         command: Box<Command>,
     },
+    /// A webhook's events are delivered through this ledger position: the leader's delivery
+    /// state, replicated so that a new leader goes on from there (at least once). Only ever
+    /// moves forward.
+    SetWebhookCursor {
+        /// The webhook's name.
+        hook: String,
+        /// The ledger position (log index, command, record) delivered through.
+        through: crate::ledger::RecordKey,
+    },
+    /// Changes nothing: puts a change Raft makes by its own entries (a membership change) in
+    /// the operator audit log, wrapped in [`Command::AsOperator`] with who asked for it.
+    NoteClusterChange {
+        /// What changed, in words (at most [`NOTICE_LEN_MAX`](crate::limits::NOTICE_LEN_MAX)
+        /// bytes).
+        what: String,
+    },
 }
 
 impl Command {
@@ -294,7 +310,9 @@ impl Command {
             | PoolAssign { pool }
             | PoolRelease { pool, .. }
             | PoolReport { pool, .. } => Some(pool),
-            Tick | EndCredential { .. } => None,
+            Tick | EndCredential { .. } | SetWebhookCursor { .. } | NoteClusterChange { .. } => {
+                None
+            }
             AsOperator { command, .. } => command.target(),
         }
     }
@@ -362,6 +380,8 @@ impl Command {
                 .to_string(),
             ),
             AsOperator { command, .. } => command.describe(),
+            SetWebhookCursor { hook, .. } => ("set_webhook_cursor", hook.clone()),
+            NoteClusterChange { what } => ("cluster_change", what.clone()),
         }
     }
 }

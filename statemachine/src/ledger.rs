@@ -157,6 +157,8 @@ pub enum Event {
         /// `ok`, or the rejection's code.
         outcome: String,
     },
+    /// The room's closing time came: nobody new joins from here on.
+    Closed,
 }
 
 impl Event {
@@ -180,6 +182,7 @@ impl Event {
             Event::DrawCommitted { .. } => "draw_committed",
             Event::DrawRevealed { .. } => "draw_revealed",
             Event::Command { .. } => "command",
+            Event::Closed => "closed",
         }
     }
 

@@ -416,3 +416,84 @@ fn v2_lottery_admission_is_golden() {
 
 const GOLDEN_V2_ORDER: [u128; 10] = [5, 2, 6, 9, 7, 10, 1, 8, 3, 4];
 const GOLDEN_V2_COMMITMENT: &str = "2293385648fcac08";
+
+#[test]
+fn a_closing_time_is_recorded_when_it_comes_and_asks_for_a_tick() {
+    let mut h = kept();
+    h.create(
+        "r",
+        RoomConfig {
+            closes_at_ms: Some(T0 + 60_000),
+            ..cfg(5, 60)
+        },
+    );
+    h.join("r", 1);
+    assert_eq!(h.sm.next_due_ms(), Some(T0 + 60_000));
+    h.sm.take_ledger();
+    h.at(30_000).tick();
+    assert!(h.sm.take_ledger().is_empty());
+    h.at(60_000).tick();
+    assert_eq!(events(&h.sm.take_ledger()), [&Event::Closed]);
+    h.at(90_000).tick();
+    assert!(h.sm.take_ledger().is_empty(), "noted once");
+}
+
+#[test]
+fn webhook_cursors_only_move_forward_and_are_bounded() {
+    let mut h = kept();
+    let key = |index| crate::ledger::RecordKey {
+        index,
+        sub: 0,
+        n: 0,
+    };
+    let set = |h: &mut H, hook: &str, index| {
+        h.run(Command::SetWebhookCursor {
+            hook: hook.into(),
+            through: key(index),
+        })
+    };
+    set(&mut h, "ops", 10);
+    set(&mut h, "ops", 5);
+    assert_eq!(h.sm.webhook_cursor("ops"), Some(key(10)));
+    assert_eq!(h.restored().sm.webhook_cursor("ops"), Some(key(10)));
+    for i in 1..crate::limits::WEBHOOKS_MAX {
+        set(&mut h, &format!("h{i}"), 1);
+    }
+    assert_eq!(
+        rejected(&set(&mut h, "one-more", 1)).code(),
+        "limit_reached"
+    );
+    assert_eq!(rejected(&set(&mut h, "", 1)).code(), "invalid_field");
+}
+
+#[test]
+fn a_cluster_change_is_noted_in_the_audit_log_and_changes_nothing() {
+    let mut h = kept();
+    let before = h.sm.digest();
+    let o = h.run(as_operator(
+        "ada",
+        Command::NoteClusterChange {
+            what: "removed node 3".into(),
+        },
+    ));
+    assert_eq!(o, Outcome::Count(0));
+    let r = h.sm.take_ledger();
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0].by.as_deref(), Some("ada"));
+    assert_eq!(
+        r[0].event,
+        Event::Command {
+            name: "cluster_change".into(),
+            detail: "removed node 3".into(),
+            outcome: "ok".into(),
+        }
+    );
+    // The log position and the ledger's chain moved; nothing else did.
+    assert_ne!(before, h.sm.digest());
+    assert!(h.sm.rooms.is_empty() && h.sm.pools.is_empty());
+    let long = "x".repeat(crate::limits::NOTICE_LEN_MAX + 1);
+    for what in [long, "two\nlines".to_string()] {
+        let o = h.run(Command::NoteClusterChange { what });
+        assert_eq!(rejected(&o).code(), "invalid_field");
+    }
+}

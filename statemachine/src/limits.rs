@@ -75,6 +75,8 @@ pub const BRANDING_MESSAGE_LEN_MAX: usize = 1_000;
 pub const BRANDING_URL_LEN_MAX: usize = 2_048;
 /// Longest operator's notice to a room's waiters, in bytes.
 pub const NOTICE_LEN_MAX: usize = 500;
+/// Webhooks whose delivery state the cluster keeps.
+pub const WEBHOOKS_MAX: usize = 64;
 
 // The bounds must agree with each other.
 const _: () = assert!(FORCE_ADMIT_MAX <= ADMITS_PER_APPLY_MAX);

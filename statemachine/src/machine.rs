@@ -49,6 +49,8 @@ pub struct StateMachine {
     pub(crate) credentials_ended: BTreeMap<[u8; 16], u64>,
     /// The ledger's count and chain.
     pub(crate) ledger: Chain,
+    /// Each webhook's delivery position.
+    pub(crate) webhook_cursors: BTreeMap<String, crate::ledger::RecordKey>,
     /// Not state: the key draw secrets derive from (node configuration).
     pub(crate) draw_key: DrawKey,
     /// Not state: the ledger records made since they were last taken, when kept.
@@ -57,6 +59,8 @@ pub struct StateMachine {
     pub(crate) operator: Option<String>,
     /// Not state: records made by the command being applied so far.
     pub(crate) records_of_command: u32,
+    /// Not state: the log clock before the entry being applied.
+    pub(crate) clock_before_entry: u64,
 }
 
 impl StateMachine {
@@ -105,6 +109,11 @@ impl StateMachine {
         self.ledger
     }
 
+    /// Where a webhook's delivery stands.
+    pub fn webhook_cursor(&self, hook: &str) -> Option<crate::ledger::RecordKey> {
+        self.webhook_cursors.get(hook).copied()
+    }
+
     /// Adds a command's events to the ledger.
     fn record(&mut self, pos: DrawPosition, room: &str, events: Vec<Event>) {
         for event in events {
@@ -126,6 +135,7 @@ impl StateMachine {
     }
 
     fn step(&mut self, term: u64, index: u64, time_ms: u64) {
+        self.clock_before_entry = self.clock_ms;
         if let Some(last) = self.last_applied {
             assert!(
                 index > last.index && term >= last.term,
@@ -191,6 +201,7 @@ impl StateMachine {
         let now = self.clock_ms;
         // Commands that address one existing room: validate, then advance → act → pump.
         let key = self.draw_key;
+        let since = self.clock_before_entry;
         let room_op =
             |sm: &mut Self, name: &str, act: &mut dyn FnMut(&mut Room, &mut Step) -> Outcome| {
                 let room = sm.room_mut(name)?;
@@ -198,7 +209,7 @@ impl StateMachine {
                 let mut step = Step::new(pos, name, room.draw_start().map(|s| (key, s)));
                 room.advance(now, &mut step);
                 let out = act(room, &mut step);
-                room.settle(Some(before), &key, now, &mut step);
+                room.settle(Some(before), &key, since, now, &mut step);
                 sm.record(pos, name, step.events);
                 Ok(out)
             };
@@ -232,7 +243,7 @@ impl StateMachine {
                 }
                 r.advance(now, &mut step);
                 r.reconfigure(config.clone(), now, &mut step);
-                r.settle(before, &key, now, &mut step);
+                r.settle(before, &key, since, now, &mut step);
                 let view = r.room_view(now);
                 self.record(pos, room, step.events);
                 Ok(Outcome::Room(view))
@@ -453,6 +464,32 @@ impl StateMachine {
                 r.pump(now, d);
                 o
             }),
+            NoteClusterChange { what } => {
+                if what.len() > NOTICE_LEN_MAX || what.chars().any(char::is_control) {
+                    return Err(Rejection::invalid(
+                        "what",
+                        format!("at most {NOTICE_LEN_MAX} bytes of one line of text"),
+                    ));
+                }
+                Ok(Outcome::Count(0))
+            }
+            SetWebhookCursor { hook, through } => {
+                validate_name("hook", hook)?;
+                let n = self.webhook_cursors.len();
+                match self.webhook_cursors.get_mut(hook.as_str()) {
+                    Some(at) => *at = (*at).max(*through),
+                    None if n >= WEBHOOKS_MAX => {
+                        return Err(Rejection::LimitReached {
+                            what: "webhooks".into(),
+                            max: WEBHOOKS_MAX as u64,
+                        })
+                    }
+                    None => {
+                        self.webhook_cursors.insert(hook.clone(), *through);
+                    }
+                }
+                Ok(Outcome::Count(1))
+            }
             AsOperator { operator, command } => {
                 validate_name("operator", operator)?;
                 if matches!(**command, AsOperator { .. }) {
@@ -488,7 +525,7 @@ impl StateMachine {
                     let mut step = Step::new(pos, name, room.draw_start().map(|s| (key, s)));
                     expired += room.advance(now, &mut step);
                     admitted += room.pump(now, &mut step);
-                    room.settle(Some(before), &key, now, &mut step);
+                    room.settle(Some(before), &key, since, now, &mut step);
                     if !step.events.is_empty() {
                         events.push((name.clone(), step.events));
                     }

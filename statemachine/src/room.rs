@@ -1107,9 +1107,24 @@ impl Room {
 
     /// Notes what changed since `before`, and keeps the draw secret: reveals one that has seeded
     /// a draw once no draw may use it any more or the draw settings changed, and begins the next.
-    pub fn settle(&mut self, before: Option<Signals>, key: &DrawKey, now: u64, step: &mut Step) {
+    /// `since` is the log clock before this entry: a closing time between the two is noted.
+    pub fn settle(
+        &mut self,
+        before: Option<Signals>,
+        key: &DrawKey,
+        since: u64,
+        now: u64,
+        step: &mut Step,
+    ) {
         let after = self.signals();
         if let Some(before) = before {
+            if self
+                .config
+                .closes_at_ms
+                .is_some_and(|t| since < t && t <= now)
+            {
+                step.note(Event::Closed);
+            }
             if after.health != before.health {
                 step.note(Event::Health {
                     health: after.health,
@@ -2009,6 +2024,10 @@ impl Room {
         let mut consider = |t: u64| due = Some(due.map_or(t, |d| d.min(t)));
         if !self.opened {
             consider(self.config.opens_at_ms.unwrap_or(now));
+        }
+        // The closing is a ledger record (and a webhook): a tick when it comes.
+        if let Some(t) = self.config.closes_at_ms.filter(|&t| t > now) {
+            consider(t);
         }
         for (rule, line) in self.policy.lanes.iter().zip(&self.lanes) {
             match rule.opens_at_ms {

@@ -17,7 +17,7 @@
 
 use crate::codes::{BatchState, CodeBook, CodeHash, CodeState};
 use crate::command::DecodeError;
-use crate::ledger::Chain;
+use crate::ledger::{Chain, RecordKey};
 use crate::limits::*;
 use crate::machine::{LogPosition, StateMachine};
 use crate::origin::OriginWatch;
@@ -260,6 +260,8 @@ struct ExtrasOut<'a> {
     ledger: Chain,
     /// The draw secret of each room that draws by `sluice-draw-v2`.
     draws: Vec<(&'a str, Draws)>,
+    /// Each webhook's delivery position, by name.
+    webhooks: Vec<(&'a str, RecordKey)>,
 }
 
 /// A lane's waiters (visitor, seq, last seen), credit, places taken and admissions.
@@ -293,6 +295,7 @@ struct ExtrasIn {
     notices: Vec<(String, (String, u64))>,
     ledger: Chain,
     draws: Vec<(String, Draws)>,
+    webhooks: Vec<(String, RecordKey)>,
 }
 
 /// A room as decoded, whichever the version; version 1 wrote it so, all postcard.
@@ -484,6 +487,11 @@ impl StateMachine {
                 })
                 .collect(),
             ledger: self.ledger,
+            webhooks: self
+                .webhook_cursors
+                .iter()
+                .map(|(k, v)| (k.as_str(), *v))
+                .collect(),
             draws: self
                 .rooms
                 .values()
@@ -627,9 +635,13 @@ impl StateMachine {
                 )));
             }
         }
+        if s.extras.webhooks.len() > WEBHOOKS_MAX {
+            return Err(DecodeError::TooLarge("webhooks".into()));
+        }
         let mut sm = StateMachine {
             clock_ms: s.clock_ms,
             ledger: s.extras.ledger,
+            webhook_cursors: s.extras.webhooks.into_iter().collect(),
             last_applied: s
                 .last_applied
                 .map(|(term, index)| LogPosition { term, index }),

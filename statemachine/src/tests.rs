@@ -1693,10 +1693,10 @@ fn version_2_snapshots_still_restore() {
     assert_eq!(v3[4], crate::snapshot::SNAPSHOT_VERSION);
     // With no bans, ended sessions, entry policies, client networks, used challenges,
     // identities, networks per session, session turnover, origin measurements, lanes, codes
-    // or notices, ledger records or draw secrets, the extras are twelve empty lists, a zero
-    // count, 32 zero bytes of chain and an empty list: 46 zero bytes.
-    assert_eq!(&v3[v3.len() - 46..], &[0; 46]);
-    let mut v2 = v3[..v3.len() - 46].to_vec();
+    // or notices, ledger records, draw secrets or webhooks, the extras are twelve empty lists,
+    // a zero count, 32 zero bytes of chain and two empty lists: 47 zero bytes.
+    assert_eq!(&v3[v3.len() - 47..], &[0; 47]);
+    let mut v2 = v3[..v3.len() - 47].to_vec();
     v2[4] = 2;
     let back = StateMachine::restore(&v2).unwrap();
     assert_eq!(back.snapshot(), v3);
