@@ -2,6 +2,11 @@
 //! dashboard's sign-in, gRPC `Admin` and `Cluster`, `/metrics`), and the backoff that makes
 //! guessing slow.
 //!
+//! A token names an operator ([`crate::operators`]): the break-glass `admin_token`, or one of
+//! the configured `[[operators]]`, each known by the SHA-256 of its token only. A presented
+//! token is hashed and its hash compared with every credential's in constant time. What the
+//! operator may then do is its role's, checked by each surface.
+//!
 //! Wrong guesses are counted per client (an IPv4 address, or an IPv6 /64, which one client
 //! usually holds whole) and in all. A client's first [`FREE_FAILURES`] wrong guesses cost
 //! nothing; each one after that shuts it out for twice as long as the one before, from
@@ -13,13 +18,14 @@
 //! the token never guess wrong, so the backoff never reaches them.
 
 use crate::error::ApiError;
+use crate::operators::{parse_hash, token_hash, Operator, OperatorConfig, Role, BREAK_GLASS};
 use axum::http::StatusCode;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-use subtle::ConstantTimeEq;
+use subtle::{ConditionallySelectable, ConstantTimeEq};
 
 /// Wrong guesses a client may make before its backoff starts.
 pub const FREE_FAILURES: u32 = 5;
@@ -46,10 +52,14 @@ struct Failures {
 /// The key a client's guesses are counted under: its IPv4 address, or its IPv6 /64.
 pub use sluice_raft::listener::address_key as client_key;
 
-/// The operator tokens and the record of wrong guesses.
+/// The operator credentials and the record of wrong guesses.
 #[derive(Debug)]
 pub struct OperatorAuth {
+    /// The break-glass `admin_token` (the dashboard also signs its sessions with it).
     token: String,
+    /// Every operator credential: the SHA-256 of its token and whom it names, the break-glass
+    /// credential first. Hashes are unique.
+    credentials: Vec<([u8; 32], Operator)>,
     metrics_token: Option<String>,
     /// Tokens of the backends that call the gRPC `Visitor` service.
     backend_tokens: Vec<String>,
@@ -70,21 +80,29 @@ struct Record {
     global: (Instant, u64),
 }
 
-/// What may be done with a token.
+/// What a token other than an operator's may be accepted for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scope {
-    /// Everything an operator does.
-    Operator,
-    /// Read `/metrics` only: the operator token or the scraper's.
+    /// Read `/metrics`: any operator's token, or the scraper's.
     Metrics,
-    /// Call the gRPC `Visitor` service as a backend: a backend token or the operator's.
+    /// Call the gRPC `Visitor` service (or report an origin's answers) as a backend: a backend
+    /// token, or the token of an operator whose role is at least `operator`.
     Backend,
 }
 
+/// The longest token looked at: a longer one is wrong without being hashed.
+pub const TOKEN_BYTES_MAX: usize = 1_024;
+
 impl OperatorAuth {
-    /// Checks against the operator `token` and, for `/metrics`, `metrics_token`.
+    /// Checks against the break-glass `token` (named [`BREAK_GLASS`], role `admin`) and, for
+    /// `/metrics`, `metrics_token`.
     pub fn new(token: String, metrics_token: Option<String>) -> Self {
+        let admin = Operator {
+            name: BREAK_GLASS.into(),
+            role: Role::Admin,
+        };
         Self {
+            credentials: vec![(token_hash(&token), admin)],
             token,
             metrics_token,
             backend_tokens: Vec::new(),
@@ -98,6 +116,28 @@ impl OperatorAuth {
         }
     }
 
+    /// Also accepts the named `operators` (checked as [`crate::operators::validate`] does, and
+    /// none with the break-glass token's hash: one token names one operator).
+    pub fn with_operators(mut self, operators: &[OperatorConfig]) -> Result<Self, String> {
+        crate::operators::validate(operators)?;
+        for o in operators {
+            let hash = parse_hash(&o.token_sha256).expect("validated");
+            if bool::from(hash[..].ct_eq(&self.credentials[0].0[..])) {
+                return Err(format!(
+                    "operators.{}.token_sha256 is the admin_token's hash: one token names one \
+                     operator (give {} a token of its own)",
+                    o.name, o.name
+                ));
+            }
+            let op = Operator {
+                name: o.name.as_str().into(),
+                role: o.role,
+            };
+            self.credentials.push((hash, op));
+        }
+        Ok(self)
+    }
+
     /// Also accepts `tokens` from backends calling the gRPC `Visitor` service.
     pub fn with_backend_tokens(mut self, tokens: Vec<String>) -> Self {
         self.backend_tokens = tokens;
@@ -109,13 +149,42 @@ impl OperatorAuth {
         !self.backend_tokens.is_empty()
     }
 
-    /// The operator token (the dashboard signs its sessions with it).
+    /// The break-glass token (the dashboard signs its sessions with it).
     pub fn token(&self) -> &str {
         &self.token
     }
 
-    /// Checks `presented` from `client` for `scope`: `Ok` for a right token; 401 for a wrong
-    /// or missing one (counted); 429 with `Retry-After`, unchecked, while the client backs off.
+    /// The role of the operator named `name` and the hash of its token (a dashboard session is
+    /// bound to it, so that a new token or role ends the sessions of the old), if it is one.
+    pub fn credential(&self, name: &str) -> Option<(Role, [u8; 32])> {
+        self.credentials
+            .iter()
+            .find(|(_, o)| &*o.name == name)
+            .map(|(h, o)| (o.role, *h))
+    }
+
+    /// The operator whose token `client` presents: `Ok` for a right token; 401 for a wrong or
+    /// missing one (counted); 429 with `Retry-After`, unchecked, while the client backs off.
+    pub fn authenticate(
+        &self,
+        client: IpAddr,
+        presented: Option<&str>,
+    ) -> Result<Operator, ApiError> {
+        self.authenticate_at(client, presented, Instant::now())
+    }
+
+    fn authenticate_at(
+        &self,
+        client: IpAddr,
+        presented: Option<&str>,
+        now: Instant,
+    ) -> Result<Operator, ApiError> {
+        let (op, _) = self.guard_at(client, presented, None, now)?;
+        Ok(op.expect("without a scope only an operator's token passes"))
+    }
+
+    /// Checks `presented` from `client` for `scope`: `Ok` for a token it accepts; 403 for an
+    /// operator's whose role is too small for it; otherwise as [`Self::authenticate`].
     pub fn check(
         &self,
         client: IpAddr,
@@ -132,31 +201,60 @@ impl OperatorAuth {
         scope: Scope,
         now: Instant,
     ) -> Result<(), ApiError> {
+        match self.guard_at(client, presented, Some(scope), now)? {
+            (_, true) => Ok(()),
+            (Some(op), false) if scope == Scope::Backend => op.may(Role::Operator),
+            _ => Ok(()),
+        }
+    }
+
+    /// The operator `presented` names, if any: its hash compared with every credential's in
+    /// constant time, so that the time taken says nothing of which matched, or how nearly.
+    fn find(&self, presented: Option<&str>) -> Option<&Operator> {
+        let p = presented.filter(|p| p.len() <= TOKEN_BYTES_MAX)?;
+        let h = token_hash(p);
+        let mut found = u32::MAX;
+        for (i, (hash, _)) in self.credentials.iter().enumerate() {
+            found.conditional_assign(&(i as u32), hash[..].ct_eq(&h[..]));
+        }
+        self.credentials.get(found as usize).map(|(_, o)| o)
+    }
+
+    /// The one check every credential goes through: the client's backoff, then the token. `Ok`
+    /// with the operator it names and whether `scope` accepts it otherwise (the metrics or a
+    /// backend token).
+    fn guard_at(
+        &self,
+        client: IpAddr,
+        presented: Option<&str>,
+        scope: Option<Scope>,
+        now: Instant,
+    ) -> Result<(Option<Operator>, bool), ApiError> {
         let key = client_key(client);
-        // The whole check under one lock (the comparison takes well under a microsecond), so
-        // that guesses sent at once cannot all pass before the first failure is recorded.
+        // The whole check under one lock (the comparison takes a few microseconds), so that
+        // guesses sent at once cannot all pass before the first failure is recorded.
         let mut record = self.record.lock().expect("auth lock");
         if let Some(f) = record.clients.get(&key).filter(|f| f.shut_until > now) {
             self.throttled_total.fetch_add(1, Ordering::Relaxed);
             return Err(throttled(f.shut_until - now));
         }
+        let op = self.find(presented).cloned();
         let matches =
             |t: &str| presented.is_some_and(|p| bool::from(p.as_bytes().ct_eq(t.as_bytes())));
-        let ok = matches(&self.token)
-            || match scope {
-                Scope::Operator => false,
-                Scope::Metrics => self.metrics_token.as_deref().is_some_and(matches),
-                // Every listed token is compared, so that the time taken does not say which.
-                Scope::Backend => self
-                    .backend_tokens
-                    .iter()
-                    .fold(false, |any, t| matches(t) | any),
-            };
-        if ok {
+        let other = match scope {
+            None => false,
+            Some(Scope::Metrics) => self.metrics_token.as_deref().is_some_and(matches),
+            // Every listed token is compared, so that the time taken does not say which.
+            Some(Scope::Backend) => self
+                .backend_tokens
+                .iter()
+                .fold(false, |any, t| matches(t) | any),
+        };
+        if op.is_some() || other {
             if let Some(f) = record.clients.remove(&key) {
                 record.by_last.remove(&(f.last, key));
             }
-            return Ok(());
+            return Ok((op, other));
         }
         self.failures_total.fetch_add(1, Ordering::Relaxed);
         record.failed(key, now);
@@ -250,20 +348,16 @@ mod tests {
         let t = Instant::now();
         let c = ip("203.0.113.5");
         for _ in 0..FREE_FAILURES {
-            let e = a
-                .check_at(c, Some("guess"), Scope::Operator, t)
-                .unwrap_err();
+            let e = a.authenticate_at(c, Some("guess"), t).unwrap_err();
             assert_eq!(e.status, StatusCode::UNAUTHORIZED);
         }
         // The next wrong guess starts the backoff; during it even the right token is not
         // looked at (the answer would tell a guesser it was right).
         assert_eq!(
-            a.check_at(c, Some("guess"), Scope::Operator, t)
-                .unwrap_err()
-                .status,
+            a.authenticate_at(c, Some("guess"), t).unwrap_err().status,
             StatusCode::UNAUTHORIZED
         );
-        let e = a.check_at(c, Some(TOKEN), Scope::Operator, t).unwrap_err();
+        let e = a.authenticate_at(c, Some(TOKEN), t).unwrap_err();
         assert_eq!(
             (e.status, e.code),
             (StatusCode::TOO_MANY_REQUESTS, "auth_throttled")
@@ -271,29 +365,101 @@ mod tests {
         assert_eq!(e.retry_after, Some(1));
         // After it, one more wrong guess doubles it.
         let t1 = t + BACKOFF_FIRST;
-        assert!(a.check_at(c, Some("guess"), Scope::Operator, t1).is_err());
-        let e = a.check_at(c, Some(TOKEN), Scope::Operator, t1).unwrap_err();
+        assert!(a.authenticate_at(c, Some("guess"), t1).is_err());
+        let e = a.authenticate_at(c, Some(TOKEN), t1).unwrap_err();
         assert_eq!(e.retry_after, Some(2));
         // Another address, and the operator's own, are not affected.
         assert!(a
-            .check_at(ip("198.51.100.1"), Some(TOKEN), Scope::Operator, t1)
+            .authenticate_at(ip("198.51.100.1"), Some(TOKEN), t1)
             .is_ok());
         // A right token after the backoff clears the count.
         let t2 = t1 + Duration::from_secs(2);
-        assert!(a.check_at(c, Some(TOKEN), Scope::Operator, t2).is_ok());
+        assert!(a.authenticate_at(c, Some(TOKEN), t2).is_ok());
         assert_eq!(a.clients_tracked(), 0);
         // The scraper's token reads metrics and nothing else.
         assert!(a
             .check_at(c, Some("scraper-token-16ch"), Scope::Metrics, t2)
             .is_ok());
         assert!(a
-            .check_at(c, Some("scraper-token-16ch"), Scope::Operator, t2)
+            .authenticate_at(c, Some("scraper-token-16ch"), t2)
             .is_err());
         assert_eq!(
             a.failures_total.load(Ordering::Relaxed),
             FREE_FAILURES as u64 + 3
         );
         assert_eq!(a.throttled_total.load(Ordering::Relaxed), 2);
+    }
+
+    fn named(name: &str, role: Role, token: &str) -> OperatorConfig {
+        OperatorConfig {
+            name: name.into(),
+            role,
+            token_sha256: crate::operators::hex(&token_hash(token)),
+        }
+    }
+
+    #[test]
+    fn each_token_names_its_operator_and_every_credential_shares_the_backoff() {
+        let alice = "alice-token-0123456789abcdef0123456";
+        let viewer = "viewer-token-0123456789abcdef012345";
+        let a = OperatorAuth::new(TOKEN.into(), None)
+            .with_operators(&[
+                named("alice", Role::Operator, alice),
+                named("vera", Role::Viewer, viewer),
+            ])
+            .unwrap()
+            .with_backend_tokens(vec!["backend-token-0123456789abcdef012345".into()]);
+        let t = Instant::now();
+        let c = ip("203.0.113.9");
+        let who = |token: &str| {
+            a.authenticate_at(c, Some(token), t)
+                .map(|o| (o.name, o.role))
+        };
+        assert_eq!(who(TOKEN).unwrap(), (BREAK_GLASS.into(), Role::Admin));
+        assert_eq!(who(alice).unwrap(), ("alice".into(), Role::Operator));
+        assert_eq!(who(viewer).unwrap(), ("vera".into(), Role::Viewer));
+        // A viewer reads metrics but does not speak for a backend; an operator does.
+        assert!(a.check_at(c, Some(viewer), Scope::Metrics, t).is_ok());
+        let e = a.check_at(c, Some(viewer), Scope::Backend, t).unwrap_err();
+        assert_eq!((e.status, e.code), (StatusCode::FORBIDDEN, "forbidden"));
+        assert!(a.check_at(c, Some(alice), Scope::Backend, t).is_ok());
+        assert!(a
+            .check_at(
+                c,
+                Some("backend-token-0123456789abcdef012345"),
+                Scope::Backend,
+                t
+            )
+            .is_ok());
+        // Not the hash itself, not a prefix, nothing too long to look at.
+        let hash = crate::operators::hex(&token_hash(alice));
+        let long = format!("{alice}{}", "x".repeat(TOKEN_BYTES_MAX));
+        for wrong in [hash.as_str(), &alice[..alice.len() - 1], long.as_str()] {
+            assert_eq!(who(wrong).unwrap_err().status, StatusCode::UNAUTHORIZED);
+        }
+        assert_eq!(
+            a.authenticate_at(c, None, t).unwrap_err().status,
+            StatusCode::UNAUTHORIZED
+        );
+        // Every credential counts towards one backoff: after the four wrong guesses above, two
+        // more shut the client out, whoever's token it then presents.
+        assert_eq!(a.failures_total.load(Ordering::Relaxed), 4);
+        for _ in 0..2 {
+            let _ = who("guess");
+        }
+        for token in [TOKEN, alice, viewer] {
+            assert_eq!(who(token).unwrap_err().code, "auth_throttled");
+        }
+        assert_eq!(a.credential("alice").map(|(r, _)| r), Some(Role::Operator));
+        assert_eq!(a.credential("nobody"), None);
+    }
+
+    #[test]
+    fn the_break_glass_token_is_no_named_operators() {
+        let e = OperatorAuth::new(TOKEN.into(), None)
+            .with_operators(&[named("alice", Role::Viewer, TOKEN)])
+            .unwrap_err();
+        assert!(e.contains("admin_token's hash"), "{e}");
     }
 
     #[test]
@@ -303,9 +469,7 @@ mod tests {
         for i in 0..GLOBAL_FAILURES_PER_SECOND_MAX {
             let c = IpAddr::from([10, 0, (i / 256) as u8, i as u8]);
             assert_eq!(
-                a.check_at(c, Some("g"), Scope::Operator, t)
-                    .unwrap_err()
-                    .status,
+                a.authenticate_at(c, Some("g"), t).unwrap_err().status,
                 StatusCode::UNAUTHORIZED
             );
             assert!(
@@ -314,7 +478,7 @@ mod tests {
             );
         }
         let c = ip("192.0.2.77");
-        assert!(a.check_at(c, Some("g"), Scope::Operator, t).is_err());
+        assert!(a.authenticate_at(c, Some("g"), t).is_err());
         assert!(
             a.shut_out(c, t).is_some(),
             "past it, the first wrong guess shuts out"
@@ -329,11 +493,11 @@ mod tests {
         for i in 0..CLIENTS_TRACKED_MAX {
             // Spread over time, below the node's rate, so that none is shut out.
             let at = t + Duration::from_millis(i as u64 * 100);
-            let _ = a.check_at(addr(i), Some("g"), Scope::Operator, at);
+            let _ = a.authenticate_at(addr(i), Some("g"), at);
         }
         assert_eq!(a.clients_tracked(), CLIENTS_TRACKED_MAX);
         let later = t + Duration::from_secs(20_000);
-        let _ = a.check_at(addr(CLIENTS_TRACKED_MAX), Some("g"), Scope::Operator, later);
+        let _ = a.authenticate_at(addr(CLIENTS_TRACKED_MAX), Some("g"), later);
         assert_eq!(a.clients_tracked(), CLIENTS_TRACKED_MAX);
         let record = a.record.lock().unwrap();
         assert!(
@@ -350,14 +514,14 @@ mod tests {
         let t = Instant::now();
         for i in 0..=FREE_FAILURES {
             let c = ip(&format!("2001:db8:1:2::{:x}", i + 1));
-            let _ = a.check_at(c, Some("g"), Scope::Operator, t);
+            let _ = a.authenticate_at(c, Some("g"), t);
         }
         let e = a
-            .check_at(ip("2001:db8:1:2::ffff"), Some(TOKEN), Scope::Operator, t)
+            .authenticate_at(ip("2001:db8:1:2::ffff"), Some(TOKEN), t)
             .unwrap_err();
         assert_eq!(e.status, StatusCode::TOO_MANY_REQUESTS);
         assert!(a
-            .check_at(ip("2001:db8:1:3::1"), Some(TOKEN), Scope::Operator, t)
+            .authenticate_at(ip("2001:db8:1:3::1"), Some(TOKEN), t)
             .is_ok());
     }
 }

@@ -358,6 +358,11 @@ pub struct ServerConfig {
     /// File holding the operator bearer token.
     #[serde(default)]
     pub admin_token_file: Option<PathBuf>,
+    /// Named operators, each with a role and the SHA-256 of its token (`[[operators]]`); the
+    /// admin token is the break-glass credential beside them, named `admin`. At most
+    /// [`OPERATORS_MAX`](crate::operators::OPERATORS_MAX).
+    #[serde(default)]
+    pub operators: Vec<crate::operators::OperatorConfig>,
     /// A bearer token that reads `/metrics` and nothing else, for the scraper (the operator
     /// token reads it too). At least 16 characters.
     #[serde(default)]
@@ -414,6 +419,43 @@ pub struct ServerConfig {
     /// The admission ledger this node keeps.
     #[serde(default)]
     pub ledger: LedgerConfig,
+    /// Where this node archives its log before purging it (none: not archived).
+    #[serde(default)]
+    pub archive: Option<ArchiveSettings>,
+    /// URLs told of rooms' and the cluster's events (the same on every node; the leader
+    /// delivers).
+    #[serde(default)]
+    pub webhooks: Vec<crate::webhook::WebhookConfig>,
+}
+
+/// `[archive]`: the log entries a node purges behind its snapshots, kept with their ledger
+/// records and checkpoints so that `sluice replay` can check every decision later.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArchiveSettings {
+    /// The directory, one per node (keep it with the node's backups, or on shared storage).
+    pub dir: PathBuf,
+    /// Days of archive kept, 1..=36500 (older segments go once a newer base snapshot allows);
+    /// none: kept for ever.
+    #[serde(default)]
+    pub keep_days: Option<u64>,
+}
+
+impl ArchiveSettings {
+    /// The node's archive setting, checked.
+    pub fn node_config(&self) -> Result<sluice_raft::node::ArchiveConfig, String> {
+        if let Some(d) = self.keep_days {
+            if !(1..=36_500).contains(&d) {
+                return Err("archive.keep_days must be between 1 and 36500".into());
+            }
+        }
+        Ok(sluice_raft::node::ArchiveConfig {
+            dir: self.dir.clone(),
+            keep: self
+                .keep_days
+                .map(|d| std::time::Duration::from_secs(d * 86_400)),
+        })
+    }
 }
 
 /// The admission ledger's records on this node (see ARCHITECTURE.md, "Ledger").
@@ -532,6 +574,17 @@ impl ServerConfig {
                 .iter()
                 .map(|s| ("backend_tokens", s.as_str())),
         );
+        // An operator's token is known here by its hash: a published token's hash is listed.
+        for o in &self.operators {
+            if PUBLISHED_SECRETS_SHA256.contains(&o.token_sha256.to_ascii_lowercase().as_str()) {
+                return Err(format!(
+                    "operators.{}.token_sha256 is the hash of a sample value published with \
+                     Sluice, which anyone can read: make the operator a token of its own with \
+                     `sluice keygen --operator {} --role {}`",
+                    o.name, o.name, o.role
+                ));
+            }
+        }
         for (field, value) in secrets {
             if is_published_secret(value) {
                 return Err(format!(
@@ -549,6 +602,7 @@ impl ServerConfig {
         if self.node_id == 0 {
             return Err("node_id must be at least 1".into());
         }
+        crate::webhook::check_all(&self.webhooks)?;
         if self.bootstrap && !self.peers.iter().any(|p| p.id == self.node_id) {
             return Err("with bootstrap, peers must include this node".into());
         }
@@ -561,6 +615,7 @@ impl ServerConfig {
         if self.admin_token.is_none() && self.admin_token_file.is_none() {
             return Err("admin_token or admin_token_file is required".into());
         }
+        crate::operators::validate(&self.operators)?;
         if self.metrics_token.as_ref().is_some_and(|t| t.len() < 16) {
             return Err("metrics_token must be at least 16 characters".into());
         }
@@ -940,7 +995,8 @@ mod tests {
     /// What `sluice keygen` prints.
     fn keygen_output() -> String {
         format!(
-            "[tokens]\nticket_keys = [{{ id = \"k1\", secret = \"{}\" }}]\njwt_seed = \"{}\"\ncluster_secret = \"{}\"\n",
+            "[tokens]\nticket_keys = [{{ id = \"k1\", secret = \"{}\" }}]\njwt_seed = \"{}\"\ncluster_secret = \"{}\"\ndraw_secret = \"{}\"\n",
+            random_secret(),
             random_secret(),
             random_secret(),
             random_secret()
@@ -1067,6 +1123,84 @@ mod tests {
         c.tokens = TokensConfig::default();
         c.tokens_file = Some(dir.path().join("missing.toml"));
         assert!(c.read_tokens_file().unwrap_err().contains("missing.toml"));
+    }
+
+    #[test]
+    fn operators_are_read_with_their_roles_and_bad_lists_are_refused() {
+        use crate::operators::{hex, token_hash, Role};
+        let entry = |name: &str, role: &str, token: &str| {
+            format!(
+                "\n[[operators]]\nname = \"{name}\"\nrole = \"{role}\"\ntoken_sha256 = \"{}\"\n",
+                hex(&token_hash(token))
+            )
+        };
+        let text = format!(
+            "{SAMPLE}{}{}",
+            entry("alice", "operator", "alice-token-0123456789abcdef012345"),
+            entry("bob", "viewer", "bob-token-0123456789abcdef01234567")
+        );
+        let c = ServerConfig::from_toml(&text).unwrap();
+        c.validate().unwrap();
+        let roles: Vec<(&str, Role)> = c
+            .operators
+            .iter()
+            .map(|o| (o.name.as_str(), o.role))
+            .collect();
+        assert_eq!(roles, [("alice", Role::Operator), ("bob", Role::Viewer)]);
+        // No such role; the token itself where its hash belongs; a field of another name.
+        let e = ServerConfig::from_toml(&format!(
+            "{SAMPLE}{}",
+            entry("carol", "root", "carol-token-0123456789abcdef01234")
+        ))
+        .unwrap_err();
+        assert!(e.contains("unknown variant") && e.contains("viewer"), "{e}");
+        let e = ServerConfig::from_toml(&format!(
+            "{SAMPLE}\n[[operators]]\nname = \"carol\"\nrole = \"admin\"\ntoken = \"x\"\n"
+        ))
+        .unwrap_err();
+        assert!(e.contains("unknown field") && e.contains("token"), "{e}");
+        // Two names, one token: refused, naming both.
+        let twice = format!(
+            "{SAMPLE}{}{}",
+            entry("alice", "operator", "shared-token-0123456789abcdef0123"),
+            entry("bob", "viewer", "shared-token-0123456789abcdef0123")
+        );
+        let e = ServerConfig::from_toml(&twice)
+            .unwrap()
+            .validate()
+            .unwrap_err();
+        assert!(
+            e.contains("alice and bob have the same token_sha256"),
+            "{e}"
+        );
+        let e = ServerConfig::from_toml(&format!(
+            "{SAMPLE}{}{}",
+            entry("alice", "operator", "alice-token-0123456789abcdef012345"),
+            entry("alice", "viewer", "other-token-0123456789abcdef0123456")
+        ))
+        .unwrap()
+        .validate()
+        .unwrap_err();
+        assert!(e.contains("alice is named twice"), "{e}");
+        // A token published in an earlier sample, configured by its hash, is refused at start.
+        let mut c = ServerConfig::from_toml(&format!(
+            "{SAMPLE}{}",
+            entry("dave", "admin", "a-long-operator-token-for-this-cluster")
+        ))
+        .unwrap();
+        c.validate().unwrap();
+        c.admin_token = Some(random_token());
+        c.tokens = toml::from_str::<TokensFile>(&keygen_output())
+            .unwrap()
+            .tokens;
+        let e = c.refuse_published_secrets().unwrap_err();
+        assert!(
+            e.starts_with("operators.dave.token_sha256")
+                && e.contains("sluice keygen --operator dave"),
+            "{e}"
+        );
+        c.operators[0].token_sha256 = hex(&token_hash(&random_token()));
+        c.refuse_published_secrets().unwrap();
     }
 
     #[test]

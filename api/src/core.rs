@@ -716,7 +716,15 @@ impl Sluice {
 
     // ---- operator -----------------------------------------------------------------------------
 
+    /// An operator's write: attributed to the operator acting in this task, if one is
+    /// ([`crate::operators::attributed`]); a rejection is an error.
     async fn write(&self, cmd: Command) -> Result<(Outcome, u64), ApiError> {
+        self.write_as_is(crate::operators::attributed(cmd)).await
+    }
+
+    /// A write attributed to nobody (a pool's traffic, whoever sends it); a rejection is an
+    /// error.
+    async fn write_as_is(&self, cmd: Command) -> Result<(Outcome, u64), ApiError> {
         let (o, i) = self.node.write(cmd).await?;
         match o {
             Outcome::Rejected(r) => Err(r.into()),
@@ -822,7 +830,11 @@ impl Sluice {
                 room: room.into(),
                 config: config.clone(),
             };
-            match self.node.write(create).await? {
+            match self
+                .node
+                .write(crate::operators::attributed(create))
+                .await?
+            {
                 (Outcome::Room(v), i) => return Ok((v, i, true)),
                 (Outcome::Rejected(Rejection::RoomExists), _) if !create_only => {}
                 (Outcome::Rejected(r), _) => return Err(r.into()),
@@ -832,7 +844,11 @@ impl Sluice {
                 room: room.into(),
                 config: config.clone(),
             };
-            match self.node.write(update).await? {
+            match self
+                .node
+                .write(crate::operators::attributed(update))
+                .await?
+            {
                 (Outcome::Room(v), i) => return Ok((v, i, false)),
                 (Outcome::Rejected(Rejection::RoomNotFound), _) if round < 3 => {}
                 (Outcome::Rejected(r), _) => return Err(r.into()),
@@ -1369,7 +1385,7 @@ impl Sluice {
             expires_at: self.node.now_ms() / 1000 + ttl_secs,
             label: label.to_string(),
         };
-        tracing::info!(room, id = %t.id_hex(), label, expires_at = t.expires_at, "staff bypass token issued");
+        tracing::info!(room, id = %t.id_hex(), label, expires_at = t.expires_at, operator = %crate::operators::acting_name(), "staff bypass token issued");
         Ok(BypassTokenReply {
             token: t.seal(&self.tickets),
             id: t.id_hex(),
@@ -1538,11 +1554,11 @@ impl Sluice {
         }
     }
 
-    /// Take a place in the first room under capacity.
+    /// Take a place in the first room under capacity (pool traffic: attributed to nobody).
     pub async fn assign(&self, pool: &str) -> Result<AssignReply, ApiError> {
         validate_name("pool", pool)?;
         match self
-            .write(Command::PoolAssign { pool: pool.into() })
+            .write_as_is(Command::PoolAssign { pool: pool.into() })
             .await?
         {
             (
@@ -1579,7 +1595,7 @@ impl Sluice {
         }
     }
 
-    /// Give a place back, or report a real count.
+    /// Give a place back, or report a real count (pool traffic: attributed to nobody).
     pub async fn release_or_report(
         &self,
         pool: &str,
@@ -1603,7 +1619,7 @@ impl Sluice {
                 room_index,
             }
         };
-        match self.write(cmd).await? {
+        match self.write_as_is(cmd).await? {
             (Outcome::Pool(v), i) => Ok(PoolReply::new(&v, i)),
             (o, _) => Err(unexpected(o)),
         }
@@ -1650,10 +1666,27 @@ impl Sluice {
             http: b.http_addr.clone(),
             grpc: b.grpc_addr.clone(),
         };
-        Ok(self
+        // Raft's own entry, not a command: logged with who asked, for the record.
+        tracing::info!(operator = %crate::operators::acting_name(), id = b.id, raft = %b.raft_addr, "adding a learner");
+        let status = self
             .node
             .membership(MembershipOp::AddLearner { id: b.id, addr })
-            .await?)
+            .await?;
+        self.note_cluster_change(format!(
+            "added node {} as a learner ({})",
+            b.id, b.raft_addr
+        ))
+        .await;
+        Ok(status)
+    }
+
+    /// Puts a membership change, which Raft makes by an entry of its own, in the operator audit
+    /// log. Best effort: the change is made whether or not the note reaches the log.
+    async fn note_cluster_change(&self, what: String) {
+        let cmd = Command::NoteClusterChange { what };
+        if let Err(e) = self.write(cmd).await {
+            tracing::warn!(error = %e.message, "a membership change is not in the audit log");
+        }
     }
 
     /// Promotes or removes a node.
@@ -1663,7 +1696,16 @@ impl Sluice {
             "remove" => MembershipOp::Remove { id: b.id },
             _ => return Err(ApiError::invalid("action", "must be promote or remove")),
         };
-        Ok(self.node.membership(op).await?)
+        tracing::info!(operator = %crate::operators::acting_name(), id = b.id, action = %b.action, "changing the membership");
+        let status = self.node.membership(op).await?;
+        let verb = if b.action == "promote" {
+            "promoted node {} to voter"
+        } else {
+            "removed node {}"
+        };
+        self.note_cluster_change(verb.replace("{}", &b.id.to_string()))
+            .await;
+        Ok(status)
     }
 
     /// Ready to serve: recovered, a leader is known, and applied is close to committed.

@@ -7,6 +7,7 @@
 //! the way to point elsewhere ([`reach`]).
 
 mod human;
+mod ledger;
 mod reach;
 mod time;
 
@@ -18,6 +19,16 @@ use serde_json::{json, Map, Value};
 
 pub use reach::{base_url, BadUrl};
 pub use time::{parse_duration, parse_when};
+
+/// Unix seconds from a time ago (`30m`, `24h`, `7d`), a UTC date and time
+/// (`2026-12-24T18:00:00Z`, `2026-12-24`), or `@1767225600`.
+pub fn parse_ago(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    if s.starts_with('@') || s.as_bytes().get(4) == Some(&b'-') {
+        return parse_when(s);
+    }
+    Ok(time::now_secs().saturating_sub(parse_duration(s)?))
+}
 
 /// A node's refusal: the HTTP status and its answer.
 #[derive(Debug)]
@@ -101,8 +112,9 @@ pub struct CtlArgs {
         global = true
     )]
     pub url: String,
-    /// The operator token. Prefer the environment variable or --token-file: other users of the
-    /// machine can read a command line (`ps`).
+    /// Your operator token (a named operator's, or the admin token); what it may do is its
+    /// role's. Prefer the environment variable or --token-file: other users of the machine can
+    /// read a command line (`ps`).
     #[arg(
         long,
         env = "SLUICE_ADMIN_TOKEN",
@@ -253,6 +265,48 @@ pub enum CtlCmd {
     /// This node's view of the cluster (same as `cluster status`).
     #[command(after_help = "Example:\n  sluice ctl --url http://10.0.0.2:8080 status")]
     Status,
+    /// The operator audit log: who changed what, when, and with what outcome (refusals
+    /// included), in log order, a page at a time.
+    #[command(
+        after_help = "Examples:\n  sluice ctl audit --room sale\n  sluice ctl audit --operator alice --from 24h\n  sluice ctl -o json audit --from 2026-12-24 --limit 1000"
+    )]
+    Audit {
+        /// Only commands that addressed this room (or pool).
+        #[arg(long)]
+        room: Option<String>,
+        /// Only this operator's commands (admin: the break-glass token's).
+        #[arg(long)]
+        operator: Option<String>,
+        /// Only from this time on: a time ago (30m, 24h, 7d), a UTC date and time
+        /// (2026-12-24T18:00:00Z, or a date alone), or @unix-seconds.
+        #[arg(long, value_parser = parse_ago)]
+        from: Option<u64>,
+        /// Only up to this time (as --from).
+        #[arg(long, value_parser = parse_ago)]
+        to: Option<u64>,
+        /// Go on after this entry: the previous page's `next`.
+        #[arg(long)]
+        after: Option<String>,
+        /// Entries per page, 1 to 1,000.
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
+    /// A room's admission ledger: every decision that changed a visitor's place.
+    #[command(subcommand)]
+    Ledger(ledger::LedgerCmd),
+    /// Why a visitor got in when it did, or has not yet: sentences citing the log indexes
+    /// that prove each (its join and place, others admitted meanwhile, its admission's rule or
+    /// draw, how its place ended), from the node's ledger.
+    #[command(
+        after_help = "Examples:\n  sluice ctl explain --room sale 2b6c523d308efbfd588402d732fd854e\n  sluice ctl -o json explain --room sale 2b6c523d308efbfd588402d732fd854e"
+    )]
+    Explain {
+        /// The room's name.
+        #[arg(long)]
+        room: String,
+        /// The visitor id (32 hex digits).
+        visitor: String,
+    },
     /// Saves the node's whole state to a backup file (restore with `sluice restore`).
     #[command(after_help = "Example:\n  sluice ctl backup --out sluice-2026-11-30.backup")]
     Backup {
@@ -801,6 +855,15 @@ pub async fn run(args: CtlArgs) -> anyhow::Result<()> {
     let node = Node::new(&args)?;
     match args.cmd {
         CtlCmd::Backup { out } => backup(&node, &out).await,
+        CtlCmd::Ledger(ledger::LedgerCmd::Export {
+            room,
+            visitor,
+            from,
+            to,
+            after,
+            consistent,
+        }) => ledger::export(&node, &room, visitor, from, to, after, consistent).await,
+        CtlCmd::Explain { room, visitor } => ledger::explain(&node, &room, &visitor).await,
         CtlCmd::Codes(CodesCmd::Create {
             room,
             count,
@@ -911,7 +974,29 @@ fn plan(cmd: CtlCmd) -> anyhow::Result<Call> {
             format!("/v1/rooms/{room}/queue?limit={limit}&offset={offset}&consistent={consistent}"),
             Say::Queue,
         ),
+        CtlCmd::Audit {
+            room,
+            operator,
+            from,
+            to,
+            after,
+            limit,
+        } => {
+            let mut q: Vec<(&str, String)> = vec![("limit", limit.to_string())];
+            q.extend(room.map(|r| ("room", r)));
+            q.extend(operator.map(|o| ("operator", o)));
+            q.extend(from.map(|t| ("from", t.saturating_mul(1000).to_string())));
+            q.extend(to.map(|t| ("to", t.saturating_mul(1000).saturating_add(999).to_string())));
+            q.extend(after.map(|a| ("after", a)));
+            Call::get(
+                format!("/v1/audit?{}", serde_urlencoded::to_string(&q)?),
+                Say::Audit,
+            )
+        }
         CtlCmd::Backup { .. } => unreachable!("backup is not one JSON request"),
+        CtlCmd::Ledger(_) | CtlCmd::Explain { .. } => {
+            unreachable!("ledger export and explain print their own answers")
+        }
     })
 }
 

@@ -69,12 +69,34 @@ impl ApiError {
         )
     }
 
+    /// 403: the operator `name`, whose role is `role`, asked for what needs `needed`.
+    pub fn forbidden(
+        name: &str,
+        role: crate::operators::Role,
+        needed: crate::operators::Role,
+    ) -> Self {
+        Self::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            format!("{name} has the role {role}: this needs the role {needed} or above"),
+        )
+    }
+
     /// 401: no ticket was presented.
     pub fn missing_ticket() -> Self {
         Self::new(
             StatusCode::UNAUTHORIZED,
             "missing_ticket",
             "a ticket is required (cookie sluice_ticket_{room}, field ticket, or Authorization: Ticket …)",
+        )
+    }
+
+    /// 404: this node keeps no admission ledger (`[ledger] enabled = false`).
+    pub fn ledger_off() -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "ledger_off",
+            "this node keeps no admission ledger ([ledger] enabled = false): ask a node that keeps one",
         )
     }
 
@@ -302,6 +324,17 @@ impl From<axum::extract::rejection::PathRejection> for ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_role_too_small_is_permission_denied() {
+        use crate::operators::Role;
+        let e = ApiError::forbidden("vera", Role::Viewer, Role::Operator);
+        assert_eq!((e.status, e.code), (StatusCode::FORBIDDEN, "forbidden"));
+        let s = e.to_grpc();
+        assert_eq!(s.code(), tonic::Code::PermissionDenied);
+        assert_eq!(s.metadata().get("sluice-error-code").unwrap(), "forbidden");
+        assert!(s.message().contains("vera has the role viewer"), "{s:?}");
+    }
 
     #[test]
     fn grpc_statuses_carry_the_code_the_wait_and_the_ticket() {

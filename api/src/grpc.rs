@@ -99,22 +99,6 @@ impl Grpc {
     }
 }
 
-/// Checks `authorization: Bearer <token>` in constant time.
-pub fn operator_interceptor(
-    auth: Arc<crate::auth::OperatorAuth>,
-) -> impl Fn(Request<()>) -> Result<Request<()>, Status> + Clone {
-    move |req: Request<()>| {
-        let presented = req
-            .metadata()
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| crate::http::credentials(v, "Bearer"));
-        auth.check(client_addr(&req), presented, crate::auth::Scope::Operator)
-            .map(|()| req)
-            .map_err(|e| e.to_grpc())
-    }
-}
-
 /// Checks calls of the `Visitor` service: with backend tokens configured, a call must carry one
 /// (`authorization: Bearer`), or the operator's; without, calls are limited per client address
 /// as the HTTP visitor endpoints are.
@@ -476,6 +460,97 @@ fn room(r: RoomBody) -> pb::Room {
             .collect(),
         codes: r.codes,
         notice: r.notice.map(|n| n.text).unwrap_or_default(),
+        draw: r.draw.map(draw),
+    }
+}
+
+fn draw(d: crate::ledger::DrawBody) -> pb::Draw {
+    pb::Draw {
+        algorithm: d.algorithm,
+        commitment: d.commitment,
+        since_index: d.since_index,
+    }
+}
+
+fn ledger_record(r: crate::ledger::LedgerRecordBody) -> pb::LedgerRecord {
+    pb::LedgerRecord {
+        index: r.index,
+        sub: r.sub,
+        n: r.n,
+        time_ms: r.time_ms,
+        time: r.time,
+        room: r.room,
+        by: r.by,
+        kind: r.kind,
+        visitor_id: r.visitor_id,
+        seq: r.seq,
+        lane: r.lane,
+        position: r.position,
+        rule: r.rule,
+        seed: r.seed,
+        candidates: r.candidates,
+        rank: r.rank,
+        reason: r.reason,
+        admitted: r.admitted,
+        sessions: r.sessions,
+        waiting: r.waiting,
+        active: r.active,
+        waiters: r.waiters,
+        by_origin: r.by_origin,
+        health: r.health,
+        text: r.text,
+        commitment: r.commitment,
+        secret: r.secret,
+        name: r.name,
+        detail: r.detail,
+        outcome: r.outcome,
+    }
+}
+
+fn explanation(e: crate::explain::ExplanationBody) -> pb::Explanation {
+    let (admitted, ended, joined) = (e.admitted, e.ended, e.joined);
+    pb::Explanation {
+        room: e.room,
+        visitor_id: e.visitor_id,
+        state: e.state,
+        sentences: e
+            .sentences
+            .into_iter()
+            .map(|s| pb::Sentence {
+                text: s.text,
+                indexes: s.indexes,
+            })
+            .collect(),
+        joined_index: joined.as_ref().map(|j| j.index),
+        position: joined.as_ref().map(|j| j.position),
+        lane: joined.and_then(|j| j.lane),
+        admitted_index: admitted.as_ref().map(|a| a.index),
+        rule: admitted.as_ref().map(|a| a.rule.clone()),
+        admitted_by: admitted.as_ref().and_then(|a| a.by.clone()),
+        commitment: admitted.as_ref().and_then(|a| a.commitment.clone()),
+        revealed_index: admitted.as_ref().and_then(|a| a.revealed_index),
+        end_reason: ended.as_ref().map(|x| x.reason.clone()),
+        ended_index: ended.as_ref().and_then(|x| x.index),
+        ended_by: ended.and_then(|x| x.by),
+        admitted_between: e.admitted_between.total,
+        groups: e
+            .admitted_between
+            .groups
+            .into_iter()
+            .map(|g| pb::AdmissionGroup {
+                rule: g.rule,
+                lane: g.lane,
+                by: g.by,
+                count: g.count,
+                first_index: g.first_index,
+                last_index: g.last_index,
+            })
+            .collect(),
+        cut: e.admitted_between.cut,
+        counted_through: e.admitted_between.counted_through,
+        complete_from: e.complete_from,
+        through: e.through,
+        applied_index: e.applied_index,
     }
 }
 
@@ -655,6 +730,18 @@ impl pb::visitor_server::Visitor for Grpc {
         };
         self.call("Visitor/Check", async { Ok(reply) }, |r| r).await
     }
+
+    async fn draw(&self, req: Request<pb::DrawRequest>) -> R<pb::DrawStatus> {
+        let r = req.into_inner();
+        let status = self.sluice.draw_status(&r.room);
+        self.call("Visitor/Draw", async { status }, |d| pb::DrawStatus {
+            room: d.room,
+            draws: d.draws,
+            draw: d.draw.map(draw),
+            applied_index: d.applied_index,
+        })
+        .await
+    }
 }
 
 #[tonic::async_trait]
@@ -739,6 +826,41 @@ impl pb::admin_server::Admin for Grpc {
             "Admin/SetNotice",
             self.sluice.set_notice(&r.room, Some(&r.text)),
             room,
+        )
+        .await
+    }
+
+    async fn ledger(&self, req: Request<pb::LedgerRequest>) -> R<pb::LedgerPage> {
+        let r = req.into_inner();
+        let given = |s: String| Some(s).filter(|s| !s.is_empty());
+        let params = crate::ledger::LedgerParams {
+            visitor: given(r.visitor_id),
+            from: given(r.from),
+            to: given(r.to),
+            after: given(r.after),
+            limit: (r.limit != 0).then(|| r.limit.min(usize::MAX as u64) as usize),
+            consistent: Some(r.consistent),
+        };
+        self.call(
+            "Admin/Ledger",
+            async { self.sluice.ledger(&r.room, &params).await },
+            |p| pb::LedgerPage {
+                room: p.room,
+                records: p.records.into_iter().map(ledger_record).collect(),
+                next: p.next.unwrap_or_default(),
+                complete_from: p.complete_from,
+                through: p.through,
+            },
+        )
+        .await
+    }
+
+    async fn explain(&self, req: Request<pb::ExplainRequest>) -> R<pb::Explanation> {
+        let r = req.into_inner();
+        self.call(
+            "Admin/Explain",
+            self.sluice.explain(&r.room, &r.visitor_id),
+            explanation,
         )
         .await
     }
@@ -899,6 +1021,42 @@ impl pb::admin_server::Admin for Grpc {
             self.sluice.release_or_report(&r.pool, &body, false),
             pool,
         )
+        .await
+    }
+
+    async fn audit(&self, req: Request<pb::AuditRequest>) -> R<pb::AuditPage> {
+        let r = req.into_inner();
+        let q = crate::audit::AuditQuery {
+            room: Some(r.room),
+            operator: Some(r.operator),
+            from: r.from_ms.map(|t| t.to_string()),
+            to: r.to_ms.map(|t| t.to_string()),
+            after: Some(r.after),
+            limit: (r.limit != 0).then(|| r.limit.min(usize::MAX as u64) as usize),
+        };
+        self.call("Admin/Audit", crate::audit::list(&self.sluice, &q), |p| {
+            pb::AuditPage {
+                entries: p
+                    .entries
+                    .into_iter()
+                    .map(|e| pb::AuditEntry {
+                        index: e.index,
+                        sub: e.sub,
+                        n: e.n,
+                        time_ms: e.time_ms,
+                        time: e.time,
+                        operator: e.operator,
+                        room: e.room,
+                        command: e.command,
+                        detail: e.detail,
+                        outcome: e.outcome,
+                    })
+                    .collect(),
+                next: p.next.unwrap_or_default(),
+                complete_from: p.complete_from,
+                through: p.through,
+            }
+        })
         .await
     }
 

@@ -3,6 +3,11 @@
 
 use crate::core::{GateAsk, JoinProof, Sluice, TicketSource};
 use crate::error::ApiError;
+use crate::explain::{
+    AdmissionBody, AdmissionGroupBody, AdmittedBetweenBody, EndBody, ExplanationBody, PlaceBody,
+    SentenceBody,
+};
+use crate::ledger::{DrawBody, DrawStatusBody, LedgerPageBody, LedgerRecordBody};
 use crate::metrics::Metrics;
 use crate::model::*;
 use crate::pages;
@@ -791,6 +796,49 @@ async fn queue(
     )
 }
 
+/// A page of the room's admission ledger, in log order: every decision that changed a
+/// visitor's place (joined, moved, admitted and by which rule, ended and why), the room's own
+/// events, and operators' commands. Records of a room that no longer exists are still served.
+/// Pass a page's `next` as `after` for the following page.
+#[utoipa::path(get, path = "/v1/rooms/{room}/ledger",
+    params(("room" = String, Path),
+        ("visitor" = Option<String>, Query, description = "only this visitor's records (32 hex digits)"),
+        ("from" = Option<String>, Query, description = "only records at or after this log time: RFC 3339 or ms since the epoch"),
+        ("to" = Option<String>, Query, description = "only records at or before this log time: RFC 3339 or ms since the epoch"),
+        ("after" = Option<String>, Query, description = "the previous page's next"),
+        ("limit" = Option<usize>, Query, description = "records per page, 1 to 1,000 (100)"),
+        ("consistent" = Option<bool>, Query, description = "cover everything committed, not only what this node has applied")),
+    responses((status = 200, body = LedgerPageBody), (status = 400, description = "a bad parameter (error.field names it)"),
+        (status = 401), (status = 404, description = "ledger_off: this node keeps no ledger")),
+    security(("bearer" = [])))]
+async fn ledger(
+    State(app): AppState,
+    Path(room): Path<String>,
+    Query(q): Query<crate::ledger::LedgerParams>,
+) -> Response {
+    respond(app.sluice.ledger(&room, &q).await)
+}
+
+/// Why a visitor got in when it did, or has not yet: sentences citing the log indexes that
+/// prove them (the join and its place, the others admitted meanwhile by rule, the admission's
+/// rule or draw, how the place ended), from this node's ledger and applied state.
+#[utoipa::path(get, path = "/v1/rooms/{room}/visitors/{visitor}/explain",
+    params(("room" = String, Path), ("visitor" = String, Path, description = "the visitor id (32 hex digits)")),
+    responses((status = 200, body = ExplanationBody), (status = 400), (status = 401),
+        (status = 404, description = "ledger_off: this node keeps no ledger")),
+    security(("bearer" = [])))]
+async fn explain(State(app): AppState, Path((room, visitor)): Path<(String, String)>) -> Response {
+    respond(app.sluice.explain(&room, &visitor).await)
+}
+
+/// The commitment a room's draws are bound to, for anyone: published before any draw uses its
+/// secret, which the room's ledger reveals once no draw can use it.
+#[utoipa::path(get, path = "/v1/rooms/{room}/draw", params(("room" = String, Path)),
+    responses((status = 200, body = DrawStatusBody), (status = 404)))]
+async fn draw(State(app): AppState, Path(room): Path<String>) -> Response {
+    respond(app.sluice.draw_status(&room))
+}
+
 /// Create or reconfigure a pool.
 #[utoipa::path(put, path = "/v1/pools/{pool}", request_body = PoolBody, params(("pool" = String, Path)),
     responses((status = 200, body = PoolReply)), security(("bearer" = [])))]
@@ -1244,18 +1292,28 @@ fn bearer(req: &Request) -> Option<&str> {
         .and_then(|v| credentials(v, "Bearer"))
 }
 
+/// Operator routes: the bearer token must name an operator whose role is at least what the
+/// route asks ([`crate::operators::http_role`], from the method and the matched route); the
+/// request then runs with that operator acting, so that its writes are attributed to it.
 async fn operator_auth(State(app): AppState, req: Request, next: Next) -> Response {
     let client = client_ip(&app, &req);
-    match app
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or(req.uri().path(), |p| p.as_str());
+    let needed = crate::operators::http_role(req.method(), route);
+    let checked = app
         .auth
-        .check(client, bearer(&req), crate::auth::Scope::Operator)
-    {
-        Ok(()) => next.run(req).await,
+        .authenticate(client, bearer(&req))
+        .and_then(|op| op.may(needed).map(|()| op));
+    match checked {
+        Ok(op) => crate::operators::acting(op, next.run(req)).await,
         Err(e) => e.into_response(),
     }
 }
 
-/// Proxies' reports: the operator token, or a backend's (`backend_tokens`).
+/// Proxies' reports: a backend's token (`backend_tokens`), or an operator's whose role is at
+/// least `operator`. Not attributed: reports are measurements, not an operator's decision.
 async fn backend_auth(State(app): AppState, req: Request, next: Next) -> Response {
     let client = client_ip(&app, &req);
     match app
@@ -1267,7 +1325,7 @@ async fn backend_auth(State(app): AppState, req: Request, next: Next) -> Respons
     }
 }
 
-/// `/metrics`: the operator token, or the scraper's own (`metrics_token`).
+/// `/metrics`: any operator's token, or the scraper's own (`metrics_token`).
 async fn metrics_auth(State(app): AppState, req: Request, next: Next) -> Response {
     let client = client_ip(&app, &req);
     match app
@@ -1366,6 +1424,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/rooms/{room}/heartbeat", post(heartbeat))
         .route("/v1/rooms/{room}/leave", post(leave))
         .route("/v1/rooms/{room}/events", get(events))
+        .route("/v1/rooms/{room}/draw", get(draw))
         .route("/wait/{room}", get(wait_page).post(wait_join))
         .route("/wait/{room}/bypass", get(staff_page).post(staff_enter))
         .route_layer(middleware::from_fn_with_state(app.clone(), rate_limit));
@@ -1376,6 +1435,8 @@ pub fn router(app: Arc<App>) -> Router {
             get(get_room).put(put_room).delete(delete_room),
         )
         .route("/v1/rooms/{room}/queue", get(queue))
+        .route("/v1/rooms/{room}/ledger", get(ledger))
+        .route("/v1/rooms/{room}/visitors/{visitor}/explain", get(explain))
         .route("/v1/rooms/{room}/bypass/{op}", post(bypass_op))
         .route("/v1/rooms/{room}/codes", get(list_codes).post(create_codes))
         .route("/v1/rooms/{room}/codes/{batch}", delete(end_codes))
@@ -1392,6 +1453,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/cluster/digest", get(digest))
         .route("/v1/cluster/log", get(log))
         .route("/v1/cluster/backup", get(backup))
+        .route("/v1/audit", get(crate::audit::http_list))
         .route_layer(middleware::from_fn_with_state(app.clone(), operator_auth));
     let reporters = Router::new()
         .route("/v1/rooms/{room}/origin/reports", post(origin_reports))
@@ -1429,6 +1491,10 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/admin/rooms/{room}/action", post(crate::admin::action))
         .route("/admin/rooms/{room}/preview", post(crate::admin::preview))
         .route(
+            "/admin/rooms/{room}/explain",
+            get(crate::admin::explain_page),
+        )
+        .route(
             "/admin/rooms/{room}/history.json",
             get(crate::admin::history),
         )
@@ -1436,9 +1502,10 @@ pub fn router(app: Arc<App>) -> Router {
             "/admin/pools",
             get(crate::admin::pools_page).post(crate::admin::pool_action),
         )
+        .route("/admin/audit", get(crate::admin::audit_page))
         .route_layer(middleware::from_fn_with_state(
             app.clone(),
-            crate::admin::refresh_session,
+            crate::admin::session_layer,
         ));
     Router::new()
         .merge(visitor)
@@ -1609,11 +1676,12 @@ mod tests {
 #[derive(OpenApi)]
 #[openapi(
     info(title = "Sluice", description = "Virtual waiting room and admission coordinator", version = "1"),
-    paths(join, challenge, status, heartbeat, leave, events, gate, put_room, get_room, delete_room, list_rooms, room_action, bypass_op, create_codes, list_codes, end_codes, origin_reports, queue,
-          put_pool, get_pool, list_pools, delete_pool, pool_action, cluster, add_learner, membership, digest, log, backup),
+    paths(join, challenge, status, heartbeat, leave, events, gate, put_room, get_room, delete_room, list_rooms, room_action, bypass_op, create_codes, list_codes, end_codes, origin_reports, queue, ledger, explain, draw,
+          put_pool, get_pool, list_pools, delete_pool, pool_action, cluster, add_learner, membership, digest, log, backup, crate::audit::http_list),
     components(schemas(VisitorReply, TicketBody, JoinBody, RoomConfigBody, BrandingBody, EntryBody, PowBody, ExternalChallengeBody, LineBody, OriginBody, BypassBody, BypassPathBody, BypassTokenBody, BypassTokenReply, BypassRevokeBody, CodesCreateBody, CodesCreatedBody, CodeBatchBody, CodeBatchList, LaneBody, LaneStatusBody, ProbeBody, OriginReportBody, OriginSampleBody, HealthChangeBody, OriginWindowBody, RoomBody, RoomList, TotalsBody, ModeBody, HealthBody,
         AdmitBody, RevokeBody, BanBody, SetNoticeBody, NoticeBody, CountReply, QueueReply, QueueEntryBody, PoolBody, PoolReply, PoolList, PoolRoom, AssignReply, PoolRoomBody,
-        LearnerBody, MembershipBody)),
+        LearnerBody, MembershipBody, crate::audit::AuditEntry, crate::audit::AuditPage,
+        LedgerPageBody, LedgerRecordBody, DrawBody, DrawStatusBody, ExplanationBody, SentenceBody, PlaceBody, AdmissionBody, EndBody, AdmissionGroupBody, AdmittedBetweenBody)),
     modifiers(&BearerAuth)
 )]
 #[derive(Debug)]

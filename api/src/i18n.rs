@@ -444,6 +444,12 @@ pub struct Texts {
     pub after_event: &'static str,
     /// Accessible label of the organiser's live message on the waiting page.
     pub notice_heading: &'static str,
+    /// The room's draws are committed in advance ({c} is replaced by the commitment's start).
+    pub draw_committed: &'static str,
+    /// The summary that opens what a draw commitment means.
+    pub draw_what: &'static str,
+    /// What a draw commitment means.
+    pub draw_explained: &'static str,
     /// The people ahead of the visitor ({n}): see [`people_ahead`].
     pub people_ahead: Plural,
 }
@@ -522,6 +528,9 @@ static EN: Texts = Texts {
     back_to_site: "Back to the site",
     after_event: "What happens next",
     notice_heading: "Message from the organiser",
+    draw_committed: "This draw is committed in advance to {c}.",
+    draw_what: "What this means",
+    draw_explained: "Before any place is drawn, the room publishes this fingerprint of the secret that decides its draws. When the draws are over, the secret itself is published: anyone can then check that it matches the fingerprint and redo every draw. So the draw cannot be changed once this fingerprint has been shown.",
     people_ahead: Plural::two("{n} person ahead of you", "{n} people ahead of you"),
 };
 
@@ -578,6 +587,9 @@ static DE: Texts = Texts {
     back_to_site: "Zurück zur Website",
     after_event: "Wie es weitergeht",
     notice_heading: "Nachricht des Veranstalters",
+    draw_committed: "Diese Auslosung ist im Voraus festgelegt: {c}.",
+    draw_what: "Was das bedeutet",
+    draw_explained: "Bevor ein Platz ausgelost wird, veröffentlicht der Raum diesen Fingerabdruck des Geheimnisses, das über seine Auslosungen entscheidet. Sind die Auslosungen vorbei, wird das Geheimnis selbst veröffentlicht: Dann kann jede Person prüfen, dass es zum Fingerabdruck passt, und jede Auslosung nachrechnen. Die Auslosung lässt sich also nicht mehr ändern, sobald dieser Fingerabdruck gezeigt wurde.",
     people_ahead: Plural::two("{n} Person vor Ihnen", "{n} Personen vor Ihnen"),
 };
 
@@ -634,6 +646,9 @@ static FR: Texts = Texts {
     back_to_site: "Retour au site",
     after_event: "La suite",
     notice_heading: "Message de l’organisateur",
+    draw_committed: "Ce tirage est fixé à l’avance\u{202f}: {c}.",
+    draw_what: "Ce que cela signifie",
+    draw_explained: "Avant tout tirage, la salle publie cette empreinte du secret qui décide de ses tirages. Une fois les tirages terminés, le secret lui-même est publié\u{202f}: chacun peut alors vérifier qu’il correspond à l’empreinte et refaire chaque tirage. Le tirage ne peut donc plus être modifié une fois cette empreinte affichée.",
     people_ahead: Plural::two("{n} personne devant vous", "{n} personnes devant vous"),
 };
 
@@ -691,6 +706,9 @@ static ES: Texts = Texts {
     back_to_site: "Volver al sitio",
     after_event: "Qué pasa ahora",
     notice_heading: "Mensaje del organizador",
+    draw_committed: "Este sorteo está fijado de antemano: {c}.",
+    draw_what: "Qué significa esto",
+    draw_explained: "Antes de sortear ninguna plaza, la sala publica esta huella del secreto que decide sus sorteos. Cuando terminan los sorteos, se publica el propio secreto: cualquiera puede comprobar entonces que coincide con la huella y repetir cada sorteo. Así, el sorteo ya no se puede cambiar una vez mostrada esta huella.",
     people_ahead: Plural::two("{n} persona delante de usted", "{n} personas delante de usted"),
 };
 
@@ -747,6 +765,9 @@ static IT: Texts = Texts {
     back_to_site: "Torna al sito",
     after_event: "Cosa succede ora",
     notice_heading: "Messaggio dell’organizzatore",
+    draw_committed: "Questo sorteggio è fissato in anticipo: {c}.",
+    draw_what: "Che cosa significa",
+    draw_explained: "Prima di sorteggiare qualsiasi posto, la sala pubblica questa impronta del segreto che decide i suoi sorteggi. Finiti i sorteggi, viene pubblicato il segreto stesso: chiunque può allora verificare che corrisponde all’impronta e rifare ogni sorteggio. Così il sorteggio non può più essere cambiato dopo che questa impronta è stata mostrata.",
     people_ahead: Plural::two("{n} persona davanti a te", "{n} persone davanti a te"),
 };
 
@@ -803,6 +824,9 @@ static PT: Texts = Texts {
     back_to_site: "Voltar ao site",
     after_event: "O que acontece a seguir",
     notice_heading: "Mensagem do organizador",
+    draw_committed: "Este sorteio está fixado de antemão: {c}.",
+    draw_what: "O que isto significa",
+    draw_explained: "Antes de sortear qualquer lugar, a sala publica esta impressão digital do segredo que decide os seus sorteios. Quando os sorteios terminam, o próprio segredo é publicado: qualquer pessoa pode então verificar que corresponde à impressão digital e refazer cada sorteio. Assim, o sorteio já não pode ser alterado depois de esta impressão digital ter sido mostrada.",
     people_ahead: Plural::two("{n} pessoa à sua frente", "{n} pessoas à sua frente"),
 };
 
@@ -859,6 +883,9 @@ static NL: Texts = Texts {
     back_to_site: "Terug naar de site",
     after_event: "Hoe het verder gaat",
     notice_heading: "Bericht van de organisator",
+    draw_committed: "Deze loting ligt vooraf vast: {c}.",
+    draw_what: "Wat dit betekent",
+    draw_explained: "Voordat er een plaats wordt geloot, publiceert de ruimte deze vingerafdruk van het geheim dat over de lotingen beslist. Als de lotingen voorbij zijn, wordt het geheim zelf gepubliceerd: dan kan iedereen nagaan dat het bij de vingerafdruk past en elke loting overdoen. De loting kan dus niet meer worden veranderd zodra deze vingerafdruk is getoond.",
     people_ahead: Plural::two("{n} persoon voor u", "{n} mensen voor u"),
 };
 
@@ -915,6 +942,9 @@ static PL: Texts = Texts {
     back_to_site: "Wróć do witryny",
     after_event: "Co dalej",
     notice_heading: "Wiadomość od organizatora",
+    draw_committed: "To losowanie jest ustalone z góry: {c}.",
+    draw_what: "Co to oznacza",
+    draw_explained: "Zanim zostanie wylosowane jakiekolwiek miejsce, pokój publikuje ten odcisk sekretu, który rozstrzyga jego losowania. Po zakończeniu losowań publikowany jest sam sekret: każdy może wtedy sprawdzić, że pasuje do odcisku, i powtórzyć każde losowanie. Dlatego losowania nie można już zmienić, gdy ten odcisk został pokazany.",
     people_ahead: Plural {
         one: "{n} osoba przed tobą",
         few: "{n} osoby przed tobą",
@@ -976,6 +1006,9 @@ static SV: Texts = Texts {
     back_to_site: "Tillbaka till webbplatsen",
     after_event: "Vad händer nu",
     notice_heading: "Meddelande från arrangören",
+    draw_committed: "Den här lottningen är bestämd i förväg: {c}.",
+    draw_what: "Vad det betyder",
+    draw_explained: "Innan någon plats lottas publicerar rummet detta fingeravtryck av hemligheten som avgör dess lottningar. När lottningarna är över publiceras själva hemligheten: då kan vem som helst kontrollera att den stämmer med fingeravtrycket och göra om varje lottning. Lottningen kan alltså inte ändras när detta fingeravtryck väl har visats.",
     people_ahead: Plural::two("{n} person före dig", "{n} personer före dig"),
 };
 
@@ -1032,6 +1065,9 @@ static DA: Texts = Texts {
     back_to_site: "Tilbage til webstedet",
     after_event: "Hvad sker der nu",
     notice_heading: "Besked fra arrangøren",
+    draw_committed: "Denne lodtrækning er fastlagt på forhånd: {c}.",
+    draw_what: "Hvad det betyder",
+    draw_explained: "Før der trækkes lod om nogen plads, offentliggør rummet dette fingeraftryk af den hemmelighed, der afgør dets lodtrækninger. Når lodtrækningerne er slut, offentliggøres selve hemmeligheden: så kan alle kontrollere, at den passer til fingeraftrykket, og gentage hver lodtrækning. Lodtrækningen kan altså ikke ændres, når dette fingeraftryk først er vist.",
     people_ahead: Plural::two("{n} person foran dig", "{n} personer foran dig"),
 };
 
@@ -1088,6 +1124,9 @@ static NB: Texts = Texts {
     back_to_site: "Tilbake til nettstedet",
     after_event: "Hva skjer nå",
     notice_heading: "Melding fra arrangøren",
+    draw_committed: "Denne loddtrekningen er fastsatt på forhånd: {c}.",
+    draw_what: "Hva dette betyr",
+    draw_explained: "Før noen plass trekkes, publiserer rommet dette fingeravtrykket av hemmeligheten som avgjør loddtrekningene. Når loddtrekningene er over, publiseres selve hemmeligheten: da kan hvem som helst kontrollere at den stemmer med fingeravtrykket, og gjøre hver loddtrekning på nytt. Loddtrekningen kan altså ikke endres etter at dette fingeravtrykket er vist.",
     people_ahead: Plural::two("{n} person foran deg", "{n} personer foran deg"),
 };
 
@@ -1144,6 +1183,9 @@ static FI: Texts = Texts {
     back_to_site: "Takaisin sivustolle",
     after_event: "Mitä seuraavaksi",
     notice_heading: "Järjestäjän viesti",
+    draw_committed: "Tämä arvonta on lukittu etukäteen: {c}.",
+    draw_what: "Mitä tämä tarkoittaa",
+    draw_explained: "Ennen kuin yhtään paikkaa arvotaan, huone julkaisee tämän sormenjäljen salaisuudesta, joka ratkaisee sen arvonnat. Kun arvonnat ovat ohi, itse salaisuus julkaistaan: silloin kuka tahansa voi tarkistaa, että se vastaa sormenjälkeä, ja toistaa jokaisen arvonnan. Arvontaa ei siis voi enää muuttaa sen jälkeen, kun tämä sormenjälki on näytetty.",
     people_ahead: Plural::two("{n} henkilö edelläsi", "{n} henkilöä edelläsi"),
 };
 
@@ -1200,6 +1242,9 @@ static CS: Texts = Texts {
     back_to_site: "Zpět na web",
     after_event: "Co bude dál",
     notice_heading: "Zpráva od pořadatele",
+    draw_committed: "Toto losování je předem pevně dané: {c}.",
+    draw_what: "Co to znamená",
+    draw_explained: "Než se vylosuje jakékoli místo, místnost zveřejní tento otisk tajemství, které rozhoduje o jejích losováních. Po skončení losování se zveřejní samotné tajemství: každý pak může ověřit, že odpovídá otisku, a každé losování zopakovat. Losování tedy nelze změnit poté, co byl tento otisk zobrazen.",
     people_ahead: Plural {
         one: "{n} člověk před vámi",
         few: "{n} lidé před vámi",
@@ -1261,6 +1306,9 @@ static JA: Texts = Texts {
     back_to_site: "サイトに戻る",
     after_event: "今後について",
     notice_heading: "主催者からのお知らせ",
+    draw_committed: "この抽選はあらかじめ確定しています：{c}",
+    draw_what: "この表示の意味",
+    draw_explained: "席を抽選する前に、待合室は抽選を決める秘密の値の指紋（ハッシュ値）を公開します。抽選が終わると、秘密の値そのものが公開されます。だれでも、それが指紋と一致することを確かめ、すべての抽選をやり直して確認できます。そのため、この指紋が表示された後に抽選を変えることはできません。",
     people_ahead: Plural::two("あなたの前に{n}人", "あなたの前に{n}人"),
 };
 
@@ -1317,6 +1365,9 @@ static TR: Texts = Texts {
     back_to_site: "Siteye dön",
     after_event: "Bundan sonra ne olacak",
     notice_heading: "Organizatörden mesaj",
+    draw_committed: "Bu kura önceden sabitlenmiştir: {c}.",
+    draw_what: "Bunun anlamı",
+    draw_explained: "Herhangi bir yer için kura çekilmeden önce oda, kuralarını belirleyen gizli değerin bu parmak izini yayımlar. Kuralar bittiğinde gizli değerin kendisi yayımlanır: o zaman herkes parmak iziyle eşleştiğini kontrol edebilir ve her kurayı yeniden yapabilir. Bu nedenle, bu parmak izi gösterildikten sonra kura değiştirilemez.",
     people_ahead: Plural::two("Önünüzde {n} kişi", "Önünüzde {n} kişi"),
 };
 
@@ -1386,6 +1437,9 @@ mod tests {
             back_to_site,
             after_event,
             notice_heading,
+            draw_committed,
+            draw_what,
+            draw_explained,
         )
     }
 

@@ -6,14 +6,19 @@
 //! - [`http`]: the axum router, middleware (operator auth, per-client rate limits, metrics,
 //!   body limits), SSE, and the OpenAPI document.
 //! - [`grpc`]: `sluice.v1.Visitor`, `Admin`, `Cluster` (tonic), plus health and reflection.
+//! - [`auth`] and [`operators`]: operators' credentials and roles, the backoff for wrong
+//!   guesses, and attributing their writes; [`audit`]: the operator audit log.
 //! - [`tokens`]: tickets (HMAC) and admission tokens (EdDSA JWT, JWKS).
 //! - [`error`]: the one mapping of errors to HTTP statuses and gRPC codes.
 //! - [`server`]: start a node with both servers; graceful shutdown.
 //! - [`pages`] (landing, waiting page, [`i18n`]) and [`admin`] (the operator dashboard).
 //! - [`origin`]: the leader's origin probes (the health follows them in the state machine).
+//! - [`ledger`]: the admission ledger's pages, in words too; [`explain`]: why a visitor got in
+//!   when it did, from the ledger.
 //! - [`config`], [`model`], [`metrics`], [`renew`], [`ctl`].
 
 pub mod admin;
+pub mod audit;
 pub mod auth;
 pub mod bypass;
 pub mod client;
@@ -22,14 +27,17 @@ pub mod config;
 pub mod core;
 pub mod ctl;
 pub mod error;
+pub mod explain;
 pub mod grpc;
 pub mod history;
 pub mod hook;
 pub mod http;
 pub mod i18n;
 pub mod identity;
+pub mod ledger;
 pub mod metrics;
 pub mod model;
+pub mod operators;
 pub mod origin;
 pub mod pages;
 pub mod pow;
@@ -37,6 +45,7 @@ pub mod renew;
 pub mod server;
 pub mod tokens;
 pub mod watch;
+pub mod webhook;
 
 /// Generated protobuf types and gRPC stubs of the public API.
 #[allow(missing_docs, clippy::all, missing_debug_implementations)]

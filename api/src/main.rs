@@ -88,17 +88,53 @@ enum Cmd {
     },
     /// Operator commands against any node (rooms, codes, pools, cluster, backup).
     Ctl(CtlArgs),
+    /// Replays a node's log archive through the state machine and checks it: every entry
+    /// applied again, every ledger record made again and compared with the archived one, every
+    /// revealed draw secret checked against its commitment and every draw against its secret,
+    /// every checkpoint's state digest and ledger chain compared. Exits 1 on any mismatch.
+    #[command(
+        after_help = "Examples:\n  sluice replay --archive /var/lib/sluice/archive --config /etc/sluice/node1.toml\n  sluice replay --archive ./archive --room sale --to 1200000"
+    )]
+    Replay {
+        /// The archive directory (the node's `[archive] dir`, or a copy of it).
+        #[arg(long)]
+        archive: PathBuf,
+        /// A node's configuration, for the draw key (`tokens.draw_secret`, else the cluster
+        /// secret). Without it, rooms that draw replay with other secrets (their records and
+        /// digests then differ), but every draw is still checked against its revealed secret.
+        #[arg(long, env = "SLUICE_CONFIG")]
+        config: Option<PathBuf>,
+        /// Count this room's records (every room is replayed all the same).
+        #[arg(long)]
+        room: Option<String>,
+        /// Stop after this log index.
+        #[arg(long)]
+        to: Option<u64>,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Prints a fresh [tokens] section for a cluster's configuration, or an operator token.
     ///
     /// The section (ticket key, admission token seed, cluster secret) is the same on every
-    /// node. Keep it secret, e.g. in a file only the node reads (`tokens_file`).
+    /// node. Keep it secret, e.g. in a file only the node reads (`tokens_file`). With
+    /// --operator, a named operator's token and the lines that configure it.
     #[command(
-        after_help = "Examples:\n  sluice keygen > tokens.toml\n  sluice keygen --token > admin-token"
+        after_help = "Examples:\n  sluice keygen > tokens.toml\n  sluice keygen --token > admin-token\n  sluice keygen --operator alice --role operator >> sluice.toml"
     )]
     Keygen {
         /// Print a fresh operator token instead (for `admin_token` or `admin_token_file`).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "operator")]
         token: bool,
+        /// Make a named operator's token instead: the `[[operators]]` lines with its hash go to
+        /// standard output (for every node's configuration), the token itself to standard error,
+        /// shown this once (for the operator).
+        #[arg(long, value_name = "NAME", requires = "role")]
+        operator: Option<String>,
+        /// The named operator's role: viewer (reads), operator (also runs rooms and pools) or
+        /// admin (also the cluster).
+        #[arg(long, requires = "operator", value_parser = ["viewer", "operator", "admin"])]
+        role: Option<String>,
     },
 }
 
@@ -310,6 +346,7 @@ fn dev_config(
         }],
         admin_token: Some(admin_token),
         admin_token_file: None,
+        operators: Vec::new(),
         metrics_token: None,
         backend_tokens: Vec::new(),
         identity: None,
@@ -348,6 +385,8 @@ fn dev_config(
         },
         raft: RaftTuning::default(),
         ledger: Default::default(),
+        archive: None,
+        webhooks: Vec::new(),
     })
 }
 
@@ -380,11 +419,29 @@ async fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Cmd::Keygen { token: true } => {
+        Cmd::Replay {
+            archive,
+            config,
+            room,
+            to,
+            json,
+        } => {
+            let code = replay(&archive, config.as_deref(), room, to, json)?;
+            if code != 0 {
+                std::process::exit(code);
+            }
+            Ok(())
+        }
+        Cmd::Keygen { token: true, .. } => {
             println!("{}", random_token());
             Ok(())
         }
-        Cmd::Keygen { token: false } => {
+        Cmd::Keygen {
+            operator: Some(name),
+            role: Some(role),
+            ..
+        } => keygen_operator(&name, &role),
+        Cmd::Keygen { .. } => {
             keygen();
             Ok(())
         }
@@ -443,6 +500,99 @@ async fn dev(cfg: &ServerConfig, data_dir: &std::path::Path) -> anyhow::Result<(
         token_file.display()
     );
     serve_until_stopped(running).await
+}
+
+/// `sluice replay`: the archive replayed and checked; the exit code (1 on any mismatch).
+fn replay(
+    archive: &std::path::Path,
+    config: Option<&std::path::Path>,
+    room: Option<String>,
+    to: Option<u64>,
+    json: bool,
+) -> anyhow::Result<i32> {
+    use sluice_raft::archive::{replay, ReplayOptions};
+    let key = match config {
+        Some(path) => load_config(path, None, None)?
+            .draw_key()
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
+            .unwrap_or_default(),
+        None => {
+            eprintln!(
+                "No --config: rooms that draw are replayed without the nodes' draw key; their \
+                 draws are checked against the revealed secrets only."
+            );
+            Default::default()
+        }
+    };
+    let opts = ReplayOptions { key, to, room };
+    let started = std::time::Instant::now();
+    let (report, _) =
+        replay(archive, &opts).with_context(|| format!("replaying {}", archive.display()))?;
+    let secs = started.elapsed().as_secs_f64();
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", replay_summary(&report, secs, opts.room.as_deref()));
+    }
+    Ok(if report.ok() { 0 } else { 1 })
+}
+
+/// The replay's report in sentences.
+fn replay_summary(r: &sluice_raft::archive::ReplayReport, secs: f64, room: Option<&str>) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let rate = if secs > 0.0 {
+        r.entries as f64 / secs
+    } else {
+        0.0
+    };
+    let start = if r.from == 0 {
+        "the log's beginning".to_string()
+    } else {
+        format!("the base snapshot at index {}", r.from)
+    };
+    let _ = writeln!(
+        out,
+        "Replayed {} entries from {start} through index {}, from {} segments ({:.0} entries/s).",
+        r.entries, r.through, r.segments, rate
+    );
+    let _ = writeln!(
+        out,
+        "  Ledger records made again and compared with the archive: {}{}",
+        r.records,
+        room.map(|n| format!(" ({} of room {n})", r.room_records))
+            .unwrap_or_default()
+    );
+    let _ = writeln!(
+        out,
+        "  Checkpoints matched (state digest and ledger chain): {}",
+        r.checkpoints
+    );
+    let _ = writeln!(
+        out,
+        "  Draw secrets revealed and checked against their commitments: {}; draws checked \
+         against them: {}; draws whose secret is not revealed yet: {}",
+        r.reveals, r.draws_verified, r.draws_unrevealed
+    );
+    if r.ok() {
+        let _ = writeln!(
+            out,
+            "Verdict: the archive matches its log: every record, draw and checkpoint."
+        );
+    } else {
+        for m in r.mismatches.iter().take(20) {
+            let _ = writeln!(out, "  MISMATCH {m}");
+        }
+        if r.mismatches.len() > 20 {
+            let _ = writeln!(out, "  … and {} more", r.mismatches.len() - 20);
+        }
+        let _ = writeln!(
+            out,
+            "Verdict: MISMATCH: {} problem(s); the archive does not match its log.",
+            r.mismatches.len()
+        );
+    }
+    out
 }
 
 /// `sluice restore`: a fresh node's data directory seeded from a backup.
@@ -552,6 +702,31 @@ fn keygen() {
     println!("jwt_seed = \"{}\"", random_secret());
     println!("jwt_key_id = \"j1\"");
     println!("cluster_secret = \"{}\"", random_secret());
+    println!("# Rooms' lottery draws derive from this: never change it while a room draws.");
+    println!("draw_secret = \"{}\"", random_secret());
+}
+
+/// `sluice keygen --operator NAME --role ROLE`: a fresh token for a named operator, shown
+/// once on standard error, and the configuration lines with its hash on standard output.
+fn keygen_operator(name: &str, role: &str) -> anyhow::Result<()> {
+    use sluice_api::operators::{hex, token_hash, OperatorConfig, Role};
+    let role =
+        Role::parse(role).ok_or_else(|| anyhow::anyhow!("--role: viewer, operator or admin"))?;
+    let token = random_token();
+    let entry = OperatorConfig {
+        name: name.to_string(),
+        role,
+        token_sha256: hex(&token_hash(&token)),
+    };
+    sluice_api::operators::validate(std::slice::from_ref(&entry)).map_err(anyhow::Error::msg)?;
+    println!("# The operator {name} ({role}): the same lines on every node, then restart them.");
+    println!("[[operators]]");
+    println!("name = \"{name}\"");
+    println!("role = \"{role}\"");
+    println!("token_sha256 = \"{}\"", entry.token_sha256);
+    eprintln!("{name}'s token, shown this once (give it to {name}; the nodes keep only its hash):");
+    eprintln!("{token}");
+    Ok(())
 }
 
 #[cfg(test)]

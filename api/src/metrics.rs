@@ -15,6 +15,8 @@ pub struct Metrics {
     http: Mutex<BTreeMap<String, HttpRoute>>,
     grpc: Mutex<BTreeMap<(String, String), u64>>,
     grpc_latency: Mutex<BTreeMap<String, Arc<LatencyHistogram>>>,
+    /// Webhook deliveries (counted by the leader that makes them).
+    pub webhooks: Arc<crate::webhook::WebhookMetrics>,
 }
 
 /// One route's requests by method and status, and their latency.
@@ -83,7 +85,34 @@ impl Metrics {
         render_raft_timings(w, sluice);
         self.render_http(w);
         self.render_grpc(w);
+        self.render_webhooks(w);
         out
+    }
+
+    /// Webhook deliveries, failed attempts and events given up.
+    fn render_webhooks(&self, w: &mut String) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let h = &self.webhooks;
+        for (name, help, v) in [
+            (
+                "sluice_webhook_deliveries_total",
+                "Webhook events delivered (answered 2xx) by this node.",
+                h.delivered.load(Relaxed),
+            ),
+            (
+                "sluice_webhook_failed_attempts_total",
+                "Webhook delivery attempts that failed and were retried.",
+                h.failed_attempts.load(Relaxed),
+            ),
+            (
+                "sluice_webhook_given_up_total",
+                "Webhook events given up, older than a day.",
+                h.given_up.load(Relaxed),
+            ),
+        ] {
+            header(w, name, help, "counter");
+            let _ = writeln!(w, "{name} {v}");
+        }
     }
 
     /// Requests and latencies by method, route and status.

@@ -1072,6 +1072,10 @@ pub struct RoomBody {
     /// waits there, a lottery, or no honest estimate).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub newest_eta_secs: Option<u64>,
+    /// The commitment the room's draws are bound to, when it draws (a lottery, a lottery lane,
+    /// or a shuffle at an opening still to come).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draw: Option<crate::ledger::DrawBody>,
     /// Log index this was read at.
     pub applied_index: u64,
 }
@@ -1126,6 +1130,7 @@ impl RoomBody {
                 set_at: n.set_at_ms / 1000,
             }),
             newest_eta_secs: v.newest_eta_secs,
+            draw: crate::ledger::DrawBody::of(v, policy.lanes.iter().any(|l| l.lottery)),
             applied_index,
         }
     }

@@ -289,11 +289,30 @@ fn header_html(t: &Texts, room: Option<&RoomView>, fallback_title: &str) -> (Str
     (title, format!("{header}{message}"))
 }
 
+/// The line that says a room's draws are committed in advance (the commitment's first 16 hex
+/// digits), opening to what that means and the whole commitment. Works without JavaScript.
+fn draw_html(t: &Texts, draw: Option<&crate::ledger::DrawBody>) -> String {
+    let Some(d) = draw else {
+        return String::new();
+    };
+    let start = d.commitment.get(..16).unwrap_or(&d.commitment);
+    let line = esc(t.draw_committed).replace("{c}", &format!("<code>{}</code>", esc(start)));
+    format!(
+        "<details id=\"draw\" class=\"draw\"><summary><small>{line} <span style=\"text-decoration:underline\">{}</span></small></summary>\
+<p><small>{}</small></p><p><small><code style=\"word-break:break-all\">{}</code> ({})</small></p></details>",
+        esc(t.draw_what),
+        esc(t.draw_explained),
+        esc(&d.commitment),
+        esc(&d.algorithm)
+    )
+}
+
 fn wait_html(
     t: &Texts,
     pl: PageLang,
     r: &VisitorReply,
     room: Option<&RoomView>,
+    draw: Option<&crate::ledger::DrawBody>,
     next: &str,
     now_secs: u64,
 ) -> String {
@@ -446,8 +465,9 @@ data-turn=\"{}\" data-cont=\"{}\" data-lang=\"{}\" data-colon=\"{}\" data-place=
         &format!(
             "{top}<h1>{}</h1>{notice}<p>{}</p>{countdown}{lane}{place}{people_ahead}{ahead}{waiting}\
 <p>{}{colon}<strong id=\"eta\">{eta}</strong></p>{why}\
-<label for=\"prog\">{}</label><progress id=\"prog\" aria-label=\"{}\"></progress>{updated}{say}{redeem}{langs}{script}",
-            t.in_line, t.keep_open, t.estimated_wait, t.progress, t.progress
+<label for=\"prog\">{}</label><progress id=\"prog\" aria-label=\"{}\"></progress>{updated}{say}{draw}{redeem}{langs}{script}",
+            t.in_line, t.keep_open, t.estimated_wait, t.progress, t.progress,
+            draw = draw_html(t, draw),
         ),
     )
 }
@@ -459,7 +479,7 @@ pub fn preview_html(lang: Lang, reply: &VisitorReply, room: &RoomView, now_secs:
         lang,
         picked: false,
     };
-    let html = wait_html(texts(lang), pl, reply, Some(room), "/", now_secs);
+    let html = wait_html(texts(lang), pl, reply, Some(room), None, "/", now_secs);
     html.replace("<script src=\"/assets/wait.js\" defer></script>", "")
 }
 
@@ -883,7 +903,29 @@ pub async fn wait(
         see_other(&format!("/wait/{room}?{}{marker}next={next}", pl.query()))
     } else if reply.state == "waiting" {
         let now_secs = app.sluice.node.now_ms() / 1000;
-        Html(wait_html(t, pl, &reply, view.as_ref(), &next, now_secs)).into_response()
+        // A room that draws shows what its draws are bound to.
+        let lottery_lanes = app
+            .sluice
+            .node
+            .read(|st| {
+                st.sm
+                    .policy(room)
+                    .is_some_and(|p| p.lanes.iter().any(|l| l.lottery))
+            })
+            .is_ok_and(|(b, _)| b);
+        let draw = view
+            .as_ref()
+            .and_then(|v| crate::ledger::DrawBody::of(v, lottery_lanes));
+        Html(wait_html(
+            t,
+            pl,
+            &reply,
+            view.as_ref(),
+            draw.as_ref(),
+            &next,
+            now_secs,
+        ))
+        .into_response()
     } else {
         let (text, after) = match reply.reason.as_deref() {
             Some("room_closed") => (t.closed, after_url.as_deref()),

@@ -2,9 +2,10 @@
 
 use crate::config::ServerConfig;
 use crate::core::Sluice;
-use crate::grpc::{operator_interceptor, Grpc};
+use crate::grpc::Grpc;
 use crate::http::{router, App};
 use crate::metrics::Metrics;
+use crate::operators::OperatorGuard;
 use crate::pb;
 use crate::renew::Renewer;
 use crate::tokens::TicketKeys;
@@ -59,6 +60,13 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
              (`sluice keygen` prints a fresh one)"
         );
     }
+    // The credentials, with the operators' (refused before the node starts, like the rest).
+    let auth = Arc::new(
+        crate::auth::OperatorAuth::new(admin_token, cfg.metrics_token.clone())
+            .with_operators(&cfg.operators)
+            .map_err(anyhow::Error::msg)?
+            .with_backend_tokens(cfg.backend_tokens.clone()),
+    );
     let http_listener = tokio::net::TcpListener::bind(cfg.http_addr)
         .await
         .with_context(|| format!("binding {}", cfg.http_addr))?;
@@ -101,10 +109,6 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
     });
     crate::origin::start(sluice.clone(), cancel.clone());
     let metrics = Arc::new(Metrics::default());
-    let auth = Arc::new(
-        crate::auth::OperatorAuth::new(admin_token, cfg.metrics_token.clone())
-            .with_backend_tokens(cfg.backend_tokens.clone()),
-    );
     let mut app = App::new(
         sluice.clone(),
         metrics.clone(),
@@ -201,13 +205,14 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
             pb::visitor_server::VisitorServer::new(grpc.clone()).max_decoding_message_size(max),
             crate::grpc::visitor_interceptor(auth.clone(), app.limiter.clone()),
         ))
-        .add_service(InterceptedService::new(
+        // Operators' calls: the role each needs, and who is acting (`operators`).
+        .add_service(OperatorGuard::new(
             pb::admin_server::AdminServer::new(grpc.clone()).max_decoding_message_size(max),
-            operator_interceptor(auth.clone()),
+            auth.clone(),
         ))
-        .add_service(InterceptedService::new(
+        .add_service(OperatorGuard::new(
             pb::cluster_server::ClusterServer::new(grpc).max_decoding_message_size(max),
-            operator_interceptor(auth),
+            auth,
         ));
     let c = cancel.clone();
     // A connection must make its first call within the header timeout, as an HTTP one must
@@ -228,6 +233,13 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
     }));
 
     spawn_upkeep(&app, &cancel);
+    crate::webhook::spawn(
+        node.clone(),
+        &cfg.webhooks,
+        app.metrics.webhooks.clone(),
+        cancel.clone(),
+    )
+    .map_err(anyhow::Error::msg)?;
 
     tracing::info!(%http_addr, %grpc_addr, raft_addr = %node.raft_addr(), id = cfg.node_id, "node started");
     Ok(Running {
@@ -313,6 +325,12 @@ fn node_config(
         });
     }
     nc.ledger = cfg.ledger.retention().map_err(anyhow::Error::msg)?;
+    nc.archive = cfg
+        .archive
+        .as_ref()
+        .map(|a| a.node_config())
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
     match cfg.draw_key().map_err(anyhow::Error::msg)? {
         Some(key) => nc.draw_key = key,
         None => tracing::warn!(

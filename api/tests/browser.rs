@@ -773,9 +773,13 @@ async fn every_page_passes_axe_fits_a_phone_and_the_control_room_flows_work() {
     closed["closes_at"] = json!(1);
     closed["line"] = json!({"after_url": "https://shop.example/sold-out"});
     c.create_room("over", closed).await;
+    let mut drawn = room(1, 600);
+    drawn["mode"] = json!("lottery");
+    c.create_room("draw", drawn).await;
     // Someone holds each room's one place, so that browsers wait.
     let holder = c.join(1, "shop", None).await;
     c.join(1, "brief", None).await;
+    c.join(1, "draw", None).await;
     let base = format!("http://{}", c.node(1).http);
     let (_driver, driver) = start_driver().await;
     let dir = tempfile::tempdir().unwrap();
@@ -877,6 +881,17 @@ async fn every_page_passes_axe_fits_a_phone_and_the_control_room_flows_work() {
     a.axe(&axe, "away too long").await;
     a.screenshot("23-phone-away-too-long").await;
     a.close().await;
+
+    // A room that draws by lot says what its draws are bound to, and what that means.
+    let l = Browser::open_with(&driver, &dir.path().join("l"), phone(true)).await;
+    l.go(&format!("{base}/wait/draw?next=/")).await;
+    l.wait_until("the draw's commitment", Duration::from_secs(15), |_, s| {
+        s.contains("<details id=\"draw\"")
+    })
+    .await;
+    l.fits("waiting, drawn by lot").await;
+    l.axe(&axe, "waiting, drawn by lot").await;
+    l.close().await;
 
     // Cookies blocked: told so, and joined once at most, not once a second.
     let k = Browser::open_with(

@@ -1,15 +1,22 @@
-//! The operator dashboard (`/admin`): sign-in with the operator token (kept in a secure,
-//! HttpOnly, SameSite=Strict cookie); the rooms with their state as badges; each room's page
-//! (`room`: charts of the node's recent samples drawn with uPlot, actions, the notice to the
-//! line, the line itself, codes, staff tokens, the grouped configuration form of `config`,
-//! deleting); pools (`pools`); the cluster. Every form carries a CSRF token bound to the
-//! session, and every action answers with a redirect (post, redirect, get).
+//! The operator dashboard (`/admin`): sign-in with an operator's token (the session, which
+//! names the operator and its role, is kept in a secure, HttpOnly, SameSite=Strict cookie); the
+//! rooms with their state as badges; each room's page (`room`: charts of the node's recent
+//! samples drawn with uPlot, actions, the notice to the line, the line itself, codes, staff
+//! tokens, the grouped configuration form of `config`, the room's recent decisions and
+//! "Explain a visitor" of `ledger`, deleting); pools (`pools`); the operator audit log
+//! (`audit`); the cluster. Every form carries a CSRF token bound to the session, and
+//! every action answers with a redirect (post, redirect, get). A viewer sees the pages without
+//! their forms, and [`session_layer`] refuses its posts; every page says who is signed in.
 
+mod audit;
 mod config;
 mod form;
+mod ledger;
 mod pools;
 mod room;
 
+pub use audit::audit_page;
+pub use ledger::explain_page;
 pub use pools::{pool_action, pools_page};
 pub use room::{history, preview, room, save_config};
 
@@ -17,6 +24,7 @@ use crate::error::ApiError;
 use crate::http::App;
 use crate::http::Path;
 use crate::model::RoomConfigBody;
+use crate::operators::{Operator, Role};
 use crate::pages::{esc, STYLE};
 use axum::extract::{Form, FromRequest, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -90,14 +98,19 @@ impl Flash {
     }
 }
 
-/// A signed-in operator's session: a random id, when it began and when it was last used. Its
-/// cookie is `{id}.{issued}.{active}.{mac}`, MACed with the operator token. Signing out ends
-/// it on every node (a replicated record of ended sessions, kept until it would have ended).
+/// A signed-in operator's session: a random id, when it began and when it was last used, and
+/// who signed in with what role. Its cookie is `{id}.{issued}.{active}.{name}.{role}.{mac}`,
+/// MACed with the break-glass token over those and the hash of the operator's token, so that
+/// a session ends when its operator's token or role changes, or the operator is removed.
+/// Signing out ends it on every node (a replicated record of ended sessions, kept until it
+/// would have ended).
 #[derive(Clone, Debug)]
 pub struct Session {
     id: [u8; 16],
     issued: u64,
     active: u64,
+    name: String,
+    role: Role,
 }
 
 impl Session {
@@ -105,20 +118,27 @@ impl Session {
         self.id.iter().map(|b| format!("{b:02x}")).collect()
     }
 
-    fn value(&self, app: &App) -> String {
+    /// The cookie's value, if the session's operator is still configured.
+    fn value(&self, app: &App) -> Option<String> {
+        let (_, credential) = app.auth.credential(&self.name)?;
         let msg = format!(
-            "sluice admin session v2|{}|{}|{}",
-            self.id_hex(),
-            self.issued,
-            self.active
-        );
-        format!(
-            "{}.{}.{}.{}",
+            "sluice admin session v3|{}|{}|{}|{}|{}|{}",
             self.id_hex(),
             self.issued,
             self.active,
+            self.name,
+            self.role,
+            crate::operators::hex(&credential)
+        );
+        Some(format!(
+            "{}.{}.{}.{}.{}.{}",
+            self.id_hex(),
+            self.issued,
+            self.active,
+            self.name,
+            self.role,
             mac(app.auth.token(), &msg)
-        )
+        ))
     }
 
     /// The `Set-Cookie` value that holds this session.
@@ -126,7 +146,7 @@ impl Session {
         let secure = if app.secure_cookies { "; Secure" } else { "" };
         HeaderValue::from_str(&format!(
             "{ADMIN_COOKIE}={}; Path=/admin; HttpOnly; SameSite=Strict; Max-Age={SESSION_SECS}{secure}",
-            self.value(app)
+            self.value(app)?
         ))
         .ok()
     }
@@ -134,10 +154,12 @@ impl Session {
     fn parse(value: &str) -> Option<Session> {
         let mut parts = value.split('.');
         let (id, issued, active) = (parts.next()?, parts.next()?, parts.next()?);
+        let (name, role) = (parts.next()?, parts.next()?);
         let _mac = parts.next()?;
         if parts.next().is_some() || id.len() != 32 {
             return None;
         }
+        sluice_statemachine::types::validate_name("name", name).ok()?;
         let mut bytes = [0u8; 16];
         for (i, b) in bytes.iter_mut().enumerate() {
             *b = u8::from_str_radix(id.get(2 * i..2 * i + 2)?, 16).ok()?;
@@ -146,17 +168,49 @@ impl Session {
             id: bytes,
             issued: issued.parse().ok()?,
             active: active.parse().ok()?,
+            name: name.to_string(),
+            role: Role::parse(role)?,
         })
+    }
+
+    /// Who is signed in.
+    pub fn operator(&self) -> Operator {
+        Operator {
+            name: self.name.as_str().into(),
+            role: self.role,
+        }
+    }
+
+    /// Whether the session's operator may act on rooms and pools (a viewer may not).
+    pub fn may_act(&self) -> bool {
+        self.role >= Role::Operator
     }
 }
 
-/// The request's session, if it is valid: signed with the operator token, begun less than
-/// [`SESSION_SECS`] and used less than [`SESSION_IDLE_SECS`] ago, and not signed out.
+/// Who is signed in, for the top of every page.
+fn who(s: &Session) -> String {
+    format!(
+        "<p class=\"who\">Signed in as <strong>{}</strong> ({})</p>",
+        esc(&s.name),
+        s.role
+    )
+}
+
+/// What a viewer sees where the forms would be.
+fn viewer_note() -> &'static str {
+    "<p class=\"note\">Signed in as a viewer: actions are not shown.</p>"
+}
+
+/// The request's session, if it is valid: signed with the break-glass token for an operator
+/// configured with the same token and role, begun less than [`SESSION_SECS`] and used less
+/// than [`SESSION_IDLE_SECS`] ago, and not signed out.
 fn session(app: &App, headers: &HeaderMap) -> Option<Session> {
     let value = crate::http::cookie(headers, ADMIN_COOKIE)?;
     let s = Session::parse(&value)?;
+    let (role, _) = app.auth.credential(&s.name)?;
     let t = now(app);
-    let valid = bool::from(value.as_bytes().ct_eq(s.value(app).as_bytes()))
+    let valid = bool::from(value.as_bytes().ct_eq(s.value(app)?.as_bytes()))
+        && s.role == role
         && t < s.issued.saturating_add(SESSION_SECS)
         && t < s.active.saturating_add(SESSION_IDLE_SECS);
     let ended = || {
@@ -168,18 +222,33 @@ fn session(app: &App, headers: &HeaderMap) -> Option<Session> {
     (valid && !ended()).then_some(s)
 }
 
-/// Re-issues the session's cookie on the dashboard's answers once it is
-/// [`SESSION_REFRESH_SECS`] old, so that an operator at work stays signed in and a forgotten
-/// dashboard does not: pages and forms count as work, the charts' own polling does not.
-pub async fn refresh_session(
+/// The dashboard's one place for roles and sessions: a viewer's forms are refused (403
+/// `forbidden`; signing in and out aside), and the request runs with the signed-in operator
+/// acting, so that what it changes is attributed to it. Re-issues the session's cookie on the
+/// answers once it is [`SESSION_REFRESH_SECS`] old, so that an operator at work stays signed in
+/// and a forgotten dashboard does not: pages and forms count as work, the charts' own polling
+/// does not.
+pub async fn session_layer(
     State(app): AppState,
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
-    let polling = req.uri().path() == "/admin/stats.json";
-    let s = session(&app, req.headers()).filter(|_| !polling);
-    let mut resp = next.run(req).await;
-    if let Some(mut s) = s {
+    let path = req.uri().path();
+    let polling = path == "/admin/stats.json";
+    let form = req.method() != axum::http::Method::GET
+        && req.method() != axum::http::Method::HEAD
+        && !matches!(path, "/admin/login" | "/admin/logout");
+    let signed_in = session(&app, req.headers());
+    if let Some(s) = signed_in.as_ref().filter(|_| form) {
+        if let Err(e) = s.operator().may(Role::Operator) {
+            return e.into_response();
+        }
+    }
+    let mut resp = match &signed_in {
+        Some(s) => crate::operators::acting(s.operator(), next.run(req)).await,
+        None => next.run(req).await,
+    };
+    if let Some(mut s) = signed_in.filter(|_| !polling) {
         let t = now(&app);
         if t >= s.active + SESSION_REFRESH_SECS && !resp.headers().contains_key(header::SET_COOKIE)
         {
@@ -283,22 +352,22 @@ pub async fn login(
     extensions.insert(axum::extract::ConnectInfo(peer));
     let client = crate::http::client_ip_of(&app, &headers, &extensions);
     let presented = f.get("token").map(|t| t.trim());
-    if let Err(e) = app
-        .auth
-        .check(client, presented, crate::auth::Scope::Operator)
-    {
-        let text = if e.status == StatusCode::TOO_MANY_REQUESTS {
-            "Too many wrong tokens from here: wait a while before trying again."
-        } else {
-            "That token is not valid."
-        };
-        let mut r = (e.status, login_form(Some(text))).into_response();
-        if let Some(secs) = e.retry_after {
-            r.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    let op = match app.auth.authenticate(client, presented) {
+        Ok(op) => op,
+        Err(e) => {
+            let text = if e.status == StatusCode::TOO_MANY_REQUESTS {
+                "Too many wrong tokens from here: wait a while before trying again."
+            } else {
+                "That token is not valid."
+            };
+            let mut r = (e.status, login_form(Some(text))).into_response();
+            if let Some(secs) = e.retry_after {
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+            }
+            return r;
         }
-        return r;
-    }
+    };
     let mut id = [0u8; 16];
     getrandom::fill(&mut id).expect("OS randomness");
     let t = now(&app);
@@ -306,6 +375,8 @@ pub async fn login(
         id,
         issued: t,
         active: t,
+        name: op.name.to_string(),
+        role: op.role,
     };
     let mut r = see_other("/admin");
     if let Some(v) = s.cookie(&app) {
@@ -320,13 +391,16 @@ pub async fn logout(State(app): AppState, headers: HeaderMap, AdminForm(f): Admi
         if !check_csrf(&app, &s, &f) {
             return csrf_refused();
         }
+        // Recorded as the signed-in operator's (`session_layer` made it the one acting).
         let ended = app
             .sluice
             .node
-            .write(sluice_statemachine::Command::EndCredential {
-                credential: s.id,
-                until_ms: s.issued.saturating_add(SESSION_SECS).saturating_mul(1000),
-            })
+            .write(crate::operators::attributed(
+                sluice_statemachine::Command::EndCredential {
+                    credential: s.id,
+                    until_ms: s.issued.saturating_add(SESSION_SECS).saturating_mul(1000),
+                },
+            ))
             .await;
         if let Err(e) = ended {
             tracing::warn!(error = %e, "signing out: the session could not be ended everywhere");
@@ -389,14 +463,19 @@ pub async fn dashboard(State(app): AppState, headers: HeaderMap) -> Response {
             "<div class=\"scroll\"><table id=\"rooms\"><thead><tr><th>Room</th><th>State</th><th>Waiting</th><th>Inside / capacity</th><th>Admitted, last minute</th></tr></thead><tbody>{rows}</tbody></table></div>"
         )
     };
-    let body = format!(
-        "<header class=\"top\"><h1>Sluice operator dashboard</h1><nav><a href=\"/admin/pools\">Pools</a> \
-<form class=\"inline\" method=\"post\" action=\"/admin/logout\"><input type=\"hidden\" name=\"csrf\" value=\"{token}\"><button class=\"secondary\">Sign out</button></form></nav></header>{flash}\
-<h2>Rooms</h2>{table}\
-<form method=\"post\" action=\"/admin/rooms\" class=\"card\"><input type=\"hidden\" name=\"csrf\" value=\"{token}\"><div class=\"field\"><label for=\"newroom\">New room name</label>\
+    let create = if s.may_act() {
+        format!("<form method=\"post\" action=\"/admin/rooms\" class=\"card\"><input type=\"hidden\" name=\"csrf\" value=\"{token}\"><div class=\"field\"><label for=\"newroom\">New room name</label>\
 <small class=\"hint\">Lower-case letters, digits and dashes. A name already taken is refused: change a room on its own page.</small>\
-<input id=\"newroom\" name=\"name\" pattern=\"[a-z0-9][a-z0-9\\-]{{0,63}}\" required></div><button>Create</button></form>\
+<input id=\"newroom\" name=\"name\" pattern=\"[a-z0-9][a-z0-9\\-]{{0,63}}\" required></div><button>Create</button></form>")
+    } else {
+        viewer_note().to_string()
+    };
+    let body = format!(
+        "<header class=\"top\"><h1>Sluice operator dashboard</h1><nav>{who}<a href=\"/admin/pools\">Pools</a> <a href=\"/admin/audit\">Audit log</a> \
+<form class=\"inline\" method=\"post\" action=\"/admin/logout\"><input type=\"hidden\" name=\"csrf\" value=\"{token}\"><button class=\"secondary\">Sign out</button></form></nav></header>{flash}\
+<h2>Rooms</h2>{table}{create}\
 {cluster}<script src=\"/assets/admin.js\" defer></script>",
+        who = who(&s),
         cluster = cluster_html(&app)
     );
     page("Dashboard", &body).into_response()
@@ -452,13 +531,14 @@ pub async fn stats(State(app): AppState, headers: HeaderMap) -> Response {
 /// Most codes the dashboard makes at once (more with `sluice ctl codes create`).
 const DASHBOARD_CODES_MAX: u64 = 1_000;
 
-/// The room page's access-code section: the lanes' counts, the batches with their uses (and a
-/// button to end each), and a form that makes a batch.
+/// The room page's access-code section: the lanes' counts, the batches with their uses (and,
+/// for those who may act, a button to end each and a form that makes a batch).
 pub(super) fn codes_section(
     app: &App,
     room: &str,
     lanes: &[crate::model::LaneBody],
     token: &str,
+    can_act: bool,
 ) -> String {
     let r = esc(room);
     let hidden = format!("<input type=\"hidden\" name=\"csrf\" value=\"{token}\">");
@@ -503,10 +583,15 @@ pub(super) fn codes_section(
     let batch_rows: String = batches
         .iter()
         .map(|b| {
+            let end = if can_act {
+                format!("<form class=\"inline\" method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"codes_end\">\
+<input type=\"hidden\" name=\"batch\" value=\"{id}\"><button aria-label=\"End batch {id}\">End</button></form>", id = b.id)
+            } else {
+                String::new()
+            };
             format!(
                 "<tr><td>{id}</td><td>{label}</td><td>{lane}</td><td>{uses}</td><td>{codes}</td><td>{used}</td><td>{used_up}</td><td>{exp}</td>\
-<td><form class=\"inline\" method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"codes_end\">\
-<input type=\"hidden\" name=\"batch\" value=\"{id}\"><button aria-label=\"End batch {id}\">End</button></form></td></tr>",
+<td>{end}</td></tr>",
                 id = b.id,
                 label = esc(&b.label),
                 lane = esc(b.lane.as_deref().unwrap_or("(own line)")),
@@ -525,6 +610,9 @@ pub(super) fn codes_section(
             "<div class=\"scroll\"><table><caption>Code batches</caption><tr><th>Batch</th><th>Label</th><th>Lane</th><th>Uses each</th><th>Codes</th><th>Uses taken</th><th>Used up</th><th>Expires (unix s)</th><th></th></tr>{batch_rows}</table></div>"
         )
     };
+    if !can_act {
+        return format!("<h2>Access codes</h2>{lanes_table}{batch_table}");
+    }
     let lane_options: String =
         std::iter::once("<option value=\"\">(the room's own line)</option>".to_string())
             .chain(

@@ -9,17 +9,19 @@ use crate::pages::esc;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 
-fn pool_rows(pools: &[PoolReply], hidden: &str) -> String {
+/// The pools' rows; with `hidden` (the form's CSRF field, for those who may act), a form that
+/// deletes each.
+fn pool_rows(pools: &[PoolReply], hidden: Option<&str>) -> String {
     pools
         .iter()
         .map(|p| {
             let n = esc(&p.name);
             let busiest = p.rooms.iter().map(|r| r.count).max().unwrap_or(0);
-            format!(
-                "<tr><td>{n}</td><td>{}</td><td>{}</td><td>{} / {}</td><td>{} (busiest {busiest} of {})</td>\
-<td><form method=\"post\" action=\"/admin/pools\">{hidden}<input type=\"hidden\" name=\"action\" value=\"delete\"><input type=\"hidden\" name=\"name\" value=\"{n}\">\
+            let delete = hidden.map_or(String::new(), |hidden| format!("<td><form method=\"post\" action=\"/admin/pools\">{hidden}<input type=\"hidden\" name=\"action\" value=\"delete\"><input type=\"hidden\" name=\"name\" value=\"{n}\">\
 <label for=\"del-{n}\" class=\"sr\">Type {n} to delete pool {n}</label><input id=\"del-{n}\" name=\"confirm_name\" placeholder=\"type {n}\" size=\"10\" required> \
-<button class=\"danger\">Delete</button></form></td></tr>",
+<button class=\"danger\">Delete</button></form></td>"));
+            format!(
+                "<tr><td>{n}</td><td>{}</td><td>{}</td><td>{} / {}</td><td>{} (busiest {busiest} of {})</td>{delete}</tr>",
                 p.room_capacity,
                 p.rooms_max,
                 p.rooms.len(),
@@ -31,8 +33,10 @@ fn pool_rows(pools: &[PoolReply], hidden: &str) -> String {
         .collect()
 }
 
-fn pools_html(app: &App, token: &str, flash: Option<&str>, error: Option<&str>) -> String {
+fn pools_html(app: &App, s: &super::Session, flash: Option<&str>, error: Option<&str>) -> String {
+    let token = csrf(app, s);
     let hidden = format!("<input type=\"hidden\" name=\"csrf\" value=\"{token}\">");
+    let can_act = s.may_act();
     let note = flash
         .map(|n| format!("<p class=\"ok\" role=\"status\">{}</p>", esc(n)))
         .unwrap_or_default();
@@ -44,12 +48,20 @@ fn pools_html(app: &App, token: &str, flash: Option<&str>, error: Option<&str>) 
         "<p>No pools. A pool hands out places in a set of rooms of equal capacity (<code>POST /v1/pools/{pool}/assign</code>), for sharding a very large event.</p>".to_string()
     } else {
         format!(
-            "<div class=\"scroll\"><table><thead><tr><th>Pool</th><th>Capacity of each room</th><th>Most rooms</th><th>Rooms in use</th><th>Places taken</th><th>Delete</th></tr></thead><tbody>{}</tbody></table></div>",
-            pool_rows(&pools, &hidden)
+            "<div class=\"scroll\"><table><thead><tr><th>Pool</th><th>Capacity of each room</th><th>Most rooms</th><th>Rooms in use</th><th>Places taken</th>{}</tr></thead><tbody>{}</tbody></table></div>",
+            if can_act { "<th>Delete</th>" } else { "" },
+            pool_rows(&pools, can_act.then_some(hidden.as_str()))
         )
     };
+    let top = format!(
+        "{}<p><a href=\"/admin\">← All rooms</a></p><h1>Pools</h1>{note}{err}{table}",
+        super::who(s)
+    );
+    if !can_act {
+        return format!("{top}{}", super::viewer_note());
+    }
     format!(
-        "<p><a href=\"/admin\">← All rooms</a></p><h1>Pools</h1>{note}{err}{table}\
+        "{top}\
 <h2>Make or change a pool</h2><form method=\"post\" action=\"/admin/pools\" class=\"card\">{hidden}<input type=\"hidden\" name=\"action\" value=\"put\">\
 <div class=\"field\"><label for=\"p-name\">Name</label><input id=\"p-name\" name=\"name\" pattern=\"[a-z0-9][a-z0-9\\-]{{0,63}}\" required></div>\
 <div class=\"field\"><label for=\"p-cap\">Capacity of each room</label><input id=\"p-cap\" name=\"room_capacity\" type=\"number\" min=\"1\" required></div>\
@@ -64,11 +76,7 @@ pub async fn pools_page(axum::extract::State(app): AppState, headers: HeaderMap)
         return see_other("/admin");
     };
     let flash = app.flash.take(&s);
-    page(
-        "Pools",
-        &pools_html(&app, &csrf(&app, &s), flash.as_deref(), None),
-    )
-    .into_response()
+    page("Pools", &pools_html(&app, &s, flash.as_deref(), None)).into_response()
 }
 
 /// `POST /admin/pools`: make or change a pool (`put`), or delete one (`delete`, its name typed
@@ -124,10 +132,7 @@ pub async fn pool_action(
         }
         Err(e) => (
             e.status,
-            page(
-                "Pools",
-                &pools_html(&app, &csrf(&app, &s), None, Some(&e.message)),
-            ),
+            page("Pools", &pools_html(&app, &s, None, Some(&e.message))),
         )
             .into_response(),
     }

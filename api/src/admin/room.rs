@@ -190,17 +190,31 @@ fn actions(room: &RoomBody, hidden: &str) -> String {
     .concat()
 }
 
-fn notice_section(room: &RoomBody, hidden: &str) -> String {
+fn notice_section(room: &RoomBody, hidden: &str, can_act: bool) -> String {
     let r = esc(&room.name);
     let current = room.notice.as_ref().map_or(String::new(), |n| {
         format!(
             "<p>Shown since <time data-unix=\"{t}\">{}</time>:</p><blockquote class=\"notice\">{}</blockquote>{}",
             readable_utc(n.set_at),
             esc(&n.text),
-            form(&r, hidden, "notice_clear", "<button>Take it down</button>"),
+            if can_act {
+                form(&r, hidden, "notice_clear", "<button>Take it down</button>")
+            } else {
+                String::new()
+            },
             t = n.set_at
         )
     });
+    if !can_act {
+        let none = if room.notice.is_none() {
+            "<p>No notice is shown.</p>"
+        } else {
+            ""
+        };
+        return format!(
+            "<section aria-labelledby=\"notice-h\"><h2 id=\"notice-h\">Notice to everyone in line</h2>{current}{none}</section>"
+        );
+    }
     format!(
         "<section aria-labelledby=\"notice-h\"><h2 id=\"notice-h\">Notice to everyone in line</h2>{current}{}</section>",
         form(
@@ -305,6 +319,9 @@ pub async fn room_page(
     let token = csrf(app, s);
     let hidden = format!("<input type=\"hidden\" name=\"csrf\" value=\"{token}\">");
     let r = esc(&room.name);
+    // A viewer sees the room without the forms that change it.
+    let can_act = s.may_act();
+    let acts = |html: String| if can_act { html } else { String::new() };
     // An action's refusal (not a field of the form) goes at the top.
     let general = errors
         .get("")
@@ -321,24 +338,35 @@ pub async fn room_page(
         .unwrap_or_default();
     let view = View::new(errors, submitted);
     let fields = super::config::fields(&view, &room.config, &room.name);
-    let config = format!(
+    let config = acts(format!(
         "<h2 id=\"config\">Configuration</h2>{}<form method=\"post\" action=\"/admin/rooms/{r}/config\" novalidate>{hidden}{fields}\
 <p><button type=\"submit\">Save configuration</button></p></form>",
         view.summary()
-    );
+    ));
+    let actions = if can_act {
+        format!(
+            "<h2>Actions</h2><div class=\"cards\">{}</div>",
+            actions(room, &hidden)
+        )
+    } else {
+        super::viewer_note().to_string()
+    };
     let body = format!(
-        "<p><a href=\"/admin\">← All rooms</a></p><h1>Room {r}</h1><p class=\"badges\">{}</p>{flash}{general}{health}\
-{}{}<h2>Actions</h2><div class=\"cards\">{}</div>{}{}{}<h2>Staff bypass tokens</h2>{}{config}{}\
+        "{}<p><a href=\"/admin\">← All rooms</a></p><h1>Room {r}</h1><p class=\"badges\">{}</p>{flash}{general}{health}\
+{}{}{actions}{}{}{}{}{config}{}\
 <script src=\"/assets/uplot.js\" defer></script><script src=\"/assets/admin.js\" defer></script>",
+        super::who(s),
         badges(room, now_secs(app)),
         summary(room),
         charts(&room.name, span),
-        actions(room, &hidden),
-        notice_section(room, &hidden),
-        queue_section(app, room).await,
-        super::codes_section(app, &room.name, &room.config.lanes, &token),
-        super::bypass_forms(&r, &hidden),
-        danger_zone(room, &hidden),
+        notice_section(room, &hidden, can_act),
+        queue_section(app, room).await + &super::ledger::section(app, &room.name).await,
+        super::codes_section(app, &room.name, &room.config.lanes, &token, can_act),
+        acts(format!(
+            "<h2>Staff bypass tokens</h2>{}",
+            super::bypass_forms(&r, &hidden)
+        )),
+        acts(danger_zone(room, &hidden)),
     );
     page(&format!("Room {}", room.name), &body)
 }

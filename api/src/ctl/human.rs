@@ -176,6 +176,8 @@ pub enum Say {
     Digest,
     /// `cluster add-learner`, `promote`, `remove`.
     Membership { id: u64, what: MemberChange },
+    /// `audit`.
+    Audit,
 }
 
 /// A change of a room's running state.
@@ -262,6 +264,7 @@ impl Say {
             ),
             Say::PoolCounted { pool, index, what } => pool_counted(pool, *index, *what, v),
             Say::Cluster => cluster(v),
+            Say::Audit => audit(v),
             Say::Digest => fields(&[
                 ("applied index", text(&v["applied_index"])),
                 ("digest", text(&v["digest"])),
@@ -664,6 +667,47 @@ fn pool_counted(pool: &str, index: u64, what: PoolCount, v: &Value) -> String {
     )
 }
 
+/// The audit log as a table, oldest first, with where the next page starts.
+fn audit(v: &Value) -> String {
+    let entries = v["entries"].as_array().cloned().unwrap_or_default();
+    let mut out = if entries.is_empty() {
+        "no operator commands\n".to_string()
+    } else {
+        let mut t = Table::new(&[
+            "TIME", "INDEX", "OPERATOR", "ROOM", "COMMAND", "DETAIL", "OUTCOME",
+        ]);
+        for e in &entries {
+            let room = match e["room"].as_str() {
+                Some("") => "-".to_string(),
+                _ => text(&e["room"]),
+            };
+            let detail = match e["detail"].as_str() {
+                Some("") => "-".to_string(),
+                _ => text(&e["detail"]),
+            };
+            t.row(vec![
+                text(&e["time"]),
+                text(&e["index"]),
+                text(&e["operator"]),
+                room,
+                text(&e["command"]),
+                detail,
+                text(&e["outcome"]),
+            ]);
+        }
+        t.render()
+    };
+    if let Some(next) = v["next"].as_str() {
+        out.push_str(&format!("more: --after {}\n", clean(next)));
+    }
+    if let Some(from) = v["complete_from"].as_u64().filter(|f| *f > 1) {
+        out.push_str(&format!(
+            "this node's records begin at log index {from}: ask another node for earlier ones\n"
+        ));
+    }
+    out
+}
+
 fn cluster(v: &Value) -> String {
     let mut out = fields(&[
         (
@@ -760,6 +804,60 @@ mod tests {
         t.row(vec!["fan\nclub\u{1b}[31m".into()]);
         assert_eq!(t.render(), "LABEL\nfan\\nclub\\u{1b}[31m\n");
         assert_eq!(fields(&[("label", "a\rb".into())]), "label:  a\\rb\n");
+    }
+
+    #[test]
+    fn the_audit_log_is_a_table_with_where_to_go_on() {
+        let page = json!({"entries": [
+            {"index": 12, "sub": 0, "n": 0, "time_ms": 1_798_135_200_250u64,
+             "time": "2026-12-24T18:00:00.250Z", "operator": "alice", "room": "sale",
+             "command": "force_admit", "detail": "3 waiters", "outcome": "ok"},
+            {"index": 14, "sub": 1, "n": 0, "time_ms": 1_798_135_201_000u64,
+             "time": "2026-12-24T18:00:01.000Z", "operator": "bob", "room": "",
+             "command": "end_credential", "detail": "", "outcome": "ok"}],
+            "next": "AAAAAAAAAA4AAAABAAAAAA", "complete_from": 1, "through": 20});
+        let shown = Say::Audit.render(reqwest::StatusCode::OK, &page);
+        let rows: Vec<Vec<&str>> = shown
+            .lines()
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(
+            rows[0],
+            ["TIME", "INDEX", "OPERATOR", "ROOM", "COMMAND", "DETAIL", "OUTCOME"]
+        );
+        assert_eq!(
+            rows[1],
+            [
+                "2026-12-24T18:00:00.250Z",
+                "12",
+                "alice",
+                "sale",
+                "force_admit",
+                "3",
+                "waiters",
+                "ok"
+            ]
+        );
+        assert_eq!(
+            rows[2],
+            [
+                "2026-12-24T18:00:01.000Z",
+                "14",
+                "bob",
+                "-",
+                "end_credential",
+                "-",
+                "ok"
+            ]
+        );
+        assert_eq!(
+            shown.lines().last(),
+            Some("more: --after AAAAAAAAAA4AAAABAAAAAA")
+        );
+        assert_eq!(
+            Say::Audit.render(reqwest::StatusCode::OK, &json!({"entries": []})),
+            "no operator commands\n"
+        );
     }
 
     fn sale() -> Value {
