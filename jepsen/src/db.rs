@@ -122,6 +122,17 @@ pub struct Proc {
     config: PathBuf,
 }
 
+impl Db {
+    /// The key the nodes derive rooms' draw secrets from (every node has the run's
+    /// `draw_secret`): the lottery audit replays draws with it.
+    pub fn draw_key(&self) -> sluice_statemachine::draw::DrawKey {
+        let secret = base64::engine::general_purpose::STANDARD
+            .decode(&self.auth.secret)
+            .expect("the run's secret is base64");
+        sluice_statemachine::draw::DrawKey::from_secret(&secret)
+    }
+}
+
 /// The cluster.
 #[derive(Debug)]
 pub struct Db {
@@ -215,7 +226,7 @@ impl Db {
         let text = format!(
             "node_id = {id}\ndata_dir = \"{data}\"\nhttp_addr = \"{ip}:8080\"\ngrpc_addr = \"{ip}:50051\"\nraft_addr = \"{ip}:7000\"\n\
 bootstrap = {bootstrap}\nadmin_token = \"{TOKEN}\"\n\n{peer_text}\
-[tokens]\nticket_keys = [{{ id = \"{kid}\", secret = \"{secret}\" }}]\njwt_seed = \"amVwc2VuLWp3dC1zZWVkLW9mLTMyLWJ5dGVzLW9rISE=\"\n{cluster_secret}\n\
+[tokens]\nticket_keys = [{{ id = \"{kid}\", secret = \"{secret}\" }}]\njwt_seed = \"amVwc2VuLWp3dC1zZWVkLW9mLTMyLWJ5dGVzLW9rISE=\"\n{cluster_secret}draw_secret = \"{draw_secret}\"\n\n\
 [limits]\nvisitor_requests_per_second = 100000\nvisitor_burst = 100000\nrequest_timeout_ms = 5000\n\n\
 [raft]\nheartbeat_ms = 100\nelection_timeout_min_ms = 600\nelection_timeout_max_ms = 1200\n\
 snapshot_every = {every}\nlogs_kept_after_snapshot = {kept}\n{tls}",
@@ -223,6 +234,7 @@ snapshot_every = {every}\nlogs_kept_after_snapshot = {kept}\n{tls}",
             every = self.snapshots.0,
             kept = self.snapshots.1,
             kid = crate::ticket::KEY_ID,
+            draw_secret = self.auth.secret,
         );
         let config = self.dir.join(format!("n{id}.toml"));
         std::fs::write(&config, text)?;

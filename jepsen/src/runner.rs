@@ -260,7 +260,13 @@ pub async fn run(spec: &Spec) -> Result<Summary> {
             } else {
                 let log = fetch_log(&db).await?;
                 let digest = digests.values().next();
-                checks.push(checker::lottery_replay(&events_so_far, room, &log, digest));
+                checks.push(checker::lottery_replay_with_key(
+                    &events_so_far,
+                    room,
+                    &log,
+                    digest,
+                    db.draw_key(),
+                ));
             }
         }
     }
