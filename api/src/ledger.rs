@@ -41,37 +41,13 @@ pub fn hex(bytes: &[u8]) -> String {
 
 // ---- times -------------------------------------------------------------------------------
 
-/// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
-fn days_from_civil(y: u64, m: u64, d: u64) -> Option<u64> {
-    let y = if m <= 2 { y.checked_sub(1)? } else { y };
-    let era = y / 400;
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    (era * 146_097 + doe).checked_sub(719_468)
-}
-
 /// A log time (ms since the epoch) in RFC 3339, UTC, to the millisecond:
 /// `2026-12-24T18:00:00.250Z`.
 pub fn rfc3339(ms: u64) -> String {
-    let (secs, milli) = (ms / 1000, ms % 1000);
-    let (days, rest) = (secs / 86_400, secs % 86_400);
-    // The civil date from days (the inverse of `days_from_civil`).
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + u64::from(m <= 2);
+    let (y, m, d, hh, mm, ss) = crate::civil::civil_time(ms / 1000);
     format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{milli:03}Z",
-        rest / 3_600,
-        rest % 3_600 / 60,
-        rest % 60
+        "{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}.{:03}Z",
+        ms % 1000
     )
 }
 
@@ -144,7 +120,7 @@ pub fn parse_time_ms(s: &str) -> Option<u64> {
         }
         _ => return None,
     };
-    let local = days_from_civil(y, mo, d)? * 86_400 + h * 3_600 + mi * 60 + sec;
+    let local = crate::civil::unix_days(y, mo, d)? * 86_400 + h * 3_600 + mi * 60 + sec;
     let utc = u64::try_from(local as i64 - offset_secs).ok()?;
     utc.checked_mul(1000)?.checked_add(milli)
 }

@@ -21,6 +21,7 @@ pub mod admin;
 pub mod audit;
 pub mod auth;
 pub mod bypass;
+pub mod civil;
 pub mod client;
 pub mod codes;
 pub mod config;

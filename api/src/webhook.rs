@@ -159,10 +159,6 @@ pub struct Delivery {
     cursor: RecordKey,
 }
 
-fn rfc3339(ms: u64) -> String {
-    crate::ledger::rfc3339(ms)
-}
-
 /// The event a ledger record makes, if any.
 pub fn event_of(r: &Record) -> Option<Delivery> {
     let (kind, data) = match &r.event {
@@ -186,7 +182,7 @@ pub fn event_of(r: &Record) -> Option<Delivery> {
         kind,
         room: r.room.clone(),
         index: r.index,
-        time: rfc3339(r.time_ms),
+        time: crate::ledger::rfc3339(r.time_ms),
         time_ms: r.time_ms,
         data,
         cursor: r.key(),
@@ -350,7 +346,7 @@ impl Deliverer {
                 kind: "cluster.membership",
                 room: String::new(),
                 index: member_index,
-                time: rfc3339(now_ms),
+                time: crate::ledger::rfc3339(now_ms),
                 time_ms: now_ms,
                 data: serde_json::json!({ "voters": voters, "learners": learners }),
                 cursor,

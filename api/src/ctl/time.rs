@@ -50,31 +50,13 @@ fn parse_utc(s: &str) -> Option<u64> {
     if hh > 23 || mm > 59 || ss > 59 {
         return None;
     }
-    // Days from the civil date (Howard Hinnant's algorithm).
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y / 400;
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = (era * 146_097 + doe).checked_sub(719_468)?;
+    let days = crate::civil::unix_days(y, m, d)?;
     Some(days * 86_400 + hh * 3_600 + mm * 60 + ss)
 }
 
 /// Unix seconds as `2026-12-24 18:00 UTC` (with `:SS` when the seconds are not zero).
 pub fn format_utc(secs: u64) -> String {
-    // The civil date from days (Howard Hinnant's algorithm, the inverse of `parse_utc`'s).
-    let (days, rest) = (secs / 86_400, secs % 86_400);
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + u64::from(m <= 2);
-    let (hh, mm, ss) = (rest / 3_600, rest % 3_600 / 60, rest % 60);
+    let (y, m, d, hh, mm, ss) = crate::civil::civil_time(secs);
     if ss == 0 {
         format!("{y:04}-{m:02}-{d:02} {hh:02}:{mm:02} UTC")
     } else {
