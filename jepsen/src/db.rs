@@ -1,6 +1,9 @@
 //! The system under test: real `sluice serve` processes, one per network namespace, each with its
-//! own RocksDB directory and (for clock faults) its own libfaketime offset file.
+//! own RocksDB directory and (for clock faults) its own libfaketime offset file. For the
+//! `kill-lose-unsynced` fault each node's data directory is a mount of `sluice-lazyfs`, the
+//! filesystem that forgets unsynced writes ([`crate::lazyfs`]).
 
+use crate::lazyfs::CrashReport;
 use crate::net::Net;
 use anyhow::{bail, Context, Result};
 use base64::Engine;
@@ -8,9 +11,10 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// The operator token the harness configures.
@@ -113,6 +117,147 @@ impl AuthMaterial {
     }
 }
 
+/// The longest a node's disk may take to mount, to answer a command, or to unmount.
+const DISK_REPLY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What the harness creates in a node's data directory before its first start, so that it
+/// exists on the disk from the outset. `sluice serve` creates these directories itself but
+/// never syncs the data directory after creating them: on a filesystem that keeps only what was
+/// synced (POSIX's rule, which `sluice-lazyfs` enforces), a crash before anything else synced
+/// the data directory would take both away, with everything in them.
+const DATA_DIR_LAYOUT: [&str; 2] = ["db", "snapshots"];
+
+/// A node's data directory mounted on `sluice-lazyfs` (store `nN.disk/`, log `nN-disk.log`),
+/// driven over the process's stdin and stdout. Unmounted when dropped.
+#[derive(Debug)]
+struct Disk {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    /// Lines of the process's stdout, read by a thread of their own.
+    lines: mpsc::Receiver<String>,
+    mount: PathBuf,
+}
+
+impl Disk {
+    /// Mounts the store `store` at `mount`, the process's stderr going to `log`.
+    fn mount(bin: &Path, store: &Path, mount: &Path, log: std::fs::File) -> Result<Self> {
+        std::fs::create_dir_all(mount)?;
+        let mut child = Command::new(bin)
+            .arg("--store")
+            .arg(store)
+            .arg("--mount")
+            .arg(mount)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .with_context(|| format!("starting {}", bin.display()))?;
+        let stdout = child.stdout.take().context("stdout")?;
+        let (tx, lines) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("sluice-lazyfs-out".into())
+            .spawn(move || {
+                for line in BufReader::new(stdout).lines() {
+                    let Ok(line) = line else { break };
+                    if tx.send(line).is_err() {
+                        break;
+                    }
+                }
+            })?;
+        let mut disk = Disk {
+            stdin: child.stdin.take(),
+            child,
+            lines,
+            mount: mount.to_path_buf(),
+        };
+        let first = disk.reply()?;
+        if first != "mounted" {
+            bail!("{}: sluice-lazyfs said {first:?}", mount.display());
+        }
+        Ok(disk)
+    }
+
+    fn reply(&mut self) -> Result<String> {
+        self.lines.recv_timeout(DISK_REPLY_TIMEOUT).map_err(|e| {
+            anyhow::anyhow!(
+                "sluice-lazyfs at {} did not answer ({e}); see its -disk.log",
+                self.mount.display()
+            )
+        })
+    }
+
+    /// Sends one command, returns its answer (an `{"error"}` answer is an error).
+    fn command(&mut self, cmd: &str) -> Result<Value> {
+        let stdin = self.stdin.as_mut().context("the disk is unmounted")?;
+        writeln!(stdin, "{cmd}")?;
+        stdin.flush()?;
+        let line = self.reply()?;
+        let v: Value = serde_json::from_str(&line)
+            .with_context(|| format!("sluice-lazyfs answered {line:?}"))?;
+        if let Some(e) = v.get("error") {
+            bail!("sluice-lazyfs at {}: {e}", self.mount.display());
+        }
+        Ok(v)
+    }
+
+    /// Closes the process's stdin, which unmounts and ends it; kills it (and detaches the
+    /// mount) if it has not ended within [`DISK_REPLY_TIMEOUT`].
+    fn unmount(&mut self) {
+        if self.stdin.take().is_none() {
+            return;
+        }
+        // Its stdout closes when it exits: wait for that.
+        let deadline = Instant::now() + DISK_REPLY_TIMEOUT;
+        loop {
+            match self
+                .lines
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            {
+                Ok(_) => continue,
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    let _ = self.child.wait();
+                    return;
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => break,
+            }
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = Command::new("umount").arg("-l").arg(&self.mount).status();
+    }
+}
+
+impl Drop for Disk {
+    fn drop(&mut self) {
+        self.unmount();
+    }
+}
+
+/// Detaches `sluice-lazyfs` mounts whose process is gone (a killed run's): their mount points
+/// answer `ENOTCONN`. Live ones, another run's, are left alone.
+fn cleanup_stale_disks() {
+    const ENOTCONN: i32 = 107;
+    let Ok(mounts) = std::fs::read_to_string("/proc/self/mounts") else {
+        return;
+    };
+    for line in mounts.lines() {
+        let mut fields = line.split(' ');
+        if fields.next() != Some("sluice-lazyfs") {
+            continue;
+        }
+        let Some(at) = fields.next() else { continue };
+        // Spaces, tabs, newlines and backslashes are written as octal escapes.
+        let at = at
+            .replace("\\040", " ")
+            .replace("\\011", "\t")
+            .replace("\\012", "\n")
+            .replace("\\134", "\\");
+        if std::fs::metadata(&at).is_err_and(|e| e.raw_os_error() == Some(ENOTCONN)) {
+            let _ = Command::new("umount").arg("-l").arg(&at).status();
+        }
+    }
+}
+
 /// One node's process.
 #[derive(Debug)]
 pub struct Proc {
@@ -120,6 +265,7 @@ pub struct Proc {
     paused: bool,
     clock_file: PathBuf,
     config: PathBuf,
+    disk: Option<Disk>,
 }
 
 impl Db {
@@ -151,22 +297,34 @@ pub struct Db {
     snapshots: (u64, u64),
     /// Node-to-node authentication.
     auth: AuthMaterial,
+    /// `sluice-lazyfs`, when the data directories are mounted on it.
+    lazyfs: Option<PathBuf>,
 }
 
 /// Finds the `sluice` binary next to this executable (target/<profile>/).
 pub fn find_sluice() -> Result<PathBuf> {
-    if let Ok(p) = std::env::var("SLUICE_BIN") {
+    find_binary("sluice", "SLUICE_BIN")
+}
+
+/// Finds the `sluice-lazyfs` binary next to this executable (target/<profile>/).
+pub fn find_lazyfs() -> Result<PathBuf> {
+    find_binary("sluice-lazyfs", "SLUICE_LAZYFS_BIN")
+}
+
+/// `$env` if set, else the binary `name` in a directory above this executable.
+fn find_binary(name: &str, env: &str) -> Result<PathBuf> {
+    if let Ok(p) = std::env::var(env) {
         return Ok(p.into());
     }
     let exe = std::env::current_exe()?;
     for dir in exe.ancestors().skip(1).take(3) {
-        let c = dir.join("sluice");
+        let c = dir.join(name);
         if c.is_file() {
             return Ok(c);
         }
     }
     bail!(
-        "cannot find the sluice binary near {}; set SLUICE_BIN",
+        "cannot find the {name} binary near {}; set {env}",
         exe.display()
     )
 }
@@ -174,16 +332,24 @@ pub fn find_sluice() -> Result<PathBuf> {
 impl Db {
     /// Creates `n` nodes (ids 1..=n), node 1 bootstrapping the cluster, and waits until ready.
     /// `snapshots` are each node's `snapshot_every` and `logs_kept_after_snapshot`; `auth` how
-    /// they authenticate each other.
+    /// they authenticate each other; with `lazyfs` every data directory is a mount of
+    /// `sluice-lazyfs` (needs root and /dev/fuse).
     pub async fn start(
         net: Net,
         dir: PathBuf,
         n: u64,
         snapshots: (u64, u64),
         auth: NodeAuth,
+        lazyfs: bool,
     ) -> Result<Self> {
         std::fs::create_dir_all(&dir)?;
         let faketime = std::path::Path::new(LIBFAKETIME).exists();
+        let lazyfs = if lazyfs {
+            cleanup_stale_disks();
+            Some(find_lazyfs()?)
+        } else {
+            None
+        };
         let mut db = Db {
             net,
             dir,
@@ -197,6 +363,7 @@ impl Db {
             faketime,
             snapshots,
             auth: AuthMaterial::new(auth)?,
+            lazyfs,
         };
         let peers: Vec<u64> = (1..=n).collect();
         for id in 1..=n {
@@ -240,6 +407,25 @@ snapshot_every = {every}\nlogs_kept_after_snapshot = {kept}\n{tls}",
         std::fs::write(&config, text)?;
         let clock_file = self.dir.join(format!("n{id}.clock"));
         std::fs::write(&clock_file, "+0s\n")?;
+        let disk = match &self.lazyfs {
+            Some(bin) => {
+                let store = self.dir.join(format!("n{id}.disk"));
+                for sub in DATA_DIR_LAYOUT {
+                    std::fs::create_dir_all(store.join(crate::lazyfs::TREE).join(sub))?;
+                }
+                let log = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(self.dir.join(format!("n{id}-disk.log")))?;
+                Some(Disk::mount(
+                    bin,
+                    &store,
+                    &self.dir.join(format!("n{id}")),
+                    log,
+                )?)
+            }
+            None => None,
+        };
         self.procs.insert(
             id,
             Proc {
@@ -247,6 +433,7 @@ snapshot_every = {every}\nlogs_kept_after_snapshot = {kept}\n{tls}",
                 paused: false,
                 clock_file,
                 config,
+                disk,
             },
         );
         Ok(())
@@ -373,6 +560,30 @@ snapshot_every = {every}\nlogs_kept_after_snapshot = {kept}\n{tls}",
         self.faketime
     }
 
+    /// Whether the data directories are on `sluice-lazyfs` (unsynced writes can be lost).
+    pub fn has_lazyfs(&self) -> bool {
+        self.lazyfs.is_some()
+    }
+
+    /// A power failure on node `id`'s disk: everything it had not synced is dropped (with
+    /// `tear`, a prefix of the last unsynced write survives, its length drawn from `tear`). The
+    /// node must be down ([`Db::kill`] first).
+    pub fn lose_unsynced(&mut self, id: u64, tear: Option<u64>) -> Result<CrashReport> {
+        let p = self.procs.get_mut(&id).context("unknown node")?;
+        if p.child.is_some() {
+            bail!("node {id} is running: kill it before its disk loses what it had not synced");
+        }
+        let disk = p
+            .disk
+            .as_mut()
+            .with_context(|| format!("node {id}'s data directory is not on sluice-lazyfs"))?;
+        let answer = disk.command(&match tear {
+            Some(seed) => format!("crash-tear {seed}"),
+            None => "crash".to_string(),
+        })?;
+        Ok(serde_json::from_value(answer)?)
+    }
+
     /// An operator request to node `id`.
     pub async fn admin(
         &self,
@@ -496,11 +707,16 @@ snapshot_every = {every}\nlogs_kept_after_snapshot = {kept}\n{tls}",
         Ok(())
     }
 
-    /// Stops every process.
+    /// Stops every process, then unmounts the disks.
     pub fn stop_all(&mut self) {
         let ids: Vec<u64> = self.procs.keys().copied().collect();
-        for id in ids {
+        for &id in &ids {
             self.kill(id);
+        }
+        for id in ids {
+            if let Some(mut disk) = self.procs.get_mut(&id).and_then(|p| p.disk.take()) {
+                disk.unmount();
+            }
         }
     }
 }

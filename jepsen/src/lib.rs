@@ -7,6 +7,8 @@
 //! - [`db`]: the `sluice` processes (authenticating each other by a cluster secret or mutual
 //!   TLS): start, SIGKILL, SIGSTOP/SIGCONT, libfaketime clocks,
 //!   membership changes.
+//! - [`lazyfs`]: the FUSE filesystem that forgets unsynced writes (run as `sluice-lazyfs`,
+//!   mounted on the nodes' data directories for the `kill-lose-unsynced` fault).
 //! - [`nemesis`]: the fault kinds and their seeded schedule.
 //! - [`workload`]: queue-append (list-append), admission, lottery.
 //! - [`history`], [`client`], [`ticket`]: recording operations, classifying answers, minting
@@ -22,6 +24,7 @@ pub mod checker;
 pub mod client;
 pub mod db;
 pub mod history;
+pub mod lazyfs;
 pub mod nemesis;
 pub mod net;
 pub mod runner;

@@ -29,6 +29,10 @@ pub enum Fault {
     KillLeader,
     /// SIGKILL every node, then restart them.
     KillAll,
+    /// SIGKILL nodes whose data directories are on `sluice-lazyfs`, drop everything their disks
+    /// had not synced (half the time tearing the last unsynced write), then restart them: one
+    /// node, the leader, a minority, all nodes at once, in turn from a seeded start.
+    KillLoseUnsynced,
     /// SIGSTOP one node (the leader half the time), then SIGCONT.
     Pause,
     /// Wall-clock offsets and drift on a minority of the nodes (through libfaketime).
@@ -39,7 +43,7 @@ pub enum Fault {
 
 impl Fault {
     /// Every fault.
-    pub const ALL: [Fault; 12] = [
+    pub const ALL: [Fault; 13] = [
         Fault::IsolateOne,
         Fault::IsolateLeader,
         Fault::MajorityMinority,
@@ -49,6 +53,7 @@ impl Fault {
         Fault::Kill,
         Fault::KillLeader,
         Fault::KillAll,
+        Fault::KillLoseUnsynced,
         Fault::Pause,
         Fault::Clock,
         Fault::Membership,
@@ -75,6 +80,9 @@ pub struct Nemesis {
     rng: ChaCha8Rng,
     faults: Vec<Fault>,
     turn: usize,
+    /// The next target of `kill-lose-unsynced` (one, leader, minority, all), drawn at its
+    /// first use so that the schedules of other faults stay as they were.
+    lose_turn: Option<u64>,
     /// What happened, for the summary: (ms since start, description).
     pub log: Vec<(u64, String)>,
 }
@@ -90,6 +98,7 @@ impl Nemesis {
             rng,
             faults,
             turn: 0,
+            lose_turn: None,
             log: Vec::new(),
         };
         for i in (1..n.faults.len()).rev() {
@@ -197,6 +206,74 @@ impl Nemesis {
                     db.restart(m)?;
                 }
                 format!("kill-all {members:?}")
+            }
+            Fault::KillLoseUnsynced => {
+                if !db.has_lazyfs() {
+                    tokio::time::sleep(hold).await;
+                    return Ok(
+                        "kill-lose-unsynced skipped: the data directories are not on sluice-lazyfs"
+                            .into(),
+                    );
+                }
+                let turn = match self.lose_turn {
+                    Some(t) => t,
+                    None => below(&mut self.rng, 4),
+                };
+                self.lose_turn = Some(turn + 1);
+                let (what, targets) = match turn % 4 {
+                    0 => ("one", vec![random]),
+                    1 => ("leader", vec![leader.unwrap_or(random)]),
+                    2 => {
+                        let minority = (members.len().saturating_sub(1) / 2).max(1);
+                        ("minority", shuffled[..minority].to_vec())
+                    }
+                    _ => ("all", members.clone()),
+                };
+                let mut tears = Vec::new();
+                for _ in &targets {
+                    let tear = below(&mut self.rng, 2) == 0;
+                    let seed = self.rng.next_u64();
+                    tears.push(tear.then_some(seed));
+                }
+                for &t in &targets {
+                    db.kill(t);
+                }
+                let mut lines = Vec::new();
+                let mut failed = None;
+                for (&t, &tear) in targets.iter().zip(&tears) {
+                    match db.lose_unsynced(t, tear) {
+                        Ok(r) => {
+                            let torn = r.torn.map_or(String::new(), |w| {
+                                format!(
+                                    ", torn write to {} kept {} of {} bytes",
+                                    w.path, w.kept, w.length
+                                )
+                            });
+                            lines.push(format!(
+                                "node {t} lost {} unsynced bytes in {} files, {} directory entries \
+                                 rolled back, {} files or directories deleted{torn}",
+                                r.bytes_dropped,
+                                r.files_rolled_back,
+                                r.entries_rolled_back,
+                                r.objects_deleted
+                            ));
+                        }
+                        Err(e) => failed = Some(e.context(format!("node {t}'s disk"))),
+                    }
+                }
+                tokio::time::sleep(if what == "all" { hold / 2 } else { hold }).await;
+                for &t in &targets {
+                    if let Err(e) = db.restart(t) {
+                        lines.push(format!("node {t} did not restart: {e:#}"));
+                    }
+                }
+                if let Some(e) = failed {
+                    return Err(e);
+                }
+                format!(
+                    "kill-lose-unsynced {what} {targets:?}: {}",
+                    lines.join("; ")
+                )
             }
             Fault::Pause => {
                 let target = if below(&mut self.rng, 2) == 0 {

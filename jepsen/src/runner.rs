@@ -45,6 +45,17 @@ pub struct Spec {
     pub out: PathBuf,
     /// How the nodes authenticate each other.
     pub auth: crate::db::NodeAuth,
+    /// Mount every data directory on `sluice-lazyfs` even if no fault drops unsynced writes (to
+    /// measure what it costs); runs with `kill-lose-unsynced` always do.
+    #[serde(default)]
+    pub lazyfs: bool,
+}
+
+impl Spec {
+    /// Whether the nodes' data directories are mounts of `sluice-lazyfs`.
+    pub fn on_lazyfs(&self) -> bool {
+        self.lazyfs || self.faults.contains(&Fault::KillLoseUnsynced)
+    }
 }
 
 /// What a run found.
@@ -121,6 +132,7 @@ pub async fn run(spec: &Spec) -> Result<Summary> {
         spec.nodes,
         spec.workload.snapshots(),
         spec.auth,
+        spec.on_lazyfs(),
     )
     .await?;
     for (room, config) in spec.workload.rooms() {
@@ -187,8 +199,19 @@ pub async fn run(spec: &Spec) -> Result<Summary> {
         nemesis.log.push((at, desc));
     }
     clients.await.context("workload")?;
-    db.heal_all().await?;
-    db.wait_ready(Duration::from_secs(60)).await?;
+    let healed = async {
+        db.heal_all().await?;
+        db.wait_ready(Duration::from_secs(60)).await
+    }
+    .await;
+    let lose = spec.faults.contains(&Fault::KillLoseUnsynced);
+    let unhealed = match healed {
+        Ok(()) => None,
+        // After crashes that lost unsynced writes, a node that does not come back is what the
+        // run found (the `recovery` verdict), not a failure of the harness: the checks go on.
+        Err(e) if lose => Some(format!("after healing: {e:#}")),
+        Err(e) => return Err(e),
+    };
 
     // Let the cluster settle, then read the final state.
     let digests = converge(&db).await;
@@ -198,6 +221,10 @@ pub async fn run(spec: &Spec) -> Result<Summary> {
         checker::exercised(&nemesis_log, !spec.faults.is_empty(), &events_so_far),
         checker::convergence(&digests, db.members.len().max(1)),
     ];
+    if lose {
+        let panics = panics_in_node_logs(&spec.out.join("nodes"));
+        checks.push(recovery(&nemesis_log, unhealed.as_deref(), &panics));
+    }
     match spec.workload {
         Workload::QueueAppend => {
             let mut finals = BTreeMap::new();
@@ -307,6 +334,78 @@ pub async fn run(spec: &Spec) -> Result<Summary> {
     )?;
     db.stop_all();
     Ok(summary)
+}
+
+/// The panics in the node logs (`*.log` under `dir`): the file, the line and the one after it
+/// (the message).
+fn panics_in_node_logs(dir: &std::path::Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .collect();
+    files.sort();
+    let mut out = Vec::new();
+    for f in files {
+        let Ok(text) = std::fs::read_to_string(&f) else {
+            continue;
+        };
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, l) in lines
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.contains("panicked at"))
+        {
+            out.push(format!(
+                "{}: {l} {}",
+                f.file_name().unwrap_or_default().to_string_lossy(),
+                lines.get(i + 1).unwrap_or(&"")
+            ));
+        }
+    }
+    out
+}
+
+/// After crashes that lost unsynced writes: every crashed node started again on what its disk
+/// kept, every node was ready after healing (`unhealed` says why not), and no node panicked
+/// (`panics`, from the node logs: a Raft core that finds a follower's log shorter than the
+/// follower had acknowledged panics, and a later restart would hide it).
+pub fn recovery(nemesis: &[String], unhealed: Option<&str>, panics: &[String]) -> Verdict {
+    let crashes = nemesis
+        .iter()
+        .filter(|d| d.starts_with("kill-lose-unsynced "))
+        .count();
+    let not_restarted: Vec<String> = nemesis
+        .iter()
+        .filter(|d| d.starts_with("kill-lose-unsynced ") && d.contains("did not restart"))
+        .cloned()
+        .collect();
+    let detail = format!(
+        "{} of {crashes} crashes that lost unsynced writes left a node that did not restart; {}; \
+         {} panics in the node logs",
+        not_restarted.len(),
+        if unhealed.is_some() {
+            "not every node was ready after healing"
+        } else {
+            "every node was ready after healing"
+        },
+        panics.len()
+    );
+    let failed: Vec<String> = unhealed
+        .map(str::to_string)
+        .into_iter()
+        .chain(panics.iter().cloned())
+        .chain(not_restarted)
+        .collect();
+    Verdict {
+        checker: "recovery".into(),
+        valid: failed.is_empty(),
+        detail,
+        ops: failed.into_iter().take(8).collect(),
+    }
 }
 
 /// Polls every member's digest until all agree (or 60 s pass).

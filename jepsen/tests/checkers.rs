@@ -550,3 +550,34 @@ fn a_missing_prerequisite_is_named_and_the_full_tier_does_not_skip_it() {
         true
     ));
 }
+
+#[test]
+fn a_node_that_did_not_recover_from_lost_unsynced_writes_is_reported() {
+    use sluice_jepsen::runner::recovery;
+    let crashes = vec![
+        "kill-lose-unsynced one [1]: node 1 lost 4096 unsynced bytes in 1 files".to_string(),
+        "kill-lose-unsynced all [1, 2, 3]: node 1 lost 10 unsynced bytes in 1 files".to_string(),
+    ];
+    let fine = recovery(&crashes, None, &[]);
+    assert!(fine.valid, "{fine:?}");
+    // A node that did not start again after a crash.
+    let mut failed = crashes.clone();
+    failed.push(
+        "kill-lose-unsynced leader [2]: node 2 did not restart: node 2 did not start".to_string(),
+    );
+    let v = recovery(&failed, None, &[]);
+    assert!(!v.valid && v.ops.iter().any(|o| o.contains("did not restart")));
+    // A node not ready after healing.
+    let v = recovery(
+        &crashes,
+        Some("after healing: node 2 not ready in 60s"),
+        &[],
+    );
+    assert!(!v.valid && v.ops[0].contains("not ready"));
+    // A panic in a node log, even if the node came back.
+    let panic = "n1.log: thread 'tokio-rt-worker' panicked at update.rs:104:13: follower log \
+                 reversion is not allowed"
+        .to_string();
+    let v = recovery(&crashes, None, std::slice::from_ref(&panic));
+    assert!(!v.valid && v.ops == [panic], "{v:?}");
+}

@@ -1,8 +1,9 @@
 //! The short fault-injection run that CI does: four workloads, a few fault kinds each, real
 //! `sluice serve` processes in network namespaces, the nodes authenticating each other with a
-//! cluster secret (or, in the admission run, mutual TLS). Needs root, iproute2, nftables, libfaketime
-//! and `adya` (`.ci/run` installs them): skipped without them, failed in the full tier
-//! (`SLUICE_TEST_FULL=1`).
+//! cluster secret (or, in the admission run, mutual TLS); and queue-append once more with crashes
+//! that lose what the nodes had not synced, on `sluice-lazyfs`. Needs root, iproute2, nftables,
+//! libfaketime, `adya` and /dev/fuse (`.ci/run` installs the programs): skipped without them,
+//! failed in the full tier (`SLUICE_TEST_FULL=1`).
 
 mod common;
 
@@ -29,6 +30,9 @@ async fn smoke(test: &str, workload: Workload, faults: Vec<Fault>, auth: NodeAut
     if faults.contains(&Fault::Clock) {
         needs.push(Need::Libfaketime);
     }
+    if faults.contains(&Fault::KillLoseUnsynced) {
+        needs.push(Need::Fuse);
+    }
     if !prerequisites(test, &needs) {
         return;
     }
@@ -38,18 +42,26 @@ async fn smoke(test: &str, workload: Workload, faults: Vec<Fault>, auth: NodeAut
         .and_then(|s| s.parse().ok())
         .unwrap_or(35);
     let dir = tempfile::tempdir().unwrap();
+    let lose = faults.contains(&Fault::KillLoseUnsynced);
     let spec = Spec {
-        name: format!("smoke-{}", workload.name()),
+        name: format!(
+            "smoke-{}{}",
+            workload.name(),
+            if lose { "-lose-unsynced" } else { "" }
+        ),
         nodes: 3,
         faults,
         workload,
         duration: Duration::from_secs(secs),
         seed: 7,
         workers: 6,
-        fault_hold: Duration::from_secs(5),
+        // Crashes that lose unsynced writes are held briefly, so that a short run still sees
+        // every target in turn (one node, the leader, a minority, all of them).
+        fault_hold: Duration::from_secs(if lose { 3 } else { 5 }),
         quiet: Duration::from_secs(2),
         out: dir.path().to_path_buf(),
         auth,
+        lazyfs: false,
     };
     let summary = run(&spec).await.expect("the run completes");
     let keep = std::env::var("SLUICE_SMOKE_KEEP").is_ok();
@@ -70,6 +82,28 @@ async fn smoke(test: &str, workload: Workload, faults: Vec<Fault>, auth: NodeAut
             c.valid,
             "{} violated: {} {:?} (seed {})",
             c.checker, c.detail, c.ops, summary.seed
+        );
+    }
+    if lose {
+        // Every target took its turn (one node, the leader, a minority, all of them), each
+        // crash dropped what was unsynced at that moment, and the recovery was checked.
+        let crashes: Vec<&String> = summary
+            .nemesis
+            .iter()
+            .filter(|d| d.contains("kill-lose-unsynced "))
+            .collect();
+        for what in ["one", "leader", "minority", "all"] {
+            assert!(
+                crashes
+                    .iter()
+                    .any(|d| d.contains(&format!("kill-lose-unsynced {what} "))),
+                "no kill-lose-unsynced {what}: {crashes:?}"
+            );
+        }
+        assert!(
+            summary.checks.iter().any(|c| c.checker == "recovery"),
+            "recovery was not checked: {:?}",
+            summary.checks
         );
     }
 }
@@ -106,6 +140,17 @@ async fn smoke_lottery_under_loss_total_crash_and_membership_changes() {
         "smoke::smoke_lottery_under_loss_total_crash_and_membership_changes",
         Workload::Lottery,
         vec![Fault::Loss, Fault::KillAll, Fault::Membership],
+        NodeAuth::Secret,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smoke_queue_append_under_crashes_that_lose_unsynced_writes() {
+    smoke(
+        "smoke::smoke_queue_append_under_crashes_that_lose_unsynced_writes",
+        Workload::QueueAppend,
+        vec![Fault::KillLoseUnsynced],
         NodeAuth::Secret,
     )
     .await;

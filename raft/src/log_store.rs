@@ -6,6 +6,10 @@
 //! - `append` writes entries to the WAL without syncing and hands the completion callback to one
 //!   flusher thread, which syncs the WAL once for every append that queued meanwhile (group
 //!   commit) and only then reports the entries durable.
+//!
+//! The `ack-before-sync` feature breaks the second rule on purpose: appends are reported durable
+//! as soon as they are written, and the flusher never syncs them. It is a test build for the
+//! fault-injection suite (`kill-lose-unsynced` must catch it), never a production one.
 
 use crate::codec;
 use crate::metrics::LatencyHistogram;
@@ -108,6 +112,12 @@ impl LogStore {
         let flush_db = Arc::downgrade(&db);
         let wal_sync = Arc::new(LatencyHistogram::default());
         let hist = wal_sync.clone();
+        if cfg!(feature = "ack-before-sync") {
+            tracing::warn!(
+                "built with ack-before-sync: log entries are reported durable before the WAL is \
+                 synced (a test build that loses acknowledged writes at a power failure)"
+            );
+        }
         std::thread::Builder::new()
             .name("sluice-wal-flush".into())
             .spawn(move || flusher(flush_db, rx, &hist))?;
@@ -316,6 +326,11 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let mut wo = WriteOptions::default();
         wo.set_sync(false);
         self.db.write_opt(batch, &wo).map_err(io_err)?;
+        if cfg!(feature = "ack-before-sync") {
+            // The broken test build: durable before anything was synced.
+            callback.io_completed(Ok(()));
+            return Ok(());
+        }
         // Readable now; durable when the flusher has synced the WAL.
         self.flusher
             .send(callback)

@@ -50,6 +50,10 @@ enum Cmd {
         /// (mutual TLS with a CA made for the run).
         #[arg(long, default_value = "secret")]
         auth: String,
+        /// Mount the data directories on sluice-lazyfs even if no fault drops unsynced writes
+        /// (to measure what it costs; `kill-lose-unsynced` always mounts them).
+        #[arg(long)]
+        lazyfs: bool,
     },
     /// The short set CI runs: a few fault kinds, each for about a minute or less.
     Smoke {
@@ -130,6 +134,7 @@ fn spec(
         quiet: Duration::from_secs(3),
         out,
         auth: NodeAuth::Secret,
+        lazyfs: false,
     }
 }
 
@@ -240,6 +245,7 @@ async fn main() -> Result<()> {
             workers,
             out,
             auth,
+            lazyfs,
         } => {
             let w = Workload::parse(&workload)
                 .ok_or_else(|| anyhow::anyhow!("unknown workload {workload:?}"))?;
@@ -253,6 +259,7 @@ async fn main() -> Result<()> {
                 out.clone(),
             );
             s.workers = workers;
+            s.lazyfs = lazyfs;
             s.auth = NodeAuth::parse(&auth)
                 .ok_or_else(|| anyhow::anyhow!("--auth takes secret or tls, not {auth:?}"))?;
             run_all(
@@ -266,6 +273,7 @@ async fn main() -> Result<()> {
         Cmd::Smoke { out, time, seed } => {
             let set = [
                 (
+                    "",
                     Workload::QueueAppend,
                     vec![
                         Fault::IsolateLeader,
@@ -274,23 +282,31 @@ async fn main() -> Result<()> {
                     ],
                 ),
                 (
+                    "",
                     Workload::Admission,
                     vec![Fault::Kill, Fault::Pause, Fault::Clock],
                 ),
                 (
+                    "",
                     Workload::Lottery,
                     vec![Fault::Loss, Fault::KillAll, Fault::Membership],
                 ),
                 (
+                    "",
                     Workload::Lanes,
                     vec![Fault::KillLeader, Fault::MajorityMinority],
+                ),
+                (
+                    "-lose-unsynced",
+                    Workload::QueueAppend,
+                    vec![Fault::KillLoseUnsynced],
                 ),
             ];
             let specs = set
                 .into_iter()
                 .enumerate()
-                .map(|(i, (w, f))| {
-                    let name = format!("smoke-{}", w.name());
+                .map(|(i, (suffix, w, f))| {
+                    let name = format!("smoke-{}{suffix}", w.name());
                     let mut s = spec(name.clone(), w, f, 3, time, seed, out.join(name));
                     s.auth = alternate(i);
                     s

@@ -15,7 +15,12 @@ pub enum Need {
     Program(&'static str),
     /// libfaketime, for clock faults.
     Libfaketime,
+    /// The FUSE device, for `sluice-lazyfs` (the `kill-lose-unsynced` fault).
+    Fuse,
 }
+
+/// The FUSE device `sluice-lazyfs` mounts through.
+pub const DEV_FUSE: &str = "/dev/fuse";
 
 /// Directories searched after `PATH`: Debian installs `ip` and `nft` in `/usr/sbin`, which a
 /// normal user's `PATH` does not hold.
@@ -88,6 +93,9 @@ fn install_hint(need: Need) -> Option<String> {
             }
         )),
         Need::Libfaketime => Some("apt-get install faketime".into()),
+        Need::Fuse => Some(format!(
+            "{DEV_FUSE}: modprobe fuse, or give the container the device (--device {DEV_FUSE})"
+        )),
     }
 }
 
@@ -100,6 +108,7 @@ pub fn missing(test: &str, needs: &[Need]) -> Option<String> {
             Need::Root => !is_root(),
             Need::Program(name) => find_program(name).is_none(),
             Need::Libfaketime => !Path::new(sluice_jepsen::db::LIBFAKETIME).exists(),
+            Need::Fuse => !Path::new(DEV_FUSE).exists(),
         })
         .collect();
     if absent.is_empty() {
@@ -111,6 +120,7 @@ pub fn missing(test: &str, needs: &[Need]) -> Option<String> {
             Need::Root => "root",
             Need::Program(name) => name,
             Need::Libfaketime => "libfaketime",
+            Need::Fuse => "FUSE",
         })
         .collect();
     let hints: Vec<String> = absent.iter().filter_map(|&n| install_hint(n)).collect();
