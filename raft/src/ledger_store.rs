@@ -367,6 +367,114 @@ impl LedgerStore {
     }
 }
 
+/// Most records one write to RocksDB carries when the writer joins queued batches.
+const WRITE_RECORDS_MAX: usize = 50_000;
+/// Batches of records queued for the writer, at most; an apply that finds the queue full waits.
+const WRITER_QUEUE_MAX: usize = 256;
+
+enum Job {
+    Write {
+        first: u64,
+        last: u64,
+        records: Vec<Record>,
+    },
+    Flush(std::sync::mpsc::Sender<io::Result<()>>),
+}
+
+/// Writes ledger records on a thread of its own, so that applying entries never waits for
+/// RocksDB: batches of contiguous entries queued meanwhile go in one write. The thread holds the
+/// database weakly (as the WAL flusher does), so the database closes with the node.
+#[derive(Clone, Debug)]
+pub struct LedgerWriter {
+    tx: std::sync::mpsc::SyncSender<Job>,
+}
+
+impl LedgerWriter {
+    /// Starts the writer of `store`'s records.
+    pub fn start(store: &LedgerStore) -> io::Result<Self> {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Job>(WRITER_QUEUE_MAX);
+        let db = Arc::downgrade(&store.db);
+        std::thread::Builder::new()
+            .name("sluice-ledger".into())
+            .spawn(move || {
+                let mut next = rx.recv().ok();
+                while let Some(job) = next.take() {
+                    let Some(db) = db.upgrade() else { return };
+                    let store = LedgerStore::new(db);
+                    match job {
+                        Job::Flush(reply) => {
+                            let _ = reply.send(store.flush());
+                        }
+                        Job::Write {
+                            first,
+                            mut last,
+                            mut records,
+                        } => {
+                            // Join what queued meanwhile, while it continues the same entries.
+                            while records.len() < WRITE_RECORDS_MAX {
+                                match rx.try_recv() {
+                                    Ok(Job::Write {
+                                        first: f,
+                                        last: l,
+                                        records: r,
+                                    }) if f == last + 1 => {
+                                        last = l;
+                                        records.extend(r);
+                                    }
+                                    Ok(other) => {
+                                        next = Some(other);
+                                        break;
+                                    }
+                                    Err(_) => break,
+                                }
+                            }
+                            if let Err(e) = store.write(first, last, &records) {
+                                tracing::error!(error = %e, first, last, "ledger records not written");
+                            }
+                        }
+                    }
+                    if next.is_none() {
+                        next = rx.recv().ok();
+                    }
+                }
+            })?;
+        Ok(Self { tx })
+    }
+
+    /// Queues the records of entries `first..=last`; waits only when the queue is full.
+    pub async fn write(&self, first: u64, last: u64, records: Vec<Record>) -> io::Result<()> {
+        let job = Job::Write {
+            first,
+            last,
+            records,
+        };
+        match self.tx.try_send(job) {
+            Ok(()) => Ok(()),
+            Err(std::sync::mpsc::TrySendError::Full(job)) => {
+                let tx = self.tx.clone();
+                tokio::task::spawn_blocking(move || tx.send(job))
+                    .await
+                    .map_err(io::Error::other)?
+                    .map_err(|_| io::Error::other("the ledger writer stopped"))
+            }
+            Err(std::sync::mpsc::TrySendError::Disconnected(_)) => {
+                Err(io::Error::other("the ledger writer stopped"))
+            }
+        }
+    }
+
+    /// Waits until everything queued is written, then makes it durable (call on a blocking
+    /// thread).
+    pub fn flush(&self) -> io::Result<()> {
+        let (reply, done) = std::sync::mpsc::channel();
+        self.tx
+            .send(Job::Flush(reply))
+            .map_err(|_| io::Error::other("the ledger writer stopped"))?;
+        done.recv()
+            .map_err(|_| io::Error::other("the ledger writer stopped"))?
+    }
+}
+
 /// The key just before `k` in order, so that "after it" begins at `k`.
 fn prev_key(k: RecordKey) -> RecordKey {
     if k.n > 0 {
@@ -483,6 +591,28 @@ mod tests {
             t.records.iter().map(|r| r.index).collect::<Vec<_>>(),
             [4, 6, 8]
         );
+    }
+
+    #[tokio::test]
+    async fn the_writer_joins_contiguous_batches_and_flush_waits_for_them() {
+        let (_d, s) = store();
+        let w = LedgerWriter::start(&s).unwrap();
+        for i in 1..=200u64 {
+            w.write(i, i, vec![rec(i, 0, "a", 1, i)]).await.unwrap();
+        }
+        // After a gap (a snapshot installed), the complete range starts again.
+        w.write(500, 500, vec![rec(500, 0, "a", 1, 500)])
+            .await
+            .unwrap();
+        let w2 = w.clone();
+        tokio::task::spawn_blocking(move || w2.flush())
+            .await
+            .unwrap()
+            .unwrap();
+        let p = s.query(&q("a")).unwrap();
+        assert_eq!(p.records.len(), 100, "a page");
+        assert_eq!((p.through, p.complete_from), (500, 500));
+        assert_eq!(s.count().unwrap(), 201);
     }
 
     #[test]

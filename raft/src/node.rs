@@ -366,6 +366,13 @@ impl RaftNode {
             log_store = log_store.with_archive(archive.clone(), ledger.clone());
             sm_store = sm_store.with_archive(archive);
         }
+        // The directories just made (the data directory, its `db/` and `snapshots/`) are durable
+        // only once their parents are synced: a crash could otherwise take them away, and with
+        // them everything in them.
+        sync_dir(&cfg.data_dir).map_err(fatal)?;
+        if let Some(parent) = cfg.data_dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            sync_dir(parent).map_err(fatal)?;
+        }
         let log_reader = log_store.clone();
         let snapshot_encode = sm_store.snapshot_encode();
         let deferral = sm_store.deferral();
@@ -798,6 +805,11 @@ impl RaftNode {
 }
 
 /// Opens RocksDB, waiting briefly for a previous instance in this process to release its lock.
+/// Syncs a directory, so that the entries made in it are durable.
+fn sync_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}
+
 /// How often a node removes ledger records past their retention.
 const LEDGER_UPKEEP_EVERY: Duration = Duration::from_secs(60);
 

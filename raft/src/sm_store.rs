@@ -11,7 +11,7 @@
 //! canonical snapshot.
 
 use crate::codec;
-use crate::ledger_store::LedgerStore;
+use crate::ledger_store::{LedgerStore, LedgerWriter};
 use crate::metrics::LatencyHistogram;
 use crate::types::{LogId, Response, SnapshotMeta, StoredMembership, TypeConfig};
 use futures::TryStreamExt;
@@ -111,8 +111,9 @@ pub struct SmStore {
     files: Arc<SnapshotFiles>,
     deferral: Arc<SnapshotDeferral>,
     snapshot_encode: Arc<LatencyHistogram>,
-    /// Where the ledger records applies make are kept (`None`: not kept).
-    ledger: Option<LedgerStore>,
+    /// Where the ledger records applies make are kept (`None`: not kept), written by a thread
+    /// of its own.
+    ledger: Option<LedgerWriter>,
     /// The key draw secrets derive from, given to every machine this store holds.
     draw_key: DrawKey,
     /// Where each snapshot's checkpoint goes.
@@ -124,6 +125,7 @@ impl SmStore {
     /// `ledger`, whose machines derive draw secrets from `draw_key`.
     pub fn new(dir: &Path, ledger: Option<LedgerStore>, draw_key: DrawKey) -> io::Result<Self> {
         std::fs::create_dir_all(dir)?;
+        let ledger = ledger.as_ref().map(LedgerWriter::start).transpose()?;
         let store = Self {
             state: Arc::default(),
             files: Arc::new(SnapshotFiles::new(dir)),
@@ -368,7 +370,7 @@ impl SnapshotFiles {
 #[derive(Debug)]
 pub struct SnapshotBuilder {
     files: Arc<SnapshotFiles>,
-    ledger: Option<LedgerStore>,
+    ledger: Option<LedgerWriter>,
     /// The archive, and the ledger's chain at the snapshot, for its checkpoint.
     archive: Option<(
         Arc<crate::archive::Archive>,
@@ -481,12 +483,9 @@ impl RaftStateMachine<TypeConfig> for SmStore {
             }
         }
         if let (Some(ledger), Some((first, last))) = (&self.ledger, span) {
-            // Not synced: a crash loses at most what the replay after the latest snapshot
-            // makes again.
-            let ledger = ledger.clone();
-            tokio::task::spawn_blocking(move || ledger.write(first, last, &records))
-                .await
-                .map_err(io::Error::other)??;
+            // Written on the writer's thread, not synced: a crash loses at most what the
+            // replay after the latest snapshot makes again.
+            ledger.write(first, last, records).await?;
         }
         Ok(())
     }
