@@ -295,6 +295,9 @@ pub struct RaftTuning {
     pub election_timeout_min_ms: u64,
     /// Election timeout upper bound, ms.
     pub election_timeout_max_ms: u64,
+    /// A node asks whether a majority would vote for it before it stands for election
+    /// (Pre-Vote), so that a node cut off from the leader does not disturb it.
+    pub pre_vote: bool,
     /// Log entries between snapshots (each node adds up to a quarter, so that nodes take theirs
     /// at different log indexes; the leader waits four times as long).
     pub snapshot_every: u64,
@@ -316,6 +319,7 @@ impl Default for RaftTuning {
             heartbeat_ms: n.heartbeat_ms,
             election_timeout_min_ms: n.election_timeout_ms.0,
             election_timeout_max_ms: n.election_timeout_ms.1,
+            pre_vote: n.pre_vote,
             snapshot_every: n.snapshot_every,
             logs_kept_after_snapshot: n.logs_kept_after_snapshot,
             proposals_in_flight: n.proposals_in_flight,

@@ -355,6 +355,22 @@ fn render_raft(w: &mut String, sluice: &Sluice) {
             age.as_secs_f64()
         );
     }
+    header(
+        w,
+        "sluice_raft_vote_requests_sent_total",
+        "Vote requests this node sent: pre-votes (asking whether it could win) and votes (standing \
+         for election). Votes that keep growing mean elections keep happening.",
+        "counter",
+    );
+    let (pre_votes, votes) = sluice.node.vote_requests_sent();
+    let _ = writeln!(
+        w,
+        "sluice_raft_vote_requests_sent_total{{kind=\"pre_vote\"}} {pre_votes}"
+    );
+    let _ = writeln!(
+        w,
+        "sluice_raft_vote_requests_sent_total{{kind=\"vote\"}} {votes}"
+    );
 }
 
 /// The cluster's time as this node sees it.

@@ -315,6 +315,7 @@ fn node_config(
     nc.snapshot_every = cfg.raft.snapshot_every;
     nc.logs_kept_after_snapshot = cfg.raft.logs_kept_after_snapshot;
     nc.proposals_in_flight = cfg.raft.proposals_in_flight;
+    nc.pre_vote = cfg.raft.pre_vote;
     nc.request_timeout = Duration::from_millis(cfg.limits.request_timeout_ms);
     if let Some(t) = &cfg.tls {
         nc.tls = Some(TlsMaterial {

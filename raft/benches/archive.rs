@@ -18,6 +18,10 @@ use sluice_statemachine::ledger::Record;
 use sluice_statemachine::{Command, Proposal, RoomConfig, StateMachine, VisitorId};
 use std::time::Instant;
 
+// The allocator the `sluice` binary runs with.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const T0: u64 = 1_800_000_000_000;
 
 fn dir_bytes(dir: &std::path::Path) -> u64 {
@@ -115,12 +119,6 @@ fn main() {
     ledger.flush().unwrap();
     db.compact_range_cf(
         db.cf_handle(sluice_raft::ledger_store::CF_LEDGER).unwrap(),
-        None::<&[u8]>,
-        None::<&[u8]>,
-    );
-    db.compact_range_cf(
-        db.cf_handle(sluice_raft::ledger_store::CF_LEDGER_INDEX)
-            .unwrap(),
         None::<&[u8]>,
         None::<&[u8]>,
     );

@@ -1,34 +1,46 @@
 //! The admission ledger's records, kept in RocksDB beside the log.
 //!
 //! The state machine makes the records while applying (`sluice_statemachine::ledger`); the state
-//! keeps only their count and chain. This store keeps the records themselves:
-//! - column family `ledger`: record key (log index, command, record; 16 bytes that sort in log
-//!   order) → the record's canonical encoding, plus two reserved keys (`0xff…`) for what is
-//!   recorded through which index, and from which index the records are complete;
-//! - column family `ledger_index`: `r` ‖ room length ‖ room ‖ record key, `v` ‖ visitor ‖ record
-//!   key and `a` ‖ record key (operators' commands), each with an empty value.
+//! keeps only their count and chain. This store keeps the records themselves, in one column
+//! family, `ledger`, in blocks:
+//! - a block: the key of its first record (log index, command, record: 16 bytes that sort in log
+//!   order, the first byte 0) → up to [`BLOCK_RECORDS_MAX`] consecutive records (postcard);
+//! - its index entries, empty values: `r` ‖ room length ‖ room ‖ block key for each room the
+//!   block holds records of, `v` ‖ visitor ‖ block key for each visitor, `a` ‖ block key if it
+//!   holds operators' commands;
+//! - reserved keys (`0xff…`): what is recorded through which index, from which index the
+//!   records are complete, how many there are, and the format.
+//!
+//! One key per block and one per visitor and block, instead of a key for each record and each
+//! of its indexes, is what keeps the ledger cheap to write: a join that admits at once (two
+//! records about one visitor) costs about one RocksDB key.
 //!
 //! Records are written without the WAL: they are made again from the log. A crash loses those
 //! written since the last memtable flush, and the node, restarting from its latest snapshot,
-//! applies every entry after it again and writes them again (same keys, same bytes). So the
-//! store is flushed before a snapshot is stored, and never holds less than the snapshot covers.
-//! A node that installs a snapshot from its leader has no records for the entries the snapshot
+//! applies every entry after it again and writes the records not yet recorded (blocks and
+//! indexes sit in one column family, so that a flush keeps both or neither). So the store is
+//! flushed before a snapshot is stored, and never holds less than the snapshot covers. A node
+//! that installs a snapshot from its leader has no records for the entries the snapshot
 //! covered: `complete_from` says where its records begin to be whole.
 
 use rocksdb::{Direction, IteratorMode, WriteBatch, WriteOptions, DB};
 use sluice_statemachine::ledger::{Event, Record, RecordKey};
 use sluice_statemachine::VisitorId;
+use std::collections::BTreeSet;
 use std::io;
 use std::sync::Arc;
 
-/// The records' column family.
+/// The ledger's column family.
 pub const CF_LEDGER: &str = "ledger";
-/// The indexes' column family.
-pub const CF_LEDGER_INDEX: &str = "ledger_index";
+/// The column family of indexes that an earlier format kept apart; dropped at open.
+pub const CF_LEDGER_INDEX_OLD: &str = "ledger_index";
 
 const KEY_THROUGH: &[u8] = b"\xff\xff\xff\xff\xff\xff\xff\xffthrough";
 const KEY_COMPLETE_FROM: &[u8] = b"\xff\xff\xff\xff\xff\xff\xff\xffcomplete";
 const KEY_COUNT: &[u8] = b"\xff\xff\xff\xff\xff\xff\xff\xffcount";
+const KEY_FORMAT: &[u8] = b"\xff\xff\xff\xff\xff\xff\xff\xffformat";
+/// Blocks of records, indexed per block.
+const FORMAT: u64 = 2;
 
 /// Most records one page returns.
 pub const LEDGER_PAGE_MAX: usize = 1_000;
@@ -37,6 +49,8 @@ pub const LEDGER_PAGE_MAX: usize = 1_000;
 pub const LEDGER_SCAN_MAX: usize = 100_000;
 /// Most records the retention upkeep removes in one pass.
 pub const LEDGER_PURGE_PER_PASS_MAX: usize = 100_000;
+/// Most records in one block: a query that wants one record decodes at most this many.
+pub const BLOCK_RECORDS_MAX: usize = 256;
 
 fn io_err(e: rocksdb::Error) -> io::Error {
     io::Error::other(e)
@@ -63,6 +77,20 @@ pub struct LedgerQuery {
     pub after: Option<RecordKey>,
     /// At most this many (≤ [`LEDGER_PAGE_MAX`]).
     pub limit: usize,
+}
+
+impl LedgerQuery {
+    /// Whether `r` is one the query asks for (the time bounds aside).
+    fn wants(&self, r: &Record) -> bool {
+        if let Some(v) = self.visitor {
+            r.event.visitor() == Some(v) && (self.room.is_empty() || r.room == self.room)
+        } else if self.audit {
+            matches!(r.event, Event::Command { .. })
+                && (self.room.is_empty() || r.room == self.room)
+        } else {
+            r.room == self.room
+        }
+    }
 }
 
 /// One page of records.
@@ -99,39 +127,108 @@ fn visitor_prefix(v: &VisitorId) -> Vec<u8> {
     p
 }
 
-fn index_keys(r: &Record) -> Vec<Vec<u8>> {
-    let key = r.key().to_bytes();
-    let mut keys = Vec::with_capacity(3);
-    let mut k = room_prefix(&r.room);
-    k.extend_from_slice(&key);
-    keys.push(k);
-    if let Some(v) = r.event.visitor() {
-        let mut k = visitor_prefix(&v);
-        k.extend_from_slice(&key);
-        keys.push(k);
-    }
-    if matches!(r.event, Event::Command { .. }) {
-        let mut k = vec![b'a'];
-        k.extend_from_slice(&key);
-        keys.push(k);
+/// Whether `k` is a block's key (not an index entry, not a reserved key).
+fn is_block_key(k: &[u8]) -> bool {
+    k.len() == 16 && k[0] == 0
+}
+
+/// The index entries of a block that starts at `block`.
+fn index_keys(block: [u8; 16], records: &[Record]) -> BTreeSet<Vec<u8>> {
+    let mut keys = BTreeSet::new();
+    let with_block = |mut p: Vec<u8>| {
+        p.extend_from_slice(&block);
+        p
+    };
+    for r in records {
+        keys.insert(with_block(room_prefix(&r.room)));
+        if let Some(v) = r.event.visitor() {
+            keys.insert(with_block(visitor_prefix(&v)));
+        }
+        if matches!(r.event, Event::Command { .. }) {
+            keys.insert(with_block(vec![b'a']));
+        }
     }
     keys
 }
 
+fn decode_block(v: &[u8]) -> io::Result<Vec<Record>> {
+    postcard::from_bytes(v).map_err(|e| bad(format!("ledger block: {e}")))
+}
+
+/// Puts `records` (consecutive, at most [`BLOCK_RECORDS_MAX`]) as one block with its index.
+fn put_block(batch: &mut WriteBatch, cf: &rocksdb::ColumnFamily, records: &[Record]) {
+    let key = records[0].key().to_bytes();
+    assert!(
+        is_block_key(&key),
+        "log index {} beyond the ledger's key space",
+        records[0].index
+    );
+    batch.put_cf(
+        cf,
+        key,
+        postcard::to_allocvec(records).expect("encoding into a Vec cannot fail"),
+    );
+    for k in index_keys(key, records) {
+        batch.put_cf(cf, k, []);
+    }
+}
+
 impl LedgerStore {
-    /// The store in `db`, which must have been opened with its column families.
+    /// The store in `db`, which must have been opened with its column families (see
+    /// [`upgrade`](Self::upgrade)).
     pub fn new(db: Arc<DB>) -> Self {
         Self { db }
     }
 
-    fn cf(&self, name: &str) -> &rocksdb::ColumnFamily {
+    /// Brings a ledger of an earlier format to this one, at open: its records are dropped (they
+    /// are evidence only with their chain, which the log makes again), and the records are
+    /// complete from the next entry on.
+    pub fn upgrade(db: &mut DB) -> io::Result<()> {
+        if db.cf_handle(CF_LEDGER_INDEX_OLD).is_some() {
+            db.drop_cf(CF_LEDGER_INDEX_OLD).map_err(io_err)?;
+        }
+        let store_format = {
+            let cf = db
+                .cf_handle(CF_LEDGER)
+                .expect("column family created at open");
+            let get = |k: &[u8]| -> io::Result<u64> {
+                Ok(db
+                    .get_cf(cf, k)
+                    .map_err(io_err)?
+                    .and_then(|v| v.as_slice().try_into().ok().map(u64::from_be_bytes))
+                    .unwrap_or(0))
+            };
+            let format = get(KEY_FORMAT)?;
+            if format == FORMAT {
+                return Ok(());
+            }
+            let through = get(KEY_THROUGH)?;
+            let mut batch = WriteBatch::default();
+            if format != 0 || through > 0 {
+                tracing::warn!(
+                    format,
+                    through,
+                    "ledger records of an earlier format dropped; they are complete from the \
+                     next entry on"
+                );
+                batch.delete_range_cf(cf, [0u8].as_slice(), KEY_THROUGH);
+                batch.put_cf(cf, KEY_COMPLETE_FROM, (through + 1).to_be_bytes());
+                batch.put_cf(cf, KEY_COUNT, 0u64.to_be_bytes());
+            }
+            batch.put_cf(cf, KEY_FORMAT, FORMAT.to_be_bytes());
+            batch
+        };
+        db.write(store_format).map_err(io_err)
+    }
+
+    fn cf(&self) -> &rocksdb::ColumnFamily {
         self.db
-            .cf_handle(name)
+            .cf_handle(CF_LEDGER)
             .expect("column family created at open")
     }
 
     fn meta(&self, key: &[u8]) -> io::Result<u64> {
-        match self.db.get_cf(self.cf(CF_LEDGER), key).map_err(io_err)? {
+        match self.db.get_cf(self.cf(), key).map_err(io_err)? {
             Some(v) => Ok(u64::from_be_bytes(
                 v.as_slice()
                     .try_into()
@@ -152,25 +249,22 @@ impl LedgerStore {
     }
 
     /// Writes the records of the entries `first..=last` (all of them, possibly none). Entries
-    /// after a gap (a snapshot installed, the ledger switched on) start the complete range anew.
+    /// after a gap (a snapshot installed, the ledger switched on) start the complete range anew;
+    /// records of entries already recorded (made again after a restart) are not written twice.
     pub fn write(&self, first: u64, last: u64, records: &[Record]) -> io::Result<()> {
         let through = self.through()?;
+        let cf = self.cf();
         let mut batch = WriteBatch::default();
-        let (cf, ix) = (self.cf(CF_LEDGER), self.cf(CF_LEDGER_INDEX));
         if first > through + 1 {
             batch.put_cf(cf, KEY_COMPLETE_FROM, first.to_be_bytes());
         }
-        for r in records {
-            batch.put_cf(cf, r.key().to_bytes(), r.encode());
-            for k in index_keys(r) {
-                batch.put_cf(ix, k, []);
-            }
+        let fresh = &records[records.partition_point(|r| r.index <= through)..];
+        for block in fresh.chunks(BLOCK_RECORDS_MAX) {
+            put_block(&mut batch, cf, block);
         }
         if last > through {
             batch.put_cf(cf, KEY_THROUGH, last.to_be_bytes());
-            // Records of entries written before (made again after a restart) are not new.
-            let new = records.iter().filter(|r| r.index > through).count() as u64;
-            let count = self.meta(KEY_COUNT)? + new;
+            let count = self.meta(KEY_COUNT)? + fresh.len() as u64;
             batch.put_cf(cf, KEY_COUNT, count.to_be_bytes());
         }
         let mut wo = WriteOptions::default();
@@ -182,20 +276,49 @@ impl LedgerStore {
     /// never made again on this node).
     pub fn flush(&self) -> io::Result<()> {
         self.db
-            .flush_cfs_opt(
-                &[self.cf(CF_LEDGER), self.cf(CF_LEDGER_INDEX)],
-                &rocksdb::FlushOptions::default(),
-            )
+            .flush_cf_opt(self.cf(), &rocksdb::FlushOptions::default())
             .map_err(io_err)
     }
 
-    fn get(&self, key: &[u8]) -> io::Result<Option<Record>> {
-        match self.db.get_cf(self.cf(CF_LEDGER), key).map_err(io_err)? {
-            Some(v) => Record::decode(&v)
-                .map(Some)
-                .map_err(|e| bad(format!("ledger record: {e}"))),
+    fn block(&self, key: &[u8]) -> io::Result<Option<Vec<Record>>> {
+        match self.db.get_cf(self.cf(), key).map_err(io_err)? {
+            Some(v) => decode_block(&v).map(Some),
             None => Ok(None),
         }
+    }
+
+    /// The greatest key starting with `prefix` at or before `prefix ‖ key`, if one.
+    fn at_or_before(&self, prefix: &[u8], key: RecordKey) -> Option<Vec<u8>> {
+        let mut target = prefix.to_vec();
+        target.extend_from_slice(&key.to_bytes());
+        let mut it = self.db.raw_iterator_cf(self.cf());
+        it.seek_for_prev(&target);
+        it.key()
+            .filter(|k| k.starts_with(prefix) && k.len() == prefix.len() + 16)
+            .map(<[u8]>::to_vec)
+    }
+
+    /// Blocks in log order from the one that holds the first record after `after` (from the
+    /// first if `None`), each with its records; `f` returns `false` to stop.
+    fn blocks_from(
+        &self,
+        after: Option<RecordKey>,
+        mut f: impl FnMut(Vec<Record>) -> io::Result<bool>,
+    ) -> io::Result<()> {
+        let from = after
+            .and_then(|a| self.at_or_before(&[], a))
+            .filter(|k| is_block_key(k))
+            .unwrap_or_else(|| vec![0u8; 16]);
+        for item in self
+            .db
+            .iterator_cf(self.cf(), IteratorMode::From(&from, Direction::Forward))
+        {
+            let (k, v) = item.map_err(io_err)?;
+            if !is_block_key(&k) || !f(decode_block(&v)?)? {
+                break;
+            }
+        }
+        Ok(())
     }
 
     /// A page of records.
@@ -206,50 +329,54 @@ impl LedgerStore {
             (None, true) => vec![b'a'],
             (None, false) => room_prefix(&q.room),
         };
-        let mut from = prefix.clone();
-        if let Some(after) = q.after {
-            from.extend_from_slice(&after.to_bytes());
-            from.push(0); // just after `after`
-        }
+        // The block that holds `after` may hold records after it too.
+        let from = q
+            .after
+            .and_then(|a| self.at_or_before(&prefix, a))
+            .unwrap_or_else(|| prefix.clone());
         let mut page = LedgerPage {
             complete_from: self.complete_from()?,
             through: self.through()?,
             ..LedgerPage::default()
         };
         let mut scanned = 0;
-        let iter = self.db.iterator_cf(
-            self.cf(CF_LEDGER_INDEX),
-            IteratorMode::From(&from, Direction::Forward),
-        );
-        for item in iter {
+        'blocks: for item in self
+            .db
+            .iterator_cf(self.cf(), IteratorMode::From(&from, Direction::Forward))
+        {
             let (k, _) = item.map_err(io_err)?;
             if !k.starts_with(&prefix) {
                 break;
             }
-            let key = RecordKey::from_bytes(&k[prefix.len()..]).ok_or_else(|| bad("bad index"))?;
-            if let Some(last) = page.records.last().filter(|_| page.records.len() >= limit) {
-                page.next = Some(last.key());
-                break;
-            }
-            scanned += 1;
-            if scanned > LEDGER_SCAN_MAX {
-                // Looked at enough for one request: the next goes on from this key.
-                page.next = Some(prev_key(key));
-                break;
-            }
-            // An index entry whose record retention removed (or a crash lost) is skipped.
-            let Some(r) = self.get(&key.to_bytes())? else {
+            // An index entry whose block retention removed (or a crash lost) is skipped.
+            let Some(block) = self.block(&k[prefix.len()..])? else {
                 continue;
             };
-            if q.to_ms.is_some_and(|t| r.time_ms > t) {
-                break; // log time never goes back
+            for r in block {
+                if q.after.is_some_and(|a| r.key() <= a) {
+                    continue;
+                }
+                scanned += 1;
+                if scanned > LEDGER_SCAN_MAX {
+                    // Looked at enough for one request: the next goes on from this record.
+                    page.next = Some(prev_key(r.key()));
+                    break 'blocks;
+                }
+                if !q.wants(&r) {
+                    continue;
+                }
+                if q.to_ms.is_some_and(|t| r.time_ms > t) {
+                    break 'blocks; // log time never goes back
+                }
+                if let Some(last) = page.records.last().filter(|_| page.records.len() >= limit) {
+                    page.next = Some(last.key());
+                    break 'blocks;
+                }
+                if q.from_ms.is_some_and(|t| r.time_ms < t) {
+                    continue;
+                }
+                page.records.push(r);
             }
-            if q.from_ms.is_some_and(|t| r.time_ms < t)
-                || ((q.visitor.is_some() || q.audit) && !q.room.is_empty() && r.room != q.room)
-            {
-                continue;
-            }
-            page.records.push(r);
         }
         Ok(page)
     }
@@ -257,21 +384,19 @@ impl LedgerStore {
     /// Up to `limit` records of every room after `after` (from the first if `None`), in log
     /// order.
     pub fn after(&self, after: Option<RecordKey>, limit: usize) -> io::Result<Vec<Record>> {
-        let mut from = after.map_or(vec![0u8; 16], |k| k.to_bytes().to_vec());
-        if after.is_some() {
-            from.push(0);
-        }
+        let limit = limit.min(LEDGER_PAGE_MAX);
         let mut out = Vec::new();
-        for item in self.db.iterator_cf(
-            self.cf(CF_LEDGER),
-            IteratorMode::From(&from, Direction::Forward),
-        ) {
-            let (k, v) = item.map_err(io_err)?;
-            if out.len() >= limit.min(LEDGER_PAGE_MAX) || k.first() == Some(&0xff) {
-                break;
+        self.blocks_from(after, |block| {
+            for r in block {
+                if out.len() >= limit {
+                    return Ok(false);
+                }
+                if after.is_none_or(|a| r.key() > a) {
+                    out.push(r);
+                }
             }
-            out.push(Record::decode(&v).map_err(|e| bad(format!("ledger record: {e}")))?);
-        }
+            Ok(out.len() < limit)
+        })?;
         Ok(out)
     }
 
@@ -303,25 +428,23 @@ impl LedgerStore {
 
     /// The records of entries `first..=last`, in order.
     pub fn range(&self, first: u64, last: u64) -> io::Result<Vec<Record>> {
-        let from = RecordKey {
-            index: first,
-            sub: 0,
-            n: 0,
-        }
-        .to_bytes();
         let mut out = Vec::new();
-        for item in self.db.iterator_cf(
-            self.cf(CF_LEDGER),
-            IteratorMode::From(&from, Direction::Forward),
-        ) {
-            let (k, v) = item.map_err(io_err)?;
-            match RecordKey::from_bytes(&k) {
-                Some(key) if key.index <= last && k.first() != Some(&0xff) => {
-                    out.push(Record::decode(&v).map_err(|e| bad(format!("ledger record: {e}")))?)
+        let after = first.checked_sub(1).map(|index| RecordKey {
+            index,
+            sub: u32::MAX,
+            n: u32::MAX,
+        });
+        self.blocks_from(after, |block| {
+            for r in block {
+                if r.index > last {
+                    return Ok(false);
                 }
-                _ => break,
+                if r.index >= first {
+                    out.push(r);
+                }
             }
-        }
+            Ok(true)
+        })?;
         Ok(out)
     }
 
@@ -333,25 +456,39 @@ impl LedgerStore {
     /// Removes records older than `before_ms` (log time) and, beyond `keep_max`, the oldest,
     /// at most [`LEDGER_PURGE_PER_PASS_MAX`] a pass. Returns how many it removed.
     pub fn purge(&self, before_ms: u64, keep_max: u64) -> io::Result<usize> {
-        let cf = self.cf(CF_LEDGER);
+        let cf = self.cf();
         let count = self.meta(KEY_COUNT)?;
         let over = count.saturating_sub(keep_max);
         let mut batch = WriteBatch::default();
         let mut removed = 0usize;
         for item in self.db.iterator_cf(cf, IteratorMode::Start) {
             let (k, v) = item.map_err(io_err)?;
-            if k.first() == Some(&0xff) || removed >= LEDGER_PURGE_PER_PASS_MAX {
+            if !is_block_key(&k) {
                 break;
             }
-            let r = Record::decode(&v).map_err(|e| bad(format!("ledger record: {e}")))?;
-            if r.time_ms >= before_ms && removed as u64 >= over {
+            let records = decode_block(&v)?;
+            let gone = records
+                .iter()
+                .take_while(|r| {
+                    let go = removed < LEDGER_PURGE_PER_PASS_MAX
+                        && (r.time_ms < before_ms || (removed as u64) < over);
+                    removed += go as usize;
+                    go
+                })
+                .count();
+            if gone == 0 {
                 break;
             }
-            batch.delete_cf(cf, &k);
-            for ik in index_keys(&r) {
-                batch.delete_cf(self.cf(CF_LEDGER_INDEX), ik);
+            let key: [u8; 16] = k.as_ref().try_into().expect("a block key");
+            batch.delete_cf(cf, key);
+            for ik in index_keys(key, &records) {
+                batch.delete_cf(cf, ik);
             }
-            removed += 1;
+            if gone < records.len() {
+                // What is left of the block becomes a block of its own.
+                put_block(&mut batch, cf, &records[gone..]);
+                break;
+            }
         }
         if removed > 0 {
             batch.put_cf(
@@ -677,6 +814,89 @@ mod tests {
         assert_eq!(s.purge(0, 2).unwrap(), 3);
         let left = s.query(&q("a")).unwrap().records;
         assert_eq!(left.iter().map(|r| r.index).collect::<Vec<_>>(), [9, 10]);
+    }
+
+    #[test]
+    fn blocks_of_many_records_page_and_rewrite_as_single_records_did() {
+        let (_d, s) = store();
+        // 1,000 records in three writes, so blocks of 256 and shorter; visitors 0..7, rooms a/b.
+        let records: Vec<Record> = (1..=1_000)
+            .map(|i| rec(i, 0, if i % 3 == 0 { "a" } else { "b" }, i as u128 % 7, i))
+            .collect();
+        s.write(1, 300, &records[..300]).unwrap();
+        s.write(301, 900, &records[300..900]).unwrap();
+        // Written again from a restart part-way through: nothing twice.
+        s.write(851, 1_000, &records[850..]).unwrap();
+        assert_eq!(s.count().unwrap(), 1_000);
+        assert_eq!(s.after(None, 1_000).unwrap(), records);
+        assert_eq!(s.range(255, 260).unwrap(), records[254..260]);
+        for (room, visitor) in [("a", None), ("b", Some(3u128)), ("", Some(5))] {
+            let want: Vec<&Record> = records
+                .iter()
+                .filter(|r| {
+                    (room.is_empty() || r.room == room)
+                        && visitor
+                            .is_none_or(|v| r.event.visitor() == Some(VisitorId::from_u128(v)))
+                })
+                .collect();
+            let (mut got, mut after) = (Vec::new(), None);
+            loop {
+                let p = s
+                    .query(&LedgerQuery {
+                        visitor: visitor.map(VisitorId::from_u128),
+                        limit: 37,
+                        after,
+                        ..q(room)
+                    })
+                    .unwrap();
+                got.extend(p.records);
+                match p.next {
+                    Some(n) => after = Some(n),
+                    None => break,
+                }
+            }
+            assert_eq!(got.iter().collect::<Vec<_>>(), want, "{room} {visitor:?}");
+        }
+        // Retention cuts a block in two and keeps the rest findable by every index.
+        assert_eq!(s.purge(400, u64::MAX).unwrap(), 399);
+        assert_eq!(s.after(None, 1).unwrap()[0].index, 400);
+        let v = s
+            .query(&LedgerQuery {
+                visitor: Some(VisitorId::from_u128(400 % 7)),
+                limit: 1,
+                ..q("")
+            })
+            .unwrap();
+        assert_eq!(v.records[0].index, 400);
+        assert_eq!(s.count().unwrap(), 601);
+    }
+
+    #[test]
+    fn a_ledger_of_the_earlier_format_is_dropped_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let mut opts = rocksdb::Options::default();
+            opts.create_if_missing(true);
+            opts.create_missing_column_families(true);
+            let db = DB::open_cf(&opts, dir.path(), ["ledger", "ledger_index"]).unwrap();
+            let cf = db.cf_handle("ledger").unwrap();
+            let r = rec(7, 0, "a", 1, 7);
+            db.put_cf(cf, r.key().to_bytes(), r.encode()).unwrap();
+            db.put_cf(cf, KEY_THROUGH, 7u64.to_be_bytes()).unwrap();
+            db.put_cf(cf, KEY_COUNT, 1u64.to_be_bytes()).unwrap();
+        }
+        let db = crate::log_store::open_db(dir.path()).unwrap();
+        assert!(db.cf_handle(CF_LEDGER_INDEX_OLD).is_none());
+        let s = LedgerStore::new(db.clone());
+        assert!(s.after(None, 10).unwrap().is_empty());
+        assert_eq!((s.through().unwrap(), s.complete_from().unwrap()), (7, 8));
+        assert_eq!(s.count().unwrap(), 0);
+        s.write(8, 8, &[rec(8, 0, "a", 1, 8)]).unwrap();
+        drop(s);
+        drop(db);
+        // Opened again: the new format is kept.
+        let s = LedgerStore::new(crate::log_store::open_db(dir.path()).unwrap());
+        assert_eq!(s.after(None, 10).unwrap().len(), 1);
     }
 
     #[test]

@@ -53,15 +53,25 @@ pub fn open_db(dir: &Path) -> io::Result<Arc<DB>> {
     logs.set_max_write_buffer_number(2);
     let mut ledger = Options::default();
     ledger.set_compression_type(rocksdb::DBCompressionType::Lz4);
-    let cfs = vec![
+    let mut cfs = vec![
         ColumnFamilyDescriptor::new(CF_LOGS, logs),
         ColumnFamilyDescriptor::new(CF_META, Options::default()),
         ColumnFamilyDescriptor::new(crate::ledger_store::CF_LEDGER, ledger.clone()),
-        ColumnFamilyDescriptor::new(crate::ledger_store::CF_LEDGER_INDEX, ledger),
     ];
-    DB::open_cf_descriptors(&opts, dir, cfs)
-        .map(Arc::new)
-        .map_err(io_err)
+    // A directory of an earlier format has the ledger's indexes apart: opened, then dropped.
+    let existing = DB::list_cf(&opts, dir).unwrap_or_default();
+    if existing
+        .iter()
+        .any(|cf| cf == crate::ledger_store::CF_LEDGER_INDEX_OLD)
+    {
+        cfs.push(ColumnFamilyDescriptor::new(
+            crate::ledger_store::CF_LEDGER_INDEX_OLD,
+            ledger,
+        ));
+    }
+    let mut db = DB::open_cf_descriptors(&opts, dir, cfs).map_err(io_err)?;
+    crate::ledger_store::LedgerStore::upgrade(&mut db)?;
+    Ok(Arc::new(db))
 }
 
 /// Records `log_id` as the last purged (and committed) entry, and a vote of `node_id` for

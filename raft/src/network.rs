@@ -21,7 +21,7 @@ use openraft::{OptionalSend, RaftNetworkV2};
 use std::collections::HashMap;
 use std::future::Future;
 use std::io::Cursor;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tonic::service::interceptor::InterceptedService;
@@ -113,6 +113,8 @@ pub struct Peers {
     reach: Arc<Mutex<Reachability>>,
     tls: Option<TlsMaterial>,
     credential: Credential,
+    /// Vote requests sent: `[pre-votes, votes]`.
+    vote_requests: Arc<[AtomicU64; 2]>,
 }
 
 impl Peers {
@@ -125,7 +127,17 @@ impl Peers {
             reach: Arc::default(),
             tls,
             credential: Credential(secret),
+            vote_requests: Arc::default(),
         }
+    }
+
+    /// Vote requests this node has sent: (pre-votes, votes). A node that cannot win an election
+    /// sends pre-votes and no votes; votes that keep growing mean elections keep happening.
+    pub fn vote_requests_sent(&self) -> (u64, u64) {
+        (
+            self.vote_requests[0].load(Ordering::Relaxed),
+            self.vote_requests[1].load(Ordering::Relaxed),
+        )
     }
 
     /// Whether `addr` answered `AppendStream` with `Unimplemented` less than [`UNARY_FALLBACK`] ago.
@@ -457,10 +469,38 @@ impl RaftNetworkV2<TypeConfig> for PeerConn {
         rpc: VoteRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<VoteResponse<TypeConfig>, RPCError<TypeConfig>> {
+        self.peers.vote_requests[1].fetch_add(1, Ordering::Relaxed);
         self.call(&rpc, option.hard_ttl(), |mut c, r| async move {
             c.vote(r).await
         })
         .await
+    }
+
+    // A peer that cannot be reached answers with an error, which openraft does not count as a
+    // grant: an isolated node never gathers a quorum of pre-votes, so it never raises its term.
+    // A peer of an older release, which knows no pre-vote, is counted as granting (as openraft
+    // does for a network without pre-votes), so that elections go on during a rolling upgrade.
+    async fn pre_vote(
+        &mut self,
+        rpc: VoteRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<TypeConfig>, RPCError<TypeConfig>> {
+        self.peers.vote_requests[0].fetch_add(1, Ordering::Relaxed);
+        let unimplemented = Arc::new(AtomicBool::new(false));
+        let seen = unimplemented.clone();
+        let result = self
+            .call(&rpc, option.hard_ttl(), |mut c, r| async move {
+                let reply = c.pre_vote(r).await;
+                if matches!(&reply, Err(s) if s.code() == tonic::Code::Unimplemented) {
+                    seen.store(true, Ordering::Relaxed);
+                }
+                reply
+            })
+            .await;
+        if unimplemented.load(Ordering::Relaxed) {
+            return Ok(VoteResponse::new(rpc.vote, None, true));
+        }
+        result
     }
 
     async fn full_snapshot(
@@ -654,6 +694,12 @@ mod tests {
             _: tonic::Request<pb::Payload>,
         ) -> Result<tonic::Response<pb::Payload>, tonic::Status> {
             Err(tonic::Status::unimplemented("vote"))
+        }
+        async fn pre_vote(
+            &self,
+            _: tonic::Request<pb::Payload>,
+        ) -> Result<tonic::Response<pb::Payload>, tonic::Status> {
+            Err(tonic::Status::unimplemented("pre_vote"))
         }
         type AppendStreamStream = NoStream;
         async fn append_stream(

@@ -99,6 +99,11 @@ pub struct NodeConfig {
     pub heartbeat_ms: u64,
     /// Election timeout range.
     pub election_timeout_ms: (u64, u64),
+    /// A node whose election timer fires first asks whether a majority would vote for it
+    /// (Pre-Vote), and raises its term only if so: a node cut off from the leader, or from a
+    /// majority, does not disturb a leader the others still hear. (A follower that heard from a
+    /// leader within the election timeout refuses votes either way: openraft's leader lease.)
+    pub pre_vote: bool,
     /// Entries between snapshots (the leader waits four times as long; each node adds up to a
     /// quarter, so that nodes take theirs at different log indexes).
     pub snapshot_every: u64,
@@ -168,6 +173,7 @@ impl NodeConfig {
             cluster_secrets_also_accepted: Vec::new(),
             heartbeat_ms: 100,
             election_timeout_ms: (500, 1_000),
+            pre_vote: true,
             snapshot_every: 20_000,
             logs_kept_after_snapshot: 5_000,
             tick_interval_ms: 20,
@@ -395,6 +401,7 @@ impl RaftNode {
             heartbeat_interval: cfg.heartbeat_ms,
             election_timeout_min: cfg.election_timeout_ms.0,
             election_timeout_max: cfg.election_timeout_ms.1,
+            enable_pre_vote: Some(cfg.pre_vote),
             install_snapshot_timeout: 120_000,
             max_payload_entries: 256,
             snapshot_policy: snapshot_policy(cfg.snapshot_every, cfg.id),
@@ -760,6 +767,11 @@ impl RaftNode {
                     .collect()
             })
             .unwrap_or_default()
+    }
+
+    /// Vote requests this node has sent since it started: (pre-votes, votes).
+    pub fn vote_requests_sent(&self) -> (u64, u64) {
+        self.inner.peers.vote_requests_sent()
     }
 
     /// The longest election timeout: a leader not acknowledged by a quorum for this long has

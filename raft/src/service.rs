@@ -154,6 +154,11 @@ impl RaftService for RaftRpc {
         reply(&self.node.raft.vote(rpc).await)
     }
 
+    async fn pre_vote(&self, req: Request<pb::Payload>) -> Result<Response<pb::Payload>, Status> {
+        let rpc: VoteRequest<TypeConfig> = decode(req.get_ref())?;
+        reply(&self.node.raft.pre_vote(rpc).await)
+    }
+
     async fn install_snapshot(
         &self,
         req: Request<Streaming<pb::SnapshotChunk>>,

@@ -725,3 +725,57 @@ async fn a_leader_whose_clock_is_off_stamps_the_time_the_other_clocks_agree_on()
         c.shutdown().await;
     }
 }
+
+/// A node cut off from every other asks whether it could win (pre-votes) and never raises its
+/// term, so that it cannot unseat a leader the others still follow once it is back; with
+/// pre-vote off it stands for election, at a higher term, again and again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_cut_off_asks_before_it_stands_for_election() {
+    use openraft::async_runtime::WatchReceiver;
+    for pre_vote in [true, false] {
+        let tune: fn(&mut NodeConfig) = if pre_vote {
+            quick
+        } else {
+            |c| {
+                quick(c);
+                c.pre_vote = false;
+            }
+        };
+        let mut c = TestCluster::start(3, tune).await;
+        let leader = c.wait_leader().await;
+        let lone = c.nodes.keys().copied().find(|id| *id != leader).unwrap();
+        let node = c.nodes[&lone].clone();
+        let term = || node.raft().metrics().borrow_watched().current_term;
+        let others: Vec<u64> = c.nodes.keys().copied().filter(|id| *id != lone).collect();
+        for id in others {
+            c.stop_node(id).await;
+        }
+        let (pre_votes, votes) = node.vote_requests_sent();
+        let term_before = term();
+        if pre_vote {
+            wait_for(
+                "three rounds of pre-votes to both peers",
+                Duration::from_secs(20),
+                || {
+                    let sent = node.vote_requests_sent().0 - pre_votes;
+                    async move { sent >= 6 }
+                },
+            )
+            .await;
+            assert_eq!(
+                node.vote_requests_sent().1,
+                votes,
+                "no election was started"
+            );
+            assert_eq!(term(), term_before, "the term did not move");
+        } else {
+            wait_for("three elections", Duration::from_secs(20), || {
+                let sent = node.vote_requests_sent().1 - votes;
+                async move { sent >= 6 }
+            })
+            .await;
+            assert!(term() >= term_before + 3, "each election raised the term");
+        }
+        c.shutdown().await;
+    }
+}

@@ -59,6 +59,8 @@ pub struct StateMachine {
     pub(crate) operator: Option<String>,
     /// Not state: records made by the command being applied so far.
     pub(crate) records_of_command: u32,
+    /// Not state: where a record is encoded for the chain (kept to save an allocation each).
+    pub(crate) record_buf: Vec<u8>,
     /// Not state: the log clock before the entry being applied.
     pub(crate) clock_before_entry: u64,
 }
@@ -127,7 +129,11 @@ impl StateMachine {
                 event,
             };
             self.records_of_command += 1;
-            self.ledger.fold(&r.encode());
+            let mut buf = std::mem::take(&mut self.record_buf);
+            buf.clear();
+            let buf = postcard::to_extend(&r, buf).expect("encoding into a Vec cannot fail");
+            self.ledger.fold(&buf);
+            self.record_buf = buf;
             if let Some(out) = self.ledger_out.as_mut() {
                 out.push(r);
             }
