@@ -402,6 +402,11 @@ impl RaftNode {
             election_timeout_min: cfg.election_timeout_ms.0,
             election_timeout_max: cfg.election_timeout_ms.1,
             enable_pre_vote: Some(cfg.pre_vote),
+            // A leader that restarts stands for election at a higher term instead of resuming
+            // its old one. Resuming is unsafe when a crash loses log entries that were never
+            // synced here but that followers already hold: the leader would write different
+            // entries under the same log ids, which followers take as ones they have.
+            enable_leader_restore: Some(false),
             install_snapshot_timeout: 120_000,
             max_payload_entries: 256,
             snapshot_policy: snapshot_policy(cfg.snapshot_every, cfg.id),

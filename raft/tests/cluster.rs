@@ -779,3 +779,39 @@ async fn a_node_cut_off_asks_before_it_stands_for_election() {
         c.shutdown().await;
     }
 }
+
+fn slow_elections(cfg: &mut NodeConfig) {
+    cfg.heartbeat_ms = 50;
+    cfg.election_timeout_ms = (1_500, 2_000);
+}
+
+/// A leader that restarts, even long before anyone else would stand for election, does not
+/// resume its old term: a crash may have lost entries it had sent but not synced, and in the
+/// old term it would write other entries under their log ids. Leadership moves to a new term.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_leader_does_not_resume_its_old_term() {
+    use openraft::async_runtime::WatchReceiver;
+    let mut c = TestCluster::start(3, slow_elections).await;
+    c.create_room("r").await;
+    let old = c.wait_leader().await;
+    let term_before = c.nodes[&old].raft().metrics().borrow_watched().current_term;
+    c.stop_node(old).await;
+    let restarted = c.start_node(old).await;
+    assert!(
+        !restarted.is_leader(),
+        "the restarted node came back as leader of term {term_before}"
+    );
+    let leader = c.wait_leader_within(Duration::from_secs(30)).await;
+    let term_after = c.nodes[&leader]
+        .raft()
+        .metrics()
+        .borrow_watched()
+        .current_term;
+    assert!(
+        term_after > term_before,
+        "leader {leader} leads term {term_after}, the term before the restart was {term_before}"
+    );
+    c.write_via(&c.nodes[&leader].clone(), join("r", 1)).await;
+    c.wait_converged().await;
+    c.shutdown().await;
+}

@@ -112,8 +112,12 @@ impl TestCluster {
     }
 
     pub async fn wait_leader(&self) -> u64 {
+        self.wait_leader_within(Duration::from_secs(10)).await
+    }
+
+    pub async fn wait_leader_within(&self, timeout: Duration) -> u64 {
         let mut leader = 0;
-        wait_for("a leader", Duration::from_secs(10), || {
+        wait_for("a leader", timeout, || {
             let l = self
                 .nodes
                 .values()
