@@ -122,6 +122,16 @@ impl Forwarder {
         *self.current.lock().await = None;
     }
 
+    /// Drops the current stream and answers every batch sent on it and still unanswered now,
+    /// as indeterminate (each may have been applied): the leader has gone silent, and the
+    /// answers may never come.
+    pub(crate) async fn abandon(&self, why: &str) {
+        let Some(stream) = self.current.lock().await.take() else {
+            return;
+        };
+        fail_unanswered(&stream.replies, stream.leader, why);
+    }
+
     async fn stream(
         &self,
         peers: &Peers,
@@ -195,6 +205,11 @@ async fn read_replies(
             );
         }
     }
+    fail_unanswered(&replies, leader, "ended");
+}
+
+/// Ends `replies`: what was sent to `leader` and not answered is indeterminate.
+fn fail_unanswered(replies: &Replies, leader: u64, why: &str) {
     let unanswered = replies
         .pending
         .lock()
@@ -204,7 +219,7 @@ async fn read_replies(
     for (_, sent) in unanswered {
         fail_all(
             sent.waiters,
-            ClusterError::Indeterminate(format!("the forwarding stream to node {leader} ended")),
+            ClusterError::Indeterminate(format!("the forwarding stream to node {leader} {why}")),
         );
     }
 }

@@ -18,6 +18,7 @@ pub mod clock;
 pub mod codec;
 pub mod error;
 mod forward;
+mod leader_contact;
 pub mod ledger_store;
 pub mod listener;
 pub mod log_store;

@@ -16,6 +16,7 @@ use crate::auth::{ClusterSecret, Gatekeeper};
 use crate::clock::{ClusterClock, WallClock};
 use crate::error::ClusterError;
 use crate::forward::Forwarder;
+use crate::leader_contact::LeaderContact;
 use crate::ledger_store::{LedgerPage, LedgerQuery, LedgerStore};
 use crate::log_store::{open_db, LogStore};
 use crate::metrics::LatencyHistogram;
@@ -24,7 +25,7 @@ use crate::pb;
 use crate::pb::raft_service_server::RaftServiceServer;
 use crate::service::{RaftRpc, MESSAGE_BYTES_MAX};
 use crate::sm_store::{SmState, SmStore, SnapshotDeferral};
-use crate::types::{NodeAddr, Raft, Request, TypeConfig};
+use crate::types::{NodeAddr, Raft, Request, TypeConfig, Vote};
 use crate::{codec, snapshot_policy};
 use openraft::async_runtime::WatchReceiver;
 use openraft::errors::{ClientWriteError, RaftError};
@@ -297,6 +298,8 @@ pub struct NodeInner {
     /// Node-to-node connections closed at once because their address had too many open.
     pub connections_refused: Arc<AtomicU64>,
     forwarder: Forwarder,
+    /// When the leader was last heard from (a follower cut off from it refuses at once).
+    leader_contact: LeaderContact,
     pub(crate) cancel: CancellationToken,
     /// Set with the reason when the Raft core stops without [`RaftNode::shutdown`].
     stopped: tokio::sync::watch::Sender<Option<String>>,
@@ -458,6 +461,7 @@ impl RaftNode {
             auth_refused: gatekeeper.refused.clone(),
             connections_refused: gate.refused.clone(),
             forwarder: Forwarder::default(),
+            leader_contact: LeaderContact::new(),
             cancel: CancellationToken::new(),
             stopped: tokio::sync::watch::Sender::new(None),
             cfg: cfg.clone(),
@@ -1118,9 +1122,12 @@ impl NodeInner {
                 Ok(Ok(r)) => r,
             };
             match result {
-                // Not appended anywhere: safe to try again once a leader is known.
+                // Not appended anywhere: safe to try again once a leader is known, unless this
+                // node is cut off from the one it follows (then the client had better try
+                // another node now than wait here).
                 Err(ClusterError::NoLeader)
-                    if tokio::time::Instant::now() + Duration::from_millis(50) < deadline =>
+                    if tokio::time::Instant::now() + Duration::from_millis(50) < deadline
+                        && !self.cut_off_from_leader() =>
                 {
                     let mut m = self.raft.metrics();
                     let _ = tokio::time::timeout(Duration::from_millis(50), m.changed()).await;
@@ -1259,9 +1266,41 @@ impl NodeInner {
         results
     }
 
+    /// A message came from an elected leader holding `vote`: if it is not behind this node's
+    /// vote, that leader is live as far as this node can tell.
+    pub(crate) fn heard_from_leader(&self, vote: &Vote) {
+        if !vote.is_committed() {
+            return;
+        }
+        let current = self.raft.metrics().borrow_watched().vote;
+        if *vote >= current {
+            self.leader_contact.heard(vote.leader_id().node_id);
+        }
+    }
+
+    /// Is this a follower whose leader has been silent for longer than an election timeout?
+    /// (Cut off from it by a partition the rest of the cluster does not share, typically:
+    /// Pre-Vote and the others' leader lease keep it from electing anyone else.)
+    fn cut_off_from_leader(&self) -> bool {
+        let leader = self.raft.metrics().borrow_watched().current_leader;
+        leader.is_some_and(|l| self.gone_silent(l))
+    }
+
+    fn gone_silent(&self, leader: u64) -> bool {
+        leader != self.id
+            && self.leader_contact.silence(leader)
+                > Duration::from_millis(self.cfg.election_timeout_ms.1)
+    }
+
+    /// The leader to send writes and read-index requests to: `NoLeader` if none is known, or if
+    /// it has been silent for longer than an election timeout (a request would wait for a
+    /// connection that does not come).
     fn leader_addr(&self) -> Result<(u64, String), ClusterError> {
         let m = self.raft.metrics().borrow_watched().clone();
         let leader = m.current_leader.ok_or(ClusterError::NoLeader)?;
+        if self.gone_silent(leader) {
+            return Err(ClusterError::NoLeader);
+        }
         let addr = m
             .membership_config
             .membership()
@@ -1275,16 +1314,29 @@ impl NodeInner {
     async fn forward(&self, cmds: Vec<Command>, txs: Vec<Waiter>, slot: OwnedSemaphorePermit) {
         let (leader, addr) = match self.leader_addr() {
             Ok(l) => l,
-            Err(e) => return fail_all(txs, e),
+            Err(e) => {
+                if self.cut_off_from_leader() {
+                    self.forwarder
+                        .abandon("went silent for longer than an election timeout")
+                        .await;
+                }
+                return fail_all(txs, e);
+            }
         };
         if leader == self.id {
             return fail_all(txs, ClusterError::NoLeader);
         }
+        // A live leader opens a stream well within an election timeout; one that does not is
+        // as good as gone (and the write, never sent, is retried).
+        let open_timeout = self
+            .cfg
+            .request_timeout
+            .min(Duration::from_millis(self.cfg.election_timeout_ms.1));
         self.forwarder
             .send(
                 &self.peers,
                 (leader, &addr),
-                self.cfg.request_timeout,
+                open_timeout,
                 &self.forward_latency,
                 cmds,
                 txs,

@@ -113,6 +113,7 @@ impl RaftService for RaftRpc {
         req: Request<pb::Payload>,
     ) -> Result<Response<pb::Payload>, Status> {
         let rpc: AppendEntriesRequest<TypeConfig> = decode(req.get_ref())?;
+        self.node.heard_from_leader(&rpc.vote);
         reply(&self.node.raft.append_entries(rpc).await)
     }
 
@@ -124,10 +125,14 @@ impl RaftService for RaftRpc {
     ) -> Result<Response<Self::AppendStreamStream>, Status> {
         // A request that fails to arrive or to decode ends the input; openraft then answers what
         // came before it and ends the output, which the leader sees end short of its requests.
-        let input = futures::StreamExt::scan(req.into_inner(), (), |_, m| {
+        let node = self.node.clone();
+        let input = futures::StreamExt::scan(req.into_inner(), (), move |_, m| {
             let rpc = match m {
                 Ok(p) => match decode::<AppendEntriesRequest<TypeConfig>>(&p) {
-                    Ok(rpc) => Some(rpc),
+                    Ok(rpc) => {
+                        node.heard_from_leader(&rpc.vote);
+                        Some(rpc)
+                    }
                     Err(e) => {
                         tracing::warn!(error = %e, "undecodable append request; ending the stream");
                         None
