@@ -299,6 +299,8 @@ pub struct Db {
     auth: AuthMaterial,
     /// `sluice-lazyfs`, when the data directories are mounted on it.
     lazyfs: Option<PathBuf>,
+    /// `[raft] pre_vote` of every node.
+    pre_vote: bool,
 }
 
 /// Finds the `sluice` binary next to this executable (target/<profile>/).
@@ -333,7 +335,7 @@ impl Db {
     /// Creates `n` nodes (ids 1..=n), node 1 bootstrapping the cluster, and waits until ready.
     /// `snapshots` are each node's `snapshot_every` and `logs_kept_after_snapshot`; `auth` how
     /// they authenticate each other; with `lazyfs` every data directory is a mount of
-    /// `sluice-lazyfs` (needs root and /dev/fuse).
+    /// `sluice-lazyfs` (needs root and /dev/fuse); `pre_vote` is every node's `[raft] pre_vote`.
     pub async fn start(
         net: Net,
         dir: PathBuf,
@@ -341,6 +343,7 @@ impl Db {
         snapshots: (u64, u64),
         auth: NodeAuth,
         lazyfs: bool,
+        pre_vote: bool,
     ) -> Result<Self> {
         std::fs::create_dir_all(&dir)?;
         let faketime = std::path::Path::new(LIBFAKETIME).exists();
@@ -364,6 +367,7 @@ impl Db {
             snapshots,
             auth: AuthMaterial::new(auth)?,
             lazyfs,
+            pre_vote,
         };
         let peers: Vec<u64> = (1..=n).collect();
         for id in 1..=n {
@@ -396,12 +400,15 @@ bootstrap = {bootstrap}\nadmin_token = \"{TOKEN}\"\n\n{peer_text}\
 [tokens]\nticket_keys = [{{ id = \"{kid}\", secret = \"{secret}\" }}]\njwt_seed = \"amVwc2VuLWp3dC1zZWVkLW9mLTMyLWJ5dGVzLW9rISE=\"\n{cluster_secret}draw_secret = \"{draw_secret}\"\n\n\
 [limits]\nvisitor_requests_per_second = 100000\nvisitor_burst = 100000\nrequest_timeout_ms = 5000\n\n\
 [raft]\nheartbeat_ms = 100\nelection_timeout_min_ms = 600\nelection_timeout_max_ms = 1200\n\
-snapshot_every = {every}\nlogs_kept_after_snapshot = {kept}\n{tls}",
+{pre_vote}snapshot_every = {every}\nlogs_kept_after_snapshot = {kept}\n{tls}",
             data = self.dir.join(format!("n{id}")).display(),
             every = self.snapshots.0,
             kept = self.snapshots.1,
             kid = crate::ticket::KEY_ID,
             draw_secret = self.auth.secret,
+            // Written only when off: on is the nodes' default, and a `sluice` from before the
+            // setting (`SLUICE_BIN`) refuses a configuration that names it.
+            pre_vote = if self.pre_vote { "" } else { "pre_vote = false\n" },
         );
         let config = self.dir.join(format!("n{id}.toml"));
         std::fs::write(&config, text)?;

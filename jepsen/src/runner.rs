@@ -4,6 +4,7 @@
 use crate::checker::{self, LogEntry, Verdict};
 use crate::db::Db;
 use crate::history::{to_jsonl, History, Kind};
+use crate::liveness::{self, FaultWindow, Liveness};
 use crate::nemesis::{Fault, Nemesis};
 use crate::net::Net;
 use crate::ticket::{mint, value_of};
@@ -49,6 +50,14 @@ pub struct Spec {
     /// measure what it costs); runs with `kill-lose-unsynced` always do.
     #[serde(default)]
     pub lazyfs: bool,
+    /// `[raft] pre_vote` of every node: a node asks whether a majority would vote for it before
+    /// it stands for election.
+    #[serde(default = "yes")]
+    pub pre_vote: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl Spec {
@@ -91,6 +100,12 @@ pub struct Summary {
     /// Node-to-node authentication: `secret` or `tls`.
     #[serde(default)]
     pub auth: String,
+    /// Whether the nodes ran with Pre-Vote.
+    #[serde(default = "yes")]
+    pub pre_vote: bool,
+    /// Acknowledged writes while healthy and under each fault.
+    #[serde(default)]
+    pub liveness: Liveness,
 }
 
 /// Lines holding `what` in the node logs (`n*.log`) under `dir`.
@@ -106,7 +121,7 @@ fn count_in_node_logs(dir: &std::path::Path, what: &str) -> u64 {
         .sum()
 }
 
-fn net_params(name: &str) -> (String, String) {
+pub(crate) fn net_params(name: &str) -> (String, String) {
     // A prefix and subnet unique to this process and run, so stale state never collides.
     let pid = std::process::id() % 1000;
     let h = name
@@ -133,6 +148,7 @@ pub async fn run(spec: &Spec) -> Result<Summary> {
         spec.workload.snapshots(),
         spec.auth,
         spec.on_lazyfs(),
+        spec.pre_vote,
     )
     .await?;
     for (room, config) in spec.workload.rooms() {
@@ -189,16 +205,28 @@ pub async fn run(spec: &Spec) -> Result<Summary> {
         spec.seed,
     ));
     let mut nemesis = Nemesis::new(ChaCha8Rng::seed_from_u64(spec.seed), spec.faults.clone());
+    let mut windows = Vec::new();
     while Instant::now() + spec.quiet + spec.fault_hold < ctx.deadline {
         tokio::time::sleep(spec.quiet).await;
         let at = started.elapsed().as_millis() as u64;
-        let desc = nemesis
-            .step(&mut db, spec.fault_hold)
-            .await
-            .unwrap_or_else(|e| format!("fault failed: {e}"));
+        let desc = match nemesis.step(&mut db, spec.fault_hold, &history).await {
+            Ok(step) => {
+                if let Some((start_ns, heal_ns)) = step.window {
+                    windows.push(FaultWindow {
+                        desc: step.desc.clone(),
+                        start_ns,
+                        heal_ns,
+                        leader: step.leader,
+                    });
+                }
+                step.desc
+            }
+            Err(e) => format!("fault failed: {e}"),
+        };
         nemesis.log.push((at, desc));
     }
     clients.await.context("workload")?;
+    let workload_end = history.now();
     let healed = async {
         db.heal_all().await?;
         db.wait_ready(Duration::from_secs(60)).await
@@ -298,6 +326,7 @@ pub async fn run(spec: &Spec) -> Result<Summary> {
         }
     }
     let events = history.events();
+    let liveness = liveness::liveness(&events, &windows, workload_end);
     std::fs::write(spec.out.join("history.jsonl"), to_jsonl(&events))?;
     std::fs::write(
         spec.out.join("nemesis.log"),
@@ -327,6 +356,8 @@ pub async fn run(spec: &Spec) -> Result<Summary> {
         seconds: started.elapsed().as_secs_f64(),
         snapshots_installed: count_in_node_logs(&spec.out.join("nodes"), "snapshot installed"),
         auth: spec.auth.name().to_string(),
+        pre_vote: spec.pre_vote,
+        liveness,
     };
     std::fs::write(
         spec.out.join("summary.json"),

@@ -62,6 +62,7 @@ async fn smoke(test: &str, workload: Workload, faults: Vec<Fault>, auth: NodeAut
         out: dir.path().to_path_buf(),
         auth,
         lazyfs: false,
+        pre_vote: true,
     };
     let summary = run(&spec).await.expect("the run completes");
     let keep = std::env::var("SLUICE_SMOKE_KEEP").is_ok();
