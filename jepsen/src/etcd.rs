@@ -10,7 +10,7 @@
 
 use crate::bench::{etcd_member_args, wait_etcd_up};
 use crate::history::{to_jsonl, History, Kind};
-use crate::liveness::{self, FaultWindow, Liveness};
+use crate::liveness::{self, Liveness};
 use crate::nemesis::{Fault, Nemesis};
 use crate::net::Net;
 use crate::pb::etcd::{kv_client::KvClient, maintenance_client::MaintenanceClient};
@@ -265,17 +265,7 @@ pub async fn run(spec: &EtcdSpec) -> Result<EtcdSummary> {
             .step_net(&mut members.net, &ids, l, spec.fault_hold, &history)
             .await
         {
-            Ok(step) => {
-                if let Some((start_ns, heal_ns)) = step.window {
-                    windows.push(FaultWindow {
-                        desc: step.desc.clone(),
-                        start_ns,
-                        heal_ns,
-                        leader: step.leader,
-                    });
-                }
-                step.desc
-            }
+            Ok(step) => step.record(&mut windows),
             Err(e) => format!("fault failed: {e}"),
         };
         nemesis.log.push((at, desc));

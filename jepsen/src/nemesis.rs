@@ -110,6 +110,19 @@ impl Step {
             leader: None,
         }
     }
+
+    /// Adds its fault's window, if it injected one, to `windows`; returns the nemesis log's line.
+    pub fn record(self, windows: &mut Vec<crate::liveness::FaultWindow>) -> String {
+        if let Some((start_ns, heal_ns)) = self.window {
+            windows.push(crate::liveness::FaultWindow {
+                desc: self.desc.clone(),
+                start_ns,
+                heal_ns,
+                leader: self.leader,
+            });
+        }
+        self.desc
+    }
 }
 
 /// `target` alone, every other member together: `isolate-one` and `isolate-leader`.

@@ -4,7 +4,7 @@
 use crate::checker::{self, LogEntry, Verdict};
 use crate::db::Db;
 use crate::history::{to_jsonl, History, Kind};
-use crate::liveness::{self, FaultWindow, Liveness};
+use crate::liveness::{self, Liveness};
 use crate::nemesis::{Fault, Nemesis};
 use crate::net::Net;
 use crate::ticket::{mint, value_of};
@@ -210,17 +210,7 @@ pub async fn run(spec: &Spec) -> Result<Summary> {
         tokio::time::sleep(spec.quiet).await;
         let at = started.elapsed().as_millis() as u64;
         let desc = match nemesis.step(&mut db, spec.fault_hold, &history).await {
-            Ok(step) => {
-                if let Some((start_ns, heal_ns)) = step.window {
-                    windows.push(FaultWindow {
-                        desc: step.desc.clone(),
-                        start_ns,
-                        heal_ns,
-                        leader: step.leader,
-                    });
-                }
-                step.desc
-            }
+            Ok(step) => step.record(&mut windows),
             Err(e) => format!("fault failed: {e}"),
         };
         nemesis.log.push((at, desc));
