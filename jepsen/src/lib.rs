@@ -32,6 +32,7 @@ pub mod lazyfs;
 pub mod liveness;
 pub mod nemesis;
 pub mod net;
+pub mod proxy;
 pub mod runner;
 pub mod ticket;
 pub mod workload;

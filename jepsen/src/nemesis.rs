@@ -3,6 +3,7 @@
 use crate::db::Db;
 use crate::history::History;
 use crate::net::Net;
+use crate::proxy::{Impairments, Link};
 use anyhow::Result;
 use rand_chacha::ChaCha8Rng;
 use rand_core::RngCore;
@@ -41,11 +42,20 @@ pub enum Fault {
     Clock,
     /// Remove a voter, add a new node as learner, promote it.
     Membership,
+    /// One pair of nodes slow both ways: 50–250 ms of delay with up to half as much jitter.
+    SlowLink,
+    /// Every link of the leader slow both ways: 30–130 ms of delay with jitter, 256 KiB/s.
+    SlowLeader,
+    /// One direction between two nodes cut, the other intact (from the leader half the time).
+    OneWay,
+    /// Every link in bursts (1 s on, 1 s off) of 20–40 % lost segments, each holding its
+    /// stream 200–600 ms, and 0–50 ms of jitter.
+    Flaky,
 }
 
 impl Fault {
     /// Every fault.
-    pub const ALL: [Fault; 13] = [
+    pub const ALL: [Fault; 17] = [
         Fault::IsolateOne,
         Fault::IsolateLeader,
         Fault::MajorityMinority,
@@ -59,7 +69,19 @@ impl Fault {
         Fault::Pause,
         Fault::Clock,
         Fault::Membership,
+        Fault::SlowLink,
+        Fault::SlowLeader,
+        Fault::OneWay,
+        Fault::Flaky,
     ];
+
+    /// Is it made by the link proxy (so that a run with it routes node-to-node traffic there)?
+    pub fn is_link(self) -> bool {
+        matches!(
+            self,
+            Fault::SlowLink | Fault::SlowLeader | Fault::OneWay | Fault::Flaky
+        )
+    }
 
     /// Parses a kebab-case name.
     pub fn parse(s: &str) -> Option<Fault> {
@@ -321,6 +343,27 @@ impl Nemesis {
         if let Some(plan) = Plan::of(fault, &members, leader, random, &shuffled) {
             return plan.hold(&mut db.net, hold, clock, leader).await;
         }
+        if fault.is_link() {
+            let Some(proxy) = db.proxy.as_ref() else {
+                tokio::time::sleep(hold).await;
+                return Ok(Step::none(format!(
+                    "{} skipped: node-to-node traffic does not go through the link proxy",
+                    fault.name()
+                )));
+            };
+            let (desc, links) = self.links_of(fault, &members, leader, &shuffled);
+            let start = clock.now();
+            for ((from, to), link) in links {
+                proxy.set(from, to, link);
+            }
+            tokio::time::sleep(hold).await;
+            proxy.heal();
+            return Ok(Step {
+                desc,
+                window: Some((start, clock.now())),
+                leader,
+            });
+        }
         let start;
         let desc = match fault {
             Fault::IsolateOne
@@ -328,6 +371,9 @@ impl Nemesis {
             | Fault::MajorityMinority
             | Fault::Bridge
             | Fault::MajoritiesRing => unreachable!("partitions are planned above"),
+            Fault::SlowLink | Fault::SlowLeader | Fault::OneWay | Fault::Flaky => {
+                unreachable!("link faults are made above")
+            }
             Fault::Loss => {
                 let pct = 10 + below(&mut self.rng, 30) as u8;
                 start = clock.now();
@@ -506,6 +552,88 @@ impl Nemesis {
         })
     }
 
+    /// The links a link fault impairs, each direction on its own, drawn from the schedule, and
+    /// the nemesis log's line. `shuffled` holds every member, in a random order.
+    pub fn links_of(
+        &mut self,
+        fault: Fault,
+        members: &[u64],
+        leader: Option<u64>,
+        shuffled: &[u64],
+    ) -> (String, Impairments) {
+        let ms = Duration::from_millis;
+        let both = |a: u64, b: u64, l: &Link| vec![((a, b), l.clone()), ((b, a), l.clone())];
+        match fault {
+            Fault::SlowLink => {
+                let (a, b) = (shuffled[0], shuffled[1]);
+                let delay = 50 + below(&mut self.rng, 201);
+                let link = Link {
+                    delay: ms(delay),
+                    jitter: ms(delay / 2),
+                    ..Link::default()
+                };
+                let desc = format!(
+                    "slow-link {a}<->{b} delay {delay} ms jitter {} ms",
+                    delay / 2
+                );
+                (desc, both(a, b, &link))
+            }
+            Fault::SlowLeader => {
+                let l = leader.unwrap_or(shuffled[0]);
+                let delay = 30 + below(&mut self.rng, 101);
+                let link = Link {
+                    delay: ms(delay),
+                    jitter: ms(delay / 2),
+                    bytes_per_sec: Some(256 * 1024),
+                    ..Link::default()
+                };
+                let links = members
+                    .iter()
+                    .filter(|&&m| m != l)
+                    .flat_map(|&m| both(l, m, &link))
+                    .collect();
+                let desc = format!("slow-leader node {l}: delay {delay} ms, 256 KiB/s, every link");
+                (desc, links)
+            }
+            Fault::OneWay => {
+                let from_leader = below(&mut self.rng, 2) == 0;
+                let (a, b) = match leader {
+                    Some(l) if from_leader => {
+                        let b = shuffled.iter().copied().find(|&m| m != l);
+                        (l, b.unwrap_or(l))
+                    }
+                    _ => (shuffled[0], shuffled[1]),
+                };
+                let link = Link {
+                    cut: true,
+                    ..Link::default()
+                };
+                (format!("one-way {a}->{b} cut"), vec![((a, b), link)])
+            }
+            _ => {
+                let loss = 20 + below(&mut self.rng, 21) as u8;
+                let stall = 200 + below(&mut self.rng, 401);
+                let link = Link {
+                    jitter: ms(50),
+                    loss_percent: loss,
+                    loss_stall: ms(stall),
+                    bursts: Some((Duration::from_secs(1), Duration::from_secs(1))),
+                    ..Link::default()
+                };
+                let mut links = Vec::new();
+                for (i, &a) in members.iter().enumerate() {
+                    for &b in &members[i + 1..] {
+                        links.extend(both(a, b, &link));
+                    }
+                }
+                let desc = format!(
+                    "flaky every link: bursts of 1 s every 2 s, {loss}% of segments held {stall} ms, 50 ms jitter"
+                );
+                (desc, links)
+            }
+        }
+    }
+
     /// One fault of the schedule on a cluster of another system (etcd) on `net`: the same
     /// draws, and for a partition the same cut, as [`Nemesis::step`] makes for Sluice with the
     /// same seed, members and leader. Faults other than partitions are skipped (and say so).
@@ -554,6 +682,47 @@ mod tests {
                     .collect()
             })
             .collect()
+    }
+
+    #[test]
+    fn link_faults_impair_what_they_name_and_nothing_else() {
+        let members = [1, 2, 3, 4, 5];
+        let shuffled = [3, 5, 1, 2, 4];
+        let mut n = Nemesis::new(ChaCha8Rng::seed_from_u64(1), vec![]);
+        let keys = |links: &[((u64, u64), Link)]| -> BTreeSet<(u64, u64)> {
+            links.iter().map(|(k, _)| *k).collect()
+        };
+
+        let (desc, links) = n.links_of(Fault::SlowLink, &members, Some(1), &shuffled);
+        assert_eq!(keys(&links), BTreeSet::from([(3, 5), (5, 3)]), "{desc}");
+        let delay = links[0].1.delay;
+        assert!(delay >= Duration::from_millis(50) && delay <= Duration::from_millis(250));
+        assert!(!links[0].1.cut);
+
+        let (desc, links) = n.links_of(Fault::SlowLeader, &members, Some(2), &shuffled);
+        let expect: BTreeSet<(u64, u64)> = [1, 3, 4, 5]
+            .iter()
+            .flat_map(|&m| [(2, m), (m, 2)])
+            .collect();
+        assert_eq!(keys(&links), expect, "{desc}");
+        assert!(links
+            .iter()
+            .all(|(_, l)| l.bytes_per_sec == Some(256 * 1024)));
+
+        // One direction only, from the leader or from the first shuffled member.
+        for _ in 0..20 {
+            let (desc, links) = n.links_of(Fault::OneWay, &members, Some(2), &shuffled);
+            assert_eq!(links.len(), 1, "{desc}");
+            let ((a, b), l) = &links[0];
+            assert!(l.cut && a != b);
+            assert!(*a == 2 || (*a, *b) == (3, 5), "{desc}");
+        }
+
+        let (desc, links) = n.links_of(Fault::Flaky, &members, None, &shuffled);
+        assert_eq!(links.len(), 20, "every ordered pair: {desc}");
+        assert!(links
+            .iter()
+            .all(|(_, l)| (20..=40).contains(&l.loss_percent) && l.bursts.is_some() && !l.cut));
     }
 
     #[test]

@@ -54,6 +54,10 @@ pub struct Spec {
     /// it stands for election.
     #[serde(default = "yes")]
     pub pre_vote: bool,
+    /// Send node-to-node traffic through the link proxy even if no fault needs it (to measure
+    /// what it costs); runs with link faults always do.
+    #[serde(default)]
+    pub proxy: bool,
 }
 
 fn yes() -> bool {
@@ -64,6 +68,11 @@ impl Spec {
     /// Whether the nodes' data directories are mounts of `sluice-lazyfs`.
     pub fn on_lazyfs(&self) -> bool {
         self.lazyfs || self.faults.contains(&Fault::KillLoseUnsynced)
+    }
+
+    /// Whether node-to-node traffic goes through the link proxy.
+    pub fn on_proxy(&self) -> bool {
+        self.proxy || self.faults.iter().any(|f| f.is_link())
     }
 }
 
@@ -141,16 +150,14 @@ pub async fn run(spec: &Spec) -> Result<Summary> {
     let (prefix, subnet) = net_params(&spec.name);
     let net = Net::create(&prefix, &subnet)
         .context("creating the test network (needs root, iproute2, nftables)")?;
-    let mut db = Db::start(
-        net,
-        spec.out.join("nodes"),
-        spec.nodes,
-        spec.workload.snapshots(),
-        spec.auth,
-        spec.on_lazyfs(),
-        spec.pre_vote,
-    )
-    .await?;
+    let opts = crate::db::Options {
+        snapshots: spec.workload.snapshots(),
+        auth: spec.auth,
+        lazyfs: spec.on_lazyfs(),
+        pre_vote: spec.pre_vote,
+        link_proxy: spec.on_proxy().then_some(spec.seed),
+    };
+    let mut db = Db::start(net, spec.out.join("nodes"), spec.nodes, opts).await?;
     for (room, config) in spec.workload.rooms() {
         db.admin_any(
             reqwest::Method::PUT,

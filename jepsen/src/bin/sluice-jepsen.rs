@@ -56,6 +56,10 @@ enum Cmd {
         /// (to measure what it costs; `kill-lose-unsynced` always mounts them).
         #[arg(long)]
         lazyfs: bool,
+        /// Send node-to-node traffic through the link proxy even if no fault needs it (to
+        /// measure what it costs; the link faults always do).
+        #[arg(long)]
+        proxy: bool,
         /// The nodes' `[raft] pre_vote`: `on` (their default) or `off`.
         #[arg(long, default_value = "on")]
         pre_vote: String,
@@ -176,6 +180,7 @@ fn spec(
         auth: NodeAuth::Secret,
         lazyfs: false,
         pre_vote: true,
+        proxy: false,
     }
 }
 
@@ -300,6 +305,7 @@ async fn main() -> Result<()> {
             out,
             auth,
             lazyfs,
+            proxy,
             pre_vote,
             hold,
             quiet,
@@ -317,6 +323,7 @@ async fn main() -> Result<()> {
             );
             s.workers = workers;
             s.lazyfs = lazyfs;
+            s.proxy = proxy;
             s.pre_vote = on_off("--pre-vote", &pre_vote)?;
             s.fault_hold = Duration::from_secs(hold);
             s.quiet = Duration::from_secs(quiet);
