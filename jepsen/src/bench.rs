@@ -513,6 +513,73 @@ impl Drop for SluiceCluster {
     }
 }
 
+/// The arguments of one member of a new etcd cluster: its name and data directory, the URLs it
+/// serves clients and peers on (and advertises), and the whole initial cluster
+/// (`name=peer-url,...`) with its token.
+pub(crate) fn etcd_member_args(
+    cmd: &mut Command,
+    name: &str,
+    data_dir: &Path,
+    client_url: &str,
+    peer_url: &str,
+    initial_cluster: &str,
+    token: &str,
+) {
+    cmd.args(["--name", name, "--data-dir"])
+        .arg(data_dir)
+        .args([
+            "--listen-client-urls",
+            client_url,
+            "--advertise-client-urls",
+            client_url,
+        ])
+        .args([
+            "--listen-peer-urls",
+            peer_url,
+            "--initial-advertise-peer-urls",
+            peer_url,
+        ])
+        .args([
+            "--initial-cluster",
+            initial_cluster,
+            "--initial-cluster-state",
+            "new",
+            "--initial-cluster-token",
+            token,
+        ]);
+}
+
+/// Waits until a put through every endpoint succeeds.
+pub(crate) async fn wait_etcd_up(endpoints: &[String], timeout: Duration) -> Result<()> {
+    let deadline = Instant::now() + timeout;
+    for ep in endpoints {
+        loop {
+            let ok = async {
+                let mut kv = pb::etcd::kv_client::KvClient::connect(ep.clone())
+                    .await
+                    .ok()?;
+                kv.put(pb::etcd::PutRequest {
+                    key: b"ping".to_vec(),
+                    value: b"1".to_vec(),
+                    lease: 0,
+                })
+                .await
+                .ok()
+            }
+            .await
+            .is_some();
+            if ok {
+                break;
+            }
+            if Instant::now() > deadline {
+                bail!("etcd at {ep} did not come up");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    Ok(())
+}
+
 /// A 3-member etcd cluster (Debian's `etcd-server`, fsync on) on loopback.
 #[derive(Debug)]
 pub struct EtcdCluster {
@@ -534,29 +601,17 @@ impl EtcdCluster {
         let mut endpoints = Vec::new();
         for (i, (c, p)) in ports.iter().enumerate() {
             let log = std::fs::File::create(dir.join(format!("etcd{i}.log")))?;
-            let child = Command::new("etcd")
-                .args(["--name", &format!("e{i}"), "--data-dir"])
-                .arg(dir.join(format!("etcd{i}")))
-                .args([
-                    "--listen-client-urls",
-                    &format!("http://127.0.0.1:{c}"),
-                    "--advertise-client-urls",
-                    &format!("http://127.0.0.1:{c}"),
-                ])
-                .args([
-                    "--listen-peer-urls",
-                    &format!("http://127.0.0.1:{p}"),
-                    "--initial-advertise-peer-urls",
-                    &format!("http://127.0.0.1:{p}"),
-                ])
-                .args([
-                    "--initial-cluster",
-                    &initial.join(","),
-                    "--initial-cluster-state",
-                    "new",
-                    "--initial-cluster-token",
-                    "sluice-bench",
-                ])
+            let mut cmd = Command::new("etcd");
+            etcd_member_args(
+                &mut cmd,
+                &format!("e{i}"),
+                &dir.join(format!("etcd{i}")),
+                &format!("http://127.0.0.1:{c}"),
+                &format!("http://127.0.0.1:{p}"),
+                &initial.join(","),
+                "sluice-bench",
+            );
+            let child = cmd
                 .args([
                     "--log-level",
                     "error",
@@ -574,32 +629,7 @@ impl EtcdCluster {
             endpoints,
             children,
         };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        for ep in &e.endpoints {
-            loop {
-                let ok = async {
-                    let mut kv = pb::etcd::kv_client::KvClient::connect(ep.clone())
-                        .await
-                        .ok()?;
-                    kv.put(pb::etcd::PutRequest {
-                        key: b"ping".to_vec(),
-                        value: b"1".to_vec(),
-                        lease: 0,
-                    })
-                    .await
-                    .ok()
-                }
-                .await
-                .is_some();
-                if ok {
-                    break;
-                }
-                if Instant::now() > deadline {
-                    bail!("etcd at {ep} did not come up");
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
+        wait_etcd_up(&e.endpoints, Duration::from_secs(60)).await?;
         Ok(e)
     }
 }

@@ -5,6 +5,7 @@
 
 use crate::lazyfs::CrashReport;
 use crate::net::Net;
+use crate::proxy::Proxy;
 use anyhow::{bail, Context, Result};
 use base64::Engine;
 use nix::sys::signal::{kill, Signal};
@@ -299,7 +300,30 @@ pub struct Db {
     auth: AuthMaterial,
     /// `sluice-lazyfs`, when the data directories are mounted on it.
     lazyfs: Option<PathBuf>,
+    /// `[raft] pre_vote` of every node.
+    pre_vote: bool,
+    /// The link proxy every node-to-node connection goes through, when the run has link faults.
+    pub proxy: Option<Proxy>,
 }
+
+/// How the nodes of a test are set up.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    /// Every node's `[raft] snapshot_every` and `logs_kept_after_snapshot`.
+    pub snapshots: (u64, u64),
+    /// How the nodes authenticate each other.
+    pub auth: NodeAuth,
+    /// Every data directory a mount of `sluice-lazyfs` (needs root and /dev/fuse).
+    pub lazyfs: bool,
+    /// Every node's `[raft] pre_vote`.
+    pub pre_vote: bool,
+    /// Node-to-node connections through the link proxy ([`crate::proxy`]), whose jitter and
+    /// losses are drawn from this seed.
+    pub link_proxy: Option<u64>,
+}
+
+/// The port every node's node-to-node service listens on.
+pub const RAFT_PORT: u16 = 7000;
 
 /// Finds the `sluice` binary next to this executable (target/<profile>/).
 pub fn find_sluice() -> Result<PathBuf> {
@@ -331,20 +355,10 @@ fn find_binary(name: &str, env: &str) -> Result<PathBuf> {
 
 impl Db {
     /// Creates `n` nodes (ids 1..=n), node 1 bootstrapping the cluster, and waits until ready.
-    /// `snapshots` are each node's `snapshot_every` and `logs_kept_after_snapshot`; `auth` how
-    /// they authenticate each other; with `lazyfs` every data directory is a mount of
-    /// `sluice-lazyfs` (needs root and /dev/fuse).
-    pub async fn start(
-        net: Net,
-        dir: PathBuf,
-        n: u64,
-        snapshots: (u64, u64),
-        auth: NodeAuth,
-        lazyfs: bool,
-    ) -> Result<Self> {
+    pub async fn start(net: Net, dir: PathBuf, n: u64, opts: Options) -> Result<Self> {
         std::fs::create_dir_all(&dir)?;
         let faketime = std::path::Path::new(LIBFAKETIME).exists();
-        let lazyfs = if lazyfs {
+        let lazyfs = if opts.lazyfs {
             cleanup_stale_disks();
             Some(find_lazyfs()?)
         } else {
@@ -361,19 +375,45 @@ impl Db {
                 .timeout(Duration::from_secs(5))
                 .build()?,
             faketime,
-            snapshots,
-            auth: AuthMaterial::new(auth)?,
+            snapshots: opts.snapshots,
+            auth: AuthMaterial::new(opts.auth)?,
             lazyfs,
+            pre_vote: opts.pre_vote,
+            proxy: None,
         };
         let peers: Vec<u64> = (1..=n).collect();
         for id in 1..=n {
             db.net.add_node(id)?;
+        }
+        if let Some(seed) = opts.link_proxy {
+            db.proxy = Some(Proxy::new(&db.net.host_ip(), seed));
+            for id in 1..=n {
+                db.proxy_links(id, &peers).await?;
+            }
+        }
+        for id in 1..=n {
             db.write_config(id, &peers, id == 1)?;
             db.spawn(id)?;
             db.members.push(id);
         }
         db.wait_ready(Duration::from_secs(60)).await?;
         Ok(db)
+    }
+
+    /// Sends node `id`'s connections to the Raft ports of `others`, and theirs to its, through
+    /// the link proxy (if the run has one).
+    async fn proxy_links(&mut self, id: u64, others: &[u64]) -> Result<()> {
+        let Some(proxy) = self.proxy.as_mut() else {
+            return Ok(());
+        };
+        for &o in others.iter().filter(|&&o| o != id) {
+            for (from, to) in [(id, o), (o, id)] {
+                let target = format!("{}:{RAFT_PORT}", self.net.ip(to)).parse()?;
+                let via = proxy.add_pair(from, to, target).await?;
+                self.net.redirect(from, to, RAFT_PORT, via)?;
+            }
+        }
+        Ok(())
     }
 
     /// `http://ip:8080` of node `id`.
@@ -396,12 +436,15 @@ bootstrap = {bootstrap}\nadmin_token = \"{TOKEN}\"\n\n{peer_text}\
 [tokens]\nticket_keys = [{{ id = \"{kid}\", secret = \"{secret}\" }}]\njwt_seed = \"amVwc2VuLWp3dC1zZWVkLW9mLTMyLWJ5dGVzLW9rISE=\"\n{cluster_secret}draw_secret = \"{draw_secret}\"\n\n\
 [limits]\nvisitor_requests_per_second = 100000\nvisitor_burst = 100000\nrequest_timeout_ms = 5000\n\n\
 [raft]\nheartbeat_ms = 100\nelection_timeout_min_ms = 600\nelection_timeout_max_ms = 1200\n\
-snapshot_every = {every}\nlogs_kept_after_snapshot = {kept}\n{tls}",
+{pre_vote}snapshot_every = {every}\nlogs_kept_after_snapshot = {kept}\n{tls}",
             data = self.dir.join(format!("n{id}")).display(),
             every = self.snapshots.0,
             kept = self.snapshots.1,
             kid = crate::ticket::KEY_ID,
             draw_secret = self.auth.secret,
+            // Written only when off: on is the nodes' default, and a `sluice` from before the
+            // setting (`SLUICE_BIN`) refuses a configuration that names it.
+            pre_vote = if self.pre_vote { "" } else { "pre_vote = false\n" },
         );
         let config = self.dir.join(format!("n{id}.toml"));
         std::fs::write(&config, text)?;
@@ -671,6 +714,7 @@ snapshot_every = {every}\nlogs_kept_after_snapshot = {kept}\n{tls}",
         self.next_id += 1;
         self.net.add_node(id)?;
         let peers = self.members.clone();
+        self.proxy_links(id, &peers).await?;
         self.write_config(id, &peers, false)?;
         self.spawn(id)?;
         let ip = self.net.ip(id);

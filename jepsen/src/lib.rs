@@ -15,18 +15,24 @@
 //!   tickets with known visitor ids.
 //! - [`checker`]: strict serializability (via `adya`), capacity, rate, FIFO, no lost writes,
 //!   convergence, lottery replay.
+//! - [`liveness`]: acknowledged writes while healthy and under each fault (every run's
+//!   summary).
 //! - [`runner`]: one run end to end.
 //! - [`bench`]: the load generator and the side-by-side benchmark against etcd and a
 //!   hello-world server.
+//! - [`etcd`]: etcd under the same partition faults and schedule, for the liveness comparison.
 
 pub mod bench;
 pub mod checker;
 pub mod client;
 pub mod db;
+pub mod etcd;
 pub mod history;
 pub mod lazyfs;
+pub mod liveness;
 pub mod nemesis;
 pub mod net;
+pub mod proxy;
 pub mod runner;
 pub mod ticket;
 pub mod workload;

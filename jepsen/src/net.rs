@@ -171,21 +171,22 @@ impl Net {
             } else {
                 continue;
             };
+            // `ct original` catches connections redirected to the link proxy, whose packets
+            // carry the proxy's address once translated.
+            let ip = self.ip(other);
             rules.push_str(&format!(
-                "add rule inet sj input ip saddr {} drop\n",
-                self.ip(other)
-            ));
-            rules.push_str(&format!(
-                "add rule inet sj output ip daddr {} drop\n",
-                self.ip(other)
+                "add rule inet sj input ip saddr {ip} drop\n\
+                 add rule inet sj input ct original ip daddr {ip} drop\n\
+                 add rule inet sj output ip daddr {ip} drop\n\
+                 add rule inet sj output ct original ip daddr {ip} drop\n"
             ));
         }
         if self.loss_percent > 0 {
             for &other in self.nodes.iter().filter(|&&o| o != id) {
+                let (ip, pct) = (self.ip(other), self.loss_percent);
                 rules.push_str(&format!(
-                    "add rule inet sj input ip saddr {} numgen random mod 100 < {} drop\n",
-                    self.ip(other),
-                    self.loss_percent
+                    "add rule inet sj input ip saddr {ip} numgen random mod 100 < {pct} drop\n\
+                     add rule inet sj input ct original ip daddr {ip} numgen random mod 100 < {pct} drop\n"
                 ));
             }
         }
@@ -241,6 +242,28 @@ impl Net {
         self.blocked.clear();
         self.loss_percent = 0;
         self.apply_all()
+    }
+
+    /// Sends node `from`'s connections to `to_port` on node `to` to `via` instead (the link
+    /// proxy), with a `dnat` in `from`'s namespace. Faults still cut them (`ct original`).
+    pub fn redirect(
+        &self,
+        from: u64,
+        to: u64,
+        to_port: u16,
+        via: std::net::SocketAddr,
+    ) -> Result<()> {
+        let script = format!(
+            "table ip sjp {{ chain out {{ type nat hook output priority -100; policy accept; }} }}\n\
+             add rule ip sjp out ip daddr {} tcp dport {to_port} dnat to {via}\n",
+            self.ip(to)
+        );
+        nft(&self.ns(from), &script)
+    }
+
+    /// The harness's address on the test network (where the link proxy listens).
+    pub fn host_ip(&self) -> String {
+        format!("{}.1", self.subnet)
     }
 
     /// Node ids with a namespace.

@@ -4,6 +4,7 @@
 use crate::checker::{self, LogEntry, Verdict};
 use crate::db::Db;
 use crate::history::{to_jsonl, History, Kind};
+use crate::liveness::{self, Liveness};
 use crate::nemesis::{Fault, Nemesis};
 use crate::net::Net;
 use crate::ticket::{mint, value_of};
@@ -49,12 +50,29 @@ pub struct Spec {
     /// measure what it costs); runs with `kill-lose-unsynced` always do.
     #[serde(default)]
     pub lazyfs: bool,
+    /// `[raft] pre_vote` of every node: a node asks whether a majority would vote for it before
+    /// it stands for election.
+    #[serde(default = "yes")]
+    pub pre_vote: bool,
+    /// Send node-to-node traffic through the link proxy even if no fault needs it (to measure
+    /// what it costs); runs with link faults always do.
+    #[serde(default)]
+    pub proxy: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl Spec {
     /// Whether the nodes' data directories are mounts of `sluice-lazyfs`.
     pub fn on_lazyfs(&self) -> bool {
         self.lazyfs || self.faults.contains(&Fault::KillLoseUnsynced)
+    }
+
+    /// Whether node-to-node traffic goes through the link proxy.
+    pub fn on_proxy(&self) -> bool {
+        self.proxy || self.faults.iter().any(|f| f.is_link())
     }
 }
 
@@ -91,6 +109,12 @@ pub struct Summary {
     /// Node-to-node authentication: `secret` or `tls`.
     #[serde(default)]
     pub auth: String,
+    /// Whether the nodes ran with Pre-Vote.
+    #[serde(default = "yes")]
+    pub pre_vote: bool,
+    /// Acknowledged writes while healthy and under each fault.
+    #[serde(default)]
+    pub liveness: Liveness,
 }
 
 /// Lines holding `what` in the node logs (`n*.log`) under `dir`.
@@ -106,7 +130,7 @@ fn count_in_node_logs(dir: &std::path::Path, what: &str) -> u64 {
         .sum()
 }
 
-fn net_params(name: &str) -> (String, String) {
+pub(crate) fn net_params(name: &str) -> (String, String) {
     // A prefix and subnet unique to this process and run, so stale state never collides.
     let pid = std::process::id() % 1000;
     let h = name
@@ -126,15 +150,14 @@ pub async fn run(spec: &Spec) -> Result<Summary> {
     let (prefix, subnet) = net_params(&spec.name);
     let net = Net::create(&prefix, &subnet)
         .context("creating the test network (needs root, iproute2, nftables)")?;
-    let mut db = Db::start(
-        net,
-        spec.out.join("nodes"),
-        spec.nodes,
-        spec.workload.snapshots(),
-        spec.auth,
-        spec.on_lazyfs(),
-    )
-    .await?;
+    let opts = crate::db::Options {
+        snapshots: spec.workload.snapshots(),
+        auth: spec.auth,
+        lazyfs: spec.on_lazyfs(),
+        pre_vote: spec.pre_vote,
+        link_proxy: spec.on_proxy().then_some(spec.seed),
+    };
+    let mut db = Db::start(net, spec.out.join("nodes"), spec.nodes, opts).await?;
     for (room, config) in spec.workload.rooms() {
         db.admin_any(
             reqwest::Method::PUT,
@@ -189,16 +212,18 @@ pub async fn run(spec: &Spec) -> Result<Summary> {
         spec.seed,
     ));
     let mut nemesis = Nemesis::new(ChaCha8Rng::seed_from_u64(spec.seed), spec.faults.clone());
+    let mut windows = Vec::new();
     while Instant::now() + spec.quiet + spec.fault_hold < ctx.deadline {
         tokio::time::sleep(spec.quiet).await;
         let at = started.elapsed().as_millis() as u64;
-        let desc = nemesis
-            .step(&mut db, spec.fault_hold)
-            .await
-            .unwrap_or_else(|e| format!("fault failed: {e}"));
+        let desc = match nemesis.step(&mut db, spec.fault_hold, &history).await {
+            Ok(step) => step.record(&mut windows),
+            Err(e) => format!("fault failed: {e}"),
+        };
         nemesis.log.push((at, desc));
     }
     clients.await.context("workload")?;
+    let workload_end = history.now();
     let healed = async {
         db.heal_all().await?;
         db.wait_ready(Duration::from_secs(60)).await
@@ -298,6 +323,7 @@ pub async fn run(spec: &Spec) -> Result<Summary> {
         }
     }
     let events = history.events();
+    let liveness = liveness::liveness(&events, &windows, workload_end);
     std::fs::write(spec.out.join("history.jsonl"), to_jsonl(&events))?;
     std::fs::write(
         spec.out.join("nemesis.log"),
@@ -327,6 +353,8 @@ pub async fn run(spec: &Spec) -> Result<Summary> {
         seconds: started.elapsed().as_secs_f64(),
         snapshots_installed: count_in_node_logs(&spec.out.join("nodes"), "snapshot installed"),
         auth: spec.auth.name().to_string(),
+        pre_vote: spec.pre_vote,
+        liveness,
     };
     std::fs::write(
         spec.out.join("summary.json"),

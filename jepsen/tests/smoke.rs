@@ -43,11 +43,13 @@ async fn smoke(test: &str, workload: Workload, faults: Vec<Fault>, auth: NodeAut
         .unwrap_or(35);
     let dir = tempfile::tempdir().unwrap();
     let lose = faults.contains(&Fault::KillLoseUnsynced);
+    let links: Vec<Fault> = faults.iter().copied().filter(|f| f.is_link()).collect();
     let spec = Spec {
         name: format!(
-            "smoke-{}{}",
+            "smoke-{}{}{}",
             workload.name(),
-            if lose { "-lose-unsynced" } else { "" }
+            if lose { "-lose-unsynced" } else { "" },
+            if links.is_empty() { "" } else { "-links" }
         ),
         nodes: 3,
         faults,
@@ -62,6 +64,8 @@ async fn smoke(test: &str, workload: Workload, faults: Vec<Fault>, auth: NodeAut
         out: dir.path().to_path_buf(),
         auth,
         lazyfs: false,
+        pre_vote: true,
+        proxy: false,
     };
     let summary = run(&spec).await.expect("the run completes");
     let keep = std::env::var("SLUICE_SMOKE_KEEP").is_ok();
@@ -82,6 +86,18 @@ async fn smoke(test: &str, workload: Workload, faults: Vec<Fault>, auth: NodeAut
             c.valid,
             "{} violated: {} {:?} (seed {})",
             c.checker, c.detail, c.ops, summary.seed
+        );
+    }
+    // Each link fault was made (not skipped for want of the proxy).
+    for f in links {
+        assert!(
+            summary
+                .nemesis
+                .iter()
+                .any(|d| d.contains(&format!("{} ", f.name())) && !d.contains("skipped")),
+            "no {} in {:?}",
+            f.name(),
+            summary.nemesis
         );
     }
     if lose {
@@ -162,6 +178,22 @@ async fn smoke_lanes_under_leader_crashes_and_partitions() {
         "smoke::smoke_lanes_under_leader_crashes_and_partitions",
         Workload::Lanes,
         vec![Fault::KillLeader, Fault::MajorityMinority],
+        NodeAuth::Secret,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smoke_queue_append_under_slow_one_way_and_flaky_links() {
+    smoke(
+        "smoke::smoke_queue_append_under_slow_one_way_and_flaky_links",
+        Workload::QueueAppend,
+        vec![
+            Fault::SlowLink,
+            Fault::SlowLeader,
+            Fault::OneWay,
+            Fault::Flaky,
+        ],
         NodeAuth::Secret,
     )
     .await;

@@ -3,6 +3,8 @@
 //! - `run --workload W --faults F,F --nodes N --time S --seed X --out DIR`: one test.
 //! - `smoke --out DIR`: the short set CI runs.
 //! - `matrix --out DIR [--time S] [--nodes 3,5]`: every fault × workload; writes a table.
+//! - `liveness-etcd --faults F,F --nodes N --time S --seed X`: etcd under the same partition
+//!   faults and schedule, with the liveness figures every run reports.
 //!
 //! Exits non-zero if any checker finds a violation; the summary names the checker, the
 //! operations involved and the seed.
@@ -54,6 +56,48 @@ enum Cmd {
         /// (to measure what it costs; `kill-lose-unsynced` always mounts them).
         #[arg(long)]
         lazyfs: bool,
+        /// Send node-to-node traffic through the link proxy even if no fault needs it (to
+        /// measure what it costs; the link faults always do).
+        #[arg(long)]
+        proxy: bool,
+        /// The nodes' `[raft] pre_vote`: `on` (their default) or `off`.
+        #[arg(long, default_value = "on")]
+        pre_vote: String,
+        /// Seconds each fault is held.
+        #[arg(long, default_value_t = 6)]
+        hold: u64,
+        /// Seconds of quiet before each fault.
+        #[arg(long, default_value_t = 3)]
+        quiet: u64,
+    },
+    /// etcd (Debian's `etcd`, one member in each node's network namespace) under the partition
+    /// faults of `run`, with the same seeded schedule, and a load of puts of new keys: the same
+    /// liveness figures as a Sluice run's, for comparison.
+    LivenessEtcd {
+        /// Comma-separated partition faults (isolate-one, isolate-leader, majority-minority,
+        /// bridge, majorities-ring).
+        #[arg(long, default_value = "majorities-ring")]
+        faults: String,
+        #[arg(long, default_value_t = 5)]
+        nodes: u64,
+        /// Seconds of workload.
+        #[arg(long, default_value_t = 30)]
+        time: u64,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        #[arg(long, default_value_t = 6)]
+        workers: usize,
+        /// Seconds each fault is held.
+        #[arg(long, default_value_t = 6)]
+        hold: u64,
+        /// Seconds of quiet before each fault.
+        #[arg(long, default_value_t = 3)]
+        quiet: u64,
+        /// etcd's `--pre-vote`: `on` or `off` (etcd 3.4's default).
+        #[arg(long, default_value = "off")]
+        pre_vote: String,
+        #[arg(long, default_value = "jepsen-results/liveness-etcd")]
+        out: PathBuf,
     },
     /// The short set CI runs: a few fault kinds, each for about a minute or less.
     Smoke {
@@ -135,6 +179,16 @@ fn spec(
         out,
         auth: NodeAuth::Secret,
         lazyfs: false,
+        pre_vote: true,
+        proxy: false,
+    }
+}
+
+fn on_off(flag: &str, s: &str) -> Result<bool> {
+    match s {
+        "on" | "true" => Ok(true),
+        "off" | "false" => Ok(false),
+        _ => bail!("{flag} takes on or off, not {s:?}"),
     }
 }
 
@@ -149,11 +203,12 @@ fn alternate(i: usize) -> NodeAuth {
 
 fn report(s: &Summary) -> String {
     let mut line = format!(
-        "{:<40} {:<13} nodes={} auth={} seed={} ok={} fail={} info={} faults={} snapshots_installed={} {}",
+        "{:<40} {:<13} nodes={} auth={}{} seed={} ok={} fail={} info={} faults={} snapshots_installed={} {}",
         s.name,
         s.workload,
         s.nodes,
         s.auth,
+        if s.pre_vote { "" } else { " pre_vote=off" },
         s.seed,
         s.ok,
         s.fail,
@@ -162,18 +217,22 @@ fn report(s: &Summary) -> String {
         s.snapshots_installed,
         if s.valid { "VALID" } else { "INVALID" }
     );
+    for l in s.liveness.lines() {
+        line.push_str(&format!("\n    {l}"));
+    }
     for c in s.checks.iter().filter(|c| !c.valid) {
         line.push_str(&format!("\n    {} violated: {}", c.checker, c.detail));
         for op in &c.ops {
             line.push_str(&format!("\n      {op}"));
         }
         line.push_str(&format!(
-            "\n    replay: sluice-jepsen run --workload {} --faults {} --nodes {} --seed {} --auth {}",
+            "\n    replay: sluice-jepsen run --workload {} --faults {} --nodes {} --seed {} --auth {}{}",
             s.workload,
             s.faults.join(","),
             s.nodes,
             s.seed,
-            s.auth
+            s.auth,
+            if s.pre_vote { "" } else { " --pre-vote off" }
         ));
     }
     line
@@ -246,6 +305,10 @@ async fn main() -> Result<()> {
             out,
             auth,
             lazyfs,
+            proxy,
+            pre_vote,
+            hold,
+            quiet,
         } => {
             let w = Workload::parse(&workload)
                 .ok_or_else(|| anyhow::anyhow!("unknown workload {workload:?}"))?;
@@ -260,6 +323,10 @@ async fn main() -> Result<()> {
             );
             s.workers = workers;
             s.lazyfs = lazyfs;
+            s.proxy = proxy;
+            s.pre_vote = on_off("--pre-vote", &pre_vote)?;
+            s.fault_hold = Duration::from_secs(hold);
+            s.quiet = Duration::from_secs(quiet);
             s.auth = NodeAuth::parse(&auth)
                 .ok_or_else(|| anyhow::anyhow!("--auth takes secret or tls, not {auth:?}"))?;
             run_all(
@@ -269,6 +336,51 @@ async fn main() -> Result<()> {
                     .unwrap_or_else(|| out.clone()),
             )
             .await
+        }
+        Cmd::LivenessEtcd {
+            faults,
+            nodes,
+            time,
+            seed,
+            workers,
+            hold,
+            quiet,
+            pre_vote,
+            out,
+        } => {
+            let spec = sluice_jepsen::etcd::EtcdSpec {
+                nodes,
+                faults: parse_faults(&faults)?,
+                duration: Duration::from_secs(time),
+                seed,
+                workers,
+                fault_hold: Duration::from_secs(hold),
+                quiet: Duration::from_secs(quiet),
+                pre_vote: on_off("--pre-vote", &pre_vote)?,
+                out,
+            };
+            // On Ctrl-C or SIGTERM the run is dropped, and with it the etcd members and the
+            // network.
+            let stop = stop_signal()?;
+            let summary = tokio::select! {
+                r = sluice_jepsen::etcd::run(&spec) => r?,
+                sig = stop => anyhow::bail!("interrupted by {sig}: the etcd members were stopped"),
+            };
+            println!(
+                "{:<40} etcd nodes={} pre_vote={} seed={} ok={} fail={} info={} faults={}",
+                summary.name,
+                summary.nodes,
+                if summary.pre_vote { "on" } else { "off" },
+                summary.seed,
+                summary.ok,
+                summary.fail,
+                summary.info,
+                summary.nemesis.len()
+            );
+            for l in summary.liveness.lines() {
+                println!("    {l}");
+            }
+            Ok(())
         }
         Cmd::Smoke { out, time, seed } => {
             let set = [
