@@ -254,7 +254,7 @@ impl Net {
         via: std::net::SocketAddr,
     ) -> Result<()> {
         let script = format!(
-            "table ip sjp {{ chain out {{ type nat hook output priority -100; policy accept; }} }}\n\
+            "table ip sjp {{\n chain out {{ type nat hook output priority -100; policy accept; }}\n}}\n\
              add rule ip sjp out ip daddr {} tcp dport {to_port} dnat to {via}\n",
             self.ip(to)
         );

@@ -300,6 +300,8 @@ pub struct NodeInner {
     forwarder: Forwarder,
     /// When the leader was last heard from (a follower cut off from it refuses at once).
     leader_contact: LeaderContact,
+    /// True while this follower is cut off from its leader (see [`watch_leader_contact`]).
+    cut_off: tokio::sync::watch::Sender<bool>,
     pub(crate) cancel: CancellationToken,
     /// Set with the reason when the Raft core stops without [`RaftNode::shutdown`].
     stopped: tokio::sync::watch::Sender<Option<String>>,
@@ -462,6 +464,7 @@ impl RaftNode {
             connections_refused: gate.refused.clone(),
             forwarder: Forwarder::default(),
             leader_contact: LeaderContact::new(),
+            cut_off: tokio::sync::watch::Sender::new(false),
             cancel: CancellationToken::new(),
             stopped: tokio::sync::watch::Sender::new(None),
             cfg: cfg.clone(),
@@ -517,6 +520,7 @@ impl RaftNode {
         tokio::spawn(track_leadership(inner.clone(), deferral));
         tokio::spawn(watch_core(inner.clone()));
         tokio::spawn(sample_clocks(inner.clone()));
+        tokio::spawn(watch_leader_contact(inner.clone()));
         tokio::spawn(keep_ledger(inner.clone()));
         let rec = inner.clone();
         tokio::spawn(async move {
@@ -1069,6 +1073,31 @@ async fn sample_clocks(inner: Arc<NodeInner>) {
     }
 }
 
+/// Notices, within a heartbeat, when this follower's leader goes silent for longer than an
+/// election timeout: what it had forwarded and not yet seen answered is answered as
+/// indeterminate, and read-index requests waiting on that leader are refused, so that no client
+/// waits out its own timeout for a leader this node cannot reach.
+async fn watch_leader_contact(inner: Arc<NodeInner>) {
+    let every = Duration::from_millis(inner.cfg.heartbeat_ms.max(10));
+    loop {
+        tokio::select! {
+            _ = inner.cancel.cancelled() => break,
+            _ = tokio::time::sleep(every) => {}
+        }
+        let cut_off = inner.cut_off_from_leader();
+        if inner.cut_off.send_replace(cut_off) != cut_off && cut_off {
+            tracing::warn!(
+                id = inner.id,
+                "the leader has been silent for longer than an election timeout; refusing writes and linearizable reads"
+            );
+            inner
+                .forwarder
+                .abandon("went silent for longer than an election timeout")
+                .await;
+        }
+    }
+}
+
 /// Proposes `Tick` while leader whenever the state machine has something due.
 async fn ticker(inner: Arc<NodeInner>) {
     let every = Duration::from_millis(inner.cfg.tick_interval_ms.max(1));
@@ -1314,14 +1343,7 @@ impl NodeInner {
     async fn forward(&self, cmds: Vec<Command>, txs: Vec<Waiter>, slot: OwnedSemaphorePermit) {
         let (leader, addr) = match self.leader_addr() {
             Ok(l) => l,
-            Err(e) => {
-                if self.cut_off_from_leader() {
-                    self.forwarder
-                        .abandon("went silent for longer than an election timeout")
-                        .await;
-                }
-                return fail_all(txs, e);
-            }
+            Err(e) => return fail_all(txs, e),
         };
         if leader == self.id {
             return fail_all(txs, ClusterError::NoLeader);
@@ -1379,10 +1401,14 @@ impl NodeInner {
             .map_err(|_| ClusterError::NoLeader)?;
         let mut req = tonic::Request::new(pb::Empty {});
         req.set_timeout(self.cfg.request_timeout);
-        let reply = tokio::time::timeout(self.cfg.request_timeout, client.read_index(req))
-            .await
-            .map_err(|_| ClusterError::Timeout)?
-            .map_err(|_| ClusterError::NoLeader)?;
+        let mut cut_off = self.cut_off.subscribe();
+        let reply = tokio::select! {
+            r = tokio::time::timeout(self.cfg.request_timeout, client.read_index(req)) => r
+                .map_err(|_| ClusterError::Timeout)?
+                .map_err(|_| ClusterError::NoLeader)?,
+            // The leader went silent meanwhile: no answer is coming.
+            _ = cut_off.wait_for(|c| *c) => return Err(ClusterError::NoLeader),
+        };
         codec::decode::<Result<u64, ClusterError>>(&reply.into_inner().data)
             .map_err(|_| ClusterError::NoLeader)?
     }

@@ -143,6 +143,9 @@ enum Cmd {
         nodes: String,
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Comma-separated faults, each run on its own with every workload (or `all`).
+        #[arg(long, default_value = "all")]
+        faults: String,
     },
 }
 
@@ -489,7 +492,9 @@ async fn main() -> Result<()> {
             time,
             nodes,
             seed,
+            faults,
         } => {
+            let faults = parse_faults(&faults)?;
             let mut specs = Vec::new();
             for n in nodes
                 .split(',')
@@ -501,7 +506,7 @@ async fn main() -> Result<()> {
                     Workload::Lottery,
                     Workload::Lanes,
                 ] {
-                    for f in Fault::ALL {
+                    for &f in &faults {
                         let name = format!("{}-{}-n{n}", w.name(), f.name());
                         let mut s = spec(name.clone(), w, vec![f], n, time, seed, out.join(name));
                         s.auth = alternate(specs.len());
