@@ -930,6 +930,12 @@ async fn batcher(inner: Arc<NodeInner>, mut rx: mpsc::Receiver<Pending>) {
         if inner.raft.is_leader() {
             let (cmds, txs): (Vec<Command>, Vec<_>) =
                 batch.into_iter().map(|p| (p.cmd, p.tx)).unzip();
+            if inner.cut_off_from_leader() {
+                // No quorum has answered for an election timeout: a proposal would wait for
+                // one that may never come.
+                fail_all(txs, ClusterError::NoLeader);
+                continue;
+            }
             match inner.propose(cmds).await {
                 Ok(done) => {
                     tokio::spawn(async move {
@@ -1085,7 +1091,10 @@ async fn watch_leader_contact(inner: Arc<NodeInner>) {
             _ = tokio::time::sleep(every) => {}
         }
         let cut_off = inner.cut_off_from_leader();
-        if inner.cut_off.send_replace(cut_off) != cut_off && cut_off {
+        let changed = inner
+            .cut_off
+            .send_if_modified(|c| std::mem::replace(c, cut_off) != cut_off);
+        if changed && cut_off {
             tracing::warn!(
                 id = inner.id,
                 "the leader has been silent for longer than an election timeout; refusing writes and linearizable reads"
@@ -1096,6 +1105,17 @@ async fn watch_leader_contact(inner: Arc<NodeInner>) {
                 .await;
         }
     }
+}
+
+/// Resolves when `rx` turns true after it was subscribed (a value already true, set by a
+/// check that may be out of date by now, does not count).
+async fn becomes_true(rx: &mut tokio::sync::watch::Receiver<bool>) {
+    while rx.changed().await.is_ok() {
+        if *rx.borrow_and_update() {
+            return;
+        }
+    }
+    std::future::pending::<()>().await;
 }
 
 /// Proposes `Tick` while leader whenever the state machine has something due.
@@ -1307,12 +1327,24 @@ impl NodeInner {
         }
     }
 
-    /// Is this a follower whose leader has been silent for longer than an election timeout?
-    /// (Cut off from it by a partition the rest of the cluster does not share, typically:
-    /// Pre-Vote and the others' leader lease keep it from electing anyone else.)
+    /// Is this a follower whose leader has been silent for longer than an election timeout
+    /// (cut off from it by a partition the rest of the cluster does not share, typically:
+    /// Pre-Vote and the others' leader lease keep it from electing anyone else), or a leader
+    /// that no quorum has acknowledged for as long (the others have likely elected another)?
     fn cut_off_from_leader(&self) -> bool {
-        let leader = self.raft.metrics().borrow_watched().current_leader;
-        leader.is_some_and(|l| self.gone_silent(l))
+        let m = self.raft.metrics();
+        let m = m.borrow_watched();
+        let timeout = Duration::from_millis(self.cfg.election_timeout_ms.1);
+        match m.current_leader {
+            Some(l) if l == self.id => {
+                m.membership_config.membership().voter_ids().count() > 1
+                    && m.last_quorum_acked
+                        .as_ref()
+                        .is_some_and(|t| openraft::Instant::elapsed(&**t) > timeout)
+            }
+            Some(l) => self.leader_contact.silence(l) > timeout,
+            None => false,
+        }
     }
 
     fn gone_silent(&self, leader: u64) -> bool {
@@ -1376,17 +1408,22 @@ impl NodeInner {
     }
 
     pub(crate) async fn read_index_local(&self) -> Result<u64, ClusterError> {
-        let lin = self
-            .raft
-            .get_read_linearizer(ReadPolicy::ReadIndex)
-            .await
-            .map_err(|e| {
-                if let RaftError::Fatal(f) = &e {
-                    ClusterError::Fatal(f.to_string())
-                } else {
-                    ClusterError::NoLeader
-                }
-            })?;
+        if self.cut_off_from_leader() {
+            return Err(ClusterError::NoLeader);
+        }
+        let mut cut_off = self.cut_off.subscribe();
+        let lin = tokio::select! {
+            r = self.raft.get_read_linearizer(ReadPolicy::ReadIndex) => r,
+            // No quorum has answered for an election timeout: none may.
+            _ = becomes_true(&mut cut_off) => return Err(ClusterError::NoLeader),
+        };
+        let lin = lin.map_err(|e| {
+            if let RaftError::Fatal(f) = &e {
+                ClusterError::Fatal(f.to_string())
+            } else {
+                ClusterError::NoLeader
+            }
+        })?;
         Ok(lin.read_log_id().index())
     }
 
@@ -1407,7 +1444,7 @@ impl NodeInner {
                 .map_err(|_| ClusterError::Timeout)?
                 .map_err(|_| ClusterError::NoLeader)?,
             // The leader went silent meanwhile: no answer is coming.
-            _ = cut_off.wait_for(|c| *c) => return Err(ClusterError::NoLeader),
+            _ = becomes_true(&mut cut_off) => return Err(ClusterError::NoLeader),
         };
         codec::decode::<Result<u64, ClusterError>>(&reply.into_inner().data)
             .map_err(|_| ClusterError::NoLeader)?

@@ -884,3 +884,39 @@ async fn a_follower_cut_off_from_its_leader_refuses_at_once() {
     held.abort();
     c.shutdown().await;
 }
+
+/// A leader that no quorum answers any more (its followers gone) refuses writes and
+/// linearizable reads at once, with the retriable `NoLeader`, once an election timeout has
+/// passed without an acknowledgement, instead of proposing into a log nobody will commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_cut_off_from_its_quorum_refuses_at_once() {
+    let mut c = TestCluster::start(3, patient_clients).await;
+    c.create_room("r").await;
+    let leader = c.wait_leader().await;
+    let node = c.nodes[&leader].clone();
+    c.write_via(&node, join("r", 1)).await;
+    let others: Vec<u64> = c.nodes.keys().copied().filter(|id| *id != leader).collect();
+    for id in others {
+        c.stop_node(id).await;
+    }
+    let asked = std::time::Instant::now();
+    let write = node.write(join("r", 2)).await;
+    assert!(
+        matches!(
+            write,
+            Err(sluice_raft::ClusterError::NoLeader | sluice_raft::ClusterError::Indeterminate(_))
+        ),
+        "{write:?}"
+    );
+    let read = node.read_linearizable(|_| ()).await;
+    assert_eq!(read.err(), Some(sluice_raft::ClusterError::NoLeader));
+    let write = node.write(join("r", 3)).await;
+    assert_eq!(write.err(), Some(sluice_raft::ClusterError::NoLeader));
+    // An election timeout (at most 600 ms) and a heartbeat: the requests' own timeout is 20 s.
+    assert!(
+        asked.elapsed() < Duration::from_secs(5),
+        "refused only after {:?}",
+        asked.elapsed()
+    );
+    c.shutdown().await;
+}
