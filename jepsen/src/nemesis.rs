@@ -312,6 +312,14 @@ impl Nemesis {
         n
     }
 
+    /// The log as `nemesis.log` holds it: one line per fault, "ms since start  what".
+    pub fn log_text(&self) -> String {
+        self.log
+            .iter()
+            .map(|(t, d)| format!("{t} ms  {d}\n"))
+            .collect()
+    }
+
     fn pick<T: Copy>(&mut self, items: &[T]) -> T {
         items[below(&mut self.rng, items.len() as u64) as usize]
     }

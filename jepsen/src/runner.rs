@@ -325,14 +325,7 @@ pub async fn run(spec: &Spec) -> Result<Summary> {
     let events = history.events();
     let liveness = liveness::liveness(&events, &windows, workload_end);
     std::fs::write(spec.out.join("history.jsonl"), to_jsonl(&events))?;
-    std::fs::write(
-        spec.out.join("nemesis.log"),
-        nemesis
-            .log
-            .iter()
-            .map(|(t, d)| format!("{t} ms  {d}\n"))
-            .collect::<String>(),
-    )?;
+    std::fs::write(spec.out.join("nemesis.log"), nemesis.log_text())?;
     let count = |k: Kind| events.iter().filter(|e| e.kind == k).count() as u64;
     let summary = Summary {
         name: spec.name.clone(),
