@@ -291,11 +291,7 @@ pub async fn run(spec: &EtcdSpec) -> Result<EtcdSummary> {
         ok: count(Kind::Ok),
         fail: count(Kind::Fail),
         info: count(Kind::Info),
-        nemesis: nemesis
-            .log
-            .iter()
-            .map(|(t, d)| format!("{t} ms: {d}"))
-            .collect(),
+        nemesis: nemesis.log_lines(),
         seconds: started.elapsed().as_secs_f64(),
         liveness,
     };

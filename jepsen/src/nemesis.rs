@@ -320,6 +320,14 @@ impl Nemesis {
             .collect()
     }
 
+    /// The log as a summary lists it: "ms since start: what".
+    pub fn log_lines(&self) -> Vec<String> {
+        self.log
+            .iter()
+            .map(|(t, d)| format!("{t} ms: {d}"))
+            .collect()
+    }
+
     fn pick<T: Copy>(&mut self, items: &[T]) -> T {
         items[below(&mut self.rng, items.len() as u64) as usize]
     }

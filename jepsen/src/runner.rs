@@ -336,11 +336,7 @@ pub async fn run(spec: &Spec) -> Result<Summary> {
         ok: count(Kind::Ok),
         fail: count(Kind::Fail),
         info: count(Kind::Info),
-        nemesis: nemesis
-            .log
-            .iter()
-            .map(|(t, d)| format!("{t} ms: {d}"))
-            .collect(),
+        nemesis: nemesis.log_lines(),
         valid: checks.iter().all(|c| c.valid),
         checks,
         seconds: started.elapsed().as_secs_f64(),

@@ -300,7 +300,7 @@ pub struct NodeInner {
     forwarder: Forwarder,
     /// When the leader was last heard from (a follower cut off from it refuses at once).
     leader_contact: LeaderContact,
-    /// True while this follower is cut off from its leader (see [`watch_leader_contact`]).
+    /// True while this node is cut off from leadership (see [`watch_leader_contact`]).
     cut_off: tokio::sync::watch::Sender<bool>,
     pub(crate) cancel: CancellationToken,
     /// Set with the reason when the Raft core stops without [`RaftNode::shutdown`].
@@ -1079,10 +1079,10 @@ async fn sample_clocks(inner: Arc<NodeInner>) {
     }
 }
 
-/// Notices, within a heartbeat, when this follower's leader goes silent for longer than an
-/// election timeout: what it had forwarded and not yet seen answered is answered as
-/// indeterminate, and read-index requests waiting on that leader are refused, so that no client
-/// waits out its own timeout for a leader this node cannot reach.
+/// Notices, within a heartbeat, when this node is cut off from leadership (its leader silent,
+/// or, as leader, its quorum, for longer than an election timeout): what it had forwarded and
+/// not yet seen answered is answered as indeterminate, and read-index requests waiting on the
+/// leader or the quorum are refused, so that no client waits out its own timeout for them.
 async fn watch_leader_contact(inner: Arc<NodeInner>) {
     let every = Duration::from_millis(inner.cfg.heartbeat_ms.max(10));
     loop {
@@ -1334,23 +1334,27 @@ impl NodeInner {
     fn cut_off_from_leader(&self) -> bool {
         let m = self.raft.metrics();
         let m = m.borrow_watched();
-        let timeout = Duration::from_millis(self.cfg.election_timeout_ms.1);
         match m.current_leader {
             Some(l) if l == self.id => {
                 m.membership_config.membership().voter_ids().count() > 1
                     && m.last_quorum_acked
                         .as_ref()
-                        .is_some_and(|t| openraft::Instant::elapsed(&**t) > timeout)
+                        .is_some_and(|t| openraft::Instant::elapsed(&**t) > self.silence_limit())
             }
-            Some(l) => self.leader_contact.silence(l) > timeout,
+            Some(l) => self.gone_silent(l),
             None => false,
         }
     }
 
+    /// How long a leader may go unheard (or a leader's quorum unanswering) before this node
+    /// takes it as cut off: the longest election timeout, after which the others would elect.
+    fn silence_limit(&self) -> Duration {
+        Duration::from_millis(self.cfg.election_timeout_ms.1)
+    }
+
+    /// Has `leader`, another node, been silent for longer than [`Self::silence_limit`]?
     fn gone_silent(&self, leader: u64) -> bool {
-        leader != self.id
-            && self.leader_contact.silence(leader)
-                > Duration::from_millis(self.cfg.election_timeout_ms.1)
+        leader != self.id && self.leader_contact.silence(leader) > self.silence_limit()
     }
 
     /// The leader to send writes and read-index requests to: `NoLeader` if none is known, or if
@@ -1382,10 +1386,7 @@ impl NodeInner {
         }
         // A live leader opens a stream well within an election timeout; one that does not is
         // as good as gone (and the write, never sent, is retried).
-        let open_timeout = self
-            .cfg
-            .request_timeout
-            .min(Duration::from_millis(self.cfg.election_timeout_ms.1));
+        let open_timeout = self.cfg.request_timeout.min(self.silence_limit());
         self.forwarder
             .send(
                 &self.peers,
