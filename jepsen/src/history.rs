@@ -74,8 +74,22 @@ impl History {
         node: u64,
         error: Option<String>,
     ) -> u64 {
+        self.record_at(self.now(), kind, process, f, value, node, error)
+    }
+
+    /// Records an event that happened at `time` ns (a simulation's clock); returns `time`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn record_at(
+        &self,
+        time: u64,
+        kind: Kind,
+        process: u64,
+        f: &str,
+        value: Value,
+        node: u64,
+        error: Option<String>,
+    ) -> u64 {
         let mut ev = self.events.lock().expect("history lock");
-        let time = self.now();
         let index = ev.len() as u64;
         ev.push(Event {
             index,

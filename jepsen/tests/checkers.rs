@@ -581,3 +581,101 @@ fn a_node_that_did_not_recover_from_lost_unsynced_writes_is_reported() {
     let v = recovery(&crashes, None, std::slice::from_ref(&panic));
     assert!(!v.valid && v.ops == [panic], "{v:?}");
 }
+
+/// An operation between `invoke` and `complete` (ns).
+fn timed(h: &History, p: u64, span: (u64, u64), done: Kind, value: Value) {
+    h.record_at(span.0, Kind::Invoke, p, "txn", value.clone(), 1, None);
+    h.record_at(span.1, done, p, "txn", value, 1, None);
+}
+
+#[test]
+fn queue_linearizability_accepts_concurrent_orders_and_reports_each_violation() {
+    let append = |v: u64| json!([["append", 1, v]]);
+    let read = |l: &[u64]| json!([["r", 1, l]]);
+    // Appends 1 and 2 overlap, so either order is fine; 3 began after both were acknowledged.
+    let base = || {
+        let h = History::new();
+        timed(&h, 0, (0, 10), Kind::Ok, append(1));
+        timed(&h, 1, (5, 12), Kind::Ok, append(2));
+        timed(&h, 2, (20, 30), Kind::Ok, read(&[2, 1]));
+        h
+    };
+    let good = base();
+    timed(&good, 0, (40, 50), Kind::Ok, append(3));
+    timed(&good, 1, (45, 47), Kind::Ok, read(&[2, 1]));
+    timed(&good, 2, (60, 70), Kind::Ok, read(&[2, 1, 3]));
+    timed(&good, 3, (60, 200), Kind::Info, append(4));
+    timed(&good, 4, (61, 62), Kind::Fail, append(5));
+    let v = checker::queue_linearizable(&good.events());
+    assert!(v.valid, "{v:?}");
+
+    type AddOps<'a> = Box<dyn Fn(&History) + 'a>;
+    let cases: Vec<(&str, AddOps)> = vec![
+        (
+            "stale read misses 3",
+            Box::new(|h| {
+                timed(h, 0, (40, 50), Kind::Ok, append(3));
+                timed(h, 1, (60, 70), Kind::Ok, read(&[2, 1]));
+            }),
+        ),
+        (
+            "not a prefix",
+            Box::new(|h| {
+                timed(h, 1, (40, 50), Kind::Ok, read(&[1, 2])); // the other order
+            }),
+        ),
+        (
+            "whose append failed",
+            Box::new(|h| {
+                timed(h, 0, (40, 50), Kind::Fail, append(3));
+                timed(h, 1, (60, 70), Kind::Ok, read(&[2, 1, 3]));
+            }),
+        ),
+        (
+            "never appended",
+            Box::new(|h| {
+                timed(h, 1, (60, 70), Kind::Ok, read(&[2, 1, 9]));
+            }),
+        ),
+        (
+            "before its append began",
+            Box::new(|h| {
+                timed(h, 1, (40, 50), Kind::Ok, read(&[2, 1, 3]));
+                timed(h, 0, (60, 70), Kind::Ok, append(3));
+            }),
+        ),
+        (
+            "went back",
+            Box::new(|h| {
+                timed(h, 0, (40, 50), Kind::Info, append(3));
+                timed(h, 1, (60, 70), Kind::Ok, read(&[2, 1, 3]));
+                timed(h, 2, (80, 90), Kind::Ok, read(&[2, 1]));
+            }),
+        ),
+        (
+            "out of real-time order",
+            Box::new(|h| {
+                timed(h, 0, (40, 50), Kind::Ok, append(3));
+                timed(h, 1, (60, 70), Kind::Ok, append(4));
+                timed(h, 2, (80, 90), Kind::Ok, read(&[2, 1, 4, 3]));
+            }),
+        ),
+        (
+            "read twice",
+            Box::new(|h| {
+                timed(h, 1, (40, 50), Kind::Ok, read(&[2, 1, 1]));
+            }),
+        ),
+    ];
+    for (what, add) in cases {
+        let h = base();
+        add(&h);
+        let v = checker::queue_linearizable(&h.events());
+        assert!(!v.valid, "{what}: not reported");
+        assert!(
+            v.ops.iter().any(|o| o.contains(what)),
+            "{what}: reported as {:?}",
+            v.ops
+        );
+    }
+}

@@ -16,9 +16,10 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::time::Instant;
 
 /// How often each node asks the other voters for their clocks.
 pub const SAMPLE_EVERY: Duration = Duration::from_secs(1);
@@ -31,10 +32,21 @@ pub const SAMPLE_FRESH: Duration = Duration::from_secs(5);
 pub const SAMPLE_RTT_MAX: Duration = Duration::from_millis(1_000);
 
 /// A wall clock, ms since the epoch. The system's, or (for tests of clock faults) the system's
-/// shifted by a fixed offset.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// shifted by a fixed offset, or (in a simulation) one that runs with the simulated monotonic
+/// clock and can be stepped.
+#[derive(Clone, Debug, Default)]
 pub struct WallClock {
     offset_ms: i64,
+    simulated: Option<Arc<Simulated>>,
+}
+
+#[derive(Debug)]
+struct Simulated {
+    /// The clock's reading at `start`.
+    epoch_ms: u64,
+    start: Instant,
+    /// Steps taken since, in all.
+    stepped_ms: AtomicI64,
 }
 
 impl WallClock {
@@ -45,15 +57,42 @@ impl WallClock {
 
     /// The system clock shifted by `offset_ms` (negative: behind).
     pub fn shifted(offset_ms: i64) -> Self {
-        Self { offset_ms }
+        Self {
+            offset_ms,
+            simulated: None,
+        }
+    }
+
+    /// A clock that reads `epoch_ms` now and then runs with the monotonic clock of the runtime
+    /// it is read in (a simulation's, whose time is simulated). Clones share its steps.
+    pub fn simulated(epoch_ms: u64) -> Self {
+        Self {
+            offset_ms: 0,
+            simulated: Some(Arc::new(Simulated {
+                epoch_ms,
+                start: Instant::now(),
+                stepped_ms: AtomicI64::new(0),
+            })),
+        }
+    }
+
+    /// Steps a simulated clock (and its clones) by `ms` (negative: back). Other clocks stay.
+    pub fn step(&self, ms: i64) {
+        if let Some(s) = &self.simulated {
+            s.stepped_ms.fetch_add(ms, Ordering::Relaxed);
+        }
     }
 
     /// Now, ms since the epoch.
     pub fn now_ms(&self) -> u64 {
-        let sys = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
-        sys.saturating_add_signed(self.offset_ms)
+        let base = match &self.simulated {
+            None => SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
+            Some(s) => (s.epoch_ms + s.start.elapsed().as_millis() as u64)
+                .saturating_add_signed(s.stepped_ms.load(Ordering::Relaxed)),
+        };
+        base.saturating_add_signed(self.offset_ms)
     }
 }
 
@@ -105,7 +144,7 @@ impl ClusterClock {
 
     /// This node's own wall clock.
     pub fn own(&self) -> WallClock {
-        self.own
+        self.own.clone()
     }
 
     /// Records peer `id`'s answer `peer_ms` to a request sent at `sent` and answered at

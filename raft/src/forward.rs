@@ -19,8 +19,9 @@ use sluice_statemachine::Command;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
+use tokio::time::Instant;
 use tonic::Streaming;
 
 /// Messages buffered for sending on one stream.

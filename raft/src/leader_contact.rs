@@ -10,7 +10,8 @@
 //! goes elsewhere.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// The node id and time of the last message from an elected leader at least as recent as this
 /// node's vote. Times are milliseconds since this node started.

@@ -5,7 +5,8 @@
 //!   the write batcher, the tick proposer, reads and membership.
 //! - [`log_store`]: the Raft log and vote in RocksDB with group commit.
 //! - [`sm_store`]: `sluice-statemachine` behind a lock, with durable snapshot files.
-//! - [`network`] and [`service`]: the tonic node-to-node transport, client and server.
+//! - [`network`] and [`service`]: the tonic node-to-node transport, client and server;
+//!   [`transport`]: the byte streams under it (TCP, or a simulation's network).
 //! - [`auth`]: the cluster secret every node-to-node call carries; [`listener`]: bounded
 //!   listeners (connections in all and per address, a deadline for the first bytes).
 //! - [`clock`]: the cluster's time, the lower median of the voters' wall clocks.
@@ -27,6 +28,7 @@ pub mod network;
 pub mod node;
 pub mod service;
 pub mod sm_store;
+pub mod transport;
 pub mod types;
 
 /// Generated protobuf types and gRPC stubs of the node-to-node service.
@@ -39,8 +41,8 @@ pub use clock::WallClock;
 pub use error::ClusterError;
 pub use network::TlsMaterial;
 pub use node::{
-    wall_ms, ClusterStatus, LogRecord, MembershipOp, NodeConfig, RaftNode, Replication,
-    LOG_PAGE_MAX,
+    wall_ms, Broken, ClusterStatus, LogRecord, MembershipOp, NodeConfig, RaftNode, Replication,
+    Simulation, LOG_PAGE_MAX,
 };
 pub use sm_store::SmState;
 pub use types::{NodeAddr, TypeConfig};

@@ -23,6 +23,7 @@ use std::fmt::Debug;
 use std::io;
 use std::ops::{Bound, RangeBounds};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -96,7 +97,15 @@ pub fn seed_position(db: &DB, log_id: &LogId, node_id: u64) -> io::Result<()> {
 #[derive(Clone)]
 pub struct LogStore {
     db: Arc<DB>,
-    flusher: mpsc::Sender<IOFlushed<TypeConfig>>,
+    flusher: Flusher,
+    /// The last log index whose append has been synced (reported durable).
+    synced: Arc<AtomicU64>,
+    /// Report appends durable before they are synced (the `ack-before-sync` test build, or a
+    /// simulation that puts the bug back).
+    ack_before_sync: bool,
+    /// Truncations so far: a sync of appends made before the last one says nothing of the
+    /// entries now at their indexes.
+    truncations: Arc<AtomicU64>,
     /// Duration of each WAL sync (one per group commit).
     pub wal_sync: Arc<LatencyHistogram>,
     /// Where entries go before they are purged, with the ledger records they made.
@@ -104,6 +113,20 @@ pub struct LogStore {
         Arc<crate::archive::Archive>,
         Option<crate::ledger_store::LedgerStore>,
     )>,
+}
+
+/// An append waiting for the WAL sync: the truncations before it, the last index it wrote, and
+/// whom to tell.
+type Unsynced = (u64, u64, IOFlushed<TypeConfig>);
+
+/// Where appends wait for their sync.
+#[derive(Clone)]
+enum Flusher {
+    /// A thread of its own (the product).
+    Thread(mpsc::Sender<Unsynced>),
+    /// A task on the node's runtime (a simulation: the order of syncs and the time they take
+    /// are the simulation's).
+    Task(tokio::sync::mpsc::UnboundedSender<Unsynced>),
 }
 
 impl Debug for LogStore {
@@ -115,28 +138,76 @@ impl Debug for LogStore {
 impl LogStore {
     /// A log store over `db`, starting its flusher thread (which ends when every clone is dropped).
     pub fn new(db: Arc<DB>) -> io::Result<Self> {
-        let (tx, rx) = mpsc::channel::<IOFlushed<TypeConfig>>();
+        let (tx, rx) = mpsc::channel::<Unsynced>();
+        let store = Self::with_flusher(db, Flusher::Thread(tx), Arc::default());
         // The flusher holds the database weakly: the last strong reference is the node's own, so
         // the database closes when the node is dropped, never later on this thread (a close racing
         // with process exit aborts inside RocksDB).
-        let flush_db = Arc::downgrade(&db);
-        let wal_sync = Arc::new(LatencyHistogram::default());
-        let hist = wal_sync.clone();
+        let (flush_db, hist, synced) = (
+            Arc::downgrade(&store.db),
+            store.wal_sync.clone(),
+            (store.synced.clone(), store.truncations.clone()),
+        );
+        std::thread::Builder::new()
+            .name("sluice-wal-flush".into())
+            .spawn(move || {
+                while let Ok(first) = rx.recv() {
+                    let mut batch = vec![first];
+                    batch.extend(rx.try_iter());
+                    sync_and_report(&flush_db, batch, &hist, &synced);
+                }
+            })?;
+        Ok(store)
+    }
+
+    /// A log store whose WAL syncs run on the current (simulated) runtime, each taking `took`
+    /// of its time, and which records in `synced` the last index synced. For simulations: a
+    /// simulated crash keeps what `synced` names and loses the rest ([`forget_unsynced`]).
+    /// With `ack_before_sync`, appends are reported durable at once (a bug put back to show
+    /// that the simulation finds it).
+    pub fn simulated(
+        db: Arc<DB>,
+        took: Duration,
+        synced: Arc<AtomicU64>,
+        ack_before_sync: bool,
+    ) -> Self {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Unsynced>();
+        let mut store = Self::with_flusher(db, Flusher::Task(tx), synced);
+        store.ack_before_sync = ack_before_sync;
+        let (flush_db, hist, synced) = (
+            Arc::downgrade(&store.db),
+            store.wal_sync.clone(),
+            (store.synced.clone(), store.truncations.clone()),
+        );
+        tokio::spawn(async move {
+            while let Some(first) = rx.recv().await {
+                tokio::time::sleep(took).await;
+                let mut batch = vec![first];
+                while let Ok(more) = rx.try_recv() {
+                    batch.push(more);
+                }
+                sync_and_report(&flush_db, batch, &hist, &synced);
+            }
+        });
+        store
+    }
+
+    fn with_flusher(db: Arc<DB>, flusher: Flusher, synced: Arc<AtomicU64>) -> Self {
         if cfg!(feature = "ack-before-sync") {
             tracing::warn!(
                 "built with ack-before-sync: log entries are reported durable before the WAL is \
                  synced (a test build that loses acknowledged writes at a power failure)"
             );
         }
-        std::thread::Builder::new()
-            .name("sluice-wal-flush".into())
-            .spawn(move || flusher(flush_db, rx, &hist))?;
-        Ok(Self {
+        Self {
             db,
-            flusher: tx,
-            wal_sync,
+            flusher,
+            synced,
+            truncations: Arc::default(),
+            ack_before_sync: cfg!(feature = "ack-before-sync"),
+            wal_sync: Arc::default(),
             archive: None,
-        })
+        }
     }
 
     /// Archives entries (with their ledger records from `ledger`) before they are purged.
@@ -207,34 +278,62 @@ impl LogStore {
     }
 }
 
-/// Group commit: wait for one callback, take every other one queued, sync the WAL once, then
-/// report them all.
-fn flusher(
-    db: std::sync::Weak<DB>,
-    rx: mpsc::Receiver<IOFlushed<TypeConfig>>,
+/// Group commit: sync the WAL once for every append in `batch`, then report them all.
+fn sync_and_report(
+    db: &std::sync::Weak<DB>,
+    batch: Vec<Unsynced>,
     hist: &LatencyHistogram,
+    (synced, truncations): &(Arc<AtomicU64>, Arc<AtomicU64>),
 ) {
-    while let Ok(first) = rx.recv() {
-        let mut batch = vec![first];
-        batch.extend(rx.try_iter());
-        let started = Instant::now();
-        let result = match db.upgrade() {
-            Some(db) => db.flush_wal(true).map_err(|e| e.to_string()),
-            None => Err("the database is closed".to_string()),
-        };
-        let took = started.elapsed();
-        hist.observe(took);
-        if took >= SLOW_SYNC {
-            tracing::warn!(
-                ms = took.as_millis() as u64,
-                appends = batch.len(),
-                "slow WAL sync"
-            );
-        }
-        for cb in batch {
-            cb.io_completed(result.clone().map_err(io::Error::other));
+    let started = Instant::now();
+    let result = match db.upgrade() {
+        Some(db) => db.flush_wal(true).map_err(|e| e.to_string()),
+        None => Err("the database is closed".to_string()),
+    };
+    let took = started.elapsed();
+    hist.observe(took);
+    if took >= SLOW_SYNC {
+        tracing::warn!(
+            ms = took.as_millis() as u64,
+            appends = batch.len(),
+            "slow WAL sync"
+        );
+    }
+    if result.is_ok() {
+        let now = truncations.load(Ordering::SeqCst);
+        let last = batch.iter().filter(|u| u.0 == now).map(|u| u.1).max();
+        if let Some(last) = last {
+            synced.fetch_max(last, Ordering::SeqCst);
         }
     }
+    for (_, _, cb) in batch {
+        cb.io_completed(result.clone().map_err(io::Error::other));
+    }
+}
+
+/// What a crash that loses every write not synced leaves of the log in `db`, given the last index
+/// whose append was synced: the entries after it are deleted, and the committed index (written
+/// without a sync) is brought back to at most it. For simulations of power loss; the vote is
+/// written with a sync and stays.
+pub fn forget_unsynced(db: &DB, synced: u64) -> io::Result<()> {
+    let logs = db
+        .cf_handle(CF_LOGS)
+        .expect("column family created at open");
+    let meta = db
+        .cf_handle(CF_META)
+        .expect("column family created at open");
+    let mut batch = WriteBatch::default();
+    batch.delete_range_cf(logs, (synced + 1).to_be_bytes(), u64::MAX.to_be_bytes());
+    batch.delete_cf(logs, u64::MAX.to_be_bytes());
+    if let Some(bytes) = db.get_cf(meta, KEY_COMMITTED).map_err(io_err)? {
+        let committed: Option<LogId> = codec::decode(&bytes)?;
+        if committed.is_some_and(|c| c.index > synced) {
+            batch.delete_cf(meta, KEY_COMMITTED);
+        }
+    }
+    let mut wo = WriteOptions::default();
+    wo.set_sync(true);
+    db.write_opt(batch, &wo).map_err(io_err)
 }
 
 fn start_of<R: RangeBounds<u64>>(r: &R) -> u64 {
@@ -330,21 +429,28 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     {
         let mut batch = WriteBatch::default();
         let cf = self.cf(CF_LOGS);
+        let mut last = 0;
         for e in entries {
+            last = e.log_id.index;
             batch.put_cf(cf, e.log_id.index.to_be_bytes(), codec::encode(&e));
         }
         let mut wo = WriteOptions::default();
         wo.set_sync(false);
         self.db.write_opt(batch, &wo).map_err(io_err)?;
-        if cfg!(feature = "ack-before-sync") {
+        if self.ack_before_sync {
             // The broken test build: durable before anything was synced.
             callback.io_completed(Ok(()));
             return Ok(());
         }
         // Readable now; durable when the flusher has synced the WAL.
-        self.flusher
-            .send(callback)
-            .map_err(|_| io::Error::other("WAL flusher stopped"))?;
+        let item = (self.truncations.load(Ordering::SeqCst), last, callback);
+        let sent = match &self.flusher {
+            Flusher::Thread(tx) => tx.send(item).is_ok(),
+            Flusher::Task(tx) => tx.send(item).is_ok(),
+        };
+        if !sent {
+            return Err(io::Error::other("WAL flusher stopped"));
+        }
         Ok(())
     }
 
@@ -355,7 +461,11 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         batch.delete_cf(self.cf(CF_LOGS), u64::MAX.to_be_bytes());
         let mut wo = WriteOptions::default();
         wo.set_sync(true);
-        self.db.write_opt(batch, &wo).map_err(io_err)
+        self.db.write_opt(batch, &wo).map_err(io_err)?;
+        self.truncations.fetch_add(1, Ordering::SeqCst);
+        self.synced
+            .fetch_min(from.saturating_sub(1), Ordering::SeqCst);
+        Ok(())
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), io::Error> {

@@ -6,6 +6,7 @@ use crate::auth::{ClusterSecret, Credential};
 use crate::codec;
 use crate::pb;
 use crate::pb::raft_service_client::RaftServiceClient;
+use crate::transport::Transport;
 use crate::types::{NodeAddr, TypeConfig, Vote};
 use openraft::alias::SnapshotOf;
 use openraft::base::{BoxFuture, BoxStream};
@@ -23,7 +24,8 @@ use std::future::Future;
 use std::io::Cursor;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
@@ -115,6 +117,8 @@ pub struct Peers {
     credential: Credential,
     /// Vote requests sent: `[pre-votes, votes]`.
     vote_requests: Arc<[AtomicU64; 2]>,
+    /// A network other than TCP (a simulation's).
+    transport: Option<Arc<dyn Transport>>,
 }
 
 impl Peers {
@@ -128,7 +132,14 @@ impl Peers {
             tls,
             credential: Credential(secret),
             vote_requests: Arc::default(),
+            transport: None,
         }
+    }
+
+    /// The same, connecting over `transport` instead of TCP (and without TLS).
+    pub fn over(mut self, transport: Option<Arc<dyn Transport>>) -> Self {
+        self.transport = transport;
+        self
     }
 
     /// Vote requests this node has sent: (pre-votes, votes). A node that cannot win an election
@@ -213,7 +224,18 @@ impl Peers {
                 .domain_name(tls.server_name.clone().unwrap_or_else(|| host.to_string()));
             ep = ep.tls_config(cfg)?;
         }
-        let ch = ep.connect_lazy();
+        let ch = match &self.transport {
+            None => ep.connect_lazy(),
+            Some(t) => {
+                let (t, addr) = (t.clone(), addr.to_string());
+                ep.connect_with_connector_lazy(tower::service_fn(
+                    move |_: tonic::codegen::http::Uri| {
+                        let connecting = t.connect(addr.clone());
+                        async move { connecting.await.map(hyper_util::rt::TokioIo::new) }
+                    },
+                ))
+            }
+        };
         map.insert(addr.to_string(), ch.clone());
         Ok(ch)
     }

@@ -25,8 +25,10 @@ use crate::pb;
 use crate::pb::raft_service_server::RaftServiceServer;
 use crate::service::{RaftRpc, MESSAGE_BYTES_MAX};
 use crate::sm_store::{SmState, SmStore, SnapshotDeferral};
+use crate::transport::Transport;
 use crate::types::{NodeAddr, Raft, Request, TypeConfig, Vote};
 use crate::{codec, snapshot_policy};
+use futures::StreamExt;
 use openraft::async_runtime::WatchReceiver;
 use openraft::errors::{ClientWriteError, RaftError};
 use openraft::impls::ProgressResponder;
@@ -40,8 +42,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// Most commands the batcher puts in one proposal (log entry). It is below what an entry may
@@ -129,6 +132,32 @@ pub struct NodeConfig {
     pub ledger: Option<LedgerRetention>,
     /// Where log entries are archived before they are purged (`None`: not archived).
     pub archive: Option<ArchiveConfig>,
+    /// What a simulation replaces (the network, the WAL's syncs); `None` in the product.
+    pub simulation: Option<Simulation>,
+}
+
+/// The parts of a node a whole-cluster simulation replaces with its own.
+#[derive(Clone, Debug)]
+pub struct Simulation {
+    /// The network between nodes (see [`crate::transport`]).
+    pub transport: Arc<dyn Transport>,
+    /// How long each WAL sync takes; syncs run on the node's (simulated) runtime.
+    pub wal_sync_takes: Duration,
+    /// The last log index whose append was synced, kept by the simulation across the node's
+    /// crashes (see [`crate::log_store::forget_unsynced`]).
+    pub wal_synced: Arc<AtomicU64>,
+    /// A known bug put back, to show that the simulation finds it.
+    pub broken: Option<Broken>,
+}
+
+/// Bugs a simulation can put back into a node (never in the product).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Broken {
+    /// Appends are reported durable before the WAL is synced.
+    AckBeforeSync,
+    /// A restarted leader resumes its old term (openraft's leader restore), which is unsafe when
+    /// a crash lost entries that followers already hold.
+    LeaderRestore,
 }
 
 /// Where and how long a node archives its log.
@@ -185,8 +214,15 @@ impl NodeConfig {
             draw_key: DrawKey::default(),
             ledger: Some(LedgerRetention::default()),
             archive: None,
+            simulation: None,
         }
     }
+}
+
+/// Where the node-to-node service takes its connections from.
+enum Listening {
+    Tcp(tokio::net::TcpListener),
+    Custom(SocketAddr, crate::transport::Incoming),
 }
 
 /// A change of cluster membership.
@@ -367,7 +403,16 @@ impl RaftNode {
         let db = open_db_retrying(&cfg.data_dir.join("db"))
             .await
             .map_err(fatal)?;
-        let mut log_store = LogStore::new(db.clone()).map_err(fatal)?;
+        let mut log_store = match &cfg.simulation {
+            None => LogStore::new(db.clone()).map_err(fatal)?,
+            Some(s) => LogStore::simulated(
+                db.clone(),
+                s.wal_sync_takes,
+                s.wal_synced.clone(),
+                s.broken == Some(Broken::AckBeforeSync),
+            ),
+        };
+        let transport = cfg.simulation.as_ref().map(|s| s.transport.clone());
         let ledger = cfg.ledger.map(|_| LedgerStore::new(db.clone()));
         let snapshots = cfg.data_dir.join("snapshots");
         let mut sm_store = SmStore::new(&snapshots, ledger.clone(), cfg.draw_key).map_err(fatal)?;
@@ -393,10 +438,21 @@ impl RaftNode {
         );
         let sm = sm_store.handle();
 
-        let listener = tokio::net::TcpListener::bind(cfg.listen_raft)
-            .await
-            .map_err(fatal)?;
-        let raft_addr = listener.local_addr().map_err(fatal)?;
+        let listener = match &transport {
+            None => Listening::Tcp(
+                tokio::net::TcpListener::bind(cfg.listen_raft)
+                    .await
+                    .map_err(fatal)?,
+            ),
+            Some(t) => {
+                let (addr, incoming) = t.listen(cfg.listen_raft).await.map_err(fatal)?;
+                Listening::Custom(addr, incoming)
+            }
+        };
+        let raft_addr = match &listener {
+            Listening::Tcp(l) => l.local_addr().map_err(fatal)?,
+            Listening::Custom(addr, _) => *addr,
+        };
         if cfg.advertise.raft.is_empty() {
             cfg.advertise.raft = raft_addr.to_string();
         }
@@ -411,7 +467,11 @@ impl RaftNode {
             // its old one. Resuming is unsafe when a crash loses log entries that were never
             // synced here but that followers already hold: the leader would write different
             // entries under the same log ids, which followers take as ones they have.
-            enable_leader_restore: Some(false),
+            enable_leader_restore: Some(
+                cfg.simulation
+                    .as_ref()
+                    .is_some_and(|s| s.broken == Some(Broken::LeaderRestore)),
+            ),
             install_snapshot_timeout: 120_000,
             max_payload_entries: 256,
             snapshot_policy: snapshot_policy(cfg.snapshot_every, cfg.id),
@@ -422,7 +482,7 @@ impl RaftNode {
         }
         .validate()
         .map_err(|e| ClusterError::Invalid(e.to_string()))?;
-        let peers = Peers::new(cfg.tls.clone(), cfg.cluster_secret.clone());
+        let peers = Peers::new(cfg.tls.clone(), cfg.cluster_secret.clone()).over(transport);
         let gatekeeper = Gatekeeper::new(
             cfg.cluster_secret
                 .iter()
@@ -451,7 +511,7 @@ impl RaftNode {
             peers,
             queue: tx,
             ready: AtomicBool::new(false),
-            clock: ClusterClock::new(cfg.wall_clock),
+            clock: ClusterClock::new(cfg.wall_clock.clone()),
             stamp: std::sync::Mutex::new((0, 0)),
             tick_in_flight: AtomicBool::new(false),
             commit_latency: Arc::default(),
@@ -497,20 +557,30 @@ impl RaftNode {
             gatekeeper,
         );
         let cancel = inner.cancel.clone();
-        // Every connection must make a call the gatekeeper lets through in time (without a
-        // secret, any call: after TLS's handshake, or on loopback).
-        let incoming = crate::listener::gated_incoming(
-            listener,
-            gate,
-            Some(RAFT_AUTHENTICATE_WITHIN),
-            cancel.clone(),
-        );
+        let router = builder.add_service(svc);
         let server = tokio::spawn(async move {
-            if let Err(e) = builder
-                .add_service(svc)
-                .serve_with_incoming_shutdown(incoming, cancel.cancelled_owned())
-                .await
-            {
+            let served = match listener {
+                Listening::Tcp(listener) => {
+                    // Every connection must make a call the gatekeeper lets through in time
+                    // (without a secret, any call: after TLS's handshake, or on loopback).
+                    let incoming = crate::listener::gated_incoming(
+                        listener,
+                        gate,
+                        Some(RAFT_AUTHENTICATE_WITHIN),
+                        cancel.clone(),
+                    );
+                    router
+                        .serve_with_incoming_shutdown(incoming, cancel.cancelled_owned())
+                        .await
+                }
+                Listening::Custom(_, incoming) => {
+                    let incoming = incoming.map(|c| c.map(crate::transport::Accepted));
+                    router
+                        .serve_with_incoming_shutdown(incoming, cancel.cancelled_owned())
+                        .await
+                }
+            };
+            if let Err(e) = served {
                 tracing::error!(error = %e, "node-to-node server stopped");
             }
         });
@@ -1178,7 +1248,11 @@ impl NodeInner {
                     if tokio::time::Instant::now() + Duration::from_millis(50) < deadline
                         && !self.cut_off_from_leader() =>
                 {
+                    // A fresh receiver has seen only what openraft's own had: without marking the
+                    // current metrics seen, `changed` returns at once and this loop spins until
+                    // the deadline (found by the whole-cluster simulation, where time stood still).
                     let mut m = self.raft.metrics();
+                    m.borrow_and_update();
                     let _ = tokio::time::timeout(Duration::from_millis(50), m.changed()).await;
                 }
                 other => return other,

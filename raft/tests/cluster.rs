@@ -920,3 +920,36 @@ async fn a_leader_cut_off_from_its_quorum_refuses_at_once() {
     );
     c.shutdown().await;
 }
+
+/// A write on a node that knows no leader waits for Raft's metrics to change between its retries
+/// instead of spinning. On a runtime whose clock stands still unless every task is idle, a
+/// spinning write never reaches its deadline; a waiting one ends with `no_leader` when it does.
+#[test]
+fn a_write_without_a_leader_waits_between_retries_instead_of_spinning() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        let r = rt.block_on(async move {
+            let mut cfg = NodeConfig::new(1, path, "127.0.0.1:0".parse().unwrap());
+            cfg.request_timeout = Duration::from_secs(2);
+            let node = sluice_raft::RaftNode::start(cfg).await.unwrap();
+            let r = node.write(Command::Tick).await.map(drop);
+            node.shutdown().await;
+            r
+        });
+        let _ = tx.send(r);
+    });
+    let r = rx
+        .recv_timeout(Duration::from_secs(120))
+        .expect("the write spun: its deadline never came on a clock that moves only when idle");
+    assert!(
+        matches!(r, Err(ClusterError::NoLeader | ClusterError::Timeout)),
+        "{r:?}"
+    );
+}

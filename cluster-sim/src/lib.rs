@@ -1,0 +1,812 @@
+//! A seeded whole-cluster simulation: real Sluice nodes (the raft crate's `RaftNode`, RocksDB,
+//! the state machine, the gRPC node-to-node service) on turmoil's simulated network and clock,
+//! in one thread. A seed decides everything the simulation chooses: message latencies, the
+//! clients' operations and the nodes they go to, and a schedule of faults (partitions, crashes
+//! that lose every write not yet synced, clock steps, slow networks, membership changes). After
+//! each schedule the history is checked with the fault suite's checkers.
+//!
+//! What is simulated, and what is not:
+//! - the network between nodes is turmoil's (TCP streams with latency, partitions, crashes);
+//! - time is turmoil's: every node's timers, its monotonic clock and its wall clock
+//!   ([`sluice_raft::WallClock::simulated`]) follow the simulated clock, so a schedule of a
+//!   minute of cluster time runs in well under a second;
+//! - storage is real RocksDB in a temporary directory. Each node syncs its WAL on its own
+//!   runtime after a simulated delay ([`sluice_raft::log_store::LogStore::simulated`]); a crash
+//!   that loses unsynced writes removes what was appended and not yet synced
+//!   ([`sluice_raft::log_store::forget_unsynced`]) before the node restarts.
+//!
+//! A schedule's outcome depends on the seed alone up to what turmoil cannot control: the order
+//! in which tokio's `select!` polls its branches, and RocksDB's own threads (which change when
+//! its work is done, not what it reads back). A failing seed is run again with
+//! `sluice-cluster-sim --seed S` and, in practice, fails again the same way.
+
+use futures::future::BoxFuture;
+use futures::StreamExt;
+use rand_chacha::ChaCha8Rng;
+use rand_core::{RngCore, SeedableRng};
+use serde_json::json;
+use sluice_jepsen::checker::{self, Verdict};
+use sluice_jepsen::history::{Event, History, Kind};
+use sluice_raft::transport::{BoxIo, Incoming, Transport};
+use sluice_raft::{Broken, ClusterError, MembershipOp, NodeAddr, NodeConfig, RaftNode, Simulation};
+use sluice_statemachine::{Command, Outcome, RoomConfig, VisitorId};
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+/// The port every simulated node listens on for the node-to-node service.
+const RAFT_PORT: u16 = 7000;
+/// The simulated wall clock's reading when a schedule starts (2027-01-15).
+const EPOCH_MS: u64 = 1_800_000_000_000;
+/// Rooms (lists) the clients append to.
+const KEYS: u64 = 3;
+/// How long the clients wait for one operation.
+const OP_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// One schedule's settings.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The seed: the same seed runs the same schedule.
+    pub seed: u64,
+    /// Voters at the start.
+    pub nodes: u64,
+    /// Client processes.
+    pub clients: usize,
+    /// Simulated time the clients run for (faults happen during it).
+    pub run_for: Duration,
+    /// Inject faults.
+    pub faults: bool,
+    /// A known bug put back into every node, to show that the simulation finds it.
+    pub broken: Option<Broken>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            seed: 1,
+            nodes: 3,
+            clients: 4,
+            run_for: Duration::from_secs(6),
+            faults: true,
+            broken: None,
+        }
+    }
+}
+
+/// What one schedule did and what the checkers found.
+#[derive(Clone, Debug)]
+pub struct Report {
+    /// The seed.
+    pub seed: u64,
+    /// Every checker's verdict.
+    pub verdicts: Vec<Verdict>,
+    /// Operations acknowledged, failed and indeterminate.
+    pub ok: usize,
+    /// Operations that certainly did not happen.
+    pub failed: usize,
+    /// Operations whose outcome is unknown.
+    pub unknown: usize,
+    /// The faults applied, in order, with their simulated times.
+    pub faults: Vec<String>,
+    /// The membership changes made, with their simulated times and results.
+    pub membership: Vec<String>,
+    /// Simulated time the schedule took.
+    pub simulated: Duration,
+    /// The history.
+    pub events: Vec<Event>,
+}
+
+impl Report {
+    /// Did every checker pass?
+    pub fn valid(&self) -> bool {
+        self.verdicts.iter().all(|v| v.valid)
+    }
+}
+
+/// turmoil's TCP as the nodes' transport.
+#[derive(Debug)]
+struct SimNet;
+
+impl Transport for SimNet {
+    fn connect(&self, addr: String) -> BoxFuture<'static, std::io::Result<BoxIo>> {
+        Box::pin(async move {
+            let s = turmoil::net::TcpStream::connect(addr).await?;
+            Ok(Box::new(s) as BoxIo)
+        })
+    }
+
+    fn listen(
+        &self,
+        addr: SocketAddr,
+    ) -> BoxFuture<'static, std::io::Result<(SocketAddr, Incoming)>> {
+        Box::pin(async move {
+            let l = turmoil::net::TcpListener::bind(addr).await?;
+            let local = l.local_addr()?;
+            let incoming = futures::stream::unfold(l, |l| async move {
+                let accepted = l.accept().await.map(|(s, _)| Box::new(s) as BoxIo);
+                Some((accepted, l))
+            });
+            Ok((local, incoming.boxed()))
+        })
+    }
+}
+
+/// The voters and learners after a membership change.
+type Members = (Vec<u64>, Vec<u64>);
+
+/// A client's request to a node, carried out on the node's own runtime.
+enum Call {
+    Append(u64, u64, oneshot::Sender<Result<Outcome, ClusterError>>),
+    Read(u64, oneshot::Sender<Result<Vec<u64>, ClusterError>>),
+    Digest(oneshot::Sender<Result<(u64, String), ClusterError>>),
+    Setup(Vec<Command>, oneshot::Sender<Result<(), ClusterError>>),
+    Membership(MembershipOp, oneshot::Sender<Result<Members, ClusterError>>),
+    /// The voters, if this node leads.
+    Voters(oneshot::Sender<Option<Vec<u64>>>),
+}
+
+/// The schedule's phases.
+const RUNNING: u8 = 0;
+const HEALING: u8 = 1;
+const CHECKING: u8 = 2;
+
+/// What the hosts, the clients and the nemesis share.
+struct Shared {
+    dirs: BTreeMap<u64, PathBuf>,
+    /// Where to send calls for each running node.
+    gateways: Mutex<BTreeMap<u64, mpsc::UnboundedSender<Call>>>,
+    /// Each running node's wall clock, and the steps taken by each node's clock so far.
+    clocks: Mutex<BTreeMap<u64, sluice_raft::WallClock>>,
+    steps: Mutex<BTreeMap<u64, i64>>,
+    /// The last log index each node synced (kept across its crashes).
+    synced: BTreeMap<u64, Arc<AtomicU64>>,
+    /// Nodes whose next start loses what they had not synced.
+    lose: Mutex<BTreeSet<u64>>,
+    initialized: AtomicBool,
+    /// Voters at the start; the spare host (`voters + 1`) joins during the schedule.
+    voters: u64,
+    /// The voters as the last membership change reported them (clients go to these).
+    members: Mutex<Vec<u64>>,
+    /// Membership changes the nemesis asked for, carried out by the driver.
+    admin: Mutex<std::collections::VecDeque<MembershipOp>>,
+    /// What became of them, for the report.
+    notes: Mutex<Vec<String>>,
+    phase: AtomicU8,
+    /// The spare has been asked to join.
+    joined: AtomicBool,
+    /// How long each node's WAL syncs take (one node's disk is slow).
+    wal_sync_takes: BTreeMap<u64, Duration>,
+    broken: Option<Broken>,
+}
+
+fn name(id: u64) -> String {
+    format!("n{id}")
+}
+
+fn addr_of(id: u64) -> NodeAddr {
+    NodeAddr {
+        raft: format!("{}:{RAFT_PORT}", name(id)),
+        ..NodeAddr::default()
+    }
+}
+
+fn visitor(v: u64) -> VisitorId {
+    VisitorId((v as u128).to_be_bytes())
+}
+
+fn value_of(id: &VisitorId) -> u64 {
+    u128::from_be_bytes(id.0) as u64
+}
+
+fn room(key: u64) -> String {
+    format!("q{key}")
+}
+
+/// Simulated time since the start, ns.
+fn now_ns() -> u64 {
+    turmoil::sim_elapsed().unwrap_or_default().as_nanos() as u64
+}
+
+type Boxed = Box<dyn std::error::Error>;
+
+/// One node's software: storage (after a crash, what survived it), the node, and a gateway
+/// that carries out clients' calls on this runtime.
+async fn node_software(shared: Arc<Shared>, id: u64) -> Result<(), Boxed> {
+    let dir = shared.dirs[&id].clone();
+    if shared.lose.lock().unwrap().remove(&id) {
+        let synced = shared.synced[&id].load(Ordering::SeqCst);
+        let db = loop {
+            // The crashed runtime's last references to the database go as its tasks drop.
+            match sluice_raft::log_store::open_db(&dir.join("db")) {
+                Ok(db) => break db,
+                Err(e) if e.to_string().contains("lock") => {
+                    tokio::time::sleep(Duration::from_millis(10)).await
+                }
+                Err(e) => return Err(e.into()),
+            }
+        };
+        sluice_raft::log_store::forget_unsynced(&db, synced)?;
+    }
+    let step = shared.steps.lock().unwrap().get(&id).copied().unwrap_or(0);
+    let elapsed = turmoil::sim_elapsed().unwrap_or_default().as_millis() as u64;
+    let clock = sluice_raft::WallClock::simulated(EPOCH_MS + elapsed);
+    clock.step(step);
+    shared.clocks.lock().unwrap().insert(id, clock.clone());
+
+    let mut cfg = NodeConfig::new(id, &dir, ([0, 0, 0, 0], RAFT_PORT).into());
+    cfg.advertise = addr_of(id);
+    cfg.heartbeat_ms = 50;
+    cfg.election_timeout_ms = (300, 600);
+    cfg.snapshot_every = 150;
+    cfg.logs_kept_after_snapshot = 50;
+    cfg.request_timeout = Duration::from_secs(2);
+    cfg.wall_clock = clock;
+    cfg.ledger = None;
+    cfg.simulation = Some(Simulation {
+        transport: Arc::new(SimNet),
+        wal_sync_takes: shared.wal_sync_takes[&id],
+        wal_synced: shared.synced[&id].clone(),
+        broken: shared.broken,
+    });
+    let node = RaftNode::start(cfg).await?;
+    if id == 1 && !shared.initialized.swap(true, Ordering::SeqCst) {
+        let members = (1..=shared.voters).map(|i| (i, addr_of(i))).collect();
+        node.initialize(members).await?;
+    }
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    shared.gateways.lock().unwrap().insert(id, tx);
+    while let Some(call) = rx.recv().await {
+        let node = node.clone();
+        tokio::spawn(async move { carry_out(&node, call).await });
+    }
+    Ok(())
+}
+
+async fn carry_out(node: &RaftNode, call: Call) {
+    match call {
+        Call::Append(key, v, reply) => {
+            let cmd = Command::Join {
+                room: room(key),
+                visitor: visitor(v),
+            };
+            let _ = reply.send(node.write(cmd).await.map(|(o, _)| o));
+        }
+        Call::Read(key, reply) => {
+            let r = node
+                .read_linearizable(|st| {
+                    st.sm
+                        .queue(&room(key), 0, usize::MAX)
+                        .map(|q| q.iter().map(|e| value_of(&e.visitor)).collect::<Vec<_>>())
+                })
+                .await
+                .and_then(|(q, _)| q.map_err(|e| ClusterError::Invalid(format!("{e:?}"))));
+            let _ = reply.send(r);
+        }
+        Call::Membership(op, reply) => {
+            let r = node.membership(op).await.map(|s| (s.voters, s.learners));
+            let _ = reply.send(r);
+        }
+        Call::Voters(reply) => {
+            let _ = reply.send(node.is_leader().then(|| node.status().voters));
+        }
+        Call::Digest(reply) => {
+            let _ = reply.send(node.digest());
+        }
+        Call::Setup(cmds, reply) => {
+            let mut r = Ok(());
+            for cmd in cmds {
+                if let Err(e) = node.write(cmd).await {
+                    r = Err(e);
+                    break;
+                }
+            }
+            let _ = reply.send(r);
+        }
+    }
+}
+
+/// Sends `call` (made with a reply channel) to node `id` and waits up to `timeout` for the answer.
+/// `None`: the node is down or did not answer (what it did is unknown).
+async fn ask<T>(
+    shared: &Shared,
+    id: u64,
+    make: impl FnOnce(oneshot::Sender<T>) -> Call,
+    timeout: Duration,
+) -> Option<T> {
+    let (tx, rx) = oneshot::channel();
+    let gw = shared.gateways.lock().unwrap().get(&id).cloned()?;
+    gw.send(make(tx)).ok()?;
+    tokio::time::timeout(timeout, rx).await.ok()?.ok()
+}
+
+/// How an append ended.
+fn kind_of(r: &Option<Result<Outcome, ClusterError>>) -> (Kind, Option<String>) {
+    match r {
+        Some(Ok(Outcome::Visitor(_))) => (Kind::Ok, None),
+        Some(Ok(other)) => (Kind::Fail, Some(format!("{other:?}"))),
+        Some(Err(e @ (ClusterError::NoLeader | ClusterError::NotReady | ClusterError::Busy))) => {
+            (Kind::Fail, Some(e.to_string()))
+        }
+        Some(Err(e)) => (Kind::Info, Some(e.to_string())),
+        None => (Kind::Info, Some("no answer".into())),
+    }
+}
+
+/// One client process: appends and reads on random keys, through random nodes.
+async fn client(shared: Arc<Shared>, history: History, i: usize, seed: u64, next: Arc<AtomicU64>) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ (0x5eed_0000 + i as u64));
+    let mut process = i as u64;
+    let processes = 1_000;
+    while shared.phase.load(Ordering::SeqCst) == RUNNING {
+        let node = {
+            let m = shared.members.lock().unwrap();
+            m[(rng.next_u64() % m.len() as u64) as usize]
+        };
+        let key = rng.next_u64() % KEYS;
+        if rng.next_u64() % 2 == 0 {
+            let v = next.fetch_add(1, Ordering::SeqCst);
+            let micro = json!([["append", key, v]]);
+            history.record_at(
+                now_ns(),
+                Kind::Invoke,
+                process,
+                "txn",
+                micro.clone(),
+                node,
+                None,
+            );
+            let r = ask(&shared, node, |tx| Call::Append(key, v, tx), OP_TIMEOUT).await;
+            let (kind, error) = kind_of(&r);
+            history.record_at(now_ns(), kind, process, "txn", micro, node, error);
+            if kind == Kind::Info {
+                process += processes;
+            }
+        } else {
+            let micro = json!([["r", key, null]]);
+            history.record_at(now_ns(), Kind::Invoke, process, "txn", micro, node, None);
+            let r = ask(&shared, node, |tx| Call::Read(key, tx), OP_TIMEOUT).await;
+            let (kind, value, error) = match r {
+                Some(Ok(list)) => (Kind::Ok, json!([["r", key, list]]), None),
+                Some(Err(e)) => (Kind::Fail, json!([["r", key, null]]), Some(e.to_string())),
+                None => (
+                    Kind::Fail,
+                    json!([["r", key, null]]),
+                    Some("no answer".into()),
+                ),
+            };
+            history.record_at(now_ns(), kind, process, "txn", value, node, error);
+        }
+        // Think time: 1–20 ms.
+        tokio::time::sleep(Duration::from_millis(1 + rng.next_u64() % 20)).await;
+    }
+}
+
+/// What the driver read at the end: every list, and every node's applied index and digest.
+type Finals = Arc<Mutex<(BTreeMap<u64, Vec<u64>>, BTreeMap<u64, (u64, String)>)>>;
+
+/// The driver: sets up the rooms, runs the clients for `run_for`, then (once the nemesis has
+/// healed everything) reads every list and every node's digest.
+async fn driver(
+    shared: Arc<Shared>,
+    cfg: Config,
+    history: History,
+    finals: Finals,
+) -> Result<(), Boxed> {
+    let setup: Vec<Command> = (0..KEYS)
+        .flat_map(|k| {
+            [Command::CreateRoom {
+                room: room(k),
+                config: RoomConfig {
+                    capacity: 1,
+                    paused: true,
+                    waiter_ttl_secs: 2_592_000,
+                    session_ttl_secs: 2_592_000,
+                    max_waiting: 1_000_000,
+                    ..RoomConfig::default()
+                },
+            }]
+        })
+        .collect();
+    let mut attempt = 0u64;
+    loop {
+        let id = 1 + attempt % shared.voters;
+        attempt += 1;
+        let r = ask(&shared, id, |tx| Call::Setup(setup.clone(), tx), OP_TIMEOUT).await;
+        if matches!(r, Some(Ok(()))) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if attempt > 200 {
+            return Err("no leader to create the rooms".into());
+        }
+    }
+    let started = tokio::time::Instant::now();
+    let admin = tokio::task::spawn_local(administer(shared.clone()));
+    let next = Arc::new(AtomicU64::new(1));
+    let workers: Vec<_> = (0..cfg.clients)
+        .map(|i| {
+            tokio::task::spawn_local(client(
+                shared.clone(),
+                history.clone(),
+                i,
+                cfg.seed,
+                next.clone(),
+            ))
+        })
+        .collect();
+    tokio::time::sleep_until(started + cfg.run_for).await;
+    shared.phase.store(HEALING, Ordering::SeqCst);
+    for w in workers {
+        w.await?;
+    }
+    admin.await?;
+    // The nemesis heals everything and restarts every node; wait for that.
+    while shared.phase.load(Ordering::SeqCst) != CHECKING {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let mut lists = BTreeMap::new();
+    for key in 0..KEYS {
+        let mut id = 1;
+        loop {
+            if let Some(Ok(list)) = ask(&shared, id, |tx| Call::Read(key, tx), OP_TIMEOUT).await {
+                lists.insert(key, list);
+                break;
+            }
+            if tokio::time::Instant::now() > deadline {
+                return Err(format!("no final read of key {key} within 30 s").into());
+            }
+            let members = shared.members.lock().unwrap().clone();
+            id = members[(members.iter().position(|&m| m == id).unwrap_or(0) + 1) % members.len()];
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    // Every voter applies up to the same index with the same digest.
+    let mut digests = BTreeMap::new();
+    let mut voters = shared.members.lock().unwrap().clone();
+    while tokio::time::Instant::now() < deadline {
+        digests.clear();
+        for id in 1..=shared.voters + 1 {
+            if let Some(Some(v)) = ask(&shared, id, Call::Voters, OP_TIMEOUT).await {
+                voters = v;
+            }
+        }
+        for &id in &voters {
+            if let Some(Ok(d)) = ask(&shared, id, Call::Digest, OP_TIMEOUT).await {
+                digests.insert(id, d);
+            }
+        }
+        let distinct: BTreeSet<_> = digests.values().collect();
+        if digests.len() == voters.len() && distinct.len() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    *shared.members.lock().unwrap() = voters;
+    *finals.lock().unwrap() = (lists, digests);
+    Ok(())
+}
+
+/// Carries out the membership changes the nemesis asks for, one at a time, through any voter.
+async fn administer(shared: Arc<Shared>) {
+    while shared.phase.load(Ordering::SeqCst) == RUNNING {
+        let op = shared.admin.lock().unwrap().pop_front();
+        let Some(op) = op else {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        let members = shared.members.lock().unwrap().clone();
+        let mut result = None;
+        for &via in &members {
+            let r = ask(
+                &shared,
+                via,
+                |tx| Call::Membership(op.clone(), tx),
+                OP_TIMEOUT,
+            )
+            .await;
+            if let Some(Ok((voters, _))) = &r {
+                *shared.members.lock().unwrap() = voters.clone();
+            }
+            let done = matches!(r, Some(Ok(_)));
+            result = Some(r);
+            if done {
+                break;
+            }
+        }
+        let at = turmoil::sim_elapsed().unwrap_or_default().as_millis();
+        shared.notes.lock().unwrap().push(format!(
+            "{at:>6} ms {op:?}: {}",
+            match result {
+                Some(Some(Ok((v, l)))) => format!("voters {v:?}, learners {l:?}"),
+                Some(Some(Err(e))) => e.to_string(),
+                _ => "no answer".into(),
+            }
+        ));
+    }
+}
+
+/// A fault the nemesis can apply, and how to undo it.
+#[derive(Clone, Debug)]
+enum Fault {
+    /// Cut one node off from the others.
+    Isolate(u64),
+    /// Split the nodes in two.
+    Split(Vec<u64>),
+    /// Crash nodes; with `lose`, everything they had not synced is gone when they restart.
+    Crash(Vec<u64>, bool),
+    /// Step one node's wall clock by ms.
+    Clock(u64, i64),
+    /// Slow every link (up to this latency).
+    Slow(Duration),
+    /// Add the spare node as a learner and make it a voter.
+    Join(u64),
+    /// Remove a voter for good.
+    Remove(u64),
+}
+
+fn pick(rng: &mut ChaCha8Rng, nodes: u64, shared: &Shared) -> Fault {
+    let one = 1 + rng.next_u64() % nodes;
+    let spare = shared.voters + 1;
+    match rng.next_u64() % 10 {
+        8 | 9 => {
+            let members = shared.members.lock().unwrap().clone();
+            if !members.contains(&spare) && !shared.joined.swap(true, Ordering::SeqCst) {
+                Fault::Join(spare)
+            } else if members.len() as u64 > shared.voters {
+                Fault::Remove(members[(rng.next_u64() % members.len() as u64) as usize])
+            } else {
+                Fault::Isolate(one)
+            }
+        }
+        0 | 1 => Fault::Isolate(one),
+        2 => {
+            let mut side: Vec<u64> = (1..=nodes)
+                .filter(|_| rng.next_u64().is_multiple_of(2))
+                .collect();
+            if side.is_empty() {
+                side.push(one);
+            }
+            Fault::Split(side)
+        }
+        3 => Fault::Crash(vec![one], false),
+        4 => Fault::Crash(vec![one], true),
+        5 => Fault::Crash((1..=nodes).collect(), true),
+        6 => {
+            let ms = (rng.next_u64() % 120_000) as i64 - 60_000;
+            Fault::Clock(one, ms)
+        }
+        _ => Fault::Slow(Duration::from_millis(20 + rng.next_u64() % 200)),
+    }
+}
+
+/// The turmoil builder for a schedule.
+fn builder(seed: u64) -> turmoil::Builder {
+    let mut b = turmoil::Builder::new();
+    b.rng_seed(seed)
+        .simulation_duration(Duration::from_secs(3_600))
+        .tick_duration(Duration::from_millis(1))
+        .min_message_latency(Duration::from_micros(200))
+        .max_message_latency(Duration::from_millis(3))
+        .tcp_capacity(1 << 16);
+    b
+}
+
+/// Runs one schedule and checks it.
+pub fn run(cfg: &Config) -> anyhow::Result<Report> {
+    let base = if std::path::Path::new("/dev/shm").is_dir() {
+        tempfile::Builder::new()
+            .prefix("sluice-cluster-sim-")
+            .tempdir_in("/dev/shm")?
+    } else {
+        tempfile::tempdir()?
+    };
+    // The voters, and a spare host that joins when the nemesis says so.
+    let ids: Vec<u64> = (1..=cfg.nodes + 1).collect();
+    let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
+    let shared = Arc::new(Shared {
+        dirs: ids
+            .iter()
+            .map(|&i| (i, base.path().join(name(i))))
+            .collect(),
+        gateways: Mutex::default(),
+        clocks: Mutex::default(),
+        steps: Mutex::default(),
+        synced: ids.iter().map(|&i| (i, Arc::default())).collect(),
+        lose: Mutex::default(),
+        initialized: AtomicBool::new(false),
+        voters: cfg.nodes,
+        members: Mutex::new((1..=cfg.nodes).collect()),
+        admin: Mutex::default(),
+        notes: Mutex::default(),
+        joined: AtomicBool::new(false),
+        phase: AtomicU8::new(RUNNING),
+        wal_sync_takes: {
+            let slow = 1 + rng.next_u64() % (cfg.nodes + 1);
+            ids.iter()
+                .map(|&i| {
+                    let us = if i == slow {
+                        10_000 + rng.next_u64() % 40_000
+                    } else {
+                        500 + rng.next_u64() % 4_000
+                    };
+                    (i, Duration::from_micros(us))
+                })
+                .collect()
+        },
+        broken: cfg.broken,
+    });
+    let mut sim = builder(cfg.seed).build();
+    for &id in &ids {
+        let s = shared.clone();
+        sim.host(name(id), move || node_software(s.clone(), id));
+    }
+    let history = History::new();
+    let finals = Arc::new(Mutex::new((BTreeMap::new(), BTreeMap::new())));
+    sim.client(
+        "driver",
+        driver(shared.clone(), cfg.clone(), history.clone(), finals.clone()),
+    );
+
+    let mut faults = Vec::new();
+    let mut active: Option<(Fault, Duration)> = None;
+    let mut next_fault = Duration::from_millis(500 + rng.next_u64() % 1_000);
+    let mut down: BTreeSet<u64> = BTreeSet::new();
+    // A node whose software fails (for example one that cannot restart on what a crash left)
+    // or a driver that cannot finish its final reads ends the schedule as invalid.
+    let mut stopped = None;
+    loop {
+        match sim.step() {
+            Ok(true) => break,
+            Ok(false) => {}
+            Err(e) => {
+                stopped = Some(e.to_string());
+                break;
+            }
+        }
+        let now = sim.elapsed();
+        let phase = shared.phase.load(Ordering::SeqCst);
+        if phase == HEALING {
+            if let Some((f, _)) = active.take() {
+                heal(&mut sim, &f, &ids, &mut down);
+            }
+            for id in std::mem::take(&mut down) {
+                sim.bounce(name(id));
+            }
+            shared.phase.store(CHECKING, Ordering::SeqCst);
+            continue;
+        }
+        if phase != RUNNING || !cfg.faults {
+            continue;
+        }
+        match &active {
+            Some((f, until)) if now >= *until => {
+                heal(&mut sim, f, &ids, &mut down);
+                faults.push(format!("{:>6} ms heal", now.as_millis()));
+                active = None;
+                next_fault = now + Duration::from_millis(200 + rng.next_u64() % 1_500);
+            }
+            None if now >= next_fault => {
+                let f = pick(&mut rng, cfg.nodes + 1, &shared);
+                apply(&mut sim, &shared, &f, &ids, &mut down);
+                faults.push(format!("{:>6} ms {f:?}", now.as_millis()));
+                let lasts = Duration::from_millis(300 + rng.next_u64() % 2_500);
+                active = Some((f, now + lasts));
+            }
+            _ => {}
+        }
+    }
+    let simulated = sim.elapsed();
+    drop(sim);
+    let membership = std::mem::take(&mut *shared.notes.lock().unwrap());
+
+    let events = history.events();
+    let (lists, digests) = finals.lock().unwrap().clone();
+    let mut verdicts = vec![
+        checker::queue_linearizable(&events),
+        checker::appends_kept(&events, &lists),
+        checker::convergence(&digests, shared.members.lock().unwrap().len()),
+    ];
+    verdicts.push(Verdict {
+        checker: "schedule completes".into(),
+        valid: stopped.is_none(),
+        detail: stopped.unwrap_or_else(|| "every node ran and the final reads were made".into()),
+        ops: vec![],
+    });
+    let count = |k: Kind| events.iter().filter(|e| e.kind == k).count();
+    let report = Report {
+        seed: cfg.seed,
+        verdicts,
+        ok: count(Kind::Ok),
+        failed: count(Kind::Fail),
+        unknown: count(Kind::Info),
+        faults,
+        membership,
+        simulated,
+        events,
+    };
+    Ok(report)
+}
+
+fn others(ids: &[u64], side: &[u64]) -> Vec<u64> {
+    ids.iter().copied().filter(|i| !side.contains(i)).collect()
+}
+
+fn cut(sim: &mut turmoil::Sim<'_>, a: &[u64], b: &[u64]) {
+    for &x in a {
+        for &y in b {
+            sim.partition(name(x), name(y));
+        }
+    }
+}
+
+fn apply(
+    sim: &mut turmoil::Sim<'_>,
+    shared: &Shared,
+    f: &Fault,
+    ids: &[u64],
+    down: &mut BTreeSet<u64>,
+) {
+    match f {
+        Fault::Isolate(id) => cut(sim, &[*id], &others(ids, &[*id])),
+        Fault::Split(side) => cut(sim, side, &others(ids, side)),
+        Fault::Crash(nodes, lose) => {
+            for &id in nodes {
+                if down.insert(id) {
+                    shared.gateways.lock().unwrap().remove(&id);
+                    if *lose {
+                        shared.lose.lock().unwrap().insert(id);
+                    }
+                    sim.crash(name(id));
+                }
+            }
+        }
+        Fault::Clock(id, ms) => {
+            *shared.steps.lock().unwrap().entry(*id).or_default() += ms;
+            if let Some(c) = shared.clocks.lock().unwrap().get(id) {
+                c.step(*ms);
+            }
+        }
+        Fault::Slow(max) => sim.set_max_message_latency(*max),
+        Fault::Join(id) => {
+            let mut q = shared.admin.lock().unwrap();
+            q.push_back(MembershipOp::AddLearner {
+                id: *id,
+                addr: addr_of(*id),
+            });
+            q.push_back(MembershipOp::Promote { id: *id });
+        }
+        Fault::Remove(id) => shared
+            .admin
+            .lock()
+            .unwrap()
+            .push_back(MembershipOp::Remove { id: *id }),
+    }
+}
+
+fn heal(sim: &mut turmoil::Sim<'_>, f: &Fault, ids: &[u64], down: &mut BTreeSet<u64>) {
+    match f {
+        Fault::Isolate(_) | Fault::Split(_) => {
+            for &a in ids {
+                for &b in ids {
+                    if a < b {
+                        sim.repair(name(a), name(b));
+                    }
+                }
+            }
+        }
+        Fault::Crash(..) => {
+            for id in std::mem::take(down) {
+                sim.bounce(name(id));
+            }
+        }
+        // A stepped clock stays stepped (as a real one would until someone fixes it), and a
+        // membership change stays made.
+        Fault::Clock(..) | Fault::Join(_) | Fault::Remove(_) => {}
+        Fault::Slow(_) => sim.set_max_message_latency(Duration::from_millis(3)),
+    }
+}
