@@ -114,10 +114,16 @@ pub struct TokensConfig {
     #[serde(default = "default_issuer")]
     pub issuer: String,
     /// Longest an admission token lives, seconds (it also ends with its session). A client
-    /// gets a fresh one with every status read; a copied token, or one kept after its session
-    /// was revoked, is good for at most this long.
+    /// renews it with a status read; a copied token, or one kept after its session was revoked,
+    /// is good for at most this long.
     #[serde(default = "default_admission_token_ttl")]
     pub admission_token_ttl_secs: u64,
+    /// A status read returns the token this node last signed for the same admission while it
+    /// has at least half its lifetime left, rather than sign another (signing is most of the
+    /// read's cost). `false`: every read signs a new token with its own `jti`, for an origin
+    /// that accepts each token only once.
+    #[serde(default = "yes")]
+    pub admission_token_reuse: bool,
     /// Keys the JWKS publishes besides the signing one (`jwt_seed`): the next key before a
     /// rotation, so that origins that cache the JWKS already know it; the previous one after
     /// it, until the tokens it signed have expired.
@@ -149,6 +155,7 @@ impl Default for TokensConfig {
             jwt_key_id: default_jwt_kid(),
             issuer: default_issuer(),
             admission_token_ttl_secs: default_admission_token_ttl(),
+            admission_token_reuse: true,
             jwt_published_keys: Vec::new(),
             cluster_secret: None,
             cluster_secrets_also_accepted: Vec::new(),
@@ -272,7 +279,8 @@ impl Default for Limits {
             body_bytes_max: 64 * 1024,
             visitor_requests_per_second: 20,
             visitor_burst: 40,
-            request_timeout_ms: 5_000,
+            // The Raft crate's default (written once, in `NodeConfig::new`).
+            request_timeout_ms: raft_defaults().request_timeout.as_millis() as u64,
             concurrent_requests_max: 10_000,
             connections_max: 20_000,
             header_read_timeout_ms: 120_000,
@@ -283,6 +291,11 @@ impl Default for Limits {
             event_streams_per_address_max: 64,
         }
     }
+}
+
+/// The Raft crate's defaults for a node's settings.
+fn raft_defaults() -> sluice_raft::NodeConfig {
+    sluice_raft::NodeConfig::new(0, "", std::net::SocketAddr::from(([127, 0, 0, 1], 0)))
 }
 
 /// Raft timing.
@@ -313,8 +326,7 @@ pub struct RaftTuning {
 impl Default for RaftTuning {
     /// The Raft crate's own defaults (written once, in `NodeConfig::new`).
     fn default() -> Self {
-        let n =
-            sluice_raft::NodeConfig::new(0, "", std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
+        let n = raft_defaults();
         Self {
             heartbeat_ms: n.heartbeat_ms,
             election_timeout_min_ms: n.election_timeout_ms.0,
@@ -481,12 +493,16 @@ fn yes() -> bool {
     true
 }
 
+/// The Raft crate's default retention (written once, in `LedgerRetention::default`).
 fn default_ledger_retention_days() -> u64 {
-    90
+    sluice_raft::node::LedgerRetention::default()
+        .max_age
+        .as_secs()
+        / 86_400
 }
 
 fn default_ledger_records_max() -> u64 {
-    sluice_raft::node::LEDGER_RECORDS_MAX
+    sluice_raft::node::LedgerRetention::default().records_max
 }
 
 impl Default for LedgerConfig {
@@ -826,7 +842,8 @@ impl ServerConfig {
             &self.tokens.issuer,
             &self.jwt_seed()?,
         )?
-        .with_ttl(self.tokens.admission_token_ttl_secs);
+        .with_ttl(self.tokens.admission_token_ttl_secs)
+        .with_reuse(self.tokens.admission_token_reuse);
         for k in &self.tokens.jwt_published_keys {
             let seed = B64
                 .decode(&k.seed)

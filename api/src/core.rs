@@ -239,7 +239,7 @@ impl Sluice {
         applied_index: u64,
     ) -> VisitorReply {
         let mut r = VisitorReply {
-            state: String::new(),
+            state: ReplyState::of(&view.state),
             room: room.to_string(),
             visitor_id: view.visitor.to_string(),
             ticket: String::new(),
@@ -271,7 +271,6 @@ impl Sluice {
                 notice,
                 ..
             } => {
-                r.state = "waiting".into();
                 r.notice = notice.clone();
                 r.position = *position;
                 r.lane = lane.clone();
@@ -283,18 +282,16 @@ impl Sluice {
                 r.eta_max_secs = *eta_max_secs;
             }
             VisitorState::Admitted { expires_at_ms, .. } => {
-                r.state = "admitted".into();
                 let exp = expires_at_ms / 1000;
                 r.expires_at = Some(exp);
                 r.admission_token =
                     Some(
                         self.jwt
-                            .issue(room, view.visitor, view.seq, self.now_secs(), exp),
+                            .current(room, view.visitor, view.seq, self.now_secs(), exp),
                     );
                 admitted_seq = view.seq;
             }
             VisitorState::Ended { reason, .. } => {
-                r.state = "rejected".into();
                 r.reason = Some(reason.as_str().into());
             }
         }
@@ -516,7 +513,7 @@ impl Sluice {
             Outcome::Visitor(view) => Ok(self.reply(room, &view, index, index)),
             Outcome::Rejected(r @ (Rejection::RoomClosed | Rejection::RoomRejecting)) => {
                 Ok(VisitorReply {
-                    state: "rejected".into(),
+                    state: ReplyState::Rejected,
                     lane: None,
                     ahead: None,
                     room: room.into(),
@@ -682,11 +679,8 @@ impl Sluice {
             Some(r) => r?,
         };
         if t.room != room {
-            return Err(ApiError::new(
-                StatusCode::UNAUTHORIZED,
-                "ticket_wrong_room",
-                "the ticket is for another room",
-            ));
+            // Answered 401 at the gate's edge, as every refusal there is (`http::gate`).
+            return Err(ApiError::wrong_room());
         }
         if t.admitted_seq == 0 {
             return Err(deny("the ticket carries no admission"));

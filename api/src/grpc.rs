@@ -139,7 +139,7 @@ fn ticket(t: &str) -> TicketSource {
 
 fn visitor(v: VisitorReply) -> pb::VisitorStatus {
     pb::VisitorStatus {
-        state: v.state,
+        state: v.state.as_str().into(),
         room: v.room,
         visitor_id: v.visitor_id,
         ticket: v.ticket,

@@ -1089,7 +1089,7 @@ async fn demo(State(app): AppState, headers: HeaderMap) -> Response {
             .sluice
             .heartbeat(&room, &TicketSource::Cookie(t))
             .await
-            .is_ok_and(|r| r.state == "admitted"),
+            .is_ok_and(|r| r.state == ReplyState::Admitted),
         None => false,
     };
     let mut r = Html(pages::demo_shop(&room, admitted)).into_response();

@@ -27,6 +27,7 @@ pub mod codes;
 pub mod config;
 pub mod core;
 pub mod ctl;
+pub mod dev;
 pub mod error;
 pub mod explain;
 pub mod grpc;

@@ -270,7 +270,7 @@ fn render_rooms(w: &mut String, sluice: &Sluice) {
     }
 }
 
-/// The node's Raft position and, on the leader, its followers' lag and acknowledgements.
+/// The node's Raft position, then its followers' (see [`render_raft_followers`]).
 fn render_raft(w: &mut String, sluice: &Sluice) {
     let s = sluice.node.status();
     for (name, help, v) in [
@@ -314,6 +314,12 @@ fn render_raft(w: &mut String, sluice: &Sluice) {
         header(w, name, help, "gauge");
         let _ = writeln!(w, "{name} {v}");
     }
+    render_raft_followers(w, sluice, &s);
+}
+
+/// On the leader: each follower's lag and last acknowledgement, the quorum's; on every node,
+/// the votes it asked for.
+fn render_raft_followers(w: &mut String, sluice: &Sluice, s: &sluice_raft::ClusterStatus) {
     header(
         w,
         "sluice_raft_replication_lag",
@@ -412,79 +418,50 @@ fn render_clock(w: &mut String, sluice: &Sluice) {
 
 /// Leader changes, and the durations of snapshots, commits, WAL syncs, queueing and forwarding.
 fn render_raft_timings(w: &mut String, sluice: &Sluice) {
+    let m = sluice.node.metrics();
     header(
         w,
         "sluice_raft_leader_changes_total",
         "Leaderships (a leader in a term) this node has come to know of since it started, the first included.",
         "counter",
     );
-    let _ = writeln!(
-        w,
-        "sluice_raft_leader_changes_total {}",
-        sluice
-            .node
-            .inner()
-            .leader_changes
-            .load(std::sync::atomic::Ordering::Relaxed)
-    );
-    header(
-        w,
-        "sluice_raft_snapshot_encode_seconds",
-        "Encoding of each snapshot taken here; the node applies nothing meanwhile.",
-        "histogram",
-    );
-    histogram(
-        w,
-        "sluice_raft_snapshot_encode_seconds",
-        "",
-        &sluice.node.inner().snapshot_encode.snapshot(),
-    );
-    header(
-        w,
-        "sluice_raft_commit_latency_seconds",
-        "Proposal submission to applied outcome, on the leader.",
-        "histogram",
-    );
-    histogram(
-        w,
-        "sluice_raft_commit_latency_seconds",
-        "",
-        &sluice.node.inner().commit_latency.snapshot(),
-    );
-    header(
-        w,
-        "sluice_raft_wal_fsync_seconds",
-        "Duration of each WAL sync (one per group commit of log appends).",
-        "histogram",
-    );
-    histogram(
-        w,
-        "sluice_raft_wal_fsync_seconds",
-        "",
-        &sluice.node.inner().wal_sync.snapshot(),
-    );
-    let inner = sluice.node.inner();
+    let _ = writeln!(w, "sluice_raft_leader_changes_total {}", m.leader_changes);
     for (name, help, h) in [
+        (
+            "sluice_raft_snapshot_encode_seconds",
+            "Encoding of each snapshot taken here; the node applies nothing meanwhile.",
+            &m.snapshot_encode,
+        ),
+        (
+            "sluice_raft_commit_latency_seconds",
+            "Proposal submission to applied outcome, on the leader.",
+            &m.commit_latency,
+        ),
+        (
+            "sluice_raft_wal_fsync_seconds",
+            "Duration of each WAL sync (one per group commit of log appends).",
+            &m.wal_sync,
+        ),
         (
             "sluice_raft_queue_wait_seconds",
             "Time a write waits in the node's queue before it is proposed (leader) or forwarded (follower).",
-            &inner.queue_wait,
+            &m.queue_wait,
         ),
         (
             "sluice_raft_forward_seconds",
             "Round trip of each batch of writes forwarded from this follower to the leader.",
-            &inner.forward_latency,
+            &m.forward_latency,
         ),
     ] {
         header(w, name, help, "histogram");
-        histogram(w, name, "", &h.snapshot());
+        histogram(w, name, "", h);
     }
 }
 
 /// The defences' counters: refused operator tokens and node-to-node calls, open status streams.
 pub fn render_defences(w: &mut String, auth: &crate::auth::OperatorAuth, sluice: &Sluice) {
     use std::sync::atomic::Ordering::Relaxed;
-    let inner = sluice.node.inner();
+    let node = sluice.node.metrics();
     let counters = [
         (
             "sluice_operator_auth_failures_total",
@@ -499,12 +476,12 @@ pub fn render_defences(w: &mut String, auth: &crate::auth::OperatorAuth, sluice:
         (
             "sluice_raft_auth_refused_total",
             "Node-to-node calls refused for want of this cluster's credential.",
-            inner.auth_refused.load(Relaxed),
+            node.auth_refused,
         ),
         (
             "sluice_raft_connections_refused_total",
             "Node-to-node connections closed at once: their address had too many open.",
-            inner.connections_refused.load(Relaxed),
+            node.connections_refused,
         ),
     ];
     for (name, help, v) in counters {

@@ -7,11 +7,51 @@ use sluice_statemachine::{
 };
 use utoipa::ToSchema;
 
+/// Where a visitor stands, as the public API names it (`"waiting"`, `"admitted"`,
+/// `"rejected"`; the gRPC `VisitorStatus.state` carries the same words).
+///
+/// The one mapping from the engine's states: `Waiting` and `Admitted` are themselves; the
+/// engine's `Ended` (left, expired, abandoned, revoked, banned) and a join the room refused
+/// (closed, or rejecting new visitors) are both `rejected`, with `reason` saying which. The
+/// public contract has named it so from the start, and a client needs no more than "not in line
+/// and not admitted: do not poll on".
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ReplyState {
+    /// In line.
+    Waiting,
+    /// Holds an active admission (the reply carries its token).
+    Admitted,
+    /// Neither, for good: the visit ended or the join was refused (see `reason`).
+    Rejected,
+}
+
+impl ReplyState {
+    /// The state the API reports for the engine's.
+    pub fn of(engine: &sluice_statemachine::VisitorState) -> Self {
+        use sluice_statemachine::VisitorState::*;
+        match engine {
+            Waiting { .. } => Self::Waiting,
+            Admitted { .. } => Self::Admitted,
+            Ended { .. } => Self::Rejected,
+        }
+    }
+
+    /// The word on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Waiting => "waiting",
+            Self::Admitted => "admitted",
+            Self::Rejected => "rejected",
+        }
+    }
+}
+
 /// A visitor's status, as join, status, heartbeat and leave return it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct VisitorReply {
-    /// `admitted`, `waiting` or `rejected`.
-    pub state: String,
+    /// `admitted`, `waiting` or `rejected` (see [`ReplyState`]).
+    pub state: ReplyState,
     /// The room.
     pub room: String,
     /// The visitor's id (32 hex digits).
@@ -50,7 +90,8 @@ pub struct VisitorReply {
     /// within a budget of status reads; live updates over SSE need no polling).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_check_secs: Option<u64>,
-    /// EdDSA JWT for the protected application, when admitted.
+    /// EdDSA JWT for the protected application, when admitted, with at least half its lifetime
+    /// left (`[tokens] admission_token_reuse`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub admission_token: Option<String>,
     /// Session end (unix seconds) unless renewed, when admitted.

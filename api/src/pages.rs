@@ -4,7 +4,7 @@
 use crate::core::TicketSource;
 use crate::http::App;
 use crate::i18n::{texts, Lang, Texts};
-use crate::model::VisitorReply;
+use crate::model::{ReplyState, VisitorReply};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use sluice_statemachine::{Mode, RoomView};
@@ -729,7 +729,7 @@ pub async fn wait(
     let mut away = false;
     let resumed = match &src {
         TicketSource::Cookie(_) if !redeeming => match app.sluice.heartbeat(room, &src).await {
-            Ok(r) if r.state != "rejected" => Some(r),
+            Ok(r) if r.state != ReplyState::Rejected => Some(r),
             Ok(r) => {
                 away = r.reason.as_deref() == Some("abandoned");
                 None
@@ -888,9 +888,9 @@ pub async fn wait(
     let ticket = reply.ticket.clone();
     let mut resp = if wants_json {
         axum::Json(reply).into_response()
-    } else if reply.state == "admitted" {
+    } else if reply.state == ReplyState::Admitted {
         see_other(&next)
-    } else if reply.state == "waiting" && joining {
+    } else if reply.state == ReplyState::Waiting && joining {
         // A code redeemed for the place held, or a join: the line, with a GET.
         // Post, then redirect, then get: a reload shows the line and posts nothing again.
         // A new visitor's browser is sent back marked, so that one that kept no cookie is told
@@ -901,7 +901,7 @@ pub async fn wait(
             ""
         };
         see_other(&format!("/wait/{room}?{}{marker}next={next}", pl.query()))
-    } else if reply.state == "waiting" {
+    } else if reply.state == ReplyState::Waiting {
         let now_secs = app.sluice.node.now_ms() / 1000;
         // A room that draws shows what its draws are bound to.
         let lottery_lanes = app

@@ -47,32 +47,9 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
     cfg.validate().map_err(anyhow::Error::msg)?;
     // Checked before the node starts (and perhaps bootstraps a cluster), not after.
     cfg.refuse_published_secrets().map_err(anyhow::Error::msg)?;
-    let admin_token = cfg.admin_token().map_err(anyhow::Error::msg)?;
-    if crate::config::is_published_secret(&admin_token) {
-        anyhow::bail!(
-            "the admin token is a sample value published with Sluice: make your own with \
-             `sluice keygen --token`"
-        );
-    }
-    if admin_token.chars().count() < ADMIN_TOKEN_CHARS_MIN {
-        anyhow::bail!(
-            "the admin token must be at least {ADMIN_TOKEN_CHARS_MIN} characters \
-             (`sluice keygen` prints a fresh one)"
-        );
-    }
-    // The credentials, with the operators' (refused before the node starts, like the rest).
-    let auth = Arc::new(
-        crate::auth::OperatorAuth::new(admin_token, cfg.metrics_token.clone())
-            .with_operators(&cfg.operators)
-            .map_err(anyhow::Error::msg)?
-            .with_backend_tokens(cfg.backend_tokens.clone()),
-    );
-    let http_listener = tokio::net::TcpListener::bind(cfg.http_addr)
-        .await
-        .with_context(|| format!("binding {}", cfg.http_addr))?;
-    let grpc_listener = tokio::net::TcpListener::bind(cfg.grpc_addr)
-        .await
-        .with_context(|| format!("binding {}", cfg.grpc_addr))?;
+    let auth = operator_auth(cfg)?;
+    let http_listener = bind(cfg.http_addr).await?;
+    let grpc_listener = bind(cfg.grpc_addr).await?;
     let http_addr = http_listener.local_addr()?;
     let grpc_addr = grpc_listener.local_addr()?;
 
@@ -83,30 +60,7 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
     bootstrap_if_asked(cfg, &node).await?;
 
     let cancel = CancellationToken::new();
-    let ticket_keys = cfg.ticket_keys().map_err(anyhow::Error::msg)?;
-    let pow = crate::pow::PowKeys::new(ticket_keys.iter().map(|(_, s)| s.as_slice()));
-    let tickets = TicketKeys::new(ticket_keys).map_err(anyhow::Error::msg)?;
-    let identity = match &cfg.identity {
-        Some(i) => Some(i.keys().map_err(anyhow::Error::msg)?),
-        None => None,
-    };
-    let jwt = cfg.jwt_keys().map_err(anyhow::Error::msg)?;
-    let sluice = Arc::new(Sluice {
-        node: node.clone(),
-        tickets,
-        pow,
-        identity,
-        providers: crate::hook::Providers::new(&cfg.challenge_providers),
-        jwt,
-        renew: Renewer::start(node.clone(), cancel.clone()),
-        catch_up_timeout: Duration::from_secs(2),
-        watches: crate::watch::Watches::new(
-            cfg.limits.event_streams_max,
-            cfg.limits.event_streams_per_address_max,
-            cancel.clone(),
-        ),
-        bypassed: Default::default(),
-    });
+    let sluice = sluice(cfg, &node, &cancel)?;
     crate::origin::start(sluice.clone(), cancel.clone());
     let metrics = Arc::new(Metrics::default());
     let mut app = App::new(
@@ -123,7 +77,135 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
     app.demo_room = demo_room;
     let app = Arc::new(app);
 
-    let mut servers = Vec::new();
+    let (limits, connection_limits) = listener_limits(cfg)?;
+    let servers = vec![
+        spawn_http(
+            cfg,
+            http_listener,
+            &app,
+            limits,
+            &connection_limits,
+            &cancel,
+        )?,
+        spawn_grpc(
+            cfg,
+            grpc_listener,
+            &app,
+            auth,
+            limits,
+            connection_limits,
+            &cancel,
+        )
+        .await?,
+    ];
+    spawn_upkeep(&app, &cancel);
+    crate::webhook::spawn(
+        node.clone(),
+        &cfg.webhooks,
+        app.metrics.webhooks.clone(),
+        cancel.clone(),
+    )
+    .map_err(anyhow::Error::msg)?;
+
+    tracing::info!(%http_addr, %grpc_addr, raft_addr = %node.raft_addr(), id = cfg.node_id, "node started");
+    Ok(Running {
+        http_addr,
+        grpc_addr,
+        node,
+        sluice,
+        cancel,
+        servers,
+    })
+}
+
+async fn bind(addr: SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding {addr}"))
+}
+
+/// The operators' credentials: the admin token (refused if it is a published sample or too
+/// short), the metrics token, named operators and backend tokens.
+fn operator_auth(cfg: &ServerConfig) -> anyhow::Result<Arc<crate::auth::OperatorAuth>> {
+    let admin_token = cfg.admin_token().map_err(anyhow::Error::msg)?;
+    if crate::config::is_published_secret(&admin_token) {
+        anyhow::bail!(
+            "the admin token is a sample value published with Sluice: make your own with \
+             `sluice keygen --token`"
+        );
+    }
+    if admin_token.chars().count() < ADMIN_TOKEN_CHARS_MIN {
+        anyhow::bail!(
+            "the admin token must be at least {ADMIN_TOKEN_CHARS_MIN} characters \
+             (`sluice keygen` prints a fresh one)"
+        );
+    }
+    Ok(Arc::new(
+        crate::auth::OperatorAuth::new(admin_token, cfg.metrics_token.clone())
+            .with_operators(&cfg.operators)
+            .map_err(anyhow::Error::msg)?
+            .with_backend_tokens(cfg.backend_tokens.clone()),
+    ))
+}
+
+/// The node's operations, with the token keys and the visitor-facing services they use.
+fn sluice(
+    cfg: &ServerConfig,
+    node: &RaftNode,
+    cancel: &CancellationToken,
+) -> anyhow::Result<Arc<Sluice>> {
+    let ticket_keys = cfg.ticket_keys().map_err(anyhow::Error::msg)?;
+    let pow = crate::pow::PowKeys::new(ticket_keys.iter().map(|(_, s)| s.as_slice()));
+    let identity = match &cfg.identity {
+        Some(i) => Some(i.keys().map_err(anyhow::Error::msg)?),
+        None => None,
+    };
+    Ok(Arc::new(Sluice {
+        node: node.clone(),
+        tickets: TicketKeys::new(ticket_keys).map_err(anyhow::Error::msg)?,
+        pow,
+        identity,
+        providers: crate::hook::Providers::new(&cfg.challenge_providers),
+        jwt: cfg.jwt_keys().map_err(anyhow::Error::msg)?,
+        renew: Renewer::start(node.clone(), cancel.clone()),
+        catch_up_timeout: Duration::from_secs(2),
+        watches: crate::watch::Watches::new(
+            cfg.limits.event_streams_max,
+            cfg.limits.event_streams_per_address_max,
+            cancel.clone(),
+        ),
+        bypassed: Default::default(),
+    }))
+}
+
+/// The public listeners' limits: per HTTP connection, and on connections (in all, per client
+/// address except trusted proxies', and the deadline for the first bytes).
+fn listener_limits(cfg: &ServerConfig) -> anyhow::Result<(HttpLimits, ConnectionLimits)> {
+    let limits = HttpLimits {
+        header_read_timeout: Duration::from_millis(cfg.limits.header_read_timeout_ms),
+        header_bytes_max: cfg.limits.header_bytes_max,
+        streams_per_connection_max: cfg.limits.streams_per_connection_max,
+    };
+    let proxies = cfg.trusted_proxies().map_err(anyhow::Error::msg)?;
+    let exempt: sluice_raft::listener::Exempt = Arc::new(move |ip| proxies.trusts(ip));
+    let connections = ConnectionLimits {
+        connections_max: connections_max(cfg.limits.connections_max),
+        per_address_max: cfg.limits.connections_per_address_max,
+        first_bytes_timeout: limits.header_read_timeout,
+        exempt: Some(exempt),
+    };
+    Ok((limits, connections))
+}
+
+/// Serves the HTTP router (over TLS if configured) on `listener`.
+fn spawn_http(
+    cfg: &ServerConfig,
+    listener: tokio::net::TcpListener,
+    app: &Arc<App>,
+    limits: HttpLimits,
+    connection_limits: &ConnectionLimits,
+    cancel: &CancellationToken,
+) -> anyhow::Result<JoinHandle<()>> {
     let concurrency = cfg.limits.concurrent_requests_max.max(1);
     let http =
         router(app.clone()).layer(tower::limit::GlobalConcurrencyLimitLayer::new(concurrency));
@@ -134,33 +216,32 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
             &read(&t.key)?,
         )?)),
     };
-    let listener_limits = HttpLimits {
-        header_read_timeout: Duration::from_millis(cfg.limits.header_read_timeout_ms),
-        header_bytes_max: cfg.limits.header_bytes_max,
-        streams_per_connection_max: cfg.limits.streams_per_connection_max,
-    };
-    let proxies = cfg.trusted_proxies().map_err(anyhow::Error::msg)?;
-    let exempt: sluice_raft::listener::Exempt = Arc::new(move |ip| proxies.trusts(ip));
-    let connection_limits = ConnectionLimits {
-        connections_max: connections_max(cfg.limits.connections_max),
-        per_address_max: cfg.limits.connections_per_address_max,
-        first_bytes_timeout: listener_limits.header_read_timeout,
-        exempt: Some(exempt),
-    };
-    let http_gate = ConnectionGate::new(connection_limits.clone());
-    let grpc_gate = ConnectionGate::new(connection_limits);
-    servers.push(tokio::spawn(serve_http(
-        http_listener,
+    Ok(tokio::spawn(serve_http(
+        listener,
         http,
         tls,
-        listener_limits,
-        http_gate,
+        limits,
+        ConnectionGate::new(connection_limits.clone()),
         cancel.clone(),
-    )));
+    )))
+}
 
+/// Serves the public gRPC services (visitor, admin, cluster, health, reflection) on
+/// `listener`: operators' calls need their roles, and a connection must make its first call
+/// within the header timeout, as an HTTP one must send its headers (`request_made` tells the
+/// listener it has).
+async fn spawn_grpc(
+    cfg: &ServerConfig,
+    listener: tokio::net::TcpListener,
+    app: &Arc<App>,
+    auth: Arc<crate::auth::OperatorAuth>,
+    limits: HttpLimits,
+    connection_limits: ConnectionLimits,
+    cancel: &CancellationToken,
+) -> anyhow::Result<JoinHandle<()>> {
     let grpc = Grpc {
-        sluice: sluice.clone(),
-        metrics,
+        sluice: app.sluice.clone(),
+        metrics: app.metrics.clone(),
         backends_need_tokens: !cfg.backend_tokens.is_empty(),
     };
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
@@ -191,7 +272,7 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
         builder = builder.tls_config(
             tonic::transport::ServerTlsConfig::new()
                 .identity(identity)
-                .timeout(listener_limits.header_read_timeout.min(TLS_HANDSHAKE_MAX)),
+                .timeout(limits.header_read_timeout.min(TLS_HANDSHAKE_MAX)),
         )?;
     }
     // Requests are bounded as HTTP bodies are (tonic's default is 4 MiB).
@@ -214,42 +295,21 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
             pb::cluster_server::ClusterServer::new(grpc).max_decoding_message_size(max),
             auth,
         ));
-    let c = cancel.clone();
-    // A connection must make its first call within the header timeout, as an HTTP one must
-    // send its headers; `request_made` tells the listener it has.
     let incoming = gated_incoming(
-        grpc_listener,
-        grpc_gate,
-        Some(listener_limits.header_read_timeout),
+        listener,
+        ConnectionGate::new(connection_limits),
+        Some(limits.header_read_timeout),
         cancel.clone(),
     );
-    servers.push(tokio::spawn(async move {
+    let c = cancel.clone();
+    Ok(tokio::spawn(async move {
         if let Err(e) = router
             .serve_with_incoming_shutdown(incoming, c.cancelled_owned())
             .await
         {
             tracing::error!(error = %e, "gRPC server stopped");
         }
-    }));
-
-    spawn_upkeep(&app, &cancel);
-    crate::webhook::spawn(
-        node.clone(),
-        &cfg.webhooks,
-        app.metrics.webhooks.clone(),
-        cancel.clone(),
-    )
-    .map_err(anyhow::Error::msg)?;
-
-    tracing::info!(%http_addr, %grpc_addr, raft_addr = %node.raft_addr(), id = cfg.node_id, "node started");
-    Ok(Running {
-        http_addr,
-        grpc_addr,
-        node,
-        sluice,
-        cancel,
-        servers,
-    })
+    }))
 }
 
 /// Tells the public gRPC listener that a connection has made a call (it is then no longer held
@@ -366,7 +426,6 @@ fn node_config(
 async fn bootstrap_if_asked(cfg: &ServerConfig, node: &RaftNode) -> anyhow::Result<()> {
     if cfg.bootstrap
         && !node
-            .raft()
             .is_initialized()
             .await
             .map_err(|e| anyhow::anyhow!("{e}"))?

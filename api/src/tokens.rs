@@ -17,7 +17,8 @@ use sha2::Sha256;
 use sluice_statemachine::limits::NAME_LEN_MAX;
 use sluice_statemachine::types::validate_name;
 use sluice_statemachine::VisitorId;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 
 /// Longest ticket accepted.
 pub const TICKET_LEN_MAX: usize = 512;
@@ -225,8 +226,8 @@ pub struct AdmissionClaims {
     /// Issued at, unix seconds.
     pub iat: u64,
     /// When the token expires, unix seconds: the session's end as of issue, or
-    /// `admission_token_ttl_secs` after `iat` if that comes first. A visitor's client gets a
-    /// fresh token with every status read.
+    /// `admission_token_ttl_secs` after `iat` if that comes first. A visitor's status read
+    /// returns a token with at least half that lifetime left (see [`JwtKeys::current`]).
     pub exp: u64,
     /// The token's own id (random, 32 hex digits), for an origin that keeps a list of tokens
     /// it has seen.
@@ -248,6 +249,23 @@ pub struct JwtKeys {
     /// The token header (`alg`, `kid`, `typ`), base64url-encoded once.
     header_b64: String,
     public: [u8; 32],
+    /// Tokens signed lately, handed out again by [`Self::current`] (`None`: every call signs).
+    recent: Option<Arc<RecentTokens>>,
+}
+
+/// Most admission tokens a node remembers for reuse (about 400 bytes each).
+pub const RECENT_TOKENS_MAX: usize = 100_000;
+
+/// An admission: room, visitor, admission number.
+type Admission = (String, VisitorId, u64);
+
+/// Admission tokens signed lately, by admission, with their expiry.
+#[derive(Debug)]
+struct RecentTokens {
+    /// By admission: (expiry, token).
+    tokens: Mutex<HashMap<Admission, (u64, String)>>,
+    /// At most this many ([`RECENT_TOKENS_MAX`]).
+    max: usize,
 }
 
 impl std::fmt::Debug for JwtKeys {
@@ -269,7 +287,64 @@ impl JwtKeys {
             header_b64: B64.encode(header.to_string()),
             public: signing.verifying_key().to_bytes(),
             signing,
+            recent: None,
         })
+    }
+
+    /// With `on`, [`Self::current`] hands out a token signed before for the same admission
+    /// while it has at least half the life a new one would have.
+    pub fn with_reuse(mut self, on: bool) -> Self {
+        self.recent = on.then(|| {
+            Arc::new(RecentTokens {
+                tokens: Mutex::default(),
+                max: RECENT_TOKENS_MAX,
+            })
+        });
+        self
+    }
+
+    /// When a token issued at `iat` for a session ending at `session_exp` expires.
+    fn expiry(&self, iat: u64, session_exp: u64) -> u64 {
+        session_exp.min(iat.saturating_add(self.ttl_secs))
+    }
+
+    /// An admission token for a status read: one signed before for this admission (room,
+    /// visitor, `seq`) if reuse is on and it expires no later than a new one would and has at
+    /// least half a new one's life left, else a new one (remembered for the next read).
+    /// Signing is most of a status read's cost; a client that renews its token at least every
+    /// half lifetime always holds a valid one. A token never outlives its session as known now.
+    pub fn current(
+        &self,
+        room: &str,
+        visitor: VisitorId,
+        seq: u64,
+        now: u64,
+        session_exp: u64,
+    ) -> String {
+        let Some(recent) = &self.recent else {
+            return self.issue(room, visitor, seq, now, session_exp);
+        };
+        let fresh_exp = self.expiry(now, session_exp);
+        let key = (room.to_string(), visitor, seq);
+        {
+            let tokens = recent.tokens.lock().expect("token cache lock");
+            if let Some((exp, token)) = tokens.get(&key) {
+                let left = exp.saturating_sub(now);
+                if *exp <= fresh_exp && *exp > now && 2 * left >= fresh_exp.saturating_sub(now) {
+                    return token.clone();
+                }
+            }
+        }
+        let token = self.issue(room, visitor, seq, now, session_exp);
+        let mut tokens = recent.tokens.lock().expect("token cache lock");
+        if tokens.len() >= recent.max && !tokens.contains_key(&key) {
+            tokens.retain(|_, (exp, _)| *exp > now);
+            if tokens.len() >= recent.max {
+                tokens.clear();
+            }
+        }
+        tokens.insert(key, (fresh_exp, token.clone()));
+        token
     }
 
     /// Tokens live at most `secs`.
@@ -309,7 +384,7 @@ impl JwtKeys {
             room: room.to_string(),
             seq,
             iat,
-            exp: session_exp.min(iat.saturating_add(self.ttl_secs)),
+            exp: self.expiry(iat, session_exp),
             jti: jti.iter().map(|b| format!("{b:02x}")).collect(),
         };
         let claims = serde_json::to_vec(&claims).expect("claims serialize");
@@ -477,6 +552,74 @@ mod tests {
         assert!(TicketKeys::new(vec![]).is_err());
         assert!(TicketKeys::new(vec![("k".into(), vec![1; 31])]).is_err());
         assert!(TicketKeys::new(vec![("bad id".into(), vec![1; 32])]).is_err());
+    }
+
+    #[test]
+    fn a_status_read_reuses_a_token_while_half_its_life_is_left_and_never_past_its_session() {
+        let v = VisitorId::from_u128(1);
+        let j = JwtKeys::from_seed("j1", "sluice", &[5; 32])
+            .unwrap()
+            .with_ttl(60)
+            .with_reuse(true);
+        let jti = |t: &str, now| j.verify(t, "sale", now).unwrap().jti;
+        let first = j.current("sale", v, 7, 1_000, 90_000);
+        assert_eq!(
+            j.current("sale", v, 7, 1_030, 90_000),
+            first,
+            "30 s of 60 left"
+        );
+        let renewed = j.current("sale", v, 7, 1_031, 90_000);
+        assert_ne!(
+            jti(&renewed, 1_031),
+            jti(&first, 1_031),
+            "29 s left: signed anew"
+        );
+        assert_eq!(j.verify(&renewed, "sale", 1_031).unwrap().exp, 1_091);
+        // Another admission of the same visitor, or another room, has its own token.
+        assert_ne!(j.current("sale", v, 8, 1_031, 90_000), renewed);
+        assert_ne!(j.current("drop", v, 7, 1_031, 90_000), renewed);
+        // The session now ends sooner than the remembered token (revoked and renewed, say):
+        // a token that would outlive it is not handed out again.
+        let shorter = j.current("sale", v, 7, 1_032, 1_050);
+        assert_eq!(j.verify(&shorter, "sale", 1_032).unwrap().exp, 1_050);
+        // Near the session's end, a token that ends with it is as good as a new one.
+        assert_eq!(j.current("sale", v, 7, 1_045, 1_050), shorter);
+        // Without reuse, every read signs a token with its own id.
+        let each = JwtKeys::from_seed("j1", "sluice", &[5; 32])
+            .unwrap()
+            .with_ttl(60);
+        let (a, b) = (
+            each.current("sale", v, 7, 1_000, 90_000),
+            each.current("sale", v, 7, 1_000, 90_000),
+        );
+        assert_ne!(
+            each.verify(&a, "sale", 1_000).unwrap().jti,
+            each.verify(&b, "sale", 1_000).unwrap().jti
+        );
+    }
+
+    #[test]
+    fn the_tokens_kept_for_reuse_are_bounded() {
+        let mut j = JwtKeys::from_seed("j1", "sluice", &[5; 32]).unwrap();
+        j.recent = Some(Arc::new(RecentTokens {
+            tokens: Mutex::default(),
+            max: 4,
+        }));
+        let kept = || j.recent.as_ref().unwrap().tokens.lock().unwrap().len();
+        for i in 0..4 {
+            j.current("sale", VisitorId::from_u128(i), 1, 1_000, 1_010);
+        }
+        assert_eq!(kept(), 4);
+        // Full: the expired ones go first ...
+        j.current("sale", VisitorId::from_u128(9), 1, 1_010, 90_000);
+        assert_eq!(kept(), 1);
+        for i in 10..13 {
+            j.current("sale", VisitorId::from_u128(i), 1, 1_010, 90_000);
+        }
+        assert_eq!(kept(), 4);
+        // ... and, full of live ones, the memory starts over.
+        j.current("sale", VisitorId::from_u128(20), 1, 1_010, 90_000);
+        assert_eq!(kept(), 1);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use crate::core::{Sluice, TicketSource};
 use crate::error::ApiError;
-use crate::model::VisitorReply;
+use crate::model::{ReplyState, VisitorReply};
 use axum::http::StatusCode;
 use futures::Stream;
 use sluice_statemachine::VisitorId;
@@ -103,7 +103,7 @@ fn too_many(whose: &str) -> ApiError {
 
 /// (state, position, ETA, waiting, notice): what makes a status worth sending again.
 type Sent = (
-    String,
+    ReplyState,
     Option<u64>,
     Option<u64>,
     Option<u64>,
@@ -111,13 +111,7 @@ type Sent = (
 );
 
 fn sent_of(r: &VisitorReply) -> Sent {
-    (
-        r.state.clone(),
-        r.position,
-        r.eta_secs,
-        r.waiting,
-        r.notice.clone(),
-    )
+    (r.state, r.position, r.eta_secs, r.waiting, r.notice.clone())
 }
 
 struct State {
@@ -197,7 +191,7 @@ pub async fn open(
             }
             if let Some(r) = st.pending.take() {
                 st.last = Some(sent_of(&r));
-                st.done = r.state != "waiting";
+                st.done = r.state != ReplyState::Waiting;
                 return Some((Ok(r), st));
             }
             tokio::select! {

@@ -219,16 +219,8 @@ async fn node_software(shared: Arc<Shared>, id: u64) -> Result<(), Boxed> {
     let dir = shared.dirs[&id].clone();
     if shared.lose.lock().unwrap().remove(&id) {
         let synced = shared.synced[&id].load(Ordering::SeqCst);
-        let db = loop {
-            // The crashed runtime's last references to the database go as its tasks drop.
-            match sluice_raft::log_store::open_db(&dir.join("db")) {
-                Ok(db) => break db,
-                Err(e) if e.to_string().contains("lock") => {
-                    tokio::time::sleep(Duration::from_millis(10)).await
-                }
-                Err(e) => return Err(e.into()),
-            }
-        };
+        // The crashed runtime's last references to the database go as its tasks drop.
+        let db = sluice_raft::log_store::open_db_retrying(&dir.join("db")).await?;
         sluice_raft::log_store::forget_unsynced(&db, synced)?;
     }
     let step = shared.steps.lock().unwrap().get(&id).copied().unwrap_or(0);

@@ -7,6 +7,7 @@ use anyhow::{bail, Context, Result};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use serde_json::{json, Value};
+use sluice_testkit::free_port;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::io::{BufRead, BufReader};
@@ -296,22 +297,6 @@ where
     stats.start_lag_p50_ms = Some(lag.value_at_quantile(0.5) as f64 / 1000.0);
     stats.start_lag_p99_ms = Some(lag.value_at_quantile(0.99) as f64 / 1000.0);
     stats
-}
-
-/// A loopback port that is free now and was never handed out before by this process. Ports come
-/// from below the kernel's ephemeral range (32768 and up), so an outgoing connection cannot take
-/// one before the node binds it; each process starts at its own offset.
-pub fn free_port() -> u16 {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    loop {
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        assert!(n < 20_000, "no free loopback port");
-        let port = 10_000 + (std::process::id().wrapping_mul(7_919).wrapping_add(n) % 20_000);
-        if std::net::TcpListener::bind(("127.0.0.1", port as u16)).is_ok() {
-            return port as u16;
-        }
-    }
 }
 
 fn find_bin(name: &str) -> Result<PathBuf> {
@@ -884,15 +869,11 @@ pub async fn run(opts: &BenchOpts) -> Result<Value> {
     let sluice = SluiceCluster::start(&opts.dir.join("sluice"), 3).await?;
     let http = http_client();
     if opts.only == Steps::Reads {
-        let (hello_stats, gate, status) = reads(&sluice, &hello, &http, d).await?;
-        let (r_gate, r_status) = (
-            gate.per_sec / hello_stats.per_sec.max(1e-9),
-            status.per_sec / hello_stats.per_sec.max(1e-9),
-        );
-        println!("summary: gate/hello {r_gate:.2}; status/hello {r_status:.2}");
+        let r = reads(&sluice, &hello, &http, d).await?;
+        println!("summary: {}", r.summary());
         return Ok(json!({
-            "steps": [hello_stats, gate, status],
-            "ratios": {"gate_over_hello_world": r_gate, "follower_status_over_hello_world": r_status},
+            "ratios": r.ratios(),
+            "steps": [r.hello, r.gate, r.status, r.status_admitted],
         }));
     }
 
@@ -999,16 +980,14 @@ pub async fn run(opts: &BenchOpts) -> Result<Value> {
     note(sluice64);
     note(sluice256);
 
-    let (hello_stats, gate, status) = reads(&sluice, &hello, &http, d).await?;
-    let hello_rate = hello_stats.per_sec;
-    note(hello_stats);
+    let read_steps = reads(&sluice, &hello, &http, d).await?;
+    let mut ratios = read_steps.ratios();
+    let read_summary = read_steps.summary();
     let http_addrs: Vec<String> = sluice.addrs.values().map(|(h, _)| h.clone()).collect();
-    let (r_gate, r_status) = (
-        gate.per_sec / hello_rate.max(1e-9),
-        status.per_sec / hello_rate.max(1e-9),
-    );
-    note(gate);
-    note(status);
+    note(read_steps.hello);
+    note(read_steps.gate);
+    note(read_steps.status);
+    note(read_steps.status_admitted);
 
     // A realistic mix: 5% joins, 60% status reads, 35% gate checks.
     let (h, addrs) = (http.clone(), Arc::new(http_addrs.clone()));
@@ -1074,16 +1053,24 @@ pub async fn run(opts: &BenchOpts) -> Result<Value> {
     let (rss_all, restart_ms, first) = memory_restart_failover(opts).await?;
     let target = opts.waiters;
 
+    ratios.extend([
+        (
+            "sluice_join_hot_64_over_etcd_join_own_room_64".to_string(),
+            json!(r_own),
+        ),
+        (
+            "sluice_join_hot_64_over_etcd_join_hot_room_64".to_string(),
+            json!(r_hot),
+        ),
+        (
+            "sluice_join_hot_256_over_etcd_put_256".to_string(),
+            json!(r_put),
+        ),
+    ]);
     let report = json!({
         "steps": steps,
         "joins_vs_clients": join_table,
-        "ratios": {
-            "sluice_join_hot_64_over_etcd_join_own_room_64": r_own,
-            "sluice_join_hot_64_over_etcd_join_hot_room_64": r_hot,
-            "sluice_join_hot_256_over_etcd_put_256": r_put,
-            "gate_over_hello_world": r_gate,
-            "follower_status_over_hello_world": r_status,
-        },
+        "ratios": ratios,
         "join_p99_ms_at_half_peak": half_p99,
         "etcd_put_p99_ms_at_half_its_peak": etcd_put_half_p99,
         "join_p99_ms_at_etcd_half_peak_rate": at_etcd_p99,
@@ -1094,12 +1081,11 @@ pub async fn run(opts: &BenchOpts) -> Result<Value> {
         "leader_kill_to_first_ack_ms": first.as_millis() as u64,
     });
     println!(
-        "summary: joins/s vs etcd own-room {:.1}x, vs etcd hot-room {:.1}x, vs etcd puts {:.2}x; gate/hello {:.2}; status/hello {:.2}; join p99 at half peak {:.2} ms (etcd put p99 at half its peak {:.2} ms, join p99 at that rate {:.2} ms); rss {} MB; restart {} ms; failover {} ms",
+        "summary: joins/s vs etcd own-room {:.1}x, vs etcd hot-room {:.1}x, vs etcd puts {:.2}x; {}; join p99 at half peak {:.2} ms (etcd put p99 at half its peak {:.2} ms, join p99 at that rate {:.2} ms); rss {} MB; restart {} ms; failover {} ms",
         r_own,
         r_hot,
         r_put,
-        r_gate,
-        r_status,
+        read_summary,
         half_p99,
         etcd_put_half_p99,
         at_etcd_p99,
@@ -1230,13 +1216,51 @@ async fn memory_restart_failover(opts: &BenchOpts) -> Result<(BTreeMap<u64, u64>
     Ok((rss_all, restart_ms, first))
 }
 
-/// Hello-world, then gate checks and follower status reads, back to back (64 clients each).
+/// The read steps, each against the hello-world baseline measured right before them.
+struct Reads {
+    hello: Stats,
+    gate: Stats,
+    /// Status reads of waiting visitors.
+    status: Stats,
+    /// Status reads of admitted visitors (each answer carries an admission token).
+    status_admitted: Stats,
+}
+
+impl Reads {
+    fn ratios(&self) -> serde_json::Map<String, Value> {
+        let of = |s: &Stats| json!(s.per_sec / self.hello.per_sec.max(1e-9));
+        serde_json::Map::from_iter([
+            ("gate_over_hello_world".to_string(), of(&self.gate)),
+            (
+                "follower_status_over_hello_world".to_string(),
+                of(&self.status),
+            ),
+            (
+                "follower_status_admitted_over_hello_world".to_string(),
+                of(&self.status_admitted),
+            ),
+        ])
+    }
+
+    fn summary(&self) -> String {
+        let of = |s: &Stats| s.per_sec / self.hello.per_sec.max(1e-9);
+        format!(
+            "gate/hello {:.2}; status/hello {:.2} (waiting), {:.2} (admitted)",
+            of(&self.gate),
+            of(&self.status),
+            of(&self.status_admitted)
+        )
+    }
+}
+
+/// Hello-world, then gate checks and follower status reads of waiting and of admitted
+/// visitors, back to back (64 clients each).
 async fn reads(
     sluice: &SluiceCluster,
     hello: &Hello,
     http: &reqwest::Client,
     d: Duration,
-) -> Result<(Stats, Stats, Stats)> {
+) -> Result<Reads> {
     // The baseline, measured right before the reads it is compared with: on a shared machine the
     // speed drifts over minutes.
     let url = format!("http://{}/", hello.addr);
@@ -1290,11 +1314,8 @@ async fn reads(
         .filter(|(id, _)| **id != leader)
         .map(|(_, (h, _))| h.clone())
         .collect();
-    let (h, tickets, addrs) = (
-        http.clone(),
-        Arc::new(admitted),
-        Arc::new(http_addrs.clone()),
-    );
+    let admitted = Arc::new(admitted);
+    let (h, tickets, addrs) = (http.clone(), admitted.clone(), Arc::new(http_addrs.clone()));
     let gate = closed_loop("gate check (any node)", 64, d, move |c, i| {
         let (h, t, a) = (h.clone(), tickets.clone(), addrs.clone());
         async move {
@@ -1310,11 +1331,36 @@ async fn reads(
         }
     })
     .await;
-    let (h, tickets, fol) = (http.clone(), Arc::new(waiting), Arc::new(followers.clone()));
-    let status = closed_loop("status read (followers)", 64, d, move |c, i| {
-        let (h, t, f) = (h.clone(), tickets.clone(), fol.clone());
+    let followers = Arc::new(followers);
+    let status = status_step(http, "line", Arc::new(waiting), followers.clone(), d).await;
+    let status_admitted = status_step(http, "gate", admitted, followers, d).await;
+    Ok(Reads {
+        hello: hello_stats,
+        gate,
+        status,
+        status_admitted,
+    })
+}
+
+/// Closed-loop status reads by 64 clients of `room`'s visitors holding `tickets`, on the
+/// followers.
+async fn status_step(
+    http: &reqwest::Client,
+    room: &'static str,
+    tickets: Arc<Vec<String>>,
+    followers: Arc<Vec<String>>,
+    d: Duration,
+) -> Stats {
+    let name = if room == "gate" {
+        "status read, admitted (followers)"
+    } else {
+        "status read (followers)"
+    };
+    let h = http.clone();
+    closed_loop(name, 64, d, move |c, i| {
+        let (h, t, f) = (h.clone(), tickets.clone(), followers.clone());
         async move {
-            let url = format!("http://{}/v1/rooms/line/status", f[c % f.len()]);
+            let url = format!("http://{}/v1/rooms/{room}/status", f[c % f.len()]);
             let r = h
                 .get(&url)
                 .header(
@@ -1327,8 +1373,7 @@ async fn reads(
             answered(&r)
         }
     })
-    .await;
-    Ok((hello_stats, gate, status))
+    .await
 }
 
 /// Closed-loop joins on the hot room by `clients` clients, with the CPU each process used.

@@ -49,6 +49,12 @@ struct Simulated {
     stepped_ms: AtomicI64,
 }
 
+/// This machine's wall clock, ms since the epoch. Sluice itself uses the cluster's time
+/// (`RaftNode::now_ms`) for everything with a deadline.
+pub fn wall_ms() -> u64 {
+    WallClock::system().now_ms()
+}
+
 impl WallClock {
     /// The system clock.
     pub fn system() -> Self {

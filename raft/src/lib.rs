@@ -26,6 +26,7 @@ pub mod log_store;
 pub mod metrics;
 pub mod network;
 pub mod node;
+mod reply;
 pub mod service;
 pub mod sm_store;
 pub mod transport;
@@ -41,8 +42,8 @@ pub use clock::WallClock;
 pub use error::ClusterError;
 pub use network::TlsMaterial;
 pub use node::{
-    wall_ms, Broken, ClusterStatus, LogRecord, MembershipOp, NodeConfig, RaftNode, Replication,
-    Simulation, LOG_PAGE_MAX,
+    wall_ms, Broken, ClusterStatus, LogRecord, MembershipOp, NodeConfig, NodeMetrics, RaftNode,
+    Replication, Simulation, LOG_PAGE_MAX,
 };
 pub use sm_store::SmState;
 pub use types::{NodeAddr, TypeConfig};

@@ -75,6 +75,30 @@ pub fn open_db(dir: &Path) -> io::Result<Arc<DB>> {
     Ok(Arc::new(db))
 }
 
+/// Opens RocksDB as [`open_db`] does, waiting up to 10 s for an earlier instance in this
+/// process (a node restarting, or one a simulation crashed whose tasks are still dropping) to
+/// release the directory's lock.
+pub async fn open_db_retrying(dir: &Path) -> io::Result<Arc<DB>> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match open_db(dir) {
+            Ok(db) => return Ok(db),
+            Err(e) if e.to_string().contains("lock") && tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(50)).await
+            }
+            // Still locked after the wait: another process holds the directory.
+            Err(e) if e.to_string().contains("lock") => {
+                return Err(io::Error::other(format!(
+                    "another process (another Sluice node?) is using the data directory {}: \
+stop it, or give this node a data directory of its own ({e})",
+                    dir.display()
+                )))
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// Records `log_id` as the last purged (and committed) entry, and a vote of `node_id` for
 /// itself in `log_id`'s term, for a node seeded from a backup: the first election of the new
 /// cluster then runs in a later term than any entry the backup covers.
@@ -478,7 +502,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                     first,
                     |from, to| store.read_range(from, to),
                     ledger.as_ref(),
-                    crate::node::wall_ms(),
+                    crate::clock::wall_ms(),
                 )
             })
             .await

@@ -29,6 +29,9 @@ use tokio::time::Instant;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
+/// Largest single gRPC message between nodes.
+pub const MESSAGE_BYTES_MAX: usize = 64 << 20;
+
 /// A client of the node-to-node service, carrying this cluster's credential.
 pub type RaftClient = RaftServiceClient<InterceptedService<Channel, Credential>>;
 
@@ -244,8 +247,8 @@ impl Peers {
     pub fn client(&self, addr: &str) -> Result<RaftClient, tonic::transport::Error> {
         Ok(
             RaftServiceClient::with_interceptor(self.channel(addr)?, self.credential.clone())
-                .max_decoding_message_size(crate::service::MESSAGE_BYTES_MAX)
-                .max_encoding_message_size(crate::service::MESSAGE_BYTES_MAX),
+                .max_decoding_message_size(MESSAGE_BYTES_MAX)
+                .max_encoding_message_size(MESSAGE_BYTES_MAX),
         )
     }
 }

@@ -19,8 +19,7 @@ use tokio::sync::Semaphore;
 use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
 
-/// Largest single gRPC message between nodes.
-pub const MESSAGE_BYTES_MAX: usize = 64 << 20;
+pub use crate::network::MESSAGE_BYTES_MAX;
 /// Batches a forwarding stream may have waiting for outcomes at once; more wait to be read.
 pub const FORWARD_STREAM_BATCHES_MAX: usize = 1_024;
 /// Largest snapshot a node accepts.

@@ -405,7 +405,7 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             }
             if let Some((archive, chain)) = archive {
                 let (_, state) = decode_snapshot(&bytes)?;
-                archive.checkpoint(index, state, chain, crate::node::wall_ms())?;
+                archive.checkpoint(index, state, chain, crate::clock::wall_ms())?;
             }
             // Not stored when a newer snapshot was installed meanwhile; openraft then keeps
             // the newer one too.

@@ -80,5 +80,3 @@ pub type Vote = openraft::alias::VoteOf<TypeConfig>;
 pub type StoredMembership = openraft::alias::StoredMembershipOf<TypeConfig>;
 /// Snapshot metadata.
 pub type SnapshotMeta = openraft::alias::SnapshotMetaOf<TypeConfig>;
-/// The Raft handle.
-pub type Raft = openraft::Raft<TypeConfig, crate::sm_store::SmStore>;

@@ -202,23 +202,71 @@ impl StateMachine {
         self.pools.get_mut(name).ok_or(Rejection::PoolNotFound)
     }
 
+    /// Applies one command: the room commands through [`Self::room_op`], the others each by
+    /// their own step.
     fn try_apply(&mut self, pos: DrawPosition, cmd: &Command) -> Result<Outcome, Rejection> {
         use Command::*;
-        let now = self.clock_ms;
-        // Commands that address one existing room: validate, then advance → act → pump.
-        let key = self.draw_key;
-        let since = self.clock_before_entry;
-        let room_op =
-            |sm: &mut Self, name: &str, act: &mut dyn FnMut(&mut Room, &mut Step) -> Outcome| {
-                let room = sm.room_mut(name)?;
-                let before = room.signals();
-                let mut step = Step::new(pos, name, room.draw_start().map(|s| (key, s)));
-                room.advance(now, &mut step);
-                let out = act(room, &mut step);
-                room.settle(Some(before), &key, since, now, &mut step);
-                sm.record(pos, name, step.events);
-                Ok(out)
-            };
+        match cmd {
+            CreateRoom { .. } | PutRoom { .. } | UpdateRoom { .. } | DeleteRoom { .. } => {
+                self.room_lifecycle(pos, cmd)
+            }
+            Join { .. }
+            | JoinWith { .. }
+            | SetEntryPolicy { .. }
+            | Heartbeat { .. }
+            | Leave { .. }
+            | Revoke { .. }
+            | Touch { .. }
+            | TouchFrom { .. }
+            | RevokeAll { .. }
+            | ForceAdmit { .. }
+            | Pause { .. }
+            | Resume { .. }
+            | SetMode { .. }
+            | SetHealth { .. }
+            | ReportOrigin { .. }
+            | Ban { .. }
+            | Unban { .. }
+            | CreateCodes { .. }
+            | AddCodes { .. }
+            | SetNotice { .. }
+            | EndCodes { .. } => self.room_command(pos, cmd),
+            PutPool { .. }
+            | DeletePool { .. }
+            | PoolAssign { .. }
+            | PoolRelease { .. }
+            | PoolReport { .. } => self.pool_command(cmd),
+            EndCredential { .. } | NoteClusterChange { .. } | SetWebhookCursor { .. } => {
+                self.cluster_command(cmd)
+            }
+            AsOperator { operator, command } => self.as_operator(pos, operator, command),
+            Tick => Ok(self.tick(pos)),
+        }
+    }
+
+    /// A command that addresses one existing room: the room's time advances, the command acts,
+    /// then what it changed settles (admissions pumped, draws revealed, events recorded).
+    fn room_op(
+        &mut self,
+        pos: DrawPosition,
+        name: &str,
+        act: &mut dyn FnMut(&mut Room, &mut Step) -> Outcome,
+    ) -> Result<Outcome, Rejection> {
+        let (now, key, since) = (self.clock_ms, self.draw_key, self.clock_before_entry);
+        let room = self.room_mut(name)?;
+        let before = room.signals();
+        let mut step = Step::new(pos, name, room.draw_start().map(|s| (key, s)));
+        room.advance(now, &mut step);
+        let out = act(room, &mut step);
+        room.settle(Some(before), &key, since, now, &mut step);
+        self.record(pos, name, step.events);
+        Ok(out)
+    }
+
+    /// Creates, replaces, reconfigures or deletes a room.
+    fn room_lifecycle(&mut self, pos: DrawPosition, cmd: &Command) -> Result<Outcome, Rejection> {
+        use Command::*;
+        let (now, key, since) = (self.clock_ms, self.draw_key, self.clock_before_entry);
         match cmd {
             CreateRoom { room, config }
             | PutRoom { room, config }
@@ -264,7 +312,17 @@ impl StateMachine {
                 self.record(pos, room, step.events);
                 Ok(Outcome::RoomDeleted { waiting, active })
             }
-            Join { room, visitor } => room_op(self, room, &mut |r, d| {
+            _ => unreachable!("try_apply dispatches only room creation and deletion here"),
+        }
+    }
+
+    /// The commands that act on one room's visitors, line, codes and settings (validated here,
+    /// applied through [`Self::room_op`]).
+    fn room_command(&mut self, pos: DrawPosition, cmd: &Command) -> Result<Outcome, Rejection> {
+        use Command::*;
+        let now = self.clock_ms;
+        match cmd {
+            Join { room, visitor } => self.room_op(pos, room, &mut |r, d| {
                 r.join(*visitor, &JoinEvidence::default(), now, d)
             }),
             JoinWith {
@@ -275,22 +333,22 @@ impl StateMachine {
                 let evidence = evidence
                     .decode()
                     .map_err(|e| Rejection::invalid("evidence", e.to_string()))?;
-                room_op(self, room, &mut |r, d| r.join(*visitor, &evidence, now, d))
+                self.room_op(pos, room, &mut |r, d| r.join(*visitor, &evidence, now, d))
             }
             SetEntryPolicy { room, policy } => {
                 let policy = policy
                     .decode()
                     .map_err(|e| Rejection::invalid("entry", e.to_string()))?;
                 policy.validate()?;
-                room_op(self, room, &mut |r, d| r.set_policy(policy.clone(), now, d))
+                self.room_op(pos, room, &mut |r, d| r.set_policy(policy.clone(), now, d))
             }
             Heartbeat { room, visitor } => {
-                room_op(self, room, &mut |r, d| r.heartbeat(*visitor, now, d))
+                self.room_op(pos, room, &mut |r, d| r.heartbeat(*visitor, now, d))
             }
-            Leave { room, visitor } => room_op(self, room, &mut |r, d| {
+            Leave { room, visitor } => self.room_op(pos, room, &mut |r, d| {
                 r.end(*visitor, EndReason::Left, now, d)
             }),
-            Revoke { room, visitor } => room_op(self, room, &mut |r, d| {
+            Revoke { room, visitor } => self.room_op(pos, room, &mut |r, d| {
                 r.end(*visitor, EndReason::Revoked, now, d)
             }),
             Touch { room, visitors } => {
@@ -300,7 +358,7 @@ impl StateMachine {
                         format!("{} visitors, at most {TOUCH_BATCH_MAX}", visitors.len()),
                     ));
                 }
-                room_op(self, room, &mut |r, d| r.touch(visitors, now, d))
+                self.room_op(pos, room, &mut |r, d| r.touch(visitors, now, d))
             }
             TouchFrom { room, visits } => {
                 if visits.len() > TOUCH_BATCH_MAX {
@@ -309,9 +367,9 @@ impl StateMachine {
                         format!("{} visits, at most {TOUCH_BATCH_MAX}", visits.len()),
                     ));
                 }
-                room_op(self, room, &mut |r, d| r.touch_from(visits, now, d))
+                self.room_op(pos, room, &mut |r, d| r.touch_from(visits, now, d))
             }
-            RevokeAll { room } => room_op(self, room, &mut |r, d| r.revoke_all(now, d)),
+            RevokeAll { room } => self.room_op(pos, room, &mut |r, d| r.revoke_all(now, d)),
             ForceAdmit { room, count } => {
                 if *count == 0 || *count > FORCE_ADMIT_MAX {
                     return Err(Rejection::invalid(
@@ -319,18 +377,18 @@ impl StateMachine {
                         format!("must be between 1 and {FORCE_ADMIT_MAX}"),
                     ));
                 }
-                room_op(self, room, &mut |r, d| r.force_admit(*count, now, d))
+                self.room_op(pos, room, &mut |r, d| r.force_admit(*count, now, d))
             }
             Pause { room } | Resume { room } => {
                 let paused = matches!(cmd, Pause { .. });
-                room_op(self, room, &mut |r, d| {
+                self.room_op(pos, room, &mut |r, d| {
                     r.config.paused = paused;
                     r.origin.paused_by_origin = false;
                     r.pump(now, d);
                     Outcome::Room(r.room_view(now))
                 })
             }
-            SetMode { room, mode } => room_op(self, room, &mut |r, d| {
+            SetMode { room, mode } => self.room_op(pos, room, &mut |r, d| {
                 r.config.mode = *mode;
                 r.pump(now, d);
                 Outcome::Room(r.room_view(now))
@@ -348,7 +406,7 @@ impl StateMachine {
                         ));
                     }
                 }
-                room_op(self, room, &mut |r, d| {
+                self.room_op(pos, room, &mut |r, d| {
                     r.set_health(*health, *slow_factor_permille);
                     r.origin.last_change = Some(HealthChange {
                         health: *health,
@@ -375,10 +433,57 @@ impl StateMachine {
                         "this room watches no origin: set its origin rule first".into(),
                     ));
                 }
-                room_op(self, room, &mut |r, d| {
+                self.room_op(pos, room, &mut |r, d| {
                     r.report_origin(*source, samples, now, d)
                 })
             }
+            Ban {
+                room,
+                visitor,
+                until_ms,
+            } => self.room_op(pos, room, &mut |r, d| r.ban(*visitor, *until_ms, now, d)),
+            Unban { room, visitor } => {
+                self.room_op(pos, room, &mut |r, d| r.unban(*visitor, now, d))
+            }
+            CreateCodes { room, batch, codes } => self.room_op(pos, room, &mut |r, d| {
+                let o = match r.codes.create(batch.clone(), codes, now) {
+                    Ok(v) => Outcome::Codes(v),
+                    Err(e) => Outcome::Rejected(e),
+                };
+                r.pump(now, d);
+                o
+            }),
+            AddCodes { room, batch, codes } => self.room_op(pos, room, &mut |r, d| {
+                let o = match r.codes.add(*batch, codes) {
+                    Ok(v) => Outcome::Codes(v),
+                    Err(e) => Outcome::Rejected(e),
+                };
+                r.pump(now, d);
+                o
+            }),
+            SetNotice { room, text } => self.room_op(pos, room, &mut |r, d| {
+                let o = r.set_notice(text, now);
+                if !matches!(o, Outcome::Rejected(_)) {
+                    d.note(Event::Notice { text: text.clone() });
+                }
+                o
+            }),
+            EndCodes { room, batch } => self.room_op(pos, room, &mut |r, d| {
+                let o = match r.codes.end(*batch) {
+                    Ok(n) => Outcome::Count(n),
+                    Err(e) => Outcome::Rejected(e),
+                };
+                r.pump(now, d);
+                o
+            }),
+            _ => unreachable!("try_apply dispatches only room commands here"),
+        }
+    }
+
+    /// The shared-capacity pools' commands.
+    fn pool_command(&mut self, cmd: &Command) -> Result<Outcome, Rejection> {
+        use Command::*;
+        match cmd {
             PutPool {
                 pool,
                 room_capacity,
@@ -413,12 +518,16 @@ impl StateMachine {
                 room_index,
                 count,
             } => Ok(self.pool_mut(pool)?.report(pool, *room_index, *count)),
-            Ban {
-                room,
-                visitor,
-                until_ms,
-            } => room_op(self, room, &mut |r, d| r.ban(*visitor, *until_ms, now, d)),
-            Unban { room, visitor } => room_op(self, room, &mut |r, d| r.unban(*visitor, now, d)),
+            _ => unreachable!("try_apply dispatches only pool commands here"),
+        }
+    }
+
+    /// Commands about the cluster rather than a room: ended credentials, notes of membership
+    /// changes, webhook delivery cursors.
+    fn cluster_command(&mut self, cmd: &Command) -> Result<Outcome, Rejection> {
+        use Command::*;
+        let now = self.clock_ms;
+        match cmd {
             EndCredential {
                 credential,
                 until_ms,
@@ -439,37 +548,6 @@ impl StateMachine {
                 ended.insert(*credential, *until_ms);
                 Ok(Outcome::Count(1))
             }
-            CreateCodes { room, batch, codes } => room_op(self, room, &mut |r, d| {
-                let o = match r.codes.create(batch.clone(), codes, now) {
-                    Ok(v) => Outcome::Codes(v),
-                    Err(e) => Outcome::Rejected(e),
-                };
-                r.pump(now, d);
-                o
-            }),
-            AddCodes { room, batch, codes } => room_op(self, room, &mut |r, d| {
-                let o = match r.codes.add(*batch, codes) {
-                    Ok(v) => Outcome::Codes(v),
-                    Err(e) => Outcome::Rejected(e),
-                };
-                r.pump(now, d);
-                o
-            }),
-            SetNotice { room, text } => room_op(self, room, &mut |r, d| {
-                let o = r.set_notice(text, now);
-                if !matches!(o, Outcome::Rejected(_)) {
-                    d.note(Event::Notice { text: text.clone() });
-                }
-                o
-            }),
-            EndCodes { room, batch } => room_op(self, room, &mut |r, d| {
-                let o = match r.codes.end(*batch) {
-                    Ok(n) => Outcome::Count(n),
-                    Err(e) => Outcome::Rejected(e),
-                };
-                r.pump(now, d);
-                o
-            }),
             NoteClusterChange { what } => {
                 if what.len() > NOTICE_LEN_MAX || what.chars().any(char::is_control) {
                     return Err(Rejection::invalid(
@@ -496,52 +574,64 @@ impl StateMachine {
                 }
                 Ok(Outcome::Count(1))
             }
-            AsOperator { operator, command } => {
-                validate_name("operator", operator)?;
-                if matches!(**command, AsOperator { .. }) {
-                    return Err(Rejection::invalid(
-                        "command",
-                        "an operator's command cannot hold another".into(),
-                    ));
-                }
-                self.operator = Some(operator.clone());
-                let out = match self.try_apply(pos, command) {
-                    Ok(o) => o,
-                    Err(r) => Outcome::Rejected(r),
-                };
-                let (name, detail) = command.describe();
-                let outcome = match &out {
-                    Outcome::Rejected(r) => r.code().to_string(),
-                    _ => "ok".to_string(),
-                };
-                let event = Event::Command {
-                    name: name.to_string(),
-                    detail,
-                    outcome,
-                };
-                self.record(pos, command.target().unwrap_or(""), vec![event]);
-                self.operator = None;
-                Ok(out)
-            }
-            Tick => {
-                let (mut admitted, mut expired) = (0, 0);
-                let mut events = Vec::new();
-                for (name, room) in self.rooms.iter_mut() {
-                    let before = room.signals();
-                    let mut step = Step::new(pos, name, room.draw_start().map(|s| (key, s)));
-                    expired += room.advance(now, &mut step);
-                    admitted += room.pump(now, &mut step);
-                    room.settle(Some(before), &key, since, now, &mut step);
-                    if !step.events.is_empty() {
-                        events.push((name.clone(), step.events));
-                    }
-                }
-                for (name, e) in events {
-                    self.record(pos, &name, e);
-                }
-                Ok(Outcome::Ticked { admitted, expired })
+            _ => unreachable!("try_apply dispatches only cluster commands here"),
+        }
+    }
+
+    /// An operator's command: applied as itself, with the operator named in the ledger and the
+    /// audit log whatever its outcome.
+    fn as_operator(
+        &mut self,
+        pos: DrawPosition,
+        operator: &str,
+        command: &Command,
+    ) -> Result<Outcome, Rejection> {
+        validate_name("operator", operator)?;
+        if matches!(command, Command::AsOperator { .. }) {
+            return Err(Rejection::invalid(
+                "command",
+                "an operator's command cannot hold another".into(),
+            ));
+        }
+        self.operator = Some(operator.to_string());
+        let out = match self.try_apply(pos, command) {
+            Ok(o) => o,
+            Err(r) => Outcome::Rejected(r),
+        };
+        let (name, detail) = command.describe();
+        let outcome = match &out {
+            Outcome::Rejected(r) => r.code().to_string(),
+            _ => "ok".to_string(),
+        };
+        let event = Event::Command {
+            name: name.to_string(),
+            detail,
+            outcome,
+        };
+        self.record(pos, command.target().unwrap_or(""), vec![event]);
+        self.operator = None;
+        Ok(out)
+    }
+
+    /// Advances every room to the log clock: expiries, admissions due, draws settled.
+    fn tick(&mut self, pos: DrawPosition) -> Outcome {
+        let (now, key, since) = (self.clock_ms, self.draw_key, self.clock_before_entry);
+        let (mut admitted, mut expired) = (0, 0);
+        let mut events = Vec::new();
+        for (name, room) in self.rooms.iter_mut() {
+            let before = room.signals();
+            let mut step = Step::new(pos, name, room.draw_start().map(|s| (key, s)));
+            expired += room.advance(now, &mut step);
+            admitted += room.pump(now, &mut step);
+            room.settle(Some(before), &key, since, now, &mut step);
+            if !step.events.is_empty() {
+                events.push((name.clone(), step.events));
             }
         }
+        for (name, e) in events {
+            self.record(pos, &name, e);
+        }
+        Outcome::Ticked { admitted, expired }
     }
 
     // ---- queries: read-only, answered from applied state ------------------------------------

@@ -537,7 +537,7 @@ pub async fn preview(
         text_color: config.branding.text_color.clone(),
     };
     let reply = crate::model::VisitorReply {
-        state: "waiting".into(),
+        state: crate::model::ReplyState::Waiting,
         room: room.clone(),
         visitor_id: String::new(),
         ticket: String::new(),

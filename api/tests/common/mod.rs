@@ -4,48 +4,18 @@
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+pub use sluice_testkit::{free_port, wait_for};
 
 pub const TOKEN: &str = "test-operator-token-0123456789abcdef";
 /// The test clusters' secret (base64): every node-to-node call carries its credential.
 pub const CLUSTER_SECRET: &str = "dGhlLXRlc3QtY2x1c3RlcnMtc2VjcmV0LW9mLTMyLWJ5dGVz";
 /// The test clusters' ticket key (base64), to mint tickets as another node would.
 pub const TICKET_KEY: &str = "dGVzdC10aWNrZXQta2V5LTMyLWJ5dGVzLWxvbmctZW5vdWdo";
-
-/// A loopback port that is free now and was never handed out before by this process. Ports come
-/// from below the kernel's ephemeral range (32768 and up), so an outgoing connection cannot take
-/// one before the node binds it; each process starts at its own offset.
-pub fn free_port() -> u16 {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    loop {
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        assert!(n < 20_000, "no free loopback port");
-        let port = 10_000 + (std::process::id().wrapping_mul(7_919).wrapping_add(n) % 20_000);
-        if std::net::TcpListener::bind(("127.0.0.1", port as u16)).is_ok() {
-            return port as u16;
-        }
-    }
-}
-
-pub async fn wait_for<F, Fut>(what: &str, timeout: Duration, mut cond: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if cond().await {
-            return;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-}
 
 #[derive(Debug)]
 pub struct Node {

@@ -5,9 +5,10 @@
 use sluice_raft::{ClusterError, MembershipOp, NodeAddr, NodeConfig, RaftNode};
 use sluice_statemachine::{Command, Outcome, RoomConfig, VisitorId};
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
+
+pub use sluice_testkit::wait_for;
 
 #[derive(Debug)]
 pub struct TestCluster {
@@ -20,22 +21,6 @@ pub struct TestCluster {
 pub fn quick(cfg: &mut NodeConfig) {
     cfg.heartbeat_ms = 50;
     cfg.election_timeout_ms = (300, 600);
-}
-
-/// Waits for `cond` to hold, polling, up to `timeout`; panics with `what` otherwise.
-pub async fn wait_for<F, Fut>(what: &str, timeout: Duration, mut cond: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if cond().await {
-            return;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 pub fn visitor(n: u64) -> VisitorId {

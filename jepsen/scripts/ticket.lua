@@ -1,0 +1,26 @@
+-- wrk script: GETs a path, each request carrying the next ticket of a file (one per line) as
+-- `Authorization: Ticket …` (status reads) or as the room's ticket cookie (gate checks).
+-- Usage: wrk -t2 -c64 -d8s -s jepsen/scripts/ticket.lua http://NODE -- PATH TICKETS [cookie ROOM]
+local path, tickets, cookie_room = "/", {}, nil
+local next_ticket = 0
+
+function init(args)
+  path = args[1]
+  for line in io.lines(args[2]) do
+    if #line > 0 then tickets[#tickets + 1] = line end
+  end
+  if args[3] == "cookie" then cookie_room = args[4] end
+  next_ticket = math.random(#tickets)
+end
+
+function request()
+  next_ticket = next_ticket % #tickets + 1
+  local t = tickets[next_ticket]
+  local headers = {}
+  if cookie_room then
+    headers["Cookie"] = "sluice_ticket_" .. cookie_room .. "=" .. t
+  else
+    headers["Authorization"] = "Ticket " .. t
+  end
+  return wrk.format("GET", path, headers)
+end

@@ -1,0 +1,307 @@
+//! The write path: a bounded queue, one batcher draining it into proposals (many commands per
+//! log entry) stamped with the cluster's time, submitted in order with a few in flight, or
+//! forwarded to the leader from a follower.
+
+use super::NodeInner;
+use crate::error::ClusterError;
+use crate::reply::{deliver, fail_all, Waiter};
+use crate::types::{Request, TypeConfig};
+use openraft::async_runtime::WatchReceiver;
+use openraft::errors::ClientWriteError;
+use openraft::impls::ProgressResponder;
+use openraft::raft::ClientWriteResult;
+use sluice_statemachine::{Command, Outcome, Proposal};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+
+/// Most commands the batcher puts in one proposal (log entry). It is below what an entry may
+/// hold at all ([`COMMANDS_PER_PROPOSAL_MAX`](sluice_statemachine::limits::COMMANDS_PER_PROPOSAL_MAX),
+/// which every replica checks when it decodes one), so a batch is never refused for its size.
+pub const BATCH_COMMANDS_MAX: usize = 1_024;
+const _: () = assert!(BATCH_COMMANDS_MAX <= sluice_statemachine::limits::COMMANDS_PER_PROPOSAL_MAX);
+/// Batches a follower keeps in flight to the leader on its forwarding stream; what arrives while
+/// all are out shares the next one. The leader batches forwarded commands into its own proposals,
+/// so a follower holding them back only adds a wait (`sluice-jepsen bench`: 2 in flight left
+/// forwarded joins ~2.7 ms in the follower's queue, 64 left 0.35 ms).
+const FORWARDS_IN_FLIGHT: usize = 64;
+/// Longest a new leader waits, once per term, for enough voters' clocks to stamp its first entry.
+const CLOCK_AGREEMENT_WAIT: Duration = Duration::from_millis(500);
+
+/// A write waiting in the queue for its proposal.
+pub(super) struct Pending {
+    cmd: Command,
+    /// Forwarded here by a follower: proposed only while this node leads, never forwarded on.
+    forwarded: bool,
+    tx: Waiter,
+    queued: Instant,
+}
+
+/// Drains the write queue into proposals.
+pub(super) async fn batcher(inner: Arc<NodeInner>, mut rx: mpsc::Receiver<Pending>) {
+    let slots = Arc::new(Semaphore::new(inner.cfg.proposals_in_flight.max(1)));
+    let forward_slots = Arc::new(Semaphore::new(FORWARDS_IN_FLIGHT));
+    loop {
+        let first = tokio::select! {
+            _ = inner.cancel.cancelled() => break,
+            p = rx.recv() => match p { Some(p) => p, None => break },
+        };
+        let sem = if inner.raft.is_leader() {
+            &slots
+        } else {
+            &forward_slots
+        };
+        let permit = tokio::select! {
+            _ = inner.cancel.cancelled() => break,
+            p = sem.clone().acquire_owned() => p.expect("semaphore never closed"),
+        };
+        // Everything that queued while we waited for a slot joins this proposal.
+        let mut batch = vec![first];
+        while batch.len() < BATCH_COMMANDS_MAX {
+            match rx.try_recv() {
+                Ok(p) => batch.push(p),
+                Err(_) => break,
+            }
+        }
+        assert!(batch.len() <= BATCH_COMMANDS_MAX, "a batch past its bound");
+        for p in &batch {
+            inner.queue_wait.observe(p.queued.elapsed());
+        }
+        if inner.raft.is_leader() {
+            let (cmds, txs): (Vec<Command>, Vec<_>) =
+                batch.into_iter().map(|p| (p.cmd, p.tx)).unzip();
+            if inner.cut_off_from_leader() {
+                // No quorum has answered for an election timeout: a proposal would wait for
+                // one that may never come.
+                fail_all(txs, ClusterError::NoLeader);
+                continue;
+            }
+            match inner.propose(cmds).await {
+                Ok(done) => {
+                    tokio::spawn(async move {
+                        deliver(txs, done.await);
+                        drop(permit);
+                    });
+                }
+                Err(e) => fail_all(txs, e),
+            }
+        } else {
+            // Leadership moved while these waited: the follower that forwarded a command retries
+            // it itself, so it is not forwarded a second time from here.
+            let (forwarded, local): (Vec<Pending>, Vec<Pending>) =
+                batch.into_iter().partition(|p| p.forwarded);
+            fail_all(
+                forwarded.into_iter().map(|p| p.tx).collect(),
+                ClusterError::NoLeader,
+            );
+            let (cmds, txs): (Vec<Command>, Vec<_>) =
+                local.into_iter().map(|p| (p.cmd, p.tx)).unzip();
+            if cmds.is_empty() {
+                continue;
+            }
+            let inner = inner.clone();
+            tokio::spawn(async move { inner.forward(cmds, txs, permit).await });
+        }
+    }
+    rx.close();
+    while let Ok(p) = rx.try_recv() {
+        let _ = p.tx.send(Err(ClusterError::ShuttingDown));
+    }
+}
+
+impl NodeInner {
+    pub(super) async fn write(&self, cmd: Command) -> Result<(Outcome, u64), ClusterError> {
+        let deadline = tokio::time::Instant::now() + self.cfg.request_timeout;
+        loop {
+            let (tx, rx) = oneshot::channel();
+            self.queue
+                .try_send(Pending {
+                    cmd: cmd.clone(),
+                    forwarded: false,
+                    tx,
+                    queued: Instant::now(),
+                })
+                .map_err(|e| match e {
+                    mpsc::error::TrySendError::Full(_) => ClusterError::Busy,
+                    mpsc::error::TrySendError::Closed(_) => ClusterError::ShuttingDown,
+                })?;
+            let result = match tokio::time::timeout_at(deadline, rx).await {
+                Err(_) => Err(ClusterError::Timeout),
+                Ok(Err(_)) => Err(ClusterError::ShuttingDown),
+                Ok(Ok(r)) => r,
+            };
+            match result {
+                // Not appended anywhere: safe to try again once a leader is known, unless this
+                // node is cut off from the one it follows (then the client had better try
+                // another node now than wait here).
+                Err(ClusterError::NoLeader)
+                    if tokio::time::Instant::now() + Duration::from_millis(50) < deadline
+                        && !self.cut_off_from_leader() =>
+                {
+                    // A fresh receiver has seen only what openraft's own had: without marking the
+                    // current metrics seen, `changed` returns at once and this loop spins until
+                    // the deadline (found by the whole-cluster simulation, where time stood still).
+                    let mut m = self.raft.metrics();
+                    m.borrow_and_update();
+                    let _ = tokio::time::timeout(Duration::from_millis(50), m.changed()).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// The time for the next proposal: the cluster's time, never less than the applied clock or
+    /// an earlier stamp of this term. In a new term, while too few voters' clocks are known
+    /// (after a restart, before the first answers), it waits up to [`CLOCK_AGREEMENT_WAIT`] once
+    /// for them; after that, this node's own clock stands in (a peer of an older version, which
+    /// does not answer, or most peers unreachable, when nothing can commit anyway).
+    async fn stamp(&self) -> u64 {
+        let (term, voters) = {
+            let m = self.raft.metrics();
+            let m = m.borrow_watched();
+            let voters = m.membership_config.membership().voter_ids().count();
+            (m.current_term, voters)
+        };
+        // The membership as the leader knows it now, not as the sampler last saw it.
+        self.clock.set_voters(voters.max(1));
+        let first_in_term = {
+            let mut s = self.stamp.lock().expect("stamp lock");
+            let first = s.0 != term;
+            if first {
+                *s = (term, 0);
+            }
+            first
+        };
+        let agreed = match self.clock.agreed_ms() {
+            None if first_in_term => self.clock.wait_agreed(CLOCK_AGREEMENT_WAIT).await,
+            agreed => agreed,
+        };
+        let now = agreed.unwrap_or_else(|| {
+            if first_in_term {
+                tracing::warn!("too few voters' clocks known: stamping with this node's own clock");
+            }
+            self.clock.own().now_ms()
+        });
+        let clock = self.sm.read().expect("state lock").sm.clock_ms();
+        let mut s = self.stamp.lock().expect("stamp lock");
+        let t = now.max(clock).max(s.1);
+        s.1 = t;
+        t
+    }
+
+    /// Submits one proposal in order; the returned future resolves when it is applied.
+    async fn propose(
+        &self,
+        cmds: Vec<Command>,
+    ) -> Result<
+        impl std::future::Future<Output = Vec<Result<(Outcome, u64), ClusterError>>> + Send + 'static,
+        ClusterError,
+    > {
+        let n = cmds.len();
+        let proposal = Proposal {
+            time_ms: self.stamp().await,
+            commands: cmds,
+        };
+        let (responder, done) =
+            ProgressResponder::<TypeConfig, ClientWriteResult<TypeConfig>>::complete_only();
+        let started = Instant::now();
+        self.raft
+            .client_write_ff(Request(proposal), Some(responder))
+            .await
+            .map_err(|e| ClusterError::Fatal(e.to_string()))?;
+        let hist = self.commit_latency.clone();
+        Ok(async move {
+            let err = |e: ClusterError| vec![Err(e); n];
+            match done.await {
+                Ok(Ok(resp)) => {
+                    let index = resp.log_id.index;
+                    let outcomes = resp.data.0;
+                    if outcomes.len() != n {
+                        return err(ClusterError::Fatal(format!(
+                            "{} outcomes for {n} commands",
+                            outcomes.len()
+                        )));
+                    }
+                    hist.observe(started.elapsed());
+                    outcomes.into_iter().map(|o| Ok((o, index))).collect()
+                }
+                Ok(Err(ClientWriteError::ForwardToLeader(_))) => err(ClusterError::NoLeader),
+                Ok(Err(ClientWriteError::LogEntryDiscarded(_))) => {
+                    err(ClusterError::Indeterminate(
+                        "leadership changed before the entry was known to commit".into(),
+                    ))
+                }
+                Ok(Err(e)) => err(ClusterError::Invalid(e.to_string())),
+                Err(_) => err(ClusterError::Indeterminate(
+                    "the node stopped before the entry was applied".into(),
+                )),
+            }
+        })
+    }
+
+    /// For commands forwarded by a follower: they join this node's own write queue, so that they
+    /// share proposals with every other write, if this node leads.
+    pub(crate) async fn submit_as_leader(
+        &self,
+        cmds: Vec<Command>,
+    ) -> Vec<Result<(Outcome, u64), ClusterError>> {
+        let n = cmds.len();
+        if !self.raft.is_leader() {
+            return vec![Err(ClusterError::NoLeader); n];
+        }
+        let mut waiting = Vec::with_capacity(n);
+        for cmd in cmds {
+            let (tx, rx) = oneshot::channel();
+            let queued = self.queue.try_send(Pending {
+                cmd,
+                forwarded: true,
+                tx,
+                queued: Instant::now(),
+            });
+            waiting.push(match queued {
+                Ok(()) => Ok(rx),
+                Err(mpsc::error::TrySendError::Full(_)) => Err(ClusterError::Busy),
+                Err(mpsc::error::TrySendError::Closed(_)) => Err(ClusterError::ShuttingDown),
+            });
+        }
+        let deadline = tokio::time::Instant::now() + self.cfg.request_timeout;
+        let mut results = Vec::with_capacity(n);
+        for w in waiting {
+            results.push(match w {
+                Ok(rx) => match tokio::time::timeout_at(deadline, rx).await {
+                    Err(_) => Err(ClusterError::Timeout),
+                    Ok(Err(_)) => Err(ClusterError::ShuttingDown),
+                    Ok(Ok(r)) => r,
+                },
+                Err(e) => Err(e),
+            });
+        }
+        results
+    }
+
+    /// Sends a batch to the leader on this follower's forwarding stream.
+    async fn forward(&self, cmds: Vec<Command>, txs: Vec<Waiter>, slot: OwnedSemaphorePermit) {
+        let (leader, addr) = match self.leader_addr() {
+            Ok(l) => l,
+            Err(e) => return fail_all(txs, e),
+        };
+        if leader == self.id {
+            return fail_all(txs, ClusterError::NoLeader);
+        }
+        // A live leader opens a stream well within an election timeout; one that does not is
+        // as good as gone (and the write, never sent, is retried).
+        let open_timeout = self.cfg.request_timeout.min(self.silence_limit());
+        self.forwarder
+            .send(
+                &self.peers,
+                (leader, &addr),
+                open_timeout,
+                &self.forward_latency,
+                cmds,
+                txs,
+                slot,
+            )
+            .await;
+    }
+}
