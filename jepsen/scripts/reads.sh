@@ -82,11 +82,13 @@ put_room line '{"paused": true, "max_waiting": 10000000, "waiter_ttl_secs": 8640
 for room in gate line; do
   for _ in $(seq 200); do
     curl -sf -X POST "$(node "$leader")/v1/rooms/$room/join" | sed -n 's/.*"ticket":"\([^"]*\)".*/\1/p'
+    echo
   done > "$dir/$room.tickets"
 done
 # Followers serve from applied state: wait until the one measured has every admission.
 last=$(tail -1 "$dir/gate.tickets")
-until curl -sf -H "Cookie: sluice_ticket_gate=$last" "$(node "$follower")/gate/gate/check" > /dev/null; do
+for _ in $(seq 200); do
+  curl -sf -H "Cookie: sluice_ticket_gate=$last" "$(node "$follower")/gate/gate/check" > /dev/null && break
   sleep 0.05
 done
 
