@@ -350,8 +350,27 @@ async fn a_join_that_may_still_apply_hands_out_its_ticket() {
     }
     c.wait_ready().await;
     // The retry with that ticket resumes the same place: one visitor in line, whether the first
-    // attempt was applied or not.
-    let again = c.join(others[0], "lost", Some(&ticket)).await;
+    // attempt was applied or not. Until the cluster has settled after the restarts a join may
+    // still time out or find no leader (5xx); a client retries it with the same ticket.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let again = loop {
+        let (s, v) = c
+            .visitor(
+                others[0],
+                Method::POST,
+                "/v1/rooms/lost/join",
+                Some(&ticket),
+            )
+            .await;
+        if s == StatusCode::OK {
+            break v;
+        }
+        assert!(
+            s.is_server_error() && std::time::Instant::now() < deadline,
+            "{s} {v}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     let (_, q) = c
         .admin(
             others[0],
