@@ -1332,8 +1332,24 @@ async fn reads(
     })
     .await;
     let followers = Arc::new(followers);
-    let status = status_step(http, "line", Arc::new(waiting), followers.clone(), d).await;
-    let status_admitted = status_step(http, "gate", admitted, followers, d).await;
+    let status = status_step(
+        http,
+        "status read (followers)",
+        "line",
+        Arc::new(waiting),
+        followers.clone(),
+        d,
+    )
+    .await;
+    let status_admitted = status_step(
+        http,
+        "status read, admitted (followers)",
+        "gate",
+        admitted,
+        followers,
+        d,
+    )
+    .await;
     Ok(Reads {
         hello: hello_stats,
         gate,
@@ -1342,20 +1358,16 @@ async fn reads(
     })
 }
 
-/// Closed-loop status reads by 64 clients of `room`'s visitors holding `tickets`, on the
-/// followers.
+/// Closed-loop status reads, step `name`, by 64 clients of `room`'s visitors holding `tickets`,
+/// on the followers.
 async fn status_step(
     http: &reqwest::Client,
+    name: &str,
     room: &'static str,
     tickets: Arc<Vec<String>>,
     followers: Arc<Vec<String>>,
     d: Duration,
 ) -> Stats {
-    let name = if room == "gate" {
-        "status read, admitted (followers)"
-    } else {
-        "status read (followers)"
-    };
     let h = http.clone();
     closed_loop(name, 64, d, move |c, i| {
         let (h, t, f) = (h.clone(), tickets.clone(), followers.clone());
