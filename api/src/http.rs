@@ -1414,9 +1414,9 @@ async fn record(State(app): AppState, req: Request, next: Next) -> Response {
     resp
 }
 
-/// The whole HTTP application.
+/// The HTTP routes, each with the layers only it needs; what every request passes through
+/// (body limit, security headers, concurrency limit) is [`crate::edge`], around them.
 pub fn router(app: Arc<App>) -> Router {
-    let body_max = app.body_bytes_max;
     let visitor = Router::new()
         .route("/v1/rooms/{room}/join", post(join))
         .route("/v1/rooms/{room}/challenge", get(challenge))
@@ -1524,127 +1524,7 @@ pub fn router(app: Arc<App>) -> Router {
             .into_response()
         })
         .route_layer(middleware::from_fn_with_state(app.clone(), record))
-        // Bodies reach the handlers read whole and within this limit (`read_body_first`); the
-        // extractors that take them (`Body`, `AdminForm`) keep the same limit.
-        .layer(axum::extract::DefaultBodyLimit::max(body_max))
-        .layer(middleware::from_fn_with_state(app.clone(), read_body_first))
-        // Every answer: never inside another site's frame (clickjacking), no content
-        // sniffing, the pages' Content-Security-Policy, no referrer to other sites.
-        .layer(security_header(header::X_FRAME_OPTIONS, "DENY"))
-        .layer(security_header(header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
-        .layer(security_header(
-            header::CONTENT_SECURITY_POLICY,
-            pages::CONTENT_SECURITY_POLICY,
-        ))
-        .layer(security_header(header::REFERRER_POLICY, "same-origin"))
         .with_state(app)
-}
-
-/// Sets `name` on every answer that has not set it itself.
-fn security_header(
-    name: header::HeaderName,
-    value: &'static str,
-) -> tower_http::set_header::SetResponseHeaderLayer<HeaderValue> {
-    tower_http::set_header::SetResponseHeaderLayer::if_not_present(
-        name,
-        HeaderValue::from_static(value),
-    )
-}
-
-/// How many bytes past the body limit are read and thrown away so that the refusal can be
-/// answered on a connection that stays usable; a longer body gets its answer and a closed
-/// connection.
-const DRAIN_BYTES_MAX: usize = 1024 * 1024;
-/// How long a client may take to send its body.
-const BODY_READ_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Reads every request body whole, before routing, so that no answer leaves unread bytes in the
-/// socket. A server that closes a connection holding unread input makes the kernel send a reset,
-/// and a reset can destroy the answer in the client's buffers before it is read (RFC 9112
-/// §9.6). A body over the limit is read and discarded up to [`DRAIN_BYTES_MAX`] past it and
-/// answered 413 with the connection kept; a longer one is answered without being read, and the
-/// client is told that the connection closes.
-async fn read_body_first(State(app): AppState, req: Request, next: Next) -> Response {
-    let (method, started) = (req.method().clone(), Instant::now());
-    match read_body(app.body_bytes_max, req, next).await {
-        Ok(resp) => resp,
-        Err(refused) => {
-            // Refused before routing: counted without a route.
-            app.metrics.http(
-                method.as_str(),
-                "unmatched",
-                refused.status().as_u16(),
-                started.elapsed(),
-            );
-            refused
-        }
-    }
-}
-
-/// [`read_body_first`]'s work: `Ok` with the handler's answer, `Err` with a refusal.
-async fn read_body(max: usize, req: Request, next: Next) -> Result<Response, Response> {
-    use futures::StreamExt;
-    let declared = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-    // No body: declared empty, or ended with the headers (HTTP/1 without a length or chunks;
-    // an HTTP/2 request may carry a body without declaring its length).
-    if declared == Some(0) || axum::body::HttpBody::is_end_stream(req.body()) {
-        return Ok(next.run(req).await);
-    }
-    let too_large = || {
-        ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "body_too_large",
-            format!("the body is longer than {max} bytes"),
-        )
-    };
-    let drain_max = max.saturating_add(DRAIN_BYTES_MAX);
-    if declared.is_some_and(|n| n > drain_max as u64) {
-        return Err(closing(too_large().into_response()));
-    }
-    let (parts, body) = req.into_parts();
-    let mut stream = body.into_data_stream();
-    let mut kept = Vec::with_capacity(declared.map_or(0, |n| (n as usize).min(max)));
-    let mut seen = 0usize;
-    let read = tokio::time::timeout(BODY_READ_TIMEOUT, async {
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| {
-                ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", e.to_string())
-            })?;
-            seen = seen.saturating_add(chunk.len());
-            if seen > drain_max {
-                return Err(too_large());
-            } else if seen <= max {
-                kept.extend_from_slice(&chunk);
-            }
-        }
-        Ok(())
-    })
-    .await;
-    match read {
-        Ok(Ok(())) if seen > max => Err(too_large().into_response()),
-        Ok(Ok(())) => Ok(next
-            .run(Request::from_parts(parts, axum::body::Body::from(kept)))
-            .await),
-        Ok(Err(e)) => Err(closing(e.into_response())),
-        Err(_) => Err(closing(
-            ApiError::new(
-                StatusCode::REQUEST_TIMEOUT,
-                "body_timeout",
-                format!("the body was not received within {BODY_READ_TIMEOUT:?}"),
-            )
-            .into_response(),
-        )),
-    }
-}
-
-/// Marks an answer as the connection's last.
-fn closing(mut resp: Response) -> Response {
-    resp.headers_mut()
-        .insert(header::CONNECTION, HeaderValue::from_static("close"));
-    resp
 }
 
 #[cfg(test)]

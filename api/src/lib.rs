@@ -3,8 +3,9 @@
 //! Map of the crate:
 //! - [`core`]: [`core::Sluice`], the operations both APIs share (join, status, gate, operator
 //!   actions), turning requests into state machine commands and reads.
-//! - [`http`]: the axum router, middleware (operator auth, per-client rate limits, metrics,
-//!   body limits), SSE, and the OpenAPI document.
+//! - [`http`]: the axum router, middleware (operator auth, per-client rate limits, metrics),
+//!   SSE, and the OpenAPI document; [`edge`]: what every request passes through around the
+//!   router (body limit, security headers, concurrency limit, a connection's idle time).
 //! - [`grpc`]: `sluice.v1.Visitor`, `Admin`, `Cluster` (tonic), plus health and reflection.
 //! - [`auth`] and [`operators`]: operators' credentials and roles, the backoff for wrong
 //!   guesses, and attributing their writes; [`audit`]: the operator audit log.
@@ -28,6 +29,7 @@ pub mod config;
 pub mod core;
 pub mod ctl;
 pub mod dev;
+pub mod edge;
 pub mod error;
 pub mod explain;
 pub mod grpc;

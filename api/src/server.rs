@@ -2,6 +2,7 @@
 
 use crate::config::ServerConfig;
 use crate::core::Sluice;
+use crate::edge::{Edge, InFlight};
 use crate::grpc::Grpc;
 use crate::http::{router, App};
 use crate::metrics::Metrics;
@@ -206,9 +207,12 @@ fn spawn_http(
     connection_limits: &ConnectionLimits,
     cancel: &CancellationToken,
 ) -> anyhow::Result<JoinHandle<()>> {
-    let concurrency = cfg.limits.concurrent_requests_max.max(1);
-    let http =
-        router(app.clone()).layer(tower::limit::GlobalConcurrencyLimitLayer::new(concurrency));
+    let edge = Edge::new(
+        router(app.clone()),
+        app.body_bytes_max,
+        cfg.limits.concurrent_requests_max,
+        app.metrics.clone(),
+    );
     let tls = match &cfg.http_tls {
         None => None,
         Some(t) => Some(tokio_rustls::TlsAcceptor::from(rustls_config(
@@ -218,7 +222,7 @@ fn spawn_http(
     };
     Ok(tokio::spawn(serve_http(
         listener,
-        http,
+        edge,
         tls,
         limits,
         ConnectionGate::new(connection_limits.clone()),
@@ -537,7 +541,7 @@ struct HttpLimits {
 /// a connection with no request in flight for `header_read_timeout` is closed, on HTTP/2 too.
 async fn serve_http(
     listener: tokio::net::TcpListener,
-    router: axum::Router,
+    edge: Edge,
     tls: Option<tokio_rustls::TlsAcceptor>,
     limits: HttpLimits,
     gate: ConnectionGate,
@@ -562,20 +566,13 @@ async fn serve_http(
     let builder = Arc::new(builder);
     let connections = tokio_util::task::TaskTracker::new();
     while let Some((stream, peer, slot)) = gate.accept(&listener, &cancel).await {
-        let (tls, router, cancel, builder) =
-            (tls.clone(), router.clone(), cancel.clone(), builder.clone());
+        let (tls, edge, cancel, builder) =
+            (tls.clone(), edge.clone(), cancel.clone(), builder.clone());
         let header_timeout = limits.header_read_timeout;
         connections.spawn(async move {
             let _slot: Slot = slot;
             let in_flight = InFlight::default();
-            let svc = hyper_util::service::TowerToHyperService::new(
-                router
-                    .layer(axum::middleware::from_fn_with_state(
-                        in_flight.clone(),
-                        count_in_flight,
-                    ))
-                    .layer(axum::Extension(axum::extract::ConnectInfo(peer))),
-            );
+            let svc = edge.connection(peer, in_flight.clone());
             let idle = (in_flight, header_timeout);
             match tls {
                 None => {
@@ -771,106 +768,6 @@ impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for JsonErrors<S> {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<std::io::Result<()>> {
         std::pin::Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
-    }
-}
-
-/// The requests of one connection in flight, the bodies of their answers included (an event
-/// stream is in flight while it is open), and since when there have been none.
-#[derive(Clone, Default)]
-struct InFlight(Arc<InFlightState>);
-
-#[derive(Default)]
-struct InFlightState {
-    open: std::sync::Mutex<(usize, Option<std::time::Instant>)>,
-    changed: tokio::sync::Notify,
-}
-
-impl InFlight {
-    fn begin(&self) -> InFlightGuard {
-        self.0.open.lock().expect("in-flight lock").0 += 1;
-        InFlightGuard(self.clone())
-    }
-
-    /// Resolves once the connection has had nothing in flight for `idle`.
-    async fn idle_for(&self, idle: Duration) {
-        loop {
-            let changed = self.0.changed.notified();
-            let since = {
-                let mut g = self.0.open.lock().expect("in-flight lock");
-                if g.0 > 0 {
-                    None
-                } else {
-                    Some(*g.1.get_or_insert_with(std::time::Instant::now))
-                }
-            };
-            match since.map(|s| idle.saturating_sub(s.elapsed())) {
-                Some(left) if left.is_zero() => return,
-                Some(left) => {
-                    tokio::select! {
-                        _ = changed => {}
-                        _ = tokio::time::sleep(left) => {}
-                    }
-                }
-                None => changed.await,
-            }
-        }
-    }
-}
-
-/// One request in flight until dropped (with the body of its answer).
-struct InFlightGuard(InFlight);
-
-impl Drop for InFlightGuard {
-    fn drop(&mut self) {
-        let mut g = (self.0).0.open.lock().expect("in-flight lock");
-        g.0 -= 1;
-        if g.0 == 0 {
-            g.1 = Some(std::time::Instant::now());
-        }
-        drop(g);
-        (self.0).0.changed.notify_waiters();
-    }
-}
-
-/// Counts a request in flight until its answer's body has been sent.
-async fn count_in_flight(
-    axum::extract::State(in_flight): axum::extract::State<InFlight>,
-    req: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    let guard = in_flight.begin();
-    let resp = next.run(req).await;
-    resp.map(|body| {
-        axum::body::Body::new(Guarded {
-            inner: body,
-            _guard: guard,
-        })
-    })
-}
-
-/// A body that holds a guard until it is dropped.
-struct Guarded<B> {
-    inner: B,
-    _guard: InFlightGuard,
-}
-
-impl<B: http_body::Body + Unpin> http_body::Body for Guarded<B> {
-    type Data = B::Data;
-    type Error = B::Error;
-
-    fn poll_frame(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
-        std::pin::Pin::new(&mut self.get_mut().inner).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.inner.size_hint()
     }
 }
 

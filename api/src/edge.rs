@@ -1,0 +1,339 @@
+//! What every HTTP request passes through before it is routed, and every answer after: the
+//! connection's peer address, the count of requests in flight on the connection (its idle
+//! timeout), the node's limit of concurrent requests, the body read whole within its limit, and
+//! the security headers.
+//!
+//! This is one service around the router rather than layers on it: axum applies a router's
+//! layers to each route, boxing and cloning the route once per layer on every request, and a
+//! layer added per connection re-wraps every route for each new connection.
+
+use crate::error::ApiError;
+use crate::metrics::Metrics;
+use axum::body::Body;
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Request};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tower::{Layer, ServiceExt};
+
+/// How many bytes past the body limit are read and thrown away so that the refusal can be
+/// answered on a connection that stays usable; a longer body gets its answer and a closed
+/// connection.
+const DRAIN_BYTES_MAX: usize = 1024 * 1024;
+/// How long a client may take to send its body.
+const BODY_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The headers every answer carries unless it set them itself: never inside another site's
+/// frame (clickjacking), no content sniffing, the pages' Content-Security-Policy, no referrer
+/// to other sites.
+const SECURITY_HEADERS: [(header::HeaderName, &str); 4] = [
+    (header::X_FRAME_OPTIONS, "DENY"),
+    (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+    (
+        header::CONTENT_SECURITY_POLICY,
+        crate::pages::CONTENT_SECURITY_POLICY,
+    ),
+    (header::REFERRER_POLICY, "same-origin"),
+];
+
+/// The parts of the edge one listener's connections share.
+#[derive(Clone)]
+pub(crate) struct Edge {
+    /// The router, with the body limit its extractors keep.
+    routes: <DefaultBodyLimit as Layer<Router>>::Service,
+    /// Requests being handled by the whole node, at most the configured number.
+    permits: Arc<tokio::sync::Semaphore>,
+    body_max: usize,
+    metrics: Arc<Metrics>,
+}
+
+impl Edge {
+    /// The edge of `router`: requests' bodies up to `body_max` bytes, at most `concurrent`
+    /// requests at once (more wait), refusals counted in `metrics`.
+    pub(crate) fn new(
+        router: Router,
+        body_max: usize,
+        concurrent: usize,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        Edge {
+            routes: DefaultBodyLimit::max(body_max).layer(router),
+            permits: Arc::new(tokio::sync::Semaphore::new(
+                concurrent.clamp(1, tokio::sync::Semaphore::MAX_PERMITS),
+            )),
+            body_max,
+            metrics,
+        }
+    }
+
+    /// The service for one connection from `peer`, whose requests in flight `in_flight` counts.
+    pub(crate) fn connection(&self, peer: SocketAddr, in_flight: InFlight) -> Connection {
+        Connection {
+            edge: self.clone(),
+            peer,
+            in_flight,
+        }
+    }
+}
+
+/// The service hyper calls for each request of one connection.
+#[derive(Clone)]
+pub(crate) struct Connection {
+    edge: Edge,
+    peer: SocketAddr,
+    in_flight: InFlight,
+}
+
+impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for Connection {
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+
+    fn call(&self, req: hyper::Request<hyper::body::Incoming>) -> Self::Future {
+        let this = self.clone();
+        Box::pin(async move { Ok(this.handle(req.map(Body::new)).await) })
+    }
+}
+
+impl Connection {
+    async fn handle(self, mut req: Request) -> Response {
+        // In flight until the answer's body has been sent (an event stream while it is open).
+        let guard = self.in_flight.begin();
+        req.extensions_mut().insert(ConnectInfo(self.peer));
+        let Edge {
+            routes,
+            permits,
+            body_max,
+            metrics,
+        } = self.edge;
+        // The semaphore is never closed.
+        let _permit = permits.acquire_owned().await.ok();
+        let (method, started) = (req.method().clone(), Instant::now());
+        let mut resp = match read_body(body_max, req).await {
+            Ok(req) => match routes.oneshot(req).await {
+                Ok(resp) => resp,
+                Err(never) => match never {},
+            },
+            Err(refused) => {
+                // Refused before routing: counted without a route.
+                let status = refused.status().as_u16();
+                metrics.http(method.as_str(), "unmatched", status, started.elapsed());
+                refused
+            }
+        };
+        secure(resp.headers_mut());
+        resp.map(|body| {
+            Body::new(Guarded {
+                inner: body,
+                _guard: guard,
+            })
+        })
+    }
+}
+
+/// Sets the [`SECURITY_HEADERS`] an answer has not set itself.
+fn secure(headers: &mut HeaderMap) {
+    for (name, value) in SECURITY_HEADERS {
+        if !headers.contains_key(&name) {
+            headers.insert(name, HeaderValue::from_static(value));
+        }
+    }
+}
+
+/// Reads a request's body whole, before routing, so that no answer leaves unread bytes in the
+/// socket. A server that closes a connection holding unread input makes the kernel send a reset,
+/// and a reset can destroy the answer in the client's buffers before it is read (RFC 9112
+/// §9.6). A body over the limit is read and discarded up to [`DRAIN_BYTES_MAX`] past it and
+/// answered 413 with the connection kept; a longer one is answered without being read, and the
+/// client is told that the connection closes. `Ok` with the request to route, `Err` with the
+/// refusal.
+async fn read_body(max: usize, req: Request) -> Result<Request, Response> {
+    use futures::StreamExt;
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    // No body: declared empty, or ended with the headers (HTTP/1 without a length or chunks;
+    // an HTTP/2 request may carry a body without declaring its length).
+    if declared == Some(0) || axum::body::HttpBody::is_end_stream(req.body()) {
+        return Ok(req);
+    }
+    let too_large = || {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            format!("the body is longer than {max} bytes"),
+        )
+    };
+    let drain_max = max.saturating_add(DRAIN_BYTES_MAX);
+    if declared.is_some_and(|n| n > drain_max as u64) {
+        return Err(closing(too_large().into_response()));
+    }
+    let (parts, body) = req.into_parts();
+    let mut stream = body.into_data_stream();
+    let mut kept = Vec::with_capacity(declared.map_or(0, |n| (n as usize).min(max)));
+    let mut seen = 0usize;
+    let read = tokio::time::timeout(BODY_READ_TIMEOUT, async {
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| {
+                ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", e.to_string())
+            })?;
+            seen = seen.saturating_add(chunk.len());
+            if seen > drain_max {
+                return Err(too_large());
+            } else if seen <= max {
+                kept.extend_from_slice(&chunk);
+            }
+        }
+        Ok(())
+    })
+    .await;
+    match read {
+        Ok(Ok(())) if seen > max => Err(too_large().into_response()),
+        Ok(Ok(())) => Ok(Request::from_parts(parts, Body::from(kept))),
+        Ok(Err(e)) => Err(closing(e.into_response())),
+        Err(_) => Err(closing(
+            ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "body_timeout",
+                format!("the body was not received within {BODY_READ_TIMEOUT:?}"),
+            )
+            .into_response(),
+        )),
+    }
+}
+
+/// Marks an answer as the connection's last.
+fn closing(mut resp: Response) -> Response {
+    resp.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    resp
+}
+
+/// The requests of one connection in flight, the bodies of their answers included (an event
+/// stream is in flight while it is open), and since when there have been none. Counting costs
+/// two atomic operations per request; nothing is woken by it.
+#[derive(Clone)]
+pub(crate) struct InFlight(Arc<InFlightState>);
+
+struct InFlightState {
+    open: AtomicUsize,
+    /// When the last request in flight ended, in nanoseconds after `opened`.
+    idle_since: AtomicU64,
+    opened: tokio::time::Instant,
+}
+
+impl Default for InFlight {
+    fn default() -> Self {
+        InFlight(Arc::new(InFlightState {
+            open: AtomicUsize::new(0),
+            idle_since: AtomicU64::new(0),
+            opened: tokio::time::Instant::now(),
+        }))
+    }
+}
+
+impl InFlight {
+    fn begin(&self) -> InFlightGuard {
+        self.0.open.fetch_add(1, Ordering::SeqCst);
+        InFlightGuard(self.clone())
+    }
+
+    /// Resolves once the connection has had nothing in flight for `idle`: it looks again when
+    /// that time would be up, so a busy connection costs one timer per `idle`, not one per
+    /// request.
+    pub(crate) async fn idle_for(&self, idle: Duration) {
+        loop {
+            let wait = if self.0.open.load(Ordering::SeqCst) > 0 {
+                idle
+            } else {
+                let since = Duration::from_nanos(self.0.idle_since.load(Ordering::SeqCst));
+                let left = idle.saturating_sub(self.0.opened.elapsed().saturating_sub(since));
+                if left.is_zero() {
+                    return;
+                }
+                left
+            };
+            tokio::time::sleep(wait).await;
+        }
+    }
+}
+
+/// One request in flight until dropped (with the body of its answer).
+struct InFlightGuard(InFlight);
+
+impl Drop for InFlightGuard {
+    fn drop(&mut self) {
+        let state = &(self.0).0;
+        if state.open.fetch_sub(1, Ordering::SeqCst) == 1 {
+            let now = u64::try_from(state.opened.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            state.idle_since.store(now, Ordering::SeqCst);
+        }
+    }
+}
+
+/// A body that holds a guard until it is dropped.
+struct Guarded<B> {
+    inner: B,
+    _guard: InFlightGuard,
+}
+
+impl<B: http_body::Body + Unpin> http_body::Body for Guarded<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.get_mut().inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::InFlight;
+    use std::time::Duration;
+
+    /// A connection is idle only once nothing has been in flight for the whole time: a request
+    /// that ends restarts the count, one in flight stops it.
+    #[tokio::test(start_paused = true)]
+    async fn idle_counts_from_the_last_request_that_ended() {
+        let idle = Duration::from_secs(10);
+        let f = InFlight::default();
+        let start = tokio::time::Instant::now();
+        f.idle_for(idle).await;
+        assert_eq!(start.elapsed(), idle, "idle from the start");
+
+        let g = f.begin();
+        let waiting = tokio::spawn({
+            let f = f.clone();
+            async move { f.idle_for(idle).await }
+        });
+        tokio::time::sleep(Duration::from_secs(25)).await;
+        assert!(
+            !waiting.is_finished(),
+            "never idle with a request in flight"
+        );
+        drop(g);
+        let ended = tokio::time::Instant::now();
+        waiting.await.unwrap();
+        assert!(ended.elapsed() >= idle, "{:?}", ended.elapsed());
+        assert!(ended.elapsed() < idle * 2, "{:?}", ended.elapsed());
+    }
+}
