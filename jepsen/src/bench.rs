@@ -8,6 +8,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 use serde_json::{json, Value};
 use sluice_testkit::free_port;
+use sluice_testkit::node::{self, Addrs};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::io::{BufRead, BufReader};
@@ -310,20 +311,6 @@ fn find_bin(name: &str) -> Result<PathBuf> {
     bail!("cannot find {name} near {}", exe.display())
 }
 
-fn spawn_listening(mut cmd: Command, what: &str) -> Result<Child> {
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("starting {what}"))?;
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line)?;
-    if !line.starts_with("listening") {
-        let _ = child.kill();
-        bail!("{what} did not start: {line:?}");
-    }
-    Ok(child)
-}
-
 /// Resident memory of a process, bytes.
 pub fn rss(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
@@ -342,8 +329,8 @@ pub fn rss(pid: u32) -> u64 {
 pub struct SluiceCluster {
     dir: PathBuf,
     bin: PathBuf,
-    /// `(http, grpc)` addresses by node id.
-    pub addrs: BTreeMap<u64, (String, String)>,
+    /// Where each node listens, by id.
+    pub addrs: BTreeMap<u64, Addrs>,
     children: BTreeMap<u64, Child>,
 }
 
@@ -351,31 +338,20 @@ impl SluiceCluster {
     /// Starts `n` nodes and waits until ready.
     pub async fn start(dir: &Path, n: u64) -> Result<Self> {
         std::fs::create_dir_all(dir)?;
-        let bin = crate::db::find_sluice()?;
-        let ports: BTreeMap<u64, (u16, u16, u16)> = (1..=n)
-            .map(|i| (i, (free_port(), free_port(), free_port())))
-            .collect();
         let mut c = SluiceCluster {
             dir: dir.into(),
-            bin,
-            addrs: BTreeMap::new(),
+            bin: crate::db::find_sluice()?,
+            addrs: (1..=n).map(|id| (id, Addrs::loopback())).collect(),
             children: BTreeMap::new(),
         };
-        for (&id, &(h, g, r)) in &ports {
-            let peers: String = ports
-                .iter()
-                .map(|(p, (ph, pg, pr))| format!("[[peers]]\nid = {p}\nraft = \"127.0.0.1:{pr}\"\nhttp = \"127.0.0.1:{ph}\"\ngrpc = \"127.0.0.1:{pg}\"\n"))
-                .collect();
+        for id in 1..=n {
             let cfg = format!(
-                "node_id = {id}\ndata_dir = \"{d}\"\nhttp_addr = \"127.0.0.1:{h}\"\ngrpc_addr = \"127.0.0.1:{g}\"\nraft_addr = \"127.0.0.1:{r}\"\n\
-bootstrap = {b}\nadmin_token = \"{TOKEN}\"\n{peers}\n[tokens]\nticket_keys = [{{ id = \"b\", secret = \"YmVuY2gtdGlja2V0LXNlY3JldC1vZi0zMi1ieXRlcyE=\" }}]\n\
+                "{head}{peers}[tokens]\nticket_keys = [{{ id = \"b\", secret = \"YmVuY2gtdGlja2V0LXNlY3JldC1vZi0zMi1ieXRlcyE=\" }}]\n\
 jwt_seed = \"YmVuY2gtand0LXNlZWQtb2YtZXhhY3RseS0zMmJ5dGU=\"\n[limits]\nvisitor_requests_per_second = 1000000\nvisitor_burst = 1000000\nconcurrent_requests_max = 100000\n",
-                d = dir.join(format!("n{id}")).display(),
-                b = id == 1,
+                head = node::node_toml(id, &dir.join(format!("n{id}")), &c.addrs[&id], id == 1, TOKEN),
+                peers = node::peers_toml(&c.addrs),
             );
             std::fs::write(dir.join(format!("n{id}.toml")), cfg)?;
-            c.addrs
-                .insert(id, (format!("127.0.0.1:{h}"), format!("127.0.0.1:{g}")));
             c.spawn(id)?;
         }
         c.wait_ready(Duration::from_secs(60)).await?;
@@ -387,35 +363,27 @@ jwt_seed = \"YmVuY2gtand0LXNlZWQtb2YtZXhhY3RseS0zMmJ5dGU=\"\n[limits]\nvisitor_r
         let mut cmd = Command::new(&self.bin);
         cmd.args(["serve", "--config"])
             .arg(self.dir.join(format!("n{id}.toml")))
-            .env(
-                "RUST_LOG",
-                "warn,sluice_raft::sm_store=info,openraft::replication=error,openraft::engine::handler::replication_handler=error,openraft::core::heartbeat=error",
-            )
+            .env("RUST_LOG", node::NODE_LOG)
             .stderr(log);
-        let child = spawn_listening(cmd, "sluice")?;
+        let child =
+            node::spawn_listening(cmd, &format!("node {id}")).map_err(anyhow::Error::msg)?;
         self.children.insert(id, child);
         Ok(())
     }
 
+    /// The running nodes' URLs (`http://host:port`) by id.
+    fn urls(&self) -> BTreeMap<u64, String> {
+        self.children
+            .keys()
+            .map(|id| (*id, self.addrs[id].url()))
+            .collect()
+    }
+
     /// Waits for every running node's `/readyz`.
     pub async fn wait_ready(&self, timeout: Duration) -> Result<()> {
-        let http = reqwest::Client::new();
-        let deadline = Instant::now() + timeout;
-        for id in self.children.keys() {
-            let url = format!("http://{}/readyz", self.addrs[id].0);
-            while !http
-                .get(&url)
-                .send()
-                .await
-                .is_ok_and(|r| r.status().is_success())
-            {
-                if Instant::now() > deadline {
-                    bail!("node {id} not ready");
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
-        Ok(())
+        node::wait_ready(&reqwest::Client::new(), self.urls(), timeout)
+            .await
+            .map_err(anyhow::Error::msg)
     }
 
     /// Writes each running node's `/metrics` to `metrics-n{id}.txt` next to its log (commit
@@ -424,7 +392,7 @@ jwt_seed = \"YmVuY2gtand0LXNlZWQtb2YtZXhhY3RseS0zMmJ5dGU=\"\n[limits]\nvisitor_r
         let http = reqwest::Client::new();
         for id in self.children.keys() {
             let text = match http
-                .get(format!("http://{}/metrics", self.addrs[id].0))
+                .get(format!("{}/metrics", self.addrs[id].url()))
                 .bearer_auth(TOKEN)
                 .send()
                 .await
@@ -439,27 +407,17 @@ jwt_seed = \"YmVuY2gtand0LXNlZWQtb2YtZXhhY3RseS0zMmJ5dGU=\"\n[limits]\nvisitor_r
     /// The leader's id.
     pub async fn leader(&self) -> Result<u64> {
         let http = reqwest::Client::new();
-        for _ in 0..200 {
-            for id in self.children.keys() {
-                if let Ok(r) = http
-                    .get(format!("http://{}/v1/cluster", self.addrs[id].0))
-                    .bearer_auth(TOKEN)
-                    .send()
-                    .await
-                {
-                    if let Ok(v) = r.json::<Value>().await {
-                        if let Some(l) = v["leader"]
-                            .as_u64()
-                            .filter(|l| self.children.contains_key(l))
-                        {
-                            return Ok(l);
-                        }
-                    }
-                }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let urls = self.urls();
+            if let Some(l) = node::leader(&http, &urls, TOKEN, |l| urls.contains_key(&l)).await {
+                return Ok(l);
+            }
+            if Instant::now() > deadline {
+                bail!("no leader");
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        bail!("no leader")
     }
 
     /// SIGKILL.
@@ -790,8 +748,8 @@ async fn grpc_visitors(
     c: &SluiceCluster,
 ) -> Result<Vec<pb::sluice::visitor_client::VisitorClient<tonic::transport::Channel>>> {
     let mut v = Vec::new();
-    for (_, g) in c.addrs.values() {
-        let ch = tonic::transport::Endpoint::from_shared(format!("http://{g}"))?
+    for a in c.addrs.values() {
+        let ch = tonic::transport::Endpoint::from_shared(format!("http://{}", a.grpc))?
             .tcp_nodelay(true)
             .connect()
             .await?;
@@ -803,9 +761,9 @@ async fn grpc_visitors(
 async fn put_room(c: &SluiceCluster, room: &str, body: Value) -> Result<()> {
     let http = http_client();
     for _ in 0..100 {
-        for (h, _) in c.addrs.values() {
+        for a in c.addrs.values() {
             if let Ok(r) = http
-                .put(format!("http://{h}/v1/rooms/{room}"))
+                .put(format!("{}/v1/rooms/{room}", a.url()))
                 .bearer_auth(TOKEN)
                 .json(&body)
                 .send()
@@ -983,7 +941,7 @@ pub async fn run(opts: &BenchOpts) -> Result<Value> {
     let read_steps = reads(&sluice, &hello, &http, d).await?;
     let mut ratios = read_steps.ratios();
     let read_summary = read_steps.summary();
-    let http_addrs: Vec<String> = sluice.addrs.values().map(|(h, _)| h.clone()).collect();
+    let http_addrs: Vec<String> = sluice.addrs.values().map(|a| a.http.clone()).collect();
     note(read_steps.hello);
     note(read_steps.gate);
     note(read_steps.status);
@@ -1176,7 +1134,7 @@ async fn memory_restart_failover(opts: &BenchOpts) -> Result<(BTreeMap<u64, u64>
         .addrs
         .iter()
         .filter(|(id, _)| **id != leader)
-        .map(|(_, (_, g))| g.clone())
+        .map(|(_, a)| a.grpc.clone())
         .collect();
     let mut clients = Vec::new();
     for g in &survivors {
@@ -1286,7 +1244,7 @@ async fn reads(
         json!({"paused": true, "max_waiting": 10_000_000, "waiter_ttl_secs": 86_400}),
     )
     .await?;
-    let http_addrs: Vec<String> = sluice.addrs.values().map(|(h, _)| h.clone()).collect();
+    let http_addrs: Vec<String> = sluice.addrs.values().map(|a| a.http.clone()).collect();
     let admitted = steps_tickets(http, &http_addrs, "gate", 200).await?;
     let waiting = steps_tickets(http, &http_addrs, "line", 200).await?;
     // Every node answers the gate from its applied state: wait until each has applied the last
@@ -1312,7 +1270,7 @@ async fn reads(
         .addrs
         .iter()
         .filter(|(id, _)| **id != leader)
-        .map(|(_, (h, _))| h.clone())
+        .map(|(_, a)| a.http.clone())
         .collect();
     let admitted = Arc::new(admitted);
     let (h, tickets, addrs) = (http.clone(), admitted.clone(), Arc::new(http_addrs.clone()));

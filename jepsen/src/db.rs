@@ -11,6 +11,7 @@ use base64::Engine;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde_json::Value;
+use sluice_testkit::node::{self, Addrs};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -322,8 +323,12 @@ pub struct Options {
     pub link_proxy: Option<u64>,
 }
 
-/// The port every node's node-to-node service listens on.
+/// The port every node's node-to-node service listens on (each node has its own address).
 pub const RAFT_PORT: u16 = 7000;
+/// The port every node's HTTP API listens on.
+const HTTP_PORT: u16 = 8080;
+/// The port every node's gRPC API listens on.
+const GRPC_PORT: u16 = 50051;
 
 /// Finds the `sluice` binary next to this executable (target/<profile>/).
 pub fn find_sluice() -> Result<PathBuf> {
@@ -418,26 +423,33 @@ impl Db {
 
     /// `http://ip:8080` of node `id`.
     pub fn url(&self, id: u64) -> String {
-        format!("http://{}:8080", self.net.ip(id))
+        self.addrs(id).url()
+    }
+
+    /// Where node `id` listens, in its namespace.
+    fn addrs(&self, id: u64) -> Addrs {
+        Addrs::on(self.net.ip(id), HTTP_PORT, GRPC_PORT, RAFT_PORT)
     }
 
     fn write_config(&mut self, id: u64, peers: &[u64], bootstrap: bool) -> Result<()> {
         let ip = self.net.ip(id);
-        let mut peer_text = String::new();
-        for p in peers {
-            let pip = self.net.ip(*p);
-            peer_text.push_str(&format!("[[peers]]\nid = {p}\nraft = \"{pip}:7000\"\nhttp = \"{pip}:8080\"\ngrpc = \"{pip}:50051\"\n\n"));
-        }
+        let peers: BTreeMap<u64, Addrs> = peers.iter().map(|&p| (p, self.addrs(p))).collect();
         let secret = base64::engine::general_purpose::STANDARD.encode(TICKET_SECRET);
         let (cluster_secret, tls) = self.auth.config(&self.dir, id, &ip.to_string())?;
         let text = format!(
-            "node_id = {id}\ndata_dir = \"{data}\"\nhttp_addr = \"{ip}:8080\"\ngrpc_addr = \"{ip}:50051\"\nraft_addr = \"{ip}:7000\"\n\
-bootstrap = {bootstrap}\nadmin_token = \"{TOKEN}\"\n\n{peer_text}\
+            "{head}\n{peers}\
 [tokens]\nticket_keys = [{{ id = \"{kid}\", secret = \"{secret}\" }}]\njwt_seed = \"amVwc2VuLWp3dC1zZWVkLW9mLTMyLWJ5dGVzLW9rISE=\"\n{cluster_secret}draw_secret = \"{draw_secret}\"\n\n\
 [limits]\nvisitor_requests_per_second = 100000\nvisitor_burst = 100000\nrequest_timeout_ms = 5000\n\n\
 [raft]\nheartbeat_ms = 100\nelection_timeout_min_ms = 600\nelection_timeout_max_ms = 1200\n\
 {pre_vote}snapshot_every = {every}\nlogs_kept_after_snapshot = {kept}\n{tls}",
-            data = self.dir.join(format!("n{id}")).display(),
+            head = node::node_toml(
+                id,
+                &self.dir.join(format!("n{id}")),
+                &self.addrs(id),
+                bootstrap,
+                TOKEN
+            ),
+            peers = node::peers_toml(&peers),
             every = self.snapshots.0,
             kept = self.snapshots.1,
             kid = crate::ticket::KEY_ID,
@@ -500,17 +512,9 @@ bootstrap = {bootstrap}\nadmin_token = \"{TOKEN}\"\n\n{peer_text}\
                 .env("FAKETIME_NO_CACHE", "1")
                 .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
         }
-        let mut child = cmd
-            .env("RUST_LOG", "warn,sluice_raft::sm_store=info,openraft::replication=error,openraft::engine::handler::replication_handler=error,openraft::core::heartbeat=error")
-            .stdout(Stdio::piped())
-            .stderr(log)
-            .spawn()?;
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line)?;
-        if !line.starts_with("listening") {
-            let _ = child.kill();
-            bail!("node {id} did not start: {line:?} (see n{id}.log)");
-        }
+        cmd.env("RUST_LOG", node::NODE_LOG).stderr(log);
+        let child = node::spawn_listening(cmd, &format!("node {id}"))
+            .map_err(|e| anyhow::anyhow!("{e} (see n{id}.log)"))?;
         p.child = Some(child);
         p.paused = false;
         Ok(())
@@ -525,28 +529,18 @@ bootstrap = {bootstrap}\nadmin_token = \"{TOKEN}\"\n\n{peer_text}\
 
     /// Waits until every running member answers `/readyz`.
     pub async fn wait_ready(&self, timeout: Duration) -> Result<()> {
-        let deadline = Instant::now() + timeout;
-        for &id in &self.members {
-            if !self.is_up(id) {
-                continue;
-            }
-            loop {
-                let ok = self
-                    .http
-                    .get(format!("{}/readyz", self.url(id)))
-                    .send()
-                    .await
-                    .is_ok_and(|r| r.status().is_success());
-                if ok {
-                    break;
-                }
-                if Instant::now() > deadline {
-                    bail!("node {id} not ready in {timeout:?}");
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-        Ok(())
+        node::wait_ready(&self.http, self.running_urls(), timeout)
+            .await
+            .map_err(anyhow::Error::msg)
+    }
+
+    /// The running members' URLs by id.
+    fn running_urls(&self) -> BTreeMap<u64, String> {
+        self.members
+            .iter()
+            .filter(|&&id| self.is_up(id))
+            .map(|&id| (id, self.url(id)))
+            .collect()
     }
 
     /// SIGKILL.
@@ -677,21 +671,10 @@ bootstrap = {bootstrap}\nadmin_token = \"{TOKEN}\"\n\n{peer_text}\
         }
     }
 
-    /// The leader as reported by a running member.
+    /// The leader as reported by a running member (which may be one that is down: the harness
+    /// acts on what the cluster believes).
     pub async fn leader(&self) -> Option<u64> {
-        for &id in &self.members {
-            if self.is_up(id) {
-                if let Ok((200, v)) = self
-                    .admin(id, reqwest::Method::GET, "/v1/cluster", None)
-                    .await
-                {
-                    if let Some(l) = v["leader"].as_u64() {
-                        return Some(l);
-                    }
-                }
-            }
-        }
-        None
+        node::leader(&self.http, &self.running_urls(), TOKEN, |_| true).await
     }
 
     /// Removes a voter for good (membership change through the cluster), then stops it.
@@ -717,8 +700,8 @@ bootstrap = {bootstrap}\nadmin_token = \"{TOKEN}\"\n\n{peer_text}\
         self.proxy_links(id, &peers).await?;
         self.write_config(id, &peers, false)?;
         self.spawn(id)?;
-        let ip = self.net.ip(id);
-        let learner = serde_json::json!({"id": id, "raft_addr": format!("{ip}:7000"), "http_addr": format!("{ip}:8080"), "grpc_addr": format!("{ip}:50051")});
+        let a = self.addrs(id);
+        let learner = serde_json::json!({"id": id, "raft_addr": a.raft, "http_addr": a.http, "grpc_addr": a.grpc});
         self.admin_any(
             reqwest::Method::POST,
             "/v1/cluster/learners",

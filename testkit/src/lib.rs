@@ -1,6 +1,9 @@
 //! What Sluice's test harnesses share (the API's process clusters, the Raft crate's in-process
-//! ones, the load generator's): loopback ports nobody else will take, and waiting on a
-//! condition with a deadline instead of sleeping a guessed time.
+//! ones, the load generator's, the fault suite's): loopback ports nobody else will take, waiting
+//! on a condition with a deadline instead of sleeping a guessed time, and in [`node`] how a
+//! `sluice serve` process is configured, started and found ready.
+
+pub mod node;
 
 use std::future::Future;
 use std::time::Duration;

@@ -4,11 +4,11 @@
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+pub use sluice_testkit::node::{self, Addrs};
 pub use sluice_testkit::{free_port, wait_for};
 
 pub const TOKEN: &str = "test-operator-token-0123456789abcdef";
@@ -62,6 +62,14 @@ pub fn config(
     config_with_tokens(id, dir, ports, extra, &tokens())
 }
 
+/// Loopback addresses for `ports` (http, grpc, raft) by node id.
+pub fn addrs(ports: &BTreeMap<u64, (u16, u16, u16)>) -> BTreeMap<u64, Addrs> {
+    ports
+        .iter()
+        .map(|(&id, &(h, g, r))| (id, Addrs::on("127.0.0.1", h, g, r)))
+        .collect()
+}
+
 /// [`config`] with `tokens` as the body of its `[tokens]` section.
 pub fn config_with_tokens(
     id: u64,
@@ -70,22 +78,9 @@ pub fn config_with_tokens(
     extra: &str,
     tokens: &str,
 ) -> String {
-    let (h, g, r) = ports[&id];
-    let mut peers = String::new();
-    for (pid, (ph, pg, pr)) in ports {
-        peers.push_str(&format!(
-            "[[peers]]\nid = {pid}\nraft = \"127.0.0.1:{pr}\"\nhttp = \"127.0.0.1:{ph}\"\ngrpc = \"127.0.0.1:{pg}\"\n\n"
-        ));
-    }
+    let nodes = addrs(ports);
     format!(
-        r#"node_id = {id}
-data_dir = "{data}"
-http_addr = "127.0.0.1:{h}"
-grpc_addr = "127.0.0.1:{g}"
-raft_addr = "127.0.0.1:{r}"
-bootstrap = {boot}
-admin_token = "{TOKEN}"
-{extra}
+        r#"{head}{extra}
 
 {peers}
 [tokens]
@@ -97,8 +92,8 @@ election_timeout_min_ms = 300
 election_timeout_max_ms = 600
 snapshot_every = 500
 "#,
-        data = dir.join(format!("n{id}")).display(),
-        boot = id == 1,
+        head = node::node_toml(id, &dir.join(format!("n{id}")), &nodes[&id], id == 1, TOKEN),
+        peers = node::peers_toml(&nodes),
     )
 }
 
@@ -159,40 +154,26 @@ impl Cluster {
 
     pub fn spawn(&mut self, id: u64) {
         let node = self.nodes.get_mut(&id).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-            .args(["serve", "--config", node.config.to_str().unwrap()])
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
+        cmd.args(["serve", "--config", node.config.to_str().unwrap()])
             .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert!(line.starts_with("listening"), "node {id} printed {line:?}");
-        node.child = Some(child);
+            .stderr(Stdio::inherit());
+        node.child = Some(node::spawn_listening(cmd, &format!("node {id}")).unwrap());
     }
 
     pub async fn wait_ready(&self) {
-        for n in self.nodes.values().filter(|n| n.child.is_some()) {
-            let (client, url) = (self.http.clone(), n.url("/readyz"));
-            wait_for(
-                &format!("node {} ready", n.id),
-                Duration::from_secs(30),
-                || {
-                    let (client, url) = (client.clone(), url.clone());
-                    async move {
-                        client
-                            .get(&url)
-                            .send()
-                            .await
-                            .is_ok_and(|r| r.status() == StatusCode::OK)
-                    }
-                },
-            )
-            .await;
-        }
+        node::wait_ready(&self.http, self.running(), Duration::from_secs(30))
+            .await
+            .unwrap();
+    }
+
+    /// The running nodes' URLs (`http://host:port`) by id.
+    fn running(&self) -> BTreeMap<u64, String> {
+        self.nodes
+            .values()
+            .filter(|n| n.child.is_some())
+            .map(|n| (n.id, n.url("")))
+            .collect()
     }
 
     pub fn kill(&mut self, id: u64) {
@@ -203,29 +184,17 @@ impl Cluster {
         }
     }
 
+    /// The leader, once a running node names one that runs (within 20 s).
     pub async fn leader(&self) -> u64 {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            for n in self.nodes.values().filter(|n| n.child.is_some()) {
-                if let Ok(r) = self
-                    .http
-                    .get(n.url("/v1/cluster"))
-                    .bearer_auth(TOKEN)
-                    .send()
-                    .await
-                {
-                    if let Ok(v) = r.json::<Value>().await {
-                        if let Some(l) = v["leader"].as_u64() {
-                            if self.nodes.get(&l).is_some_and(|n| n.child.is_some()) {
-                                return l;
-                            }
-                        }
-                    }
-                }
-            }
-            assert!(Instant::now() < deadline, "no leader");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let found = std::cell::Cell::new(None);
+        wait_for("a leader", Duration::from_secs(20), || async {
+            let running = self.running();
+            let leader = node::leader(&self.http, &running, TOKEN, |l| running.contains_key(&l));
+            found.set(leader.await);
+            found.get().is_some()
+        })
+        .await;
+        found.get().expect("a leader")
     }
 
     pub fn node(&self, id: u64) -> &Node {
