@@ -148,6 +148,45 @@ pub struct AdmittedBetweenBody {
     pub counted_through: u64,
 }
 
+/// Where a visitor stands in a node's applied state, as an explanation says it. Unlike a status
+/// read's state ([`crate::model::ReplyState`], which calls an ended place `rejected` because the
+/// visitor is turned away), an explanation names the engine's state as it is, and says when the
+/// room no longer knows the visitor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ExplainedState {
+    /// In the line.
+    Waiting,
+    /// Admitted, its session open.
+    Admitted,
+    /// Left, expired, abandoned, revoked or banned.
+    Ended,
+    /// The room no longer knows the visitor, or no longer exists.
+    Unknown,
+}
+
+impl ExplainedState {
+    /// The state of a visitor the room knows as `v`, or does not know (`None`).
+    pub fn of(v: Option<&VisitorState>) -> Self {
+        match v {
+            Some(VisitorState::Waiting { .. }) => ExplainedState::Waiting,
+            Some(VisitorState::Admitted { .. }) => ExplainedState::Admitted,
+            Some(VisitorState::Ended { .. }) => ExplainedState::Ended,
+            None => ExplainedState::Unknown,
+        }
+    }
+
+    /// Its name on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExplainedState::Waiting => "waiting",
+            ExplainedState::Admitted => "admitted",
+            ExplainedState::Ended => "ended",
+            ExplainedState::Unknown => "unknown",
+        }
+    }
+}
+
 /// An explanation of one visitor's place.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ExplanationBody {
@@ -155,9 +194,8 @@ pub struct ExplanationBody {
     pub room: String,
     /// The visitor.
     pub visitor_id: String,
-    /// Where the visitor stands in this node's applied state: `waiting`, `admitted`, `ended`,
-    /// or `unknown` (the room no longer knows it, or no longer exists).
-    pub state: String,
+    /// Where the visitor stands in this node's applied state.
+    pub state: ExplainedState,
     /// The explanation, in order, each sentence with the log indexes that prove it.
     pub sentences: Vec<SentenceBody>,
     /// The place's join (absent: this node holds no record of it).
@@ -964,14 +1002,7 @@ impl Builder {
             },
             _ => {}
         }
-        let state = match &self.current.visitor {
-            Some(v) => match v.state {
-                VisitorState::Waiting { .. } => "waiting",
-                VisitorState::Admitted { .. } => "admitted",
-                VisitorState::Ended { .. } => "ended",
-            },
-            None => "unknown",
-        };
+        let state = ExplainedState::of(self.current.visitor.as_ref().map(|v| &v.state));
         let mut groups: Vec<AdmissionGroupBody> = self
             .groups
             .iter()
@@ -989,7 +1020,7 @@ impl Builder {
         ExplanationBody {
             room: self.room.clone(),
             visitor_id: self.visitor.to_string(),
-            state: state.into(),
+            state,
             sentences: s,
             joined: self.joined.as_ref().map(|j| {
                 let Event::Joined {
@@ -1372,7 +1403,7 @@ mod tests {
         };
         let x = explain(&records, current, None);
         let t = text(&x);
-        assert_eq!(x.state, "waiting");
+        assert_eq!(x.state, ExplainedState::Waiting);
         assert!(t.contains("Since you joined, 1 visitor was admitted: 1 from the head of the room's own line (index 11)."), "{t}");
         assert!(
             t.contains("You are still waiting: number 2 in the room's own line."),
@@ -1384,7 +1415,7 @@ mod tests {
         );
         // A visitor this node has no record of is told so.
         let x = explain(&[], Current::default(), None);
-        assert_eq!(x.state, "unknown");
+        assert_eq!(x.state, ExplainedState::Unknown);
         assert!(
             text(&x).contains("holds no record of you in room sale"),
             "{}",

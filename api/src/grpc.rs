@@ -512,7 +512,7 @@ fn explanation(e: crate::explain::ExplanationBody) -> pb::Explanation {
     pb::Explanation {
         room: e.room,
         visitor_id: e.visitor_id,
-        state: e.state,
+        state: e.state.as_str().to_string(),
         sentences: e
             .sentences
             .into_iter()

@@ -4,8 +4,8 @@
 use crate::core::{GateAsk, JoinProof, Sluice, TicketSource};
 use crate::error::ApiError;
 use crate::explain::{
-    AdmissionBody, AdmissionGroupBody, AdmittedBetweenBody, EndBody, ExplanationBody, PlaceBody,
-    SentenceBody,
+    AdmissionBody, AdmissionGroupBody, AdmittedBetweenBody, EndBody, ExplainedState,
+    ExplanationBody, PlaceBody, SentenceBody,
 };
 use crate::ledger::{DrawBody, DrawStatusBody, LedgerPageBody, LedgerRecordBody};
 use crate::metrics::Metrics;
@@ -1017,8 +1017,7 @@ pub struct LogQuery {
 }
 
 async fn metrics(State(app): AppState) -> Response {
-    let mut body = app.metrics.render(&app.sluice);
-    crate::metrics::render_defences(&mut body, &app.auth, &app.sluice);
+    let body = app.metrics.render(&app.sluice, &app.auth);
     (
         [(
             header::CONTENT_TYPE,
@@ -1561,7 +1560,7 @@ mod tests {
     components(schemas(VisitorReply, TicketBody, JoinBody, RoomConfigBody, BrandingBody, EntryBody, PowBody, ExternalChallengeBody, LineBody, OriginBody, BypassBody, BypassPathBody, BypassTokenBody, BypassTokenReply, BypassRevokeBody, CodesCreateBody, CodesCreatedBody, CodeBatchBody, CodeBatchList, LaneBody, LaneStatusBody, ProbeBody, OriginReportBody, OriginSampleBody, HealthChangeBody, OriginWindowBody, RoomBody, RoomList, TotalsBody, ModeBody, HealthBody,
         AdmitBody, RevokeBody, BanBody, SetNoticeBody, NoticeBody, CountReply, QueueReply, QueueEntryBody, PoolBody, PoolReply, PoolList, PoolRoom, AssignReply, PoolRoomBody,
         LearnerBody, MembershipBody, crate::audit::AuditEntry, crate::audit::AuditPage,
-        LedgerPageBody, LedgerRecordBody, DrawBody, DrawStatusBody, ExplanationBody, SentenceBody, PlaceBody, AdmissionBody, EndBody, AdmissionGroupBody, AdmittedBetweenBody)),
+        LedgerPageBody, LedgerRecordBody, DrawBody, DrawStatusBody, ExplainedState, ExplanationBody, SentenceBody, PlaceBody, AdmissionBody, EndBody, AdmissionGroupBody, AdmittedBetweenBody)),
     modifiers(&BearerAuth)
 )]
 #[derive(Debug)]

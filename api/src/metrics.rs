@@ -76,16 +76,19 @@ impl Metrics {
     }
 
     /// The whole exposition.
-    pub fn render(&self, sluice: &Sluice) -> String {
+    pub fn render(&self, sluice: &Sluice, auth: &crate::auth::OperatorAuth) -> String {
         let mut out = String::with_capacity(8 * 1024);
         let w = &mut out;
+        // One snapshot of the node's counters and histograms for the whole scrape.
+        let node = sluice.node.metrics();
         render_rooms(w, sluice);
         render_raft(w, sluice);
         render_clock(w, sluice);
-        render_raft_timings(w, sluice);
+        render_raft_timings(w, &node);
         self.render_http(w);
         self.render_grpc(w);
         self.render_webhooks(w);
+        render_defences(w, auth, sluice, &node);
         out
     }
 
@@ -417,8 +420,7 @@ fn render_clock(w: &mut String, sluice: &Sluice) {
 }
 
 /// Leader changes, and the durations of snapshots, commits, WAL syncs, queueing and forwarding.
-fn render_raft_timings(w: &mut String, sluice: &Sluice) {
-    let m = sluice.node.metrics();
+fn render_raft_timings(w: &mut String, m: &sluice_raft::NodeMetrics) {
     header(
         w,
         "sluice_raft_leader_changes_total",
@@ -459,9 +461,13 @@ fn render_raft_timings(w: &mut String, sluice: &Sluice) {
 }
 
 /// The defences' counters: refused operator tokens and node-to-node calls, open status streams.
-pub fn render_defences(w: &mut String, auth: &crate::auth::OperatorAuth, sluice: &Sluice) {
+fn render_defences(
+    w: &mut String,
+    auth: &crate::auth::OperatorAuth,
+    sluice: &Sluice,
+    node: &sluice_raft::NodeMetrics,
+) {
     use std::sync::atomic::Ordering::Relaxed;
-    let node = sluice.node.metrics();
     let counters = [
         (
             "sluice_operator_auth_failures_total",

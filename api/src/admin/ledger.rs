@@ -150,7 +150,7 @@ pub async fn explain_page(
                         "<h2>Visitor <code>{}</code>: {}</h2><ol id=\"explanation\">{items}</ol>\
 <p class=\"hint\">From this node's ledger (complete from index {}, through {}) and its state at index {}.</p>",
                         esc(&x.visitor_id),
-                        esc(&x.state),
+                        x.state.as_str(),
                         x.complete_from,
                         x.through,
                         x.applied_index
