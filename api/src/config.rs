@@ -619,6 +619,14 @@ impl ServerConfig {
 
     /// Checks what parsing cannot.
     pub fn validate(&self) -> Result<(), String> {
+        self.check_node()?;
+        self.check_credentials()?;
+        self.check_limits()?;
+        self.check_keys()
+    }
+
+    /// This node's id, its peers, the webhooks.
+    fn check_node(&self) -> Result<(), String> {
         if self.node_id == 0 {
             return Err("node_id must be at least 1".into());
         }
@@ -632,6 +640,11 @@ impl ServerConfig {
         if ids.len() != self.peers.len() {
             return Err("peer ids must be unique".into());
         }
+        Ok(())
+    }
+
+    /// The operators' and backends' credentials.
+    fn check_credentials(&self) -> Result<(), String> {
         if self.admin_token.is_none() && self.admin_token_file.is_none() {
             return Err("admin_token or admin_token_file is required".into());
         }
@@ -650,6 +663,11 @@ impl ServerConfig {
                 crate::server::ADMIN_TOKEN_CHARS_MIN
             ));
         }
+        Ok(())
+    }
+
+    /// Every limit and Raft timing within its range.
+    fn check_limits(&self) -> Result<(), String> {
         if !(1..=1_000_000).contains(&self.limits.connections_max) {
             return Err("limits.connections_max must be between 1 and 1000000".into());
         }
@@ -748,6 +766,12 @@ impl ServerConfig {
         if !(1..=1024).contains(&self.raft.proposals_in_flight) {
             return Err("raft.proposals_in_flight must be between 1 and 1024".into());
         }
+        Ok(())
+    }
+
+    /// The log format, the trusted proxies, and the keys: tickets, admission tokens, the
+    /// cluster's secret (required where the Raft port is reachable from other machines).
+    fn check_keys(&self) -> Result<(), String> {
         if !matches!(self.log_format.as_str(), "text" | "json") {
             return Err("log_format must be text or json".into());
         }

@@ -550,15 +550,31 @@ impl Builder {
 
     /// The explanation.
     pub fn finish(self) -> ExplanationBody {
-        let mut s: Vec<SentenceBody> = Vec::new();
-        let mut say = |text: String, ix: Vec<u64>| s.push(SentenceBody { text, indexes: ix });
-        // The join, and the moves since.
+        let mut s = Sentences::default();
+        self.say_join(&mut s);
+        if self.joined.is_some() {
+            self.say_admitted_meanwhile(&mut s);
+        }
+        if !self.events.is_empty() {
+            self.say_room_events(&mut s);
+        }
+        let admission = self
+            .admitted
+            .as_ref()
+            .map(|a| self.say_admission(&mut s, a));
+        let ended = self.say_end(&mut s);
+        self.say_now(&mut s, ended.is_some());
+        self.body(s.0, admission, ended)
+    }
+
+    /// The join, the earlier places of the same ticket, and the moves since.
+    fn say_join(&self, s: &mut Sentences) {
         match &self.joined {
             Some(j) => {
                 let Event::Joined { lane, position, .. } = &j.event else {
                     unreachable!("a join")
                 };
-                say(
+                s.say(
                     format!(
                         "You joined at {} as number {position} in {}.",
                         at(j),
@@ -567,7 +583,7 @@ impl Builder {
                     vec![j.index],
                 );
                 if self.places > 1 {
-                    say(
+                    s.say(
                         format!(
                             "Your ticket held {} earlier places in this room (the first joined at index {}); this explains the latest.",
                             self.places - 1,
@@ -577,14 +593,14 @@ impl Builder {
                     );
                 }
             }
-            None if self.complete_from > 1 => say(
+            None if self.complete_from > 1 => s.say(
                 format!(
                     "This node's ledger holds no record of your join: its records are complete from index {} on (it installed a snapshot); a node that applied the earlier entries itself holds them.",
                     self.complete_from
                 ),
                 vec![self.complete_from],
             ),
-            None => say(
+            None => s.say(
                 format!(
                     "This node's ledger holds no record of you in room {} (records up to index {}, some perhaps removed by retention).",
                     self.room, self.through
@@ -593,7 +609,7 @@ impl Builder {
             ),
         }
         if self.visitor_cut {
-            say(
+            s.say(
                 format!(
                     "Your ticket has more records than one explanation reads ({} pages); the latest place read is explained.",
                     EXPLAIN_VISITOR_PAGES_MAX
@@ -603,7 +619,7 @@ impl Builder {
         }
         for m in &self.moves {
             if let Event::Moved { lane, position, .. } = &m.event {
-                say(
+                s.say(
                     format!(
                         "At {} you moved to {} with an access code, as number {position} there.",
                         at(m),
@@ -613,194 +629,196 @@ impl Builder {
                 );
             }
         }
-        // Others admitted meanwhile.
-        if self.joined.is_some() {
-            let counted = self
-                .window_through
-                .map_or(self.joined.as_ref().map_or(0, |j| j.index), |k| k.index);
-            let mut groups: Vec<&Group> = self.groups.iter().collect();
-            groups.extend(self.other.as_ref());
-            let parts: Vec<String> = groups
-                .iter()
-                .map(|g| {
-                    let what = match g.rule {
-                        "head" => format!("from the head of {}", line(&g.lane)),
-                        "lottery" => format!("drawn by lot in {}", line(&g.lane)),
-                        "forced" => format!("forced by {}", by_operator(&g.by)),
-                        "passthrough" => "let in as the room admits everyone".to_string(),
-                        _ => "in other ways".to_string(),
-                    };
-                    format!("{} {what} ({})", g.count, indexes(g.first, g.last))
-                })
-                .collect();
-            let list = parts.join(", ");
-            let cited: Vec<u64> = groups.iter().flat_map(|g| [g.first, g.last]).collect();
-            let cut = if self.window_cut {
+    }
+
+    /// Who else was admitted between the join and the admission (or the end, or now).
+    fn say_admitted_meanwhile(&self, s: &mut Sentences) {
+        let counted = self
+            .window_through
+            .map_or(self.joined.as_ref().map_or(0, |j| j.index), |k| k.index);
+        let mut groups: Vec<&Group> = self.groups.iter().collect();
+        groups.extend(self.other.as_ref());
+        let parts: Vec<String> = groups
+            .iter()
+            .map(|g| {
+                let what = match g.rule {
+                    "head" => format!("from the head of {}", line(&g.lane)),
+                    "lottery" => format!("drawn by lot in {}", line(&g.lane)),
+                    "forced" => format!("forced by {}", by_operator(&g.by)),
+                    "passthrough" => "let in as the room admits everyone".to_string(),
+                    _ => "in other ways".to_string(),
+                };
+                format!("{} {what} ({})", g.count, indexes(g.first, g.last))
+            })
+            .collect();
+        let list = parts.join(", ");
+        let cited: Vec<u64> = groups.iter().flat_map(|g| [g.first, g.last]).collect();
+        let cut = if self.window_cut {
+            format!(
+                " That count stops at index {counted}: one explanation reads at most {} records of the room, and later admissions are not counted.",
+                EXPLAIN_WINDOW_PAGES_MAX * LEDGER_PAGE_MAX
+            )
+        } else {
+            String::new()
+        };
+        let text = match (self.admitted.is_some(), self.ended.is_some(), self.total) {
+            (true, _, 0) => {
+                "Nobody else was admitted between your join and your admission.".to_string()
+            }
+            (true, _, n) => format!(
+                "{} admitted after you joined and before you were: {list}.",
+                visitors(n)
+            ),
+            (false, true, 0) => {
+                "Nobody was admitted between your join and the end of your place.".to_string()
+            }
+            (false, true, n) => format!(
+                "{} admitted between your join and the end of your place: {list}.",
+                visitors(n)
+            ),
+            (false, false, 0) => "Nobody has been admitted since you joined.".to_string(),
+            (false, false, n) => format!("Since you joined, {} admitted: {list}.", visitors(n)),
+        };
+        s.say(format!("{text}{cut}"), cited);
+    }
+
+    /// The room's events meanwhile (pauses, reconfigurations, …).
+    fn say_room_events(&self, s: &mut Sentences) {
+        let parts: Vec<String> = self
+            .events
+            .iter()
+            .map(|r| {
+                let who =
+                    r.by.as_ref()
+                        .map(|o| format!(" by operator {o}"))
+                        .unwrap_or_default();
                 format!(
-                    " That count stops at index {counted}: one explanation reads at most {} records of the room, and later admissions are not counted.",
-                    EXPLAIN_WINDOW_PAGES_MAX * LEDGER_PAGE_MAX
+                    "{} at index {}{who}",
+                    crate::ledger::describe_text(r),
+                    r.index
                 )
-            } else {
-                String::new()
-            };
-            let text = match (self.admitted.is_some(), self.ended.is_some(), self.total) {
-                (true, _, 0) => {
-                    "Nobody else was admitted between your join and your admission.".to_string()
-                }
-                (true, _, n) => format!(
-                    "{} admitted after you joined and before you were: {list}.",
-                    visitors(n)
-                ),
-                (false, true, 0) => {
-                    "Nobody was admitted between your join and the end of your place.".to_string()
-                }
-                (false, true, n) => format!(
-                    "{} admitted between your join and the end of your place: {list}.",
-                    visitors(n)
-                ),
-                (false, false, 0) => "Nobody has been admitted since you joined.".to_string(),
-                (false, false, n) => format!("Since you joined, {} admitted: {list}.", visitors(n)),
-            };
-            say(format!("{text}{cut}"), cited);
-        }
-        // The room's events meanwhile.
-        if !self.events.is_empty() {
-            let parts: Vec<String> = self
-                .events
-                .iter()
-                .map(|r| {
-                    let who =
-                        r.by.as_ref()
-                            .map(|o| format!(" by operator {o}"))
-                            .unwrap_or_default();
-                    format!(
-                        "{} at index {}{who}",
-                        crate::ledger::describe_text(r),
-                        r.index
-                    )
-                })
-                .collect();
-            let more = if self.events_more > 0 {
-                format!("; and {} more room events", self.events_more)
-            } else {
-                String::new()
-            };
-            say(
-                format!("Meanwhile in the room: {}{more}.", parts.join("; ")),
-                self.events.iter().map(|r| r.index).collect(),
-            );
-        }
-        // The admission.
-        let mut admission = None;
-        if let Some(a) = &self.admitted {
-            let Event::Admitted { lane, rule, .. } = &a.event else {
-                unreachable!("an admission")
-            };
-            let during = match (&a.by, rule) {
-                (Some(o), Rule::Head | Rule::Lottery { .. } | Rule::Passthrough) => {
-                    format!(" (while applying operator {o}'s command)")
-                }
-                _ => String::new(),
-            };
-            let text = match rule {
-                Rule::Head => format!(
-                    "You were admitted at {}, first in {} when the room's rate and capacity allowed{during}.",
-                    at(a),
-                    line(lane)
-                ),
-                Rule::Lottery {
-                    seed,
-                    candidates,
-                    rank,
-                } => format!(
-                    "You were admitted at {}, drawn by lot among {candidates} {} in {} (rank {rank}, seed {}){during}.",
-                    at(a),
-                    if *candidates == 1 { "waiter" } else { "waiters" },
-                    line(lane),
-                    hex(seed)
-                ),
-                Rule::Forced => format!(
-                    "You were admitted at {} by {}'s force-admit, ahead of the rate and any pause.",
-                    at(a),
-                    by_operator(&a.by)
-                ),
-                Rule::Passthrough => format!(
-                    "You were let in at {}: the room admits everyone (passthrough){during}.",
-                    at(a)
-                ),
-            };
-            say(text, vec![a.index]);
-            let commitment = self.draw_commitment();
-            if let Rule::Lottery {
+            })
+            .collect();
+        let more = if self.events_more > 0 {
+            format!("; and {} more room events", self.events_more)
+        } else {
+            String::new()
+        };
+        s.say(
+            format!("Meanwhile in the room: {}{more}.", parts.join("; ")),
+            self.events.iter().map(|r| r.index).collect(),
+        );
+    }
+
+    /// How the visitor was admitted, with the draw's commitment and reveal for a lottery.
+    fn say_admission(&self, s: &mut Sentences, a: &Record) -> AdmissionBody {
+        let Event::Admitted { lane, rule, .. } = &a.event else {
+            unreachable!("an admission")
+        };
+        let during = match (&a.by, rule) {
+            (Some(o), Rule::Head | Rule::Lottery { .. } | Rule::Passthrough) => {
+                format!(" (while applying operator {o}'s command)")
+            }
+            _ => String::new(),
+        };
+        let text = match rule {
+            Rule::Head => format!(
+                "You were admitted at {}, first in {} when the room's rate and capacity allowed{during}.",
+                at(a),
+                line(lane)
+            ),
+            Rule::Lottery {
                 seed,
                 candidates,
                 rank,
-            } = rule
-            {
-                match (commitment, self.revealed) {
-                    (Some(c), Some((ri, _))) => say(
+            } => format!(
+                "You were admitted at {}, drawn by lot among {candidates} {} in {} (rank {rank}, seed {}){during}.",
+                at(a),
+                if *candidates == 1 { "waiter" } else { "waiters" },
+                line(lane),
+                hex(seed)
+            ),
+            Rule::Forced => format!(
+                "You were admitted at {} by {}'s force-admit, ahead of the rate and any pause.",
+                at(a),
+                by_operator(&a.by)
+            ),
+            Rule::Passthrough => format!(
+                "You were let in at {}: the room admits everyone (passthrough){during}.",
+                at(a)
+            ),
+        };
+        s.say(text, vec![a.index]);
+        let commitment = self.draw_commitment();
+        let plain = AdmissionBody {
+            index: a.index,
+            time: rfc3339(a.time_ms),
+            rule: rule.as_str().into(),
+            lane: lane.clone(),
+            by: a.by.clone(),
+            seed: None,
+            candidates: None,
+            rank: None,
+            commitment: None,
+            revealed_index: None,
+        };
+        if let Rule::Lottery {
+            seed,
+            candidates,
+            rank,
+        } = rule
+        {
+            match (commitment, self.revealed) {
+                (Some(c), Some((ri, _))) => s.say(
+                    format!(
+                        "That draw was bound to the commitment {} ({DRAW_ALGORITHM}), published before it; the secret was revealed at index {ri}, so anyone can redo the draw from the ledger.",
+                        hex(&c)
+                    ),
+                    vec![a.index, ri],
+                ),
+                (Some(c), None)
+                    if self.after_complete
+                        || self.current_draw().map(|d| d.commitment) == Some(c) =>
+                {
+                    s.say(
                         format!(
-                            "That draw was bound to the commitment {} ({DRAW_ALGORITHM}), published before it; the secret was revealed at index {ri}, so anyone can redo the draw from the ledger.",
+                            "That draw was bound to the commitment {} ({DRAW_ALGORITHM}), published before it; the secret has not been revealed yet: it will be once the room's draws are over.",
                             hex(&c)
                         ),
-                        vec![a.index, ri],
-                    ),
-                    (Some(c), None)
-                        if self.after_complete
-                            || self.current_draw().map(|d| d.commitment) == Some(c) =>
-                    {
-                        say(
-                            format!(
-                                "That draw was bound to the commitment {} ({DRAW_ALGORITHM}), published before it; the secret has not been revealed yet: it will be once the room's draws are over.",
-                                hex(&c)
-                            ),
-                            vec![a.index],
-                        )
-                    }
-                    (Some(c), None) => say(
-                        format!(
-                            "That draw was bound to the commitment {} ({DRAW_ALGORITHM}), published before it; its secret has been replaced since, but its reveal is not within the records read ({} pages after the admission).",
-                            hex(&c),
-                            EXPLAIN_AFTER_PAGES_MAX
-                        ),
                         vec![a.index],
-                    ),
-                    (None, _) => say(
-                        format!(
-                            "The commitment that draw was bound to is not within the records read ({} pages after the admission).",
-                            EXPLAIN_AFTER_PAGES_MAX
-                        ),
-                        vec![a.index],
-                    ),
+                    )
                 }
-                admission = Some(AdmissionBody {
-                    index: a.index,
-                    time: rfc3339(a.time_ms),
-                    rule: rule.as_str().into(),
-                    lane: lane.clone(),
-                    by: a.by.clone(),
-                    seed: Some(hex(seed)),
-                    candidates: Some(*candidates),
-                    rank: Some(*rank),
-                    commitment: commitment.map(|c| hex(&c)),
-                    revealed_index: self.revealed.map(|(i, _)| i),
-                });
-            } else {
-                admission = Some(AdmissionBody {
-                    index: a.index,
-                    time: rfc3339(a.time_ms),
-                    rule: rule.as_str().into(),
-                    lane: lane.clone(),
-                    by: a.by.clone(),
-                    seed: None,
-                    candidates: None,
-                    rank: None,
-                    commitment: None,
-                    revealed_index: None,
-                });
+                (Some(c), None) => s.say(
+                    format!(
+                        "That draw was bound to the commitment {} ({DRAW_ALGORITHM}), published before it; its secret has been replaced since, but its reveal is not within the records read ({} pages after the admission).",
+                        hex(&c),
+                        EXPLAIN_AFTER_PAGES_MAX
+                    ),
+                    vec![a.index],
+                ),
+                (None, _) => s.say(
+                    format!(
+                        "The commitment that draw was bound to is not within the records read ({} pages after the admission).",
+                        EXPLAIN_AFTER_PAGES_MAX
+                    ),
+                    vec![a.index],
+                ),
             }
+            AdmissionBody {
+                seed: Some(hex(seed)),
+                candidates: Some(*candidates),
+                rank: Some(*rank),
+                commitment: commitment.map(|c| hex(&c)),
+                revealed_index: self.revealed.map(|(i, _)| i),
+                ..plain
+            }
+        } else {
+            plain
         }
-        // Where the visitor stands now, or how the place ended.
+    }
+
+    /// How the place ended, if it did.
+    fn say_end(&self, s: &mut Sentences) -> Option<EndBody> {
         let mut ended = None;
         if let Some(e) = &self.ended {
             let Event::Ended {
@@ -836,7 +854,7 @@ impl Builder {
                     at(e)
                 ),
             };
-            say(text, vec![e.index]);
+            s.say(text, vec![e.index]);
             ended = Some(EndBody {
                 index: Some(e.index),
                 time: rfc3339(e.time_ms),
@@ -865,7 +883,7 @@ impl Builder {
                     EndReason::Removed,
                 ),
             };
-            say(text, vec![r.index]);
+            s.say(text, vec![r.index]);
             ended = Some(EndBody {
                 index: Some(r.index),
                 time: rfc3339(r.time_ms),
@@ -878,7 +896,7 @@ impl Builder {
             ..
         }) = &self.current.visitor
         {
-            say(
+            s.say(
                 format!(
                     "Your place ended ({}) at {}; this node's ledger holds no record of it.",
                     reason.as_str(),
@@ -894,6 +912,12 @@ impl Builder {
                 admitted: self.admitted.is_some(),
             });
         }
+        ended
+    }
+
+    /// Where the visitor stands now (still waiting, and what holds the line; admitted), or
+    /// that the room is gone. `ended`: the end was told already.
+    fn say_now(&self, s: &mut Sentences, ended: bool) {
         let deleted = self
             .events
             .iter()
@@ -931,7 +955,7 @@ impl Builder {
                     Some(n) if *n > 0 => format!(", and {n} more wait in the lanes before yours"),
                     _ => String::new(),
                 };
-                say(
+                s.say(
                     format!("You are still waiting: {place}{ahead}."),
                     vec![self.current.applied_index],
                 );
@@ -942,7 +966,7 @@ impl Builder {
                     } else {
                         ""
                     };
-                    say(
+                    s.say(
                         format!(
                             "Admissions are paused{why}: nobody is admitted until they resume."
                         ),
@@ -950,11 +974,11 @@ impl Builder {
                     );
                 }
                 match c.health {
-                    Health::Down => say(
+                    Health::Down => s.say(
                         "The origin is down: nobody is admitted until it recovers.".into(),
                         vec![self.current.applied_index],
                     ),
-                    Health::Slow => say(
+                    Health::Slow => s.say(
                         "The origin is slow: admissions run at a reduced rate.".into(),
                         vec![self.current.applied_index],
                     ),
@@ -965,13 +989,13 @@ impl Builder {
                         .opens_at_ms
                         .map(|t| format!(" (it opens at {})", rfc3339(t)))
                         .unwrap_or_default();
-                    say(
+                    s.say(
                         format!("The room has not opened yet{when}: nobody is admitted before."),
                         vec![self.current.applied_index],
                     );
                 }
                 if let Some(eta) = eta_secs {
-                    say(
+                    s.say(
                         format!("Your estimated wait is about {}.", wait_words(*eta)),
                         vec![self.current.applied_index],
                     );
@@ -983,25 +1007,34 @@ impl Builder {
                     ..
                 }),
                 _,
-            ) => say(
+            ) => s.say(
                 format!(
                     "Your session is active; it ends at {} unless you use it again.",
                     rfc3339(*expires_at_ms)
                 ),
                 vec![self.current.applied_index],
             ),
-            (_, None) if ended.is_none() => match deleted {
-                Some(d) => say(
+            (_, None) if !ended => match deleted {
+                Some(d) => s.say(
                     format!("The room was deleted at {}, ending your place.", at(d)),
                     vec![d.index],
                 ),
-                None => say(
+                None => s.say(
                     format!("Room {} does not exist (any more) on this node.", self.room),
                     vec![self.current.applied_index],
                 ),
             },
             _ => {}
         }
+    }
+
+    /// The explanation's body around its `sentences`.
+    fn body(
+        self,
+        sentences: Vec<SentenceBody>,
+        admission: Option<AdmissionBody>,
+        ended: Option<EndBody>,
+    ) -> ExplanationBody {
         let state = ExplainedState::of(self.current.visitor.as_ref().map(|v| &v.state));
         let mut groups: Vec<AdmissionGroupBody> = self
             .groups
@@ -1021,7 +1054,7 @@ impl Builder {
             room: self.room.clone(),
             visitor_id: self.visitor.to_string(),
             state,
-            sentences: s,
+            sentences,
             joined: self.joined.as_ref().map(|j| {
                 let Event::Joined {
                     seq,
@@ -1053,6 +1086,16 @@ impl Builder {
             through: self.through,
             applied_index: self.current.applied_index,
         }
+    }
+}
+
+/// An explanation's sentences, in order, each with the log indexes that prove it.
+#[derive(Default)]
+struct Sentences(Vec<SentenceBody>);
+
+impl Sentences {
+    fn say(&mut self, text: String, indexes: Vec<u64>) {
+        self.0.push(SentenceBody { text, indexes });
     }
 }
 

@@ -711,9 +711,6 @@ pub async fn wait(
     headers: &HeaderMap,
     request: WaitRequest,
 ) -> Response {
-    let next = safe_next(next);
-    let lang = pl.lang;
-    let t = texts(lang);
     let wants_json = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
@@ -738,22 +735,8 @@ pub async fn wait(
         },
         _ => None,
     };
-    let view = app
-        .sluice
-        .node
-        .read(|st| st.sm.room(room))
-        .ok()
-        .and_then(|(v, _)| v);
+    let page = WaitPage::new(app, room, next, pl);
     let joining = matches!(request, WaitRequest::Join { .. });
-    let (invite_only, after_url) = app
-        .sluice
-        .node
-        .read(|st| {
-            st.sm
-                .policy(room)
-                .map_or((false, None), |p| (p.invite_only, p.after_url.clone()))
-        })
-        .map_or((false, None), |(v, _)| v);
     let code_given = match &request {
         WaitRequest::Look { code, .. } | WaitRequest::Join { code, .. } => code.clone(),
     };
@@ -785,160 +768,221 @@ pub async fn wait(
                 just_joined,
             },
         ) => {
-            if view.is_none() || crate::core::Sluice::check_room(room).is_err() {
-                return message_page(t, pl, None, room, &next, t.not_found, StatusCode::NOT_FOUND);
-            }
-            // A room that takes nobody new says so at once, rather than offer a join.
-            if let Some(v) = view
-                .as_ref()
-                .filter(|v| v.closed || v.config.mode == Mode::Reject)
-            {
-                let (text, after) = if v.closed {
-                    (t.closed, after_url.as_deref())
-                } else {
-                    (t.not_taking, None)
-                };
-                let html = message_with_links(t, pl, Some(v), room, &next, text, false, after);
-                let mut r = (StatusCode::FORBIDDEN, Html(html)).into_response();
-                no_store(&mut r);
-                return r;
-            }
-            let pow = app
-                .sluice
-                .node
-                .read(|st| st.sm.entry_policy(room))
-                .ok()
-                .and_then(|(p, _)| p)
-                .is_some_and(|p| p.proof_of_work.is_some());
-            let identity = identity.unwrap_or_default();
-            let code = code.unwrap_or_default();
-            let mut r = Html(join_html(
-                t,
-                pl,
-                view.as_ref(),
-                room,
-                &next,
-                JoinForm {
-                    pow,
-                    identity: &identity,
-                    code: &code,
-                    invite_only,
-                    away,
-                    cookies_lost: just_joined && matches!(src, TicketSource::None),
-                },
-            ))
-            .into_response();
-            no_store(&mut r);
-            return r;
-        }
-    };
-    let reply = match reply {
-        Ok(r) => r,
-        Err(e) if wants_json => return crate::http::error_with_cookie(app, room, e),
-        Err(e) => {
-            let text = match e.code {
-                "queue_full" => t.full,
-                "room_not_found" | "invalid_field" => t.not_found,
-                "banned" => t.ended,
-                "place_limit" => t.place_limit,
-                "challenge_required" => t.challenge_needs_script,
-                "challenge_invalid" => t.challenge_invalid,
-                "identity_required" | "identity_invalid" => t.identity_required,
-                "invite_only" => t.invite_only,
-                "code_invalid" => t.code_invalid,
-                "code_used_up" => t.code_used_up,
-                "code_expired" => t.code_expired,
-                _ => t.busy,
+            let form = JoinForm {
+                pow: false,
+                identity: &identity.unwrap_or_default(),
+                code: &code.unwrap_or_default(),
+                invite_only: page.invite_only,
+                away,
+                cookies_lost: just_joined && matches!(src, TicketSource::None),
             };
-            let retry = e.status.is_server_error();
-            let mut html = message_html(t, pl, view.as_ref(), room, &next, text, retry);
-            // After a failed check, a way back to the join page (which solves a new challenge,
-            // or takes the shop's link again).
-            if e.code == "invite_only" || e.code.starts_with("code_") {
-                let form = code_form(
-                    t,
-                    pl,
-                    room,
-                    &next,
-                    code_given.as_deref().unwrap_or(""),
-                    true,
-                );
-                html = html.replacen("</main>", &format!("{form}</main>"), 1);
-            } else if e.code.starts_with("challenge_") || e.code.starts_with("identity_") {
-                let back = format!(
-                    "<p><a class=\"button\" href=\"/wait/{}?{}next={}\">{}</a></p></main>",
-                    esc(room),
-                    esc(&pl.query()),
-                    esc(&next),
-                    t.rejoin
-                );
-                html = html.replacen("</main>", &back, 1);
-            }
-            let mut resp = (e.status, Html(html)).into_response();
-            if let Some(s) = e.retry_after {
-                resp.headers_mut()
-                    .insert(header::RETRY_AFTER, HeaderValue::from(s));
-            }
-            if let Some(t) = &e.ticket {
-                crate::http::set_ticket_cookie(app, &mut resp, room, t);
-            }
-            return resp;
+            return page.look(form);
         }
     };
-    let ticket = reply.ticket.clone();
-    let mut resp = if wants_json {
-        axum::Json(reply).into_response()
-    } else if reply.state == ReplyState::Admitted {
-        see_other(&next)
-    } else if reply.state == ReplyState::Waiting && joining {
-        // A code redeemed for the place held, or a join: the line, with a GET.
-        // Post, then redirect, then get: a reload shows the line and posts nothing again.
-        // A new visitor's browser is sent back marked, so that one that kept no cookie is told
-        // so rather than asked to join again.
-        let marker = if matches!(src, TicketSource::None) {
-            "joined=1&"
-        } else {
-            ""
-        };
-        see_other(&format!("/wait/{room}?{}{marker}next={next}", pl.query()))
-    } else if reply.state == ReplyState::Waiting {
-        let now_secs = app.sluice.node.now_ms() / 1000;
-        // A room that draws shows what its draws are bound to.
-        let lottery_lanes = app
-            .sluice
-            .node
-            .read(|st| {
-                st.sm
-                    .policy(room)
-                    .is_some_and(|p| p.lanes.iter().any(|l| l.lottery))
-            })
-            .is_ok_and(|(b, _)| b);
-        let draw = view
-            .as_ref()
-            .and_then(|v| crate::ledger::DrawBody::of(v, lottery_lanes));
-        Html(wait_html(
-            t,
-            pl,
-            &reply,
-            view.as_ref(),
-            draw.as_ref(),
-            &next,
-            now_secs,
-        ))
-        .into_response()
-    } else {
-        let (text, after) = match reply.reason.as_deref() {
-            Some("room_closed") => (t.closed, after_url.as_deref()),
-            Some("room_rejecting") => (t.not_taking, None),
-            _ => (t.ended, None),
-        };
-        let html = message_with_links(t, pl, view.as_ref(), room, &next, text, false, after);
-        (StatusCode::FORBIDDEN, Html(html)).into_response()
+    let (mut resp, ticket) = match reply {
+        Ok(reply) if wants_json => {
+            let ticket = reply.ticket.clone();
+            (axum::Json(reply).into_response(), ticket)
+        }
+        Ok(reply) => {
+            let ticket = reply.ticket.clone();
+            (page.answer(&reply, &src, joining), ticket)
+        }
+        Err(e) if wants_json => return crate::http::error_with_cookie(app, room, e),
+        Err(e) => return page.refused(e, code_given.as_deref()),
     };
     crate::http::set_ticket_cookie(app, &mut resp, room, &ticket);
     crate::http::retire_legacy_cookie(app, &mut resp, room, headers);
     no_store(&mut resp);
     resp
+}
+
+/// What one waiting page is about: the room (as this node's applied state has it), where the
+/// visitor goes once admitted, the language.
+struct WaitPage<'a> {
+    app: &'a App,
+    room: &'a str,
+    view: Option<RoomView>,
+    /// Where an admitted visitor goes (checked: a path on this site).
+    next: String,
+    pl: PageLang,
+    t: &'static Texts,
+    /// The room gives places only to code holders.
+    invite_only: bool,
+    /// Where a closed room sends its visitors.
+    after_url: Option<String>,
+}
+
+impl<'a> WaitPage<'a> {
+    fn new(app: &'a App, room: &'a str, next: Option<&str>, pl: PageLang) -> Self {
+        let view = app
+            .sluice
+            .node
+            .read(|st| st.sm.room(room))
+            .ok()
+            .and_then(|(v, _)| v);
+        let (invite_only, after_url) = app
+            .sluice
+            .node
+            .read(|st| {
+                st.sm
+                    .policy(room)
+                    .map_or((false, None), |p| (p.invite_only, p.after_url.clone()))
+            })
+            .map_or((false, None), |(v, _)| v);
+        WaitPage {
+            app,
+            room,
+            view,
+            next: safe_next(next),
+            pl,
+            t: texts(pl.lang),
+            invite_only,
+            after_url,
+        }
+    }
+
+    /// A visitor without a place: the join page, or why the room takes nobody.
+    fn look(&self, form: JoinForm<'_>) -> Response {
+        let (app, room, t, pl, next) = (self.app, self.room, self.t, self.pl, &self.next);
+        if self.view.is_none() || crate::core::Sluice::check_room(room).is_err() {
+            return message_page(t, pl, None, room, next, t.not_found, StatusCode::NOT_FOUND);
+        }
+        // A room that takes nobody new says so at once, rather than offer a join.
+        if let Some(v) = self
+            .view
+            .as_ref()
+            .filter(|v| v.closed || v.config.mode == Mode::Reject)
+        {
+            let (text, after) = if v.closed {
+                (t.closed, self.after_url.as_deref())
+            } else {
+                (t.not_taking, None)
+            };
+            let html = message_with_links(t, pl, Some(v), room, next, text, false, after);
+            let mut r = (StatusCode::FORBIDDEN, Html(html)).into_response();
+            no_store(&mut r);
+            return r;
+        }
+        let pow = app
+            .sluice
+            .node
+            .read(|st| st.sm.entry_policy(room))
+            .ok()
+            .and_then(|(p, _)| p)
+            .is_some_and(|p| p.proof_of_work.is_some());
+        let mut r = Html(join_html(
+            t,
+            pl,
+            self.view.as_ref(),
+            room,
+            next,
+            JoinForm { pow, ..form },
+        ))
+        .into_response();
+        no_store(&mut r);
+        r
+    }
+
+    /// A join or check-in refused: the page that says why (and how to try again).
+    fn refused(&self, e: crate::error::ApiError, code_given: Option<&str>) -> Response {
+        let (app, room, t, pl, next) = (self.app, self.room, self.t, self.pl, &self.next);
+        let text = match e.code {
+            "queue_full" => t.full,
+            "room_not_found" | "invalid_field" => t.not_found,
+            "banned" => t.ended,
+            "place_limit" => t.place_limit,
+            "challenge_required" => t.challenge_needs_script,
+            "challenge_invalid" => t.challenge_invalid,
+            "identity_required" | "identity_invalid" => t.identity_required,
+            "invite_only" => t.invite_only,
+            "code_invalid" => t.code_invalid,
+            "code_used_up" => t.code_used_up,
+            "code_expired" => t.code_expired,
+            _ => t.busy,
+        };
+        let retry = e.status.is_server_error();
+        let mut html = message_html(t, pl, self.view.as_ref(), room, next, text, retry);
+        // After a failed check, a way back to the join page (which solves a new challenge,
+        // or takes the shop's link again).
+        if e.code == "invite_only" || e.code.starts_with("code_") {
+            let form = code_form(t, pl, room, next, code_given.unwrap_or(""), true);
+            html = html.replacen("</main>", &format!("{form}</main>"), 1);
+        } else if e.code.starts_with("challenge_") || e.code.starts_with("identity_") {
+            let back = format!(
+                "<p><a class=\"button\" href=\"/wait/{}?{}next={}\">{}</a></p></main>",
+                esc(room),
+                esc(&pl.query()),
+                esc(next),
+                t.rejoin
+            );
+            html = html.replacen("</main>", &back, 1);
+        }
+        let mut resp = (e.status, Html(html)).into_response();
+        if let Some(s) = e.retry_after {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(s));
+        }
+        if let Some(t) = &e.ticket {
+            crate::http::set_ticket_cookie(app, &mut resp, room, t);
+        }
+        resp
+    }
+
+    /// The visitor's place: an admitted one is sent on, a new place is redirected to the page
+    /// that shows it, a waiting one sees the line, an ended one why.
+    fn answer(&self, reply: &VisitorReply, src: &TicketSource, joining: bool) -> Response {
+        let (app, room, t, pl, next) = (self.app, self.room, self.t, self.pl, &self.next);
+        if reply.state == ReplyState::Admitted {
+            see_other(next)
+        } else if reply.state == ReplyState::Waiting && joining {
+            // A code redeemed for the place held, or a join: the line, with a GET.
+            // Post, then redirect, then get: a reload shows the line and posts nothing again.
+            // A new visitor's browser is sent back marked, so that one that kept no cookie is
+            // told so rather than asked to join again.
+            let marker = if matches!(src, TicketSource::None) {
+                "joined=1&"
+            } else {
+                ""
+            };
+            see_other(&format!("/wait/{room}?{}{marker}next={next}", pl.query()))
+        } else if reply.state == ReplyState::Waiting {
+            let now_secs = app.sluice.node.now_ms() / 1000;
+            // A room that draws shows what its draws are bound to.
+            let lottery_lanes = app
+                .sluice
+                .node
+                .read(|st| {
+                    st.sm
+                        .policy(room)
+                        .is_some_and(|p| p.lanes.iter().any(|l| l.lottery))
+                })
+                .is_ok_and(|(b, _)| b);
+            let draw = self
+                .view
+                .as_ref()
+                .and_then(|v| crate::ledger::DrawBody::of(v, lottery_lanes));
+            Html(wait_html(
+                t,
+                pl,
+                reply,
+                self.view.as_ref(),
+                draw.as_ref(),
+                next,
+                now_secs,
+            ))
+            .into_response()
+        } else {
+            let (text, after) = match reply.reason.as_deref() {
+                Some("room_closed") => (t.closed, self.after_url.as_deref()),
+                Some("room_rejecting") => (t.not_taking, None),
+                _ => (t.ended, None),
+            };
+            let html =
+                message_with_links(t, pl, self.view.as_ref(), room, next, text, false, after);
+            (StatusCode::FORBIDDEN, Html(html)).into_response()
+        }
+    }
 }
 
 /// An answer for one visitor only, never cached, varying with what decides it.

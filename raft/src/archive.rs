@@ -525,7 +525,7 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> io::Result<(ReplayReport, Sta
         StateMachine::new()
     } else {
         let (index, path) = &listing.bases[0];
-        let backup = crate::sm_store::read_backup(&std::fs::read(path)?)?;
+        let backup = crate::snapshot_file::read_backup(&std::fs::read(path)?)?;
         report.from = *index;
         backup.sm
     };

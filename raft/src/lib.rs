@@ -4,7 +4,8 @@
 //! - [`node`]: [`RaftNode`]: the start function (config → storage → network → Raft → server),
 //!   the write batcher, the tick proposer, reads and membership.
 //! - [`log_store`]: the Raft log and vote in RocksDB with group commit.
-//! - [`sm_store`]: `sluice-statemachine` behind a lock, with durable snapshot files.
+//! - [`sm_store`]: `sluice-statemachine` behind a lock, with durable snapshot files (whose
+//!   format, and backups', is `snapshot_file`'s).
 //! - [`network`] and [`service`]: the tonic node-to-node transport, client and server;
 //!   [`transport`]: the byte streams under it (TCP, or a simulation's network).
 //! - [`auth`]: the cluster secret every node-to-node call carries; [`listener`]: bounded
@@ -29,6 +30,7 @@ pub mod node;
 mod reply;
 pub mod service;
 pub mod sm_store;
+mod snapshot_file;
 pub mod transport;
 pub mod types;
 

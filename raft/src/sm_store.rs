@@ -6,19 +6,17 @@
 //! directory is fsynced); older ones are removed. A restarted node installs its latest snapshot
 //! and openraft replays the committed log after it.
 //!
-//! Snapshot file: `SLRS`, a version byte, a 4-byte big-endian header length, the header
-//! (snapshot metadata and every node id ever in the membership), then the state machine's own
-//! canonical snapshot.
+//! Snapshot files are written and read as [`crate::snapshot_file`] says.
 
-use crate::codec;
 use crate::ledger_store::{LedgerStore, LedgerWriter};
 use crate::metrics::LatencyHistogram;
+use crate::snapshot_file::{bad, decode_snapshot, encode_snapshot, snapshot_header, SnapHeader};
+pub use crate::snapshot_file::{read_backup, Backup};
 use crate::types::{LogId, Response, SnapshotMeta, StoredMembership, TypeConfig};
 use futures::TryStreamExt;
 use openraft::alias::SnapshotOf;
 use openraft::storage::{EntryResponder, RaftSnapshotBuilder, RaftStateMachine, Snapshot};
 use openraft::{EntryPayload, OptionalSend};
-use serde::{Deserialize, Serialize};
 use sluice_statemachine::draw::DrawKey;
 use sluice_statemachine::StateMachine;
 use std::collections::BTreeSet;
@@ -45,9 +43,6 @@ impl Drop for AbortOnPanic {
     }
 }
 
-const SNAP_MAGIC: &[u8; 4] = b"SLRS";
-const SNAP_VERSION: u8 = 1;
-
 /// Everything the state machine store holds, behind one lock so a reader sees data and the
 /// applied log id that produced it together.
 #[derive(Debug, Default)]
@@ -67,12 +62,6 @@ impl SmState {
     pub fn applied_index(&self) -> u64 {
         self.last_applied.as_ref().map_or(0, |l| l.index)
     }
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-struct SnapHeader {
-    meta: SnapshotMeta,
-    members_ever: BTreeSet<u64>,
 }
 
 /// When the leader may put off a snapshot. Encoding one stops applies for its duration, and on
@@ -175,40 +164,6 @@ impl SmStore {
     }
 }
 
-/// A snapshot file's opening: magic, version, the header's length, the header.
-fn snapshot_header(header: &SnapHeader) -> Vec<u8> {
-    let h = codec::encode(header);
-    let mut out = Vec::with_capacity(9 + h.len());
-    out.extend_from_slice(SNAP_MAGIC);
-    out.push(SNAP_VERSION);
-    out.extend_from_slice(&(h.len() as u32).to_be_bytes());
-    out.extend_from_slice(&h);
-    out
-}
-
-/// A snapshot file: the header, then the state machine's encoding, in one buffer.
-fn encode_snapshot(header: &SnapHeader, sm: &StateMachine) -> Vec<u8> {
-    sm.snapshot_into(snapshot_header(header))
-}
-
-fn bad(msg: impl Into<String>) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, msg.into())
-}
-
-fn decode_snapshot(bytes: &[u8]) -> io::Result<(SnapHeader, &[u8])> {
-    if bytes.len() < 9 || &bytes[..4] != SNAP_MAGIC {
-        return Err(bad("not a Sluice snapshot"));
-    }
-    if bytes[4] != SNAP_VERSION {
-        return Err(bad(format!("unknown snapshot version {}", bytes[4])));
-    }
-    let len = u32::from_be_bytes(bytes[5..9].try_into().expect("4 bytes")) as usize;
-    let header = bytes
-        .get(9..9 + len)
-        .ok_or_else(|| bad("truncated snapshot header"))?;
-    Ok((codec::decode(header)?, &bytes[9 + len..]))
-}
-
 /// The current state as a snapshot file's bytes: what a backup holds.
 pub fn export(st: &SmState) -> Vec<u8> {
     let meta = SnapshotMeta {
@@ -222,25 +177,6 @@ pub fn export(st: &SmState) -> Vec<u8> {
         },
         &st.sm,
     )
-}
-
-/// What a backup holds, decoded and checked.
-#[derive(Debug)]
-pub struct Backup {
-    /// The log position the state was taken at.
-    pub last_log_id: Option<LogId>,
-    /// The state machine, restored (so the backup is known to be whole).
-    pub sm: StateMachine,
-}
-
-/// Decodes and checks a backup made by [`export`].
-pub fn read_backup(bytes: &[u8]) -> io::Result<Backup> {
-    let (header, sm_bytes) = decode_snapshot(bytes)?;
-    let sm = StateMachine::restore(sm_bytes).map_err(|e| bad(format!("backup state: {e}")))?;
-    Ok(Backup {
-        last_log_id: header.meta.last_log_id,
-        sm,
-    })
 }
 
 /// Seeds a fresh node's data directory with a backup, as the starting snapshot of a new cluster

@@ -29,6 +29,7 @@ use crate::room::{Draws, Ended, LaneParts, Room, RoomParts, Session, Turnover, W
 use crate::sessions::Sessions;
 use crate::types::{validate_name, RoomConfig, VisitorId};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// Magic bytes that open every snapshot.
 pub const SNAPSHOT_MAGIC: &[u8; 4] = b"SLSM";
@@ -307,6 +308,258 @@ struct RoomIn {
     ended: Vec<(VisitorId, u64, EndReason, u64)>,
 }
 
+/// Decodes a snapshot's state, whichever its version.
+fn decode_state(bytes: &[u8]) -> Result<StateIn, DecodeError> {
+    if bytes.len() < 5 {
+        return Err(DecodeError::Empty);
+    }
+    if &bytes[..4] != SNAPSHOT_MAGIC {
+        return Err(bad("not a snapshot (bad magic)"));
+    }
+    match bytes[4] {
+        SNAPSHOT_VERSION => decode_v2(&bytes[5..], true),
+        SNAPSHOT_V2 => decode_v2(&bytes[5..], false),
+        SNAPSHOT_V1 => {
+            let (s, tail): (StateIn, &[u8]) =
+                postcard::take_from_bytes(&bytes[5..]).map_err(|e| bad(e.to_string()))?;
+            if !tail.is_empty() {
+                return Err(bad(format!("{} trailing bytes", tail.len())));
+            }
+            Ok(s)
+        }
+        v => Err(DecodeError::Version(v)),
+    }
+}
+
+/// Records kept beside the rooms, by room name, each checked against its bound, none listed
+/// twice; [`restore_room`] takes each room's, and what is left names no room.
+struct RoomExtras {
+    policies: BTreeMap<String, EntryPolicy>,
+    clients: BTreeMap<String, Vec<(VisitorId, ClientKey)>>,
+    challenges: BTreeMap<String, Vec<UsedChallenge>>,
+    identities: BTreeMap<String, Vec<(VisitorId, IdentityKey)>>,
+    networks: BTreeMap<String, RoomNetworks>,
+    turnover: BTreeMap<String, Turnover>,
+    origins: BTreeMap<String, OriginWatch>,
+    lanes: BTreeMap<String, RoomLanes>,
+    codes: BTreeMap<String, CodeBook>,
+    notices: BTreeMap<String, (String, u64)>,
+    draws: BTreeMap<String, Draws>,
+}
+
+impl RoomExtras {
+    /// Takes the per-room records out of `e`.
+    fn take_from(e: &mut ExtrasIn) -> Result<Self, DecodeError> {
+        use std::mem::take;
+        let per_room = WAITERS_PER_ROOM_MAX + SESSIONS_PER_ROOM_MAX;
+        let too_large = |what: &str| DecodeError::TooLarge(what.into());
+        for (len, what) in [
+            (e.turnover.len(), "turnover of too many rooms"),
+            (e.origins.len(), "origins of too many rooms"),
+            (e.notices.len(), "notices"),
+            (e.draws.len(), "draws"),
+        ] {
+            if len > ROOMS_MAX {
+                return Err(too_large(what));
+            }
+        }
+        Ok(RoomExtras {
+            policies: by_room(take(&mut e.policies), "policy", |name, p| {
+                let p = p.decode()?;
+                p.validate().map_err(|e| bad(format!("room {name}: {e}")))?;
+                Ok(p)
+            })?,
+            clients: by_room(take(&mut e.clients), "clients", |name, c| {
+                bounded(c, |c| c.len() as u64 <= per_room, name, "clients")
+            })?,
+            challenges: by_room(take(&mut e.challenges), "challenges", |name, c| {
+                let max = crate::policy::CHALLENGES_REMEMBERED_MAX;
+                bounded(c, |c| c.len() <= max, name, "challenges")
+            })?,
+            identities: by_room(take(&mut e.identities), "identities", |name, i| {
+                bounded(i, |i| i.len() as u64 <= per_room, name, "identities")
+            })?,
+            networks: by_room(take(&mut e.networks), "networks", |name, n| {
+                bounded(
+                    n,
+                    |n| n.0.len() as u64 <= SESSIONS_PER_ROOM_MAX,
+                    name,
+                    "networks",
+                )
+            })?,
+            turnover: by_room(take(&mut e.turnover), "turnover", |_, (ended, mean_ms)| {
+                Ok(Turnover { ended, mean_ms })
+            })?,
+            origins: by_room(take(&mut e.origins), "origin", |_, o| Ok(o))?,
+            lanes: by_room(take(&mut e.lanes), "lanes", |name, l| {
+                let fits = |l: &RoomLanes| {
+                    l.0.len() <= crate::lanes::LANES_MAX
+                        && l.0.iter().map(|x| x.0.len() as u64).sum::<u64>() <= WAITERS_PER_ROOM_MAX
+                };
+                bounded(l, fits, name, "lanes")
+            })?,
+            codes: by_room(
+                take(&mut e.codes),
+                "codes",
+                |name, (next, batches, list, redeemed)| {
+                    CodeBook::from_parts(next, batches, list, redeemed)
+                        .map_err(|e| bad(format!("room {name}: {e}")))
+                },
+            )?,
+            notices: by_room(take(&mut e.notices), "notice", |name, n| {
+                crate::types::validate_notice(&Some(n.0.clone()))
+                    .map_err(|e| bad(format!("room {name}: {e}")))?;
+                Ok(n)
+            })?,
+            draws: by_room(take(&mut e.draws), "draws", |name, d| {
+                if !d.v2 || d.epoch.is_none() {
+                    return Err(bad(format!("room {name}: draws without a secret")));
+                }
+                Ok(d)
+            })?,
+        })
+    }
+
+    /// A room named by records that no room took.
+    fn left_over(&self) -> Option<&String> {
+        self.policies
+            .keys()
+            .chain(self.clients.keys())
+            .chain(self.challenges.keys())
+            .chain(self.identities.keys())
+            .chain(self.networks.keys())
+            .chain(self.lanes.keys())
+            .chain(self.codes.keys())
+            .chain(self.notices.keys())
+            .chain(self.draws.keys())
+            .next()
+    }
+}
+
+/// `list`'s records by room, each made by `make` (which checks it); `what` names them when one
+/// room is listed twice.
+fn by_room<T, U>(
+    list: Vec<(String, T)>,
+    what: &str,
+    mut make: impl FnMut(&str, T) -> Result<U, DecodeError>,
+) -> Result<BTreeMap<String, U>, DecodeError> {
+    let mut map = BTreeMap::new();
+    for (name, x) in list {
+        let made = make(&name, x)?;
+        if map.insert(name.clone(), made).is_some() {
+            return Err(bad(format!("room {name}: {what} listed twice")));
+        }
+    }
+    Ok(map)
+}
+
+/// `x` if it `fits` its bound; too large (room `name`'s `what`) otherwise.
+fn bounded<T>(
+    x: T,
+    fits: impl FnOnce(&T) -> bool,
+    name: &str,
+    what: &str,
+) -> Result<T, DecodeError> {
+    if fits(&x) {
+        Ok(x)
+    } else {
+        Err(DecodeError::TooLarge(format!("room {name}: {what}")))
+    }
+}
+
+/// Waiters (visitor, seq, last seen) as the line's slots.
+fn slots(waiters: Vec<(VisitorId, u64, u64)>) -> Vec<Slot> {
+    waiters
+        .into_iter()
+        .map(|(id, seq, last_seen_ms)| Slot {
+            id,
+            seq,
+            last_seen_ms,
+        })
+        .collect()
+}
+
+/// One room from its snapshot record and its records in `x`.
+fn restore_room(r: RoomIn, x: &mut RoomExtras) -> Result<Room, DecodeError> {
+    let f = r.fields;
+    validate_name("room", &f.name).map_err(|e| bad(e.to_string()))?;
+    f.config
+        .validate()
+        .map_err(|e| bad(format!("room {}: {e}", f.name)))?;
+    if r.waiters.len() as u64 > WAITERS_PER_ROOM_MAX || r.ended.len() > ENDED_PER_ROOM_MAX {
+        return Err(DecodeError::TooLarge(format!("room {}", f.name)));
+    }
+    let f_name = f.name.clone();
+    let parts = RoomParts {
+        name: f.name,
+        config: f.config,
+        created_at_ms: f.created_at_ms,
+        opened: f.opened,
+        opened_at_ms: f.opened_at_ms,
+        next_seq: f.next_seq,
+        waiters: slots(r.waiters),
+        sessions: r
+            .sessions
+            .into_iter()
+            .map(|(id, seq, admitted_at_ms, last_active_ms)| {
+                (
+                    id,
+                    Session {
+                        seq,
+                        admitted_at_ms,
+                        last_active_ms,
+                    },
+                )
+            })
+            .collect(),
+        ended: r
+            .ended
+            .into_iter()
+            .map(|(id, seq, reason, at_ms)| (id, Ended { seq, reason, at_ms }))
+            .collect(),
+        bucket_units: f.bucket_units,
+        bucket_at_ms: f.bucket_at_ms,
+        windows: f.windows,
+        window_latest: f.window_latest,
+        totals: f.totals,
+        bans: Vec::new(),
+        policy: x.policies.remove(&f_name).unwrap_or_default(),
+        client_of: x.clients.remove(&f_name).unwrap_or_default(),
+        challenges_used: x.challenges.remove(&f_name).unwrap_or_default(),
+        identity_of: x.identities.remove(&f_name).unwrap_or_default(),
+        networks_of: Vec::new(),
+        sessions_shared: 0,
+        turnover: x.turnover.remove(&f_name).unwrap_or_default(),
+        origin: x.origins.remove(&f_name).unwrap_or_default(),
+        lanes: Vec::new(),
+        public_credit: 0,
+        codes: x.codes.remove(&f_name).unwrap_or_default(),
+        notice: x.notices.remove(&f_name),
+        draws: x.draws.remove(&f_name).unwrap_or_default(),
+    };
+    let (room_lanes, public_credit) = x.lanes.remove(&f_name).unwrap_or_default();
+    let parts = RoomParts {
+        lanes: room_lanes
+            .into_iter()
+            .map(|(waiters, credit, joined, admitted)| LaneParts {
+                waiters: slots(waiters),
+                credit,
+                joined,
+                admitted,
+            })
+            .collect(),
+        public_credit,
+        ..parts
+    };
+    let (networks_of, sessions_shared) = x.networks.remove(&f_name).unwrap_or_default();
+    let parts = RoomParts {
+        networks_of,
+        sessions_shared,
+        ..parts
+    };
+    Room::from_parts(parts).map_err(bad)
+}
+
 /// The state as decoded, whichever the version; version 1 wrote it so, all postcard.
 #[derive(Deserialize)]
 struct StateIn {
@@ -504,252 +757,36 @@ impl StateMachine {
 
     /// Rebuilds a state from [`snapshot`](Self::snapshot) bytes, checking its consistency.
     pub fn restore(bytes: &[u8]) -> Result<Self, DecodeError> {
-        if bytes.len() < 5 {
-            return Err(DecodeError::Empty);
-        }
-        if &bytes[..4] != SNAPSHOT_MAGIC {
-            return Err(bad("not a snapshot (bad magic)"));
-        }
-        let s = match bytes[4] {
-            SNAPSHOT_VERSION => decode_v2(&bytes[5..], true)?,
-            SNAPSHOT_V2 => decode_v2(&bytes[5..], false)?,
-            SNAPSHOT_V1 => {
-                let (s, tail): (StateIn, &[u8]) =
-                    postcard::take_from_bytes(&bytes[5..]).map_err(|e| bad(e.to_string()))?;
-                if !tail.is_empty() {
-                    return Err(bad(format!("{} trailing bytes", tail.len())));
-                }
-                s
-            }
-            v => return Err(DecodeError::Version(v)),
-        };
+        let s = decode_state(bytes)?;
         if s.rooms.len() > ROOMS_MAX || s.pools.len() > POOLS_MAX {
             return Err(DecodeError::TooLarge("too many rooms or pools".into()));
         }
-        let mut policies: std::collections::BTreeMap<String, EntryPolicy> = Default::default();
-        for (name, p) in s.extras.policies {
-            let p = p.decode()?;
-            p.validate().map_err(|e| bad(format!("room {name}: {e}")))?;
-            if policies.insert(name.clone(), p).is_some() {
-                return Err(bad(format!("room {name}: two policies")));
-            }
-        }
-        let mut clients: std::collections::BTreeMap<String, Vec<(VisitorId, ClientKey)>> =
-            Default::default();
-        for (name, c) in s.extras.clients {
-            if c.len() as u64 > WAITERS_PER_ROOM_MAX + SESSIONS_PER_ROOM_MAX {
-                return Err(DecodeError::TooLarge(format!("room {name}: clients")));
-            }
-            if clients.insert(name.clone(), c).is_some() {
-                return Err(bad(format!("room {name}: clients listed twice")));
-            }
-        }
-        let mut challenges: std::collections::BTreeMap<String, Vec<UsedChallenge>> =
-            Default::default();
-        for (name, c) in s.extras.challenges {
-            if c.len() > crate::policy::CHALLENGES_REMEMBERED_MAX {
-                return Err(DecodeError::TooLarge(format!("room {name}: challenges")));
-            }
-            if challenges.insert(name.clone(), c).is_some() {
-                return Err(bad(format!("room {name}: challenges listed twice")));
-            }
-        }
-        let mut identities: std::collections::BTreeMap<String, Vec<(VisitorId, IdentityKey)>> =
-            Default::default();
-        for (name, i) in s.extras.identities {
-            if i.len() as u64 > WAITERS_PER_ROOM_MAX + SESSIONS_PER_ROOM_MAX {
-                return Err(DecodeError::TooLarge(format!("room {name}: identities")));
-            }
-            if identities.insert(name.clone(), i).is_some() {
-                return Err(bad(format!("room {name}: identities listed twice")));
-            }
-        }
-        let mut networks: std::collections::BTreeMap<String, RoomNetworks> = Default::default();
-        for (name, n) in s.extras.networks {
-            if n.0.len() as u64 > SESSIONS_PER_ROOM_MAX {
-                return Err(DecodeError::TooLarge(format!("room {name}: networks")));
-            }
-            if networks.insert(name.clone(), n).is_some() {
-                return Err(bad(format!("room {name}: networks listed twice")));
-            }
-        }
-        if s.extras.turnover.len() > ROOMS_MAX {
-            return Err(DecodeError::TooLarge("turnover of too many rooms".into()));
-        }
-        let mut turnover: std::collections::BTreeMap<String, Turnover> = Default::default();
-        for (name, (ended, mean_ms)) in s.extras.turnover {
-            if turnover
-                .insert(name.clone(), Turnover { ended, mean_ms })
-                .is_some()
-            {
-                return Err(bad(format!("room {name}: turnover listed twice")));
-            }
-        }
-        if s.extras.origins.len() > ROOMS_MAX {
-            return Err(DecodeError::TooLarge("origins of too many rooms".into()));
-        }
-        let mut origins: std::collections::BTreeMap<String, OriginWatch> = Default::default();
-        for (name, o) in s.extras.origins {
-            if origins.insert(name.clone(), o).is_some() {
-                return Err(bad(format!("room {name}: origin listed twice")));
-            }
-        }
-        let mut lanes: std::collections::BTreeMap<String, RoomLanes> = Default::default();
-        for (name, l) in s.extras.lanes {
-            if l.0.len() > crate::lanes::LANES_MAX
-                || l.0.iter().map(|x| x.0.len() as u64).sum::<u64>() > WAITERS_PER_ROOM_MAX
-            {
-                return Err(DecodeError::TooLarge(format!("room {name}: lanes")));
-            }
-            if lanes.insert(name.clone(), l).is_some() {
-                return Err(bad(format!("room {name}: lanes listed twice")));
-            }
-        }
-        let mut codes: std::collections::BTreeMap<String, CodeBook> = Default::default();
-        for (name, (next, batches, list, redeemed)) in s.extras.codes {
-            let book = CodeBook::from_parts(next, batches, list, redeemed)
-                .map_err(|e| bad(format!("room {name}: {e}")))?;
-            if codes.insert(name.clone(), book).is_some() {
-                return Err(bad(format!("room {name}: codes listed twice")));
-            }
-        }
-        let mut notices: std::collections::BTreeMap<String, (String, u64)> = Default::default();
-        if s.extras.notices.len() > ROOMS_MAX {
-            return Err(DecodeError::TooLarge("notices".into()));
-        }
-        for (name, n) in s.extras.notices {
-            crate::types::validate_notice(&Some(n.0.clone()))
-                .map_err(|e| bad(format!("room {name}: {e}")))?;
-            if notices.insert(name.clone(), n).is_some() {
-                return Err(bad(format!("room {name}: notice listed twice")));
-            }
-        }
-        if s.extras.draws.len() > ROOMS_MAX {
-            return Err(DecodeError::TooLarge("draws".into()));
-        }
-        let mut draws: std::collections::BTreeMap<String, Draws> = Default::default();
-        for (name, d) in s.extras.draws {
-            if !d.v2 || d.epoch.is_none() || draws.insert(name.clone(), d).is_some() {
-                return Err(bad(format!(
-                    "room {name}: draws listed twice or without a secret"
-                )));
-            }
-        }
-        if s.extras.webhooks.len() > WEBHOOKS_MAX {
+        let mut e = s.extras;
+        let mut of_rooms = RoomExtras::take_from(&mut e)?;
+        if e.webhooks.len() > WEBHOOKS_MAX {
             return Err(DecodeError::TooLarge("webhooks".into()));
+        }
+        if e.credentials_ended.len() > CREDENTIALS_ENDED_MAX {
+            return Err(DecodeError::TooLarge("ended operator sessions".into()));
         }
         let mut sm = StateMachine {
             clock_ms: s.clock_ms,
-            ledger: s.extras.ledger,
-            webhook_cursors: s.extras.webhooks.into_iter().collect(),
+            ledger: e.ledger,
+            webhook_cursors: e.webhooks.into_iter().collect(),
+            credentials_ended: e.credentials_ended.into_iter().collect(),
             last_applied: s
                 .last_applied
                 .map(|(term, index)| LogPosition { term, index }),
             ..Default::default()
         };
         for r in s.rooms {
-            let f = r.fields;
-            validate_name("room", &f.name).map_err(|e| bad(e.to_string()))?;
-            f.config
-                .validate()
-                .map_err(|e| bad(format!("room {}: {e}", f.name)))?;
-            if r.waiters.len() as u64 > WAITERS_PER_ROOM_MAX || r.ended.len() > ENDED_PER_ROOM_MAX {
-                return Err(DecodeError::TooLarge(format!("room {}", f.name)));
-            }
-            let name = f.name.clone();
-            let f_name = f.name.clone();
-            let parts = RoomParts {
-                name: f.name,
-                config: f.config,
-                created_at_ms: f.created_at_ms,
-                opened: f.opened,
-                opened_at_ms: f.opened_at_ms,
-                next_seq: f.next_seq,
-                waiters: r
-                    .waiters
-                    .into_iter()
-                    .map(|(id, seq, last_seen_ms)| Slot {
-                        id,
-                        seq,
-                        last_seen_ms,
-                    })
-                    .collect(),
-                sessions: r
-                    .sessions
-                    .into_iter()
-                    .map(|(id, seq, admitted_at_ms, last_active_ms)| {
-                        (
-                            id,
-                            Session {
-                                seq,
-                                admitted_at_ms,
-                                last_active_ms,
-                            },
-                        )
-                    })
-                    .collect(),
-                ended: r
-                    .ended
-                    .into_iter()
-                    .map(|(id, seq, reason, at_ms)| (id, Ended { seq, reason, at_ms }))
-                    .collect(),
-                bucket_units: f.bucket_units,
-                bucket_at_ms: f.bucket_at_ms,
-                windows: f.windows,
-                window_latest: f.window_latest,
-                totals: f.totals,
-                bans: Vec::new(),
-                policy: policies.remove(&f_name).unwrap_or_default(),
-                client_of: clients.remove(&f_name).unwrap_or_default(),
-                challenges_used: challenges.remove(&f_name).unwrap_or_default(),
-                identity_of: identities.remove(&f_name).unwrap_or_default(),
-                networks_of: Vec::new(),
-                sessions_shared: 0,
-                turnover: turnover.remove(&f_name).unwrap_or_default(),
-                origin: origins.remove(&f_name).unwrap_or_default(),
-                lanes: Vec::new(),
-                public_credit: 0,
-                codes: codes.remove(&f_name).unwrap_or_default(),
-                notice: notices.remove(&f_name),
-                draws: draws.remove(&f_name).unwrap_or_default(),
-            };
-            let (room_lanes, public_credit) = lanes.remove(&f_name).unwrap_or_default();
-            let parts = RoomParts {
-                lanes: room_lanes
-                    .into_iter()
-                    .map(|(waiters, credit, joined, admitted)| LaneParts {
-                        waiters: waiters
-                            .into_iter()
-                            .map(|(id, seq, last_seen_ms)| Slot {
-                                id,
-                                seq,
-                                last_seen_ms,
-                            })
-                            .collect(),
-                        credit,
-                        joined,
-                        admitted,
-                    })
-                    .collect(),
-                public_credit,
-                ..parts
-            };
-            let (networks_of, sessions_shared) = networks.remove(&f_name).unwrap_or_default();
-            let parts = RoomParts {
-                networks_of,
-                sessions_shared,
-                ..parts
-            };
-            let room = Room::from_parts(parts).map_err(bad)?;
+            let name = r.fields.name.clone();
+            let room = restore_room(r, &mut of_rooms)?;
             if sm.rooms.insert(name.clone(), room).is_some() {
                 return Err(bad(format!("room {name} appears twice")));
             }
         }
-        if s.extras.credentials_ended.len() > CREDENTIALS_ENDED_MAX {
-            return Err(DecodeError::TooLarge("ended operator sessions".into()));
-        }
-        sm.credentials_ended = s.extras.credentials_ended.into_iter().collect();
-        for (name, bans) in s.extras.bans {
+        for (name, bans) in e.bans {
             let room = sm
                 .rooms
                 .get_mut(&name)
@@ -759,18 +796,7 @@ impl StateMachine {
             }
             room.bans = bans.into_iter().collect();
         }
-        if let Some(name) = policies
-            .keys()
-            .chain(clients.keys())
-            .chain(challenges.keys())
-            .chain(identities.keys())
-            .chain(networks.keys())
-            .chain(lanes.keys())
-            .chain(codes.keys())
-            .chain(notices.keys())
-            .chain(draws.keys())
-            .next()
-        {
+        if let Some(name) = of_rooms.left_over() {
             return Err(bad(format!(
                 "room {name}: policy, clients or challenges, but no such room"
             )));
