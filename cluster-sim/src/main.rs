@@ -37,6 +37,10 @@ struct Args {
     /// Write each failing schedule's history (JSON lines) into this directory.
     #[arg(long)]
     keep: Option<std::path::PathBuf>,
+    /// Schedules run at once, each on a thread of its own (default: one per CPU). Each
+    /// schedule is the same whichever thread runs it.
+    #[arg(long)]
+    jobs: Option<usize>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -53,52 +57,44 @@ fn main() -> anyhow::Result<()> {
     if !(1..=7).contains(&args.nodes) {
         anyhow::bail!("--nodes must be between 1 and 7");
     }
+    let jobs = args
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .clamp(1, 64);
     let started = Instant::now();
     let (mut failed, mut simulated, mut ops) = (Vec::new(), Duration::ZERO, 0usize);
-    for seed in args.seed..args.seed.saturating_add(args.schedules) {
-        let cfg = sluice_cluster_sim::Config {
-            seed,
-            nodes: args.nodes,
-            clients: args.clients.clamp(1, 64),
-            run_for: Duration::from_secs_f64(args.time),
-            faults: !args.no_faults,
-            broken: args.broken.as_deref().map(|b| match b {
-                "ack-before-sync" => sluice_raft::Broken::AckBeforeSync,
-                _ => sluice_raft::Broken::LeaderRestore,
-            }),
-        };
-        let report = sluice_cluster_sim::run(&cfg)?;
-        simulated += report.simulated;
-        ops += report.ok + report.failed + report.unknown;
-        let valid = report.valid();
-        if !valid || args.verbose {
-            println!(
-                "seed {seed}: {} ({} ok, {} failed, {} unknown, {:.1} s simulated)",
-                if valid { "valid" } else { "INVALID" },
-                report.ok,
-                report.failed,
-                report.unknown,
-                report.simulated.as_secs_f64()
-            );
-            for f in report.faults.iter().chain(&report.membership) {
-                println!("    {f}");
-            }
-            for v in &report.verdicts {
-                println!("    {}: {} — {}", v.checker, v.valid, v.detail);
-                for op in &v.ops {
-                    println!("        {op}");
+    let end = args.seed.saturating_add(args.schedules);
+    let next = std::sync::atomic::AtomicU64::new(args.seed);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::scope(|scope| -> anyhow::Result<()> {
+        for _ in 0..jobs {
+            let (tx, next, args) = (tx.clone(), &next, &args);
+            scope.spawn(move || loop {
+                let seed = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if seed >= end {
+                    return;
                 }
+                let report = sluice_cluster_sim::run(&config(args, seed));
+                let stop = report.is_err();
+                if tx.send((seed, report)).is_err() || stop {
+                    // A schedule that could not run ends the whole run: no more seeds.
+                    next.store(end, std::sync::atomic::Ordering::Relaxed);
+                    return;
+                }
+            });
+        }
+        drop(tx);
+        for (seed, report) in rx {
+            let report = report?;
+            simulated += report.simulated;
+            ops += report.ok + report.failed + report.unknown;
+            if !show(&args, seed, &report)? {
+                failed.push(seed);
             }
         }
-        if !valid {
-            if let Some(dir) = &args.keep {
-                std::fs::create_dir_all(dir)?;
-                let path = dir.join(format!("seed-{seed}.jsonl"));
-                std::fs::write(&path, sluice_jepsen::history::to_jsonl(&report.events))?;
-            }
-            failed.push(seed);
-        }
-    }
+        Ok(())
+    })?;
+    failed.sort_unstable();
     let took = started.elapsed().as_secs_f64();
     println!(
         "{} schedules in {took:.1} s ({:.1} schedules/s), {:.0} s of cluster time simulated, {ops} operations; {} invalid{}",
@@ -116,4 +112,52 @@ fn main() -> anyhow::Result<()> {
         std::process::exit(1);
     }
     Ok(())
+}
+
+/// Schedule `seed` as the arguments ask.
+fn config(args: &Args, seed: u64) -> sluice_cluster_sim::Config {
+    sluice_cluster_sim::Config {
+        seed,
+        nodes: args.nodes,
+        clients: args.clients.clamp(1, 64),
+        run_for: Duration::from_secs_f64(args.time),
+        faults: !args.no_faults,
+        broken: args.broken.as_deref().map(|b| match b {
+            "ack-before-sync" => sluice_raft::Broken::AckBeforeSync,
+            _ => sluice_raft::Broken::LeaderRestore,
+        }),
+    }
+}
+
+/// Prints a schedule's report if it failed (or with `--verbose`), and keeps a failing one's
+/// history with `--keep`. Whether it was valid.
+fn show(args: &Args, seed: u64, report: &sluice_cluster_sim::Report) -> anyhow::Result<bool> {
+    let valid = report.valid();
+    if !valid || args.verbose {
+        println!(
+            "seed {seed}: {} ({} ok, {} failed, {} unknown, {:.1} s simulated)",
+            if valid { "valid" } else { "INVALID" },
+            report.ok,
+            report.failed,
+            report.unknown,
+            report.simulated.as_secs_f64()
+        );
+        for f in report.faults.iter().chain(&report.membership) {
+            println!("    {f}");
+        }
+        for v in &report.verdicts {
+            println!("    {}: {} — {}", v.checker, v.valid, v.detail);
+            for op in &v.ops {
+                println!("        {op}");
+            }
+        }
+    }
+    if !valid {
+        if let Some(dir) = &args.keep {
+            std::fs::create_dir_all(dir)?;
+            let path = dir.join(format!("seed-{seed}.jsonl"));
+            std::fs::write(&path, sluice_jepsen::history::to_jsonl(&report.events))?;
+        }
+    }
+    Ok(valid)
 }

@@ -74,3 +74,34 @@ fn a_seed_runs_the_same_schedule_again() {
     let verdicts = |r: &Report| r.verdicts.iter().map(|v| v.valid).collect::<Vec<_>>();
     assert_eq!(verdicts(&a), verdicts(&b));
 }
+
+#[test]
+fn the_binary_runs_schedules_in_parallel_and_reports_each_seed_once() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sluice-cluster-sim"))
+        .args([
+            "--schedules",
+            "3",
+            "--seed",
+            "11",
+            "--time",
+            "1",
+            "--jobs",
+            "2",
+        ])
+        .arg("--verbose")
+        .output()
+        .expect("the simulation runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    for seed in 11..=13 {
+        assert_eq!(
+            text.matches(&format!("seed {seed}: valid")).count(),
+            1,
+            "seed {seed} reported once: {text}"
+        );
+    }
+    assert!(
+        text.contains("3 schedules in") && text.contains("; 0 invalid"),
+        "{text}"
+    );
+}
