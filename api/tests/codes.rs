@@ -181,7 +181,11 @@ async fn codes_place_visitors_in_their_lane_once_each_and_guesses_cost_nothing()
     );
 
     // Spent, garbage, oversized and guessed codes are refused, and none costs a log entry.
-    let before = applied_index(&c, 1).await;
+    // Counted from the public visitor's join on: node 1 forwarded it and answered once the
+    // leader applied it, and may not have applied it itself yet.
+    let before = applied_index(&c, 1)
+        .await
+        .max(p["applied_index"].as_u64().expect("a join's applied index"));
     let joined_before = c
         .admin(1, Method::GET, "/v1/rooms/sale?consistent=true", None)
         .await
