@@ -7,7 +7,7 @@
 //! - the ledger's RocksDB write (unsynced, without the WAL) per join.
 //!
 //! Run: `cargo bench --workspace --bench archive` (N = 1,000,000); `SLUICE_BENCH_ENTRIES=10000000`
-//! for the ten-million-entry figure.
+//! for the ten-million-entry figure; `SLUICE_BENCH_ARCHIVE=DIR` keeps the archive in DIR.
 
 use sluice_raft::archive::{
     encode_segment, replay, ArchivedEntry, ReplayOptions, SEGMENT_ENTRIES_MAX,
@@ -48,7 +48,11 @@ fn main() {
         .unwrap_or(1_000_000);
     let key = DrawKey([3; 32]);
     let dir = tempfile::tempdir().unwrap();
-    let archive = dir.path().join("archive");
+    // SLUICE_BENCH_ARCHIVE=DIR keeps the archive there (an empty or new directory), for
+    // `sluice replay --archive DIR` and profiling.
+    let archive = std::env::var_os("SLUICE_BENCH_ARCHIVE")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| dir.path().join("archive"));
     std::fs::create_dir_all(&archive).unwrap();
     let db_dir = dir.path().join("db");
     let db = sluice_raft::log_store::open_db(&db_dir).unwrap();

@@ -3,10 +3,8 @@
 //! gone (`sluice replay --archive DIR`).
 //!
 //! Files in the archive directory, each written to a temporary name, synced and renamed:
-//! - `seg-{first:020}-{last:020}.slar`: entries `first..=last` and the ledger records they made.
-//!   `SLAR`, a version byte, a 4-byte big-endian header length, the header ([`SegmentHeader`]:
-//!   the range, the counts, the body's length and BLAKE3), then the body: DEFLATE of the
-//!   postcard encoding of ([`ArchivedEntry`]s, ledger [`Record`]s).
+//! - `seg-{first:020}-{last:020}.slar`: entries `first..=last` and the ledger records they made
+//!   (the format is [`crate::segment`]'s), read back one entry at a time.
 //! - `chk-{index:020}.json`: a checkpoint, written with every snapshot this node takes: the
 //!   state's digest and the ledger's chain at that index.
 //! - `base-{index:020}.bin`: a snapshot file the archive starts from, when it does not start at
@@ -20,6 +18,11 @@
 //! per node).
 
 use crate::ledger_store::LedgerStore;
+use crate::segment::bad;
+pub use crate::segment::{
+    decode_segment, encode_segment, ArchivedEntry, Frame, SegmentHeader, SegmentReader,
+    SEGMENT_BODY_MAX, SEGMENT_ENTRIES_MAX,
+};
 use crate::types::Entry;
 use openraft::EntryPayload;
 use serde::{Deserialize, Serialize};
@@ -27,53 +30,12 @@ use sluice_statemachine::draw::{commitment, Draw, DrawKey, DrawPosition};
 use sluice_statemachine::ledger::{Chain, Event, Record, Rule};
 use sluice_statemachine::{digest_hex, Proposal, StateMachine};
 use std::collections::BTreeMap;
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-const SEG_MAGIC: &[u8; 4] = b"SLAR";
-const SEG_VERSION: u8 = 1;
-/// The largest segment body (uncompressed) the reader accepts.
-pub const SEGMENT_BODY_MAX: u64 = 4 << 30;
-/// The most entries one segment holds (a purge archives at most this many per segment).
-pub const SEGMENT_ENTRIES_MAX: u64 = 1_000_000;
 /// A base snapshot is kept at most this often.
 const BASE_EVERY: Duration = Duration::from_secs(86_400);
-
-fn bad(msg: impl Into<String>) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, msg.into())
-}
-
-/// One archived log entry.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ArchivedEntry {
-    /// Index.
-    pub index: u64,
-    /// Term.
-    pub term: u64,
-    /// The proposal as in the log (`Proposal::encode`); `None` for blank and membership
-    /// entries.
-    pub proposal: Option<Vec<u8>>,
-}
-
-/// A segment's header.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SegmentHeader {
-    /// First index.
-    pub first: u64,
-    /// Last index.
-    pub last: u64,
-    /// Entries (`last - first + 1`).
-    pub entries: u64,
-    /// Ledger records.
-    pub records: u64,
-    /// Ledger records are whole from this index on (the node kept none of earlier entries).
-    pub records_from: u64,
-    /// Compressed body length.
-    pub body_len: u64,
-    /// BLAKE3 of the compressed body.
-    pub body_blake3: [u8; 32],
-}
 
 /// A checkpoint: what the state was at an index.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -109,89 +71,6 @@ fn write_durably(path: &Path, bytes: &[u8]) -> io::Result<()> {
         std::fs::File::open(dir)?.sync_all()?;
     }
     Ok(())
-}
-
-/// Encodes a segment file.
-pub fn encode_segment(
-    entries: &[ArchivedEntry],
-    records: &[Record],
-    records_from: u64,
-) -> io::Result<Vec<u8>> {
-    let (first, last) = match (entries.first(), entries.last()) {
-        (Some(f), Some(l)) => (f.index, l.index),
-        _ => return Err(bad("an empty segment")),
-    };
-    let plain = postcard::to_allocvec(&(entries, records)).map_err(io::Error::other)?;
-    let mut z = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
-    z.write_all(&plain)?;
-    let body = z.finish()?;
-    let header = SegmentHeader {
-        first,
-        last,
-        entries: entries.len() as u64,
-        records: records.len() as u64,
-        records_from,
-        body_len: body.len() as u64,
-        body_blake3: *blake3::hash(&body).as_bytes(),
-    };
-    let h = postcard::to_allocvec(&header).map_err(io::Error::other)?;
-    let mut out = Vec::with_capacity(9 + h.len() + body.len());
-    out.extend_from_slice(SEG_MAGIC);
-    out.push(SEG_VERSION);
-    out.extend_from_slice(&(h.len() as u32).to_be_bytes());
-    out.extend_from_slice(&h);
-    out.extend_from_slice(&body);
-    Ok(out)
-}
-
-/// Decodes and checks a segment file.
-pub fn decode_segment(
-    bytes: &[u8],
-) -> io::Result<(SegmentHeader, Vec<ArchivedEntry>, Vec<Record>)> {
-    if bytes.len() < 9 || &bytes[..4] != SEG_MAGIC {
-        return Err(bad("not an archive segment"));
-    }
-    if bytes[4] != SEG_VERSION {
-        return Err(bad(format!("unknown segment version {}", bytes[4])));
-    }
-    let len = u32::from_be_bytes(bytes[5..9].try_into().expect("4 bytes")) as usize;
-    let h = bytes
-        .get(9..9 + len)
-        .ok_or_else(|| bad("truncated segment header"))?;
-    let header: SegmentHeader =
-        postcard::from_bytes(h).map_err(|e| bad(format!("segment header: {e}")))?;
-    let body = &bytes[9 + len..];
-    if body.len() as u64 != header.body_len {
-        return Err(bad(format!(
-            "segment body is {} bytes, its header says {}",
-            body.len(),
-            header.body_len
-        )));
-    }
-    if *blake3::hash(body).as_bytes() != header.body_blake3 {
-        return Err(bad("the segment's checksum does not match its body"));
-    }
-    let mut plain = Vec::new();
-    flate2::read::DeflateDecoder::new(body)
-        .take(SEGMENT_BODY_MAX + 1)
-        .read_to_end(&mut plain)?;
-    if plain.len() as u64 > SEGMENT_BODY_MAX {
-        return Err(bad("segment body too large"));
-    }
-    let (entries, records): (Vec<ArchivedEntry>, Vec<Record>) =
-        postcard::from_bytes(&plain).map_err(|e| bad(format!("segment body: {e}")))?;
-    let contiguous = entries
-        .iter()
-        .enumerate()
-        .all(|(i, e)| e.index == header.first + i as u64);
-    if entries.len() as u64 != header.entries
-        || records.len() as u64 != header.records
-        || !contiguous
-        || entries.last().map(|e| e.index) != Some(header.last)
-    {
-        return Err(bad("the segment's entries do not match its header"));
-    }
-    Ok((header, entries, records))
 }
 
 /// A node's archive directory.
@@ -558,16 +437,30 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> io::Result<(ReplayReport, Sta
             break;
         }
         let bytes = std::fs::read(path)?;
-        let (header, entries, archived) = match decode_segment(&bytes) {
-            Ok(x) => x,
+        let mut frames = match SegmentReader::new(&bytes) {
+            Ok(r) => r,
             Err(e) => {
                 report.mismatches.push(format!("{}: {e}", path.display()));
                 break;
             }
         };
+        let records_from = frames.header().records_from;
         report.segments += 1;
-        let mut archived = archived.into_iter().peekable();
-        for e in entries {
+        let mut frames = frames.by_ref().peekable();
+        while let Some(frame) = frames.next() {
+            let e = match frame {
+                Ok(Frame::Entry(e)) => e,
+                // Records of entries the base snapshot already holds are not made again.
+                Ok(Frame::Record(a)) if a.index <= report.from => continue,
+                Ok(Frame::Record(a)) => {
+                    report.mismatches.push(extra_record(&a));
+                    continue;
+                }
+                Err(err) => {
+                    report.mismatches.push(format!("{}: {err}", path.display()));
+                    break 'segments;
+                }
+            };
             if e.index <= report.through {
                 continue;
             }
@@ -590,17 +483,22 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> io::Result<(ReplayReport, Sta
                 if opts.room.as_deref().is_none_or(|r| r == made.room) {
                     report.room_records += 1;
                 }
-                while let Some(a) = archived.next_if(|a| a.key() < made.key()) {
-                    report.mismatches.push(format!(
-                        "index {}: the archive holds a record the log does not make: {}",
-                        a.index,
-                        brief(&a)
-                    ));
+                // The archived records of this entry follow it; one of an earlier index, or
+                // one the log does not make, is an extra.
+                let archived = |key| {
+                    move |f: &io::Result<Frame>| match f {
+                        Ok(Frame::Record(a)) => a.key() < key,
+                        _ => false,
+                    }
+                };
+                while let Some(Ok(Frame::Record(a))) = frames.next_if(archived(made.key())) {
+                    report.mismatches.push(extra_record(&a));
                 }
                 // Draws are checked on the archived records, the evidence, so that a replay
                 // without the nodes' key still checks every revealed draw.
-                match archived.next_if(|a| a.key() == made.key()) {
-                    Some(a) => {
+                let same = |f: &io::Result<Frame>| matches!(f, Ok(Frame::Record(a)) if a.key() == made.key());
+                match frames.next_if(same) {
+                    Some(Ok(Frame::Record(a))) => {
                         if a != made {
                             report.mismatches.push(format!(
                                 "index {}: the archived record differs from the one the log \
@@ -612,8 +510,8 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> io::Result<(ReplayReport, Sta
                         }
                         check_draw(&a, e.term, &mut draws, &mut report);
                     }
-                    None => {
-                        if made.index >= header.records_from {
+                    _ => {
+                        if made.index >= records_from {
                             report.mismatches.push(format!(
                                 "index {}: the archive lacks a record the log makes: {}",
                                 made.index,
@@ -646,16 +544,17 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> io::Result<(ReplayReport, Sta
                 report.checkpoints += 1;
             }
         }
-        for a in archived {
-            report.mismatches.push(format!(
-                "index {}: the archive holds a record the log does not make: {}",
-                a.index,
-                brief(&a)
-            ));
-        }
     }
     report.draws_unrevealed = draws.pending.len() as u64;
     Ok((report, sm))
+}
+
+fn extra_record(a: &Record) -> String {
+    format!(
+        "index {}: the archive holds a record the log does not make: {}",
+        a.index,
+        brief(a)
+    )
 }
 
 /// A record in a few words, for a mismatch.

@@ -1,6 +1,7 @@
 //! Sluice's Raft layer: the only crate that knows Raft, RocksDB and durability.
 //!
 //! Map of the crate:
+//! - [`archive`]: the log archived before it is purged, and its replay; [`segment`]: its files.
 //! - [`node`]: [`RaftNode`]: the start function (config → storage → network → Raft → server),
 //!   the write batcher, the tick proposer, reads and membership.
 //! - [`log_store`]: the Raft log and vote in RocksDB with group commit.
@@ -28,6 +29,7 @@ pub mod metrics;
 pub mod network;
 pub mod node;
 mod reply;
+pub mod segment;
 pub mod service;
 pub mod sm_store;
 mod snapshot_file;

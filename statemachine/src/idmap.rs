@@ -67,6 +67,21 @@ impl<V> IdMap<V> {
         old
     }
 
+    /// Inserts a visitor the map does not hold (one probe); gives `v` back when it holds it.
+    pub fn insert_new(&mut self, id: VisitorId, v: V) -> Result<(), V> {
+        if self.shards.is_empty() {
+            self.shards.resize_with(SHARDS, FxHashMap::default);
+        }
+        match self.shards[shard_of(&id)].entry(id) {
+            std::collections::hash_map::Entry::Occupied(_) => Err(v),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(v);
+                self.len += 1;
+                Ok(())
+            }
+        }
+    }
+
     pub fn remove(&mut self, id: &VisitorId) -> Option<V> {
         let old = self.shards.get_mut(shard_of(id))?.remove(id);
         if old.is_some() {
@@ -123,6 +138,14 @@ mod tests {
             if i % 3 == 0 {
                 let gone = VisitorId::from_u128(i * 11 % 3_001);
                 assert_eq!(m.remove(&gone), model.remove(&gone));
+            }
+            if i % 4 == 0 {
+                let fresh = VisitorId::from_u128(i * 13 % 3_001);
+                let held = model.contains_key(&fresh);
+                assert_eq!(m.insert_new(fresh, i + 1).is_err(), held);
+                if !held {
+                    model.insert(fresh, i + 1);
+                }
             }
             if i % 5 == 0 {
                 assert_eq!(m.get_mut(&id).map(|v| *v), model.get(&id).copied());

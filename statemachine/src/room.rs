@@ -9,7 +9,7 @@
 //! The ordering of every effect comes from ordered data (the line, sequence numbers), never from
 //! the iteration order of a hash map, and is the same after a snapshot restore.
 
-use crate::chunked::MinHeap;
+use crate::chunked::DueQueue;
 use crate::codes::{CodeBook, CodeHash};
 use crate::draw::{commitment, DrawKey, DrawPosition, Step};
 use crate::idmap::IdMap;
@@ -116,10 +116,10 @@ pub(crate) struct Room {
     /// Waiter → qidx.
     pub waiting: IdMap<u64>,
     /// (last_seen_ms when pushed, qidx); an entry whose slot is gone is stale and skipped.
-    waiter_due: MinHeap<(u64, u64)>,
+    waiter_due: DueQueue<(u64, u64)>,
     pub sessions: Sessions,
     /// (last_active_ms when pushed, seq, visitor); stale unless the visitor's session has this seq.
-    pub session_due: MinHeap<(u64, u64, VisitorId)>,
+    pub session_due: DueQueue<(u64, u64, VisitorId)>,
     /// Recently ended visitors, oldest first, and an index of the latest end per visitor.
     pub ended: VecDeque<(VisitorId, Ended)>,
     ended_index: IdMap<Ended>,
@@ -146,7 +146,7 @@ pub(crate) struct Room {
     held_back: bool,
     /// (deadline, seq, visitor) of admissions not yet used, under a first-use TTL; stale
     /// unless the visitor's session has this seq and is still unused.
-    unused_due: MinHeap<(u64, u64, VisitorId)>,
+    unused_due: DueQueue<(u64, u64, VisitorId)>,
     /// Challenges that minted a place and have not expired, by (expiry, id): a second join with
     /// one is refused. At most [`CHALLENGES_REMEMBERED_MAX`]; expired ones are forgotten at the
     /// next join.
@@ -310,9 +310,9 @@ impl Room {
             next_seq: 1,
             queue: WaitQueue::default(),
             waiting: IdMap::default(),
-            waiter_due: MinHeap::default(),
+            waiter_due: DueQueue::default(),
             sessions: Sessions::default(),
-            session_due: MinHeap::default(),
+            session_due: DueQueue::default(),
             ended: VecDeque::new(),
             ended_index: IdMap::default(),
             bucket_units,
@@ -328,7 +328,7 @@ impl Room {
             held_back: false,
             admitted_in: BTreeMap::new(),
             admitted_secs_sum: 0,
-            unused_due: MinHeap::default(),
+            unused_due: DueQueue::default(),
             challenges_used: BTreeSet::new(),
             challenge_ids: BTreeSet::new(),
             identity_of: BTreeMap::new(),
@@ -376,7 +376,7 @@ impl Room {
             }
             due.push((s.last_seen_ms, qidx));
         }
-        room.waiter_due = MinHeap::from_vec(due);
+        room.waiter_due = DueQueue::from_vec(due);
         let mut due = Vec::with_capacity(p.sessions.len());
         for (id, s) in p.sessions {
             if s.seq == 0 || s.seq >= room.next_seq || room.waiting.contains_key(&id) {
@@ -387,7 +387,7 @@ impl Room {
             }
             due.push((s.last_active_ms, s.seq, id));
         }
-        room.session_due = MinHeap::from_vec(due);
+        room.session_due = DueQueue::from_vec(due);
         for (_, s) in room.sessions.iter() {
             *room.admitted_in.entry(s.admitted_at_ms / 1000).or_insert(0) += 1;
             room.admitted_secs_sum += u128::from(s.admitted_at_ms / 1000);
@@ -666,7 +666,7 @@ impl Room {
         for l in 0..=self.public() {
             due.extend(self.line(l).iter().map(|(q, s)| (s.last_seen_ms, q)));
         }
-        self.waiter_due = MinHeap::from_vec(due);
+        self.waiter_due = DueQueue::from_vec(due);
     }
 
     /// Takes the lanes of a new policy: lanes are kept by name (a lane that moves is renumbered),
@@ -880,7 +880,7 @@ impl Room {
                 .iter()
                 .map(|(id, s)| (s.last_active_ms, s.seq, *id))
                 .collect();
-            self.session_due = MinHeap::from_vec(due);
+            self.session_due = DueQueue::from_vec(due);
         }
     }
 
@@ -927,8 +927,8 @@ impl Room {
     /// session not used since its admission, due its first-use TTL after it.
     fn rebuild_unused_due(&mut self) {
         self.unused_due = match self.policy.first_use_ttl_secs {
-            None => MinHeap::default(),
-            Some(ttl) => MinHeap::from_vec(
+            None => DueQueue::default(),
+            Some(ttl) => DueQueue::from_vec(
                 self.sessions
                     .iter()
                     .filter(|(_, s)| s.last_active_ms == s.admitted_at_ms)

@@ -1,0 +1,492 @@
+//! The archive's segment files: entries `first..=last` of the log and the ledger records they
+//! made, read back one frame at a time.
+//!
+//! A segment is `SLAR`, a version byte, a 4-byte big-endian header length, the header
+//! ([`SegmentHeader`]: the range, the counts, the body's length and BLAKE3), then the body, a
+//! DEFLATE stream:
+//! - version 2 (written now): frames in log order, each a 4-byte little-endian length and the
+//!   postcard encoding of a [`Frame`]: an entry, then the records it made. A reader holds one
+//!   frame at a time, so replaying a segment of a million entries takes a few buffers, not the
+//!   whole segment decoded;
+//! - version 1 (still read): the postcard encoding of (all entries, all records), decoded whole
+//!   and handed out as the same frames.
+
+use serde::{Deserialize, Serialize};
+use sluice_statemachine::ledger::Record;
+use std::io::{self, BufRead, BufReader, Read, Write};
+
+const SEG_MAGIC: &[u8; 4] = b"SLAR";
+const SEG_V1: u8 = 1;
+const SEG_V2: u8 = 2;
+/// The largest segment body (uncompressed) the reader accepts.
+pub const SEGMENT_BODY_MAX: u64 = 4 << 30;
+/// The most entries one segment holds (a purge archives at most this many per segment).
+pub const SEGMENT_ENTRIES_MAX: u64 = 1_000_000;
+/// The largest frame the reader accepts: above any entry the log takes (a proposal of the most
+/// commands, each of the largest kind) and any record.
+pub const FRAME_BYTES_MAX: u32 = 64 << 20;
+
+pub(crate) fn bad(msg: impl Into<String>) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, msg.into())
+}
+
+/// One archived log entry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArchivedEntry {
+    /// Index.
+    pub index: u64,
+    /// Term.
+    pub term: u64,
+    /// The proposal as in the log (`Proposal::encode`); `None` for blank and membership
+    /// entries.
+    pub proposal: Option<Vec<u8>>,
+}
+
+/// A segment's header.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SegmentHeader {
+    /// First index.
+    pub first: u64,
+    /// Last index.
+    pub last: u64,
+    /// Entries (`last - first + 1`).
+    pub entries: u64,
+    /// Ledger records.
+    pub records: u64,
+    /// Ledger records are whole from this index on (the node kept none of earlier entries).
+    pub records_from: u64,
+    /// Compressed body length.
+    pub body_len: u64,
+    /// BLAKE3 of the compressed body.
+    pub body_blake3: [u8; 32],
+}
+
+/// What a segment's body holds, in log order: each entry followed by the records it made.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Frame {
+    /// A log entry.
+    Entry(ArchivedEntry),
+    /// A ledger record.
+    Record(Record),
+}
+
+/// Entries and records merged into frames: each entry, then the records of its index; a record
+/// of no entry here comes before the first entry after it.
+fn frames(
+    entries: impl IntoIterator<Item = ArchivedEntry>,
+    records: impl IntoIterator<Item = Record>,
+) -> impl Iterator<Item = Frame> {
+    let mut records = records.into_iter().peekable();
+    let mut entries = entries.into_iter().peekable();
+    std::iter::from_fn(move || {
+        let next_entry = entries.peek().map(|e| e.index);
+        match (next_entry, records.peek().map(|r| r.index)) {
+            (Some(e), Some(r)) if r < e => records.next().map(Frame::Record),
+            (Some(_), _) => entries.next().map(Frame::Entry),
+            (None, _) => records.next().map(Frame::Record),
+        }
+    })
+}
+
+/// Encodes a segment file (version 2).
+pub fn encode_segment(
+    entries: &[ArchivedEntry],
+    records: &[Record],
+    records_from: u64,
+) -> io::Result<Vec<u8>> {
+    let (first, last) = match (entries.first(), entries.last()) {
+        (Some(f), Some(l)) => (f.index, l.index),
+        _ => return Err(bad("an empty segment")),
+    };
+    let mut z = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
+    let mut buf = Vec::new();
+    for frame in frames(entries.iter().cloned(), records.iter().cloned()) {
+        buf.clear();
+        buf = postcard::to_extend(&frame, buf).map_err(io::Error::other)?;
+        z.write_all(&(buf.len() as u32).to_le_bytes())?;
+        z.write_all(&buf)?;
+    }
+    let body = z.finish()?;
+    with_header(SEG_V2, first, last, entries, records, records_from, body)
+}
+
+fn with_header(
+    version: u8,
+    first: u64,
+    last: u64,
+    entries: &[ArchivedEntry],
+    records: &[Record],
+    records_from: u64,
+    body: Vec<u8>,
+) -> io::Result<Vec<u8>> {
+    let header = SegmentHeader {
+        first,
+        last,
+        entries: entries.len() as u64,
+        records: records.len() as u64,
+        records_from,
+        body_len: body.len() as u64,
+        body_blake3: *blake3::hash(&body).as_bytes(),
+    };
+    let h = postcard::to_allocvec(&header).map_err(io::Error::other)?;
+    let mut out = Vec::with_capacity(9 + h.len() + body.len());
+    out.extend_from_slice(SEG_MAGIC);
+    out.push(version);
+    out.extend_from_slice(&(h.len() as u32).to_be_bytes());
+    out.extend_from_slice(&h);
+    out.extend_from_slice(&body);
+    Ok(out)
+}
+
+/// A segment read frame by frame. The header and the body's checksum are checked when it is
+/// opened; the frames (their order, sizes and counts against the header) as they are read.
+pub struct SegmentReader<'a> {
+    header: SegmentHeader,
+    body: Body<'a>,
+    entries: u64,
+    records: u64,
+    done: bool,
+}
+
+enum Body<'a> {
+    V1(Box<dyn Iterator<Item = Frame> + 'a>),
+    V2 {
+        z: BufReader<io::Take<flate2::read::DeflateDecoder<&'a [u8]>>>,
+        buf: Vec<u8>,
+    },
+}
+
+impl std::fmt::Debug for SegmentReader<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SegmentReader")
+            .field("header", &self.header)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> SegmentReader<'a> {
+    /// Opens a segment file's bytes: checks the magic, version, header and checksum.
+    pub fn new(bytes: &'a [u8]) -> io::Result<Self> {
+        if bytes.len() < 9 || &bytes[..4] != SEG_MAGIC {
+            return Err(bad("not an archive segment"));
+        }
+        let version = bytes[4];
+        if version != SEG_V1 && version != SEG_V2 {
+            return Err(bad(format!("unknown segment version {version}")));
+        }
+        let len = u32::from_be_bytes(bytes[5..9].try_into().expect("4 bytes")) as usize;
+        let h = bytes
+            .get(9..9 + len)
+            .ok_or_else(|| bad("truncated segment header"))?;
+        let header: SegmentHeader =
+            postcard::from_bytes(h).map_err(|e| bad(format!("segment header: {e}")))?;
+        let body = &bytes[9 + len..];
+        if body.len() as u64 != header.body_len {
+            return Err(bad(format!(
+                "segment body is {} bytes, its header says {}",
+                body.len(),
+                header.body_len
+            )));
+        }
+        if *blake3::hash(body).as_bytes() != header.body_blake3 {
+            return Err(bad("the segment's checksum does not match its body"));
+        }
+        if header.entries == 0 || header.last.checked_sub(header.first) != Some(header.entries - 1)
+        {
+            return Err(bad("the segment's header does not add up"));
+        }
+        let inflated = flate2::read::DeflateDecoder::new(body).take(SEGMENT_BODY_MAX + 1);
+        let body = if version == SEG_V1 {
+            let mut plain = Vec::new();
+            BufReader::new(inflated).read_to_end(&mut plain)?;
+            if plain.len() as u64 > SEGMENT_BODY_MAX {
+                return Err(bad("segment body too large"));
+            }
+            let (entries, records): (Vec<ArchivedEntry>, Vec<Record>) =
+                postcard::from_bytes(&plain).map_err(|e| bad(format!("segment body: {e}")))?;
+            Body::V1(Box::new(frames(entries, records)))
+        } else {
+            Body::V2 {
+                z: BufReader::with_capacity(256 << 10, inflated),
+                buf: Vec::new(),
+            }
+        };
+        Ok(SegmentReader {
+            header,
+            body,
+            entries: 0,
+            records: 0,
+            done: false,
+        })
+    }
+
+    /// The segment's header.
+    pub fn header(&self) -> &SegmentHeader {
+        &self.header
+    }
+
+    fn next_frame(&mut self) -> io::Result<Option<Frame>> {
+        match &mut self.body {
+            Body::V1(frames) => Ok(frames.next()),
+            Body::V2 { z, buf } => {
+                if z.fill_buf()?.is_empty() {
+                    if z.get_ref().limit() == 0 {
+                        return Err(bad("segment body too large"));
+                    }
+                    return Ok(None);
+                }
+                let mut len = [0u8; 4];
+                z.read_exact(&mut len)
+                    .map_err(|e| bad(format!("truncated frame: {e}")))?;
+                let len = u32::from_le_bytes(len);
+                if len > FRAME_BYTES_MAX {
+                    return Err(bad(format!("a frame of {len} bytes")));
+                }
+                buf.resize(len as usize, 0);
+                z.read_exact(buf)
+                    .map_err(|e| bad(format!("truncated frame: {e}")))?;
+                postcard::from_bytes(buf)
+                    .map(Some)
+                    .map_err(|e| bad(format!("segment frame: {e}")))
+            }
+        }
+    }
+
+    /// Checks one frame against the header: entries contiguous from `first`, counts within it.
+    fn check(&mut self, frame: &Frame) -> io::Result<()> {
+        match frame {
+            Frame::Entry(e) => {
+                if e.index != self.header.first + self.entries || e.index > self.header.last {
+                    return Err(bad("the segment's entries do not match its header"));
+                }
+                self.entries += 1;
+            }
+            Frame::Record(_) => {
+                self.records += 1;
+                if self.records > self.header.records {
+                    return Err(bad("the segment holds more records than its header says"));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Iterator for SegmentReader<'_> {
+    type Item = io::Result<Frame>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let got = self.next_frame().and_then(|f| match f {
+            Some(frame) => self.check(&frame).map(|()| Some(frame)),
+            None if self.entries != self.header.entries || self.records != self.header.records => {
+                Err(bad("the segment's entries do not match its header"))
+            }
+            None => Ok(None),
+        });
+        match got {
+            Ok(Some(frame)) => Some(Ok(frame)),
+            Ok(None) => {
+                self.done = true;
+                None
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+/// Decodes and checks a whole segment file.
+pub fn decode_segment(
+    bytes: &[u8],
+) -> io::Result<(SegmentHeader, Vec<ArchivedEntry>, Vec<Record>)> {
+    let mut reader = SegmentReader::new(bytes)?;
+    let (mut entries, mut records) = (Vec::new(), Vec::new());
+    for frame in reader.by_ref() {
+        match frame? {
+            Frame::Entry(e) => entries.push(e),
+            Frame::Record(r) => records.push(r),
+        }
+    }
+    Ok((reader.header, entries, records))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_statemachine::ledger::Event;
+    use sluice_statemachine::VisitorId;
+
+    fn entry(index: u64) -> ArchivedEntry {
+        ArchivedEntry {
+            index,
+            term: 3,
+            proposal: index.is_multiple_of(2).then(|| vec![index as u8; 5]),
+        }
+    }
+
+    fn record(index: u64, n: u32) -> Record {
+        Record {
+            index,
+            sub: 0,
+            n,
+            time_ms: 1_000 + index,
+            room: "sale".into(),
+            by: None,
+            event: Event::Joined {
+                visitor: VisitorId::from_u128(u128::from(index)),
+                seq: index,
+                lane: None,
+                position: 1,
+            },
+        }
+    }
+
+    /// Version 1, as earlier nodes wrote it.
+    fn encode_v1(entries: &[ArchivedEntry], records: &[Record], from: u64) -> Vec<u8> {
+        let plain = postcard::to_allocvec(&(entries, records)).unwrap();
+        let mut z = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
+        z.write_all(&plain).unwrap();
+        let body = z.finish().unwrap();
+        let (first, last) = (entries[0].index, entries.last().unwrap().index);
+        with_header(SEG_V1, first, last, entries, records, from, body).unwrap()
+    }
+
+    fn sample() -> (Vec<ArchivedEntry>, Vec<Record>) {
+        let entries: Vec<_> = (10..=20).map(entry).collect();
+        // Two records at 10, none at 11, one at 15 and 20; one before the first entry.
+        let records = vec![
+            record(9, 0),
+            record(10, 0),
+            record(10, 1),
+            record(15, 0),
+            record(20, 0),
+        ];
+        (entries, records)
+    }
+
+    #[test]
+    fn both_versions_read_back_as_each_entry_followed_by_its_records() {
+        let (entries, records) = sample();
+        let want: Vec<String> = [
+            "r9", "e10", "r10", "r10", "e11", "e12", "e13", "e14", "e15", "r15", "e16", "e17",
+            "e18", "e19", "e20", "r20",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        for bytes in [
+            encode_segment(&entries, &records, 9).unwrap(),
+            encode_v1(&entries, &records, 9),
+        ] {
+            let reader = SegmentReader::new(&bytes).unwrap();
+            assert_eq!(reader.header().records_from, 9);
+            let got: Vec<String> = reader
+                .map(|f| match f.unwrap() {
+                    Frame::Entry(e) => format!("e{}", e.index),
+                    Frame::Record(r) => format!("r{}", r.index),
+                })
+                .collect();
+            assert_eq!(got, want);
+            let (h, e, r) = decode_segment(&bytes).unwrap();
+            assert_eq!(
+                (h.first, h.last, e, r),
+                (10, 20, entries.clone(), records.clone())
+            );
+        }
+    }
+
+    /// A segment whose body is `frames`, with a header that counts `entries` and `records`
+    /// over `first..=last` and a correct checksum (what a careless or hostile writer makes).
+    fn forged(frames: &[Vec<u8>], first: u64, last: u64, entries: u64, records: u64) -> Vec<u8> {
+        let mut z = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
+        for f in frames {
+            z.write_all(f).unwrap();
+        }
+        let body = z.finish().unwrap();
+        let header = SegmentHeader {
+            first,
+            last,
+            entries,
+            records,
+            records_from: first,
+            body_len: body.len() as u64,
+            body_blake3: *blake3::hash(&body).as_bytes(),
+        };
+        let h = postcard::to_allocvec(&header).unwrap();
+        let mut out = SEG_MAGIC.to_vec();
+        out.push(SEG_V2);
+        out.extend_from_slice(&(h.len() as u32).to_be_bytes());
+        out.extend_from_slice(&h);
+        out.extend_from_slice(&body);
+        out
+    }
+
+    fn framed(f: &Frame) -> Vec<u8> {
+        let b = postcard::to_allocvec(f).unwrap();
+        let mut out = (b.len() as u32).to_le_bytes().to_vec();
+        out.extend_from_slice(&b);
+        out
+    }
+
+    fn error_of(bytes: &[u8]) -> String {
+        match SegmentReader::new(bytes) {
+            Err(e) => e.to_string(),
+            Ok(r) => r
+                .filter_map(|f| f.err())
+                .map(|e| e.to_string())
+                .next()
+                .unwrap_or_else(|| "no error".into()),
+        }
+    }
+
+    #[test]
+    fn a_segment_that_does_not_match_its_header_or_bounds_is_refused() {
+        let e = |i| framed(&Frame::Entry(entry(i)));
+        let r = |i| framed(&Frame::Record(record(i, 0)));
+        // Well formed: read whole.
+        assert_eq!(
+            error_of(&forged(&[e(1), r(1), e(2)], 1, 2, 2, 1)),
+            "no error"
+        );
+        // An entry missing, out of order, repeated, or past the last.
+        for (frames, what) in [
+            (vec![e(1)], "missing"),
+            (vec![e(2), e(1)], "out of order"),
+            (vec![e(1), e(1)], "repeated"),
+            (vec![e(1), e(2), e(3)], "past the last"),
+        ] {
+            let msg = error_of(&forged(&frames, 1, 2, 2, 0));
+            assert!(msg.contains("entries do not match"), "{what}: {msg}");
+        }
+        // More records than the header says, or fewer.
+        assert!(error_of(&forged(&[e(1), r(1), r(1), e(2)], 1, 2, 2, 1)).contains("more records"));
+        assert!(error_of(&forged(&[e(1), e(2)], 1, 2, 2, 1)).contains("do not match"));
+        // A frame that claims more bytes than any frame may have, or than the body holds.
+        let mut huge = (FRAME_BYTES_MAX + 1).to_le_bytes().to_vec();
+        huge.extend_from_slice(&[0; 16]);
+        assert!(error_of(&forged(&[e(1), huge], 1, 2, 2, 0)).contains("a frame of"));
+        let mut short = 100u32.to_le_bytes().to_vec();
+        short.extend_from_slice(&[0; 10]);
+        assert!(error_of(&forged(&[e(1), short], 1, 2, 2, 0)).contains("truncated frame"));
+        // Bytes that are not a frame.
+        let mut junk = 4u32.to_le_bytes().to_vec();
+        junk.extend_from_slice(&[0xff; 4]);
+        assert!(error_of(&forged(&[junk], 1, 1, 1, 0)).contains("segment frame"));
+        // A header whose range and count disagree, or that counts no entries.
+        assert!(error_of(&forged(&[e(1)], 1, 5, 1, 0)).contains("does not add up"));
+        assert!(error_of(&forged(&[], 1, 1, 0, 0)).contains("does not add up"));
+        // A changed byte in the body, and an unknown version.
+        let mut b = encode_segment(&[entry(1)], &[], 1).unwrap();
+        let at = b.len() - 3;
+        b[at] ^= 1;
+        assert!(error_of(&b).contains("checksum"));
+        b[4] = 9;
+        assert!(error_of(&b).contains("unknown segment version 9"));
+        assert!(error_of(b"SLA").contains("not an archive segment"));
+    }
+}
