@@ -80,18 +80,28 @@ type PayloadStream =
 /// The node-to-node gRPC service.
 #[derive(Clone, Debug)]
 pub struct RaftRpc {
-    pub(crate) node: Arc<NodeInner>,
+    /// Held weakly: a peer's open connection must not keep a stopped node (its database, its
+    /// directory's lock) alive.
+    node: std::sync::Weak<NodeInner>,
     /// One snapshot is received at a time: each is buffered whole before it is installed.
     pub(crate) snapshot_receive: Arc<tokio::sync::Semaphore>,
 }
 
 impl RaftRpc {
     /// The service of `node`.
-    pub(crate) fn new(node: Arc<NodeInner>) -> Self {
+    pub(crate) fn new(node: &Arc<NodeInner>) -> Self {
         Self {
-            node,
+            node: Arc::downgrade(node),
             snapshot_receive: Arc::new(tokio::sync::Semaphore::new(1)),
         }
+    }
+}
+
+impl RaftRpc {
+    fn node(&self) -> Result<Arc<NodeInner>, Status> {
+        self.node
+            .upgrade()
+            .ok_or_else(|| Status::unavailable("the node is stopping"))
     }
 }
 
@@ -112,8 +122,9 @@ impl RaftService for RaftRpc {
         req: Request<pb::Payload>,
     ) -> Result<Response<pb::Payload>, Status> {
         let rpc: AppendEntriesRequest<TypeConfig> = decode(req.get_ref())?;
-        self.node.heard_from_leader(&rpc.vote);
-        reply(&self.node.raft.append_entries(rpc).await)
+        let node = self.node()?;
+        node.heard_from_leader(&rpc.vote);
+        reply(&node.raft.append_entries(rpc).await)
     }
 
     type AppendStreamStream = PayloadStream;
@@ -124,14 +135,18 @@ impl RaftService for RaftRpc {
     ) -> Result<Response<Self::AppendStreamStream>, Status> {
         // A request that fails to arrive or to decode ends the input; openraft then answers what
         // came before it and ends the output, which the leader sees end short of its requests.
-        let node = self.node.clone();
+        let node = self.node()?;
+        let weak = self.node.clone();
         let input = futures::StreamExt::scan(req.into_inner(), (), move |_, m| {
             let rpc = match m {
                 Ok(p) => match decode::<AppendEntriesRequest<TypeConfig>>(&p) {
-                    Ok(rpc) => {
-                        node.heard_from_leader(&rpc.vote);
-                        Some(rpc)
-                    }
+                    Ok(rpc) => match weak.upgrade() {
+                        Some(node) => {
+                            node.heard_from_leader(&rpc.vote);
+                            Some(rpc)
+                        }
+                        None => None,
+                    },
                     Err(e) => {
                         tracing::warn!(error = %e, "undecodable append request; ending the stream");
                         None
@@ -141,32 +156,32 @@ impl RaftService for RaftRpc {
             };
             futures::future::ready(rpc)
         });
-        let output = StreamExt::map(self.node.raft.stream_append(input), |r| match r {
+        let output = StreamExt::map(node.raft.stream_append(input), |r| match r {
             Ok(result) => Ok(pb::Payload {
                 data: codec::encode(&result),
             }),
             Err(fatal) => Err(Status::unavailable(fatal.to_string())),
         });
         // Ends with the node, so that a graceful shutdown is not held open by the stream.
-        let output =
-            futures::StreamExt::take_until(output, self.node.cancel.clone().cancelled_owned());
+        let output = futures::StreamExt::take_until(output, node.cancel.clone().cancelled_owned());
         Ok(Response::new(Box::pin(output)))
     }
 
     async fn vote(&self, req: Request<pb::Payload>) -> Result<Response<pb::Payload>, Status> {
         let rpc: VoteRequest<TypeConfig> = decode(req.get_ref())?;
-        reply(&self.node.raft.vote(rpc).await)
+        reply(&self.node()?.raft.vote(rpc).await)
     }
 
     async fn pre_vote(&self, req: Request<pb::Payload>) -> Result<Response<pb::Payload>, Status> {
         let rpc: VoteRequest<TypeConfig> = decode(req.get_ref())?;
-        reply(&self.node.raft.pre_vote(rpc).await)
+        reply(&self.node()?.raft.pre_vote(rpc).await)
     }
 
     async fn install_snapshot(
         &self,
         req: Request<Streaming<pb::SnapshotChunk>>,
     ) -> Result<Response<pb::Payload>, Status> {
+        let node = self.node()?;
         let mut stream = req.into_inner();
         let first = stream
             .next()
@@ -181,7 +196,7 @@ impl RaftService for RaftRpc {
                 "a snapshot comes from an elected leader (a committed vote)",
             ));
         }
-        let current = self.node.raft.metrics().borrow_watched().vote;
+        let current = node.raft.metrics().borrow_watched().vote;
         if vote < current {
             let stale: Result<SnapshotResponse<TypeConfig>, RaftError<TypeConfig>> =
                 Ok(SnapshotResponse::new(current));
@@ -194,7 +209,7 @@ impl RaftService for RaftRpc {
             .try_acquire_owned()
             .map_err(|_| Status::unavailable("another snapshot is being received"))?;
         let data = receive_to_file(
-            &self.node.cfg.data_dir.join(SNAPSHOT_RECEIVING_FILE),
+            &node.cfg.data_dir.join(SNAPSHOT_RECEIVING_FILE),
             first.data,
             &mut stream,
         )
@@ -203,8 +218,7 @@ impl RaftService for RaftRpc {
             meta,
             snapshot: Cursor::new(data),
         };
-        let result = self
-            .node
+        let result = node
             .raft
             .install_full_snapshot(vote, snapshot)
             .await
@@ -213,7 +227,7 @@ impl RaftService for RaftRpc {
     }
 
     async fn read_index(&self, _req: Request<pb::Empty>) -> Result<Response<pb::Payload>, Status> {
-        reply(&self.node.read_index_local().await)
+        reply(&self.node()?.read_index_local().await)
     }
 
     async fn forward(&self, req: Request<pb::Payload>) -> Result<Response<pb::Payload>, Status> {
@@ -222,7 +236,7 @@ impl RaftService for RaftRpc {
             return Err(Status::invalid_argument("too many commands"));
         }
         let results: Vec<Result<(sluice_statemachine::Outcome, u64), ClusterError>> =
-            self.node.submit_as_leader(cmds).await;
+            self.node()?.submit_as_leader(cmds).await;
         reply(&results)
     }
 
@@ -232,9 +246,9 @@ impl RaftService for RaftRpc {
         &self,
         req: Request<Streaming<pb::Payload>>,
     ) -> Result<Response<Self::ForwardStreamStream>, Status> {
+        let node = self.node()?;
         let mut inbound = req.into_inner();
         let (tx, rx) = tokio::sync::mpsc::channel(FORWARD_STREAM_BATCHES_MAX);
-        let node = self.node.clone();
         tokio::spawn(async move {
             let in_flight = Arc::new(Semaphore::new(FORWARD_STREAM_BATCHES_MAX));
             // Ends with the node, so that the server's graceful shutdown is not held open by a
@@ -279,16 +293,16 @@ impl RaftService for RaftRpc {
 
     async fn membership(&self, req: Request<pb::Payload>) -> Result<Response<pb::Payload>, Status> {
         let op: MembershipOp = decode(req.get_ref())?;
-        reply(&self.node.membership_local(op).await)
+        reply(&self.node()?.membership_local(op).await)
     }
 
     async fn status(&self, _req: Request<pb::Empty>) -> Result<Response<pb::Payload>, Status> {
-        reply(&self.node.status())
+        reply(&self.node()?.status())
     }
 
     async fn wall_clock(&self, _req: Request<pb::Empty>) -> Result<Response<pb::WallTime>, Status> {
         Ok(Response::new(pb::WallTime {
-            unix_ms: self.node.clock.own().now_ms(),
+            unix_ms: self.node()?.clock.own().now_ms(),
         }))
     }
 }

@@ -257,6 +257,52 @@ async fn follower_restart_recovers_from_snapshot_and_log() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_node_lets_go_of_its_database_while_its_peers_keep_calling() {
+    // Its peers' connections stay open after it stops (they keep sending heartbeats and
+    // entries): they must not keep the node's database, and its directory's lock, alive.
+    let mut c = TestCluster::start(3, quick).await;
+    c.create_room("r").await;
+    let leader = c.wait_leader().await;
+    let leader_node = c.nodes[&leader].clone();
+    let mut writers = Vec::new();
+    for w in 0..64u64 {
+        let l = leader_node.clone();
+        writers.push(tokio::spawn(async move {
+            for i in 0..40u64 {
+                l.write(join("r", w * 1_000 + i)).await.unwrap();
+            }
+        }));
+    }
+    for w in writers {
+        w.await.unwrap();
+    }
+    for n in c.nodes.values() {
+        n.raft().trigger().snapshot().await.unwrap();
+    }
+    c.wait_converged().await;
+    let follower = *c.nodes.keys().find(|&&id| id != leader).unwrap();
+    let f = c.nodes[&follower].clone();
+    wait_for("the follower's snapshot", Duration::from_secs(10), || {
+        let taken = f.status().snapshot_index > 0;
+        async move { taken }
+    })
+    .await;
+    drop(f);
+    let db_dir = c.config_for(follower).data_dir.join("db");
+    c.stop_node(follower).await;
+    wait_for(
+        "the stopped node's database to be released",
+        Duration::from_secs(3),
+        || {
+            let free = sluice_raft::log_store::open_db(&db_dir).is_ok();
+            async move { free }
+        },
+    )
+    .await;
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_leader_puts_off_snapshots_that_followers_take() {
     // Snapshots every ~40 entries; the leader waits four times as long.
     let c = TestCluster::start(3, snapshots_often).await;

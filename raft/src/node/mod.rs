@@ -444,8 +444,14 @@ impl RaftNode {
         if let Err(e) = self.inner.raft.shutdown().await {
             tracing::warn!(error = %e, "raft shutdown");
         }
-        if let Some(h) = self.server.lock().await.take() {
-            let _ = tokio::time::timeout(Duration::from_secs(5), h).await;
+        if let Some(mut h) = self.server.lock().await.take() {
+            // Peers' connections close within the grace; what is left is cut.
+            if tokio::time::timeout(Duration::from_secs(5), &mut h)
+                .await
+                .is_err()
+            {
+                h.abort();
+            }
         }
         if let Err(e) = self.inner.db.flush_wal(true) {
             tracing::warn!(error = %e, "final WAL sync");

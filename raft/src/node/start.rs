@@ -266,7 +266,7 @@ fn serve(
             .map_err(|e| ClusterError::Invalid(format!("TLS: {e}")))?;
     }
     let svc = tonic::service::interceptor::InterceptedService::new(
-        RaftServiceServer::new(RaftRpc::new(inner.clone()))
+        RaftServiceServer::new(RaftRpc::new(inner))
             .max_decoding_message_size(MESSAGE_BYTES_MAX)
             .max_encoding_message_size(MESSAGE_BYTES_MAX),
         gatekeeper,
