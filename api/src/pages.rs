@@ -815,12 +815,7 @@ struct WaitPage<'a> {
 
 impl<'a> WaitPage<'a> {
     fn new(app: &'a App, room: &'a str, next: Option<&str>, pl: PageLang) -> Self {
-        let view = app
-            .sluice
-            .node
-            .read(|st| st.sm.room(room))
-            .ok()
-            .and_then(|(v, _)| v);
+        let view = app.sluice.room_view(room);
         let (invite_only, after_url) = app
             .sluice
             .node

@@ -147,7 +147,7 @@ impl Stats {
 /// space on every architecture it runs on.
 const USER_HZ: u64 = 100;
 
-/// CPU time (user and system) a process has used, in 1/[`USER_HZ`] s, from `/proc/<pid>/stat`;
+/// CPU time (user and system) a process has used, in 1/`USER_HZ` s, from `/proc/<pid>/stat`;
 /// 0 if it cannot be read.
 pub fn cpu_ticks(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))

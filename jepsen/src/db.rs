@@ -330,12 +330,12 @@ const HTTP_PORT: u16 = 8080;
 /// The port every node's gRPC API listens on.
 const GRPC_PORT: u16 = 50051;
 
-/// Finds the `sluice` binary next to this executable (target/<profile>/).
+/// Finds the `sluice` binary next to this executable (`target/<profile>/`).
 pub fn find_sluice() -> Result<PathBuf> {
     find_binary("sluice", "SLUICE_BIN")
 }
 
-/// Finds the `sluice-lazyfs` binary next to this executable (target/<profile>/).
+/// Finds the `sluice-lazyfs` binary next to this executable (`target/<profile>/`).
 pub fn find_lazyfs() -> Result<PathBuf> {
     find_binary("sluice-lazyfs", "SLUICE_LAZYFS_BIN")
 }

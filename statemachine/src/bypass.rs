@@ -13,7 +13,7 @@
 //! segment, a percent sign, a backslash or a semicolon matches no rule, and its request needs
 //! an admission like any other.
 
-use crate::outcome::Rejection;
+use crate::rejection::Rejection;
 use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
 

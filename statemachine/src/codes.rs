@@ -10,8 +10,8 @@
 //! its lane. The same visitor bringing the same code again (a second tab, a reload) takes no
 //! second use while its place lasts; when the place ends, so does the redemption.
 
-use crate::outcome::Rejection;
-use crate::policy::IdentityKey;
+use crate::rejection::Rejection;
+use crate::types::IdentityKey;
 use crate::types::VisitorId;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -9,6 +9,7 @@ use crate::codes::{CodeBatch, NewCode};
 use crate::limits::*;
 use crate::origin::{HealthSource, OriginSamples};
 use crate::policy::{ClientKey, EncodedEvidence, EncodedPolicy};
+pub use crate::types::DecodeError;
 use crate::types::{Health, Mode, RoomConfig, VisitorId};
 use serde::{Deserialize, Serialize};
 
@@ -395,23 +396,6 @@ pub struct Proposal {
     pub time_ms: u64,
     /// At most [`COMMANDS_PER_PROPOSAL_MAX`] commands, applied in order.
     pub commands: Vec<Command>,
-}
-
-/// Why bytes could not be decoded.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum DecodeError {
-    /// Nothing to decode.
-    #[error("empty input")]
-    Empty,
-    /// A version this build does not know.
-    #[error("unknown encoding version {0}")]
-    Version(u8),
-    /// The bytes are not a valid encoding.
-    #[error("malformed encoding: {0}")]
-    Malformed(String),
-    /// A bound was exceeded.
-    #[error("too large: {0}")]
-    TooLarge(String),
 }
 
 impl Proposal {

@@ -15,7 +15,7 @@
 //! queue indexes start at `(lane + 1) << LANE_SHIFT`: an index says which line it is in, so
 //! the room's indexes of waiters and expiries hold one number per waiter for any lane.
 
-use crate::outcome::Rejection;
+use crate::rejection::Rejection;
 use crate::types::validate_name;
 use serde::{Deserialize, Serialize};
 

@@ -20,8 +20,9 @@
 //!   that place visitors in them, or let them into an invite-only room.
 //! - `pool`: capacity-bounded room sets, handed out first-fit.
 //! - [`snapshot`]: canonical encoding, restore, and the state digest.
-//! - [`outcome`]: what each command returns; rejections are outcomes, not errors.
-//! - [`types`]: ids, names and room configuration with validation.
+//! - [`outcome`]: what each command returns; rejections are outcomes, not errors (`rejection`:
+//!   why a command was refused, named by every module that validates).
+//! - [`types`]: ids, names and room configuration with validation, and the decoding error.
 //! - [`limits`]: every bound, in one place.
 
 pub mod bypass;
@@ -39,6 +40,7 @@ pub mod outcome;
 pub mod policy;
 mod pool;
 mod queue;
+mod rejection;
 mod room;
 mod sessions;
 pub mod snapshot;

@@ -15,7 +15,7 @@
 //! otherwise. With fewer than `min_samples` in the window there is no verdict, and the health
 //! stays.
 
-use crate::outcome::Rejection;
+use crate::rejection::Rejection;
 use crate::types::Health;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;

@@ -20,10 +20,11 @@
 
 use crate::bypass::BypassRule;
 use crate::codes::CodeHash;
-use crate::command::DecodeError;
 use crate::lanes::Lane;
 use crate::origin::{LineRule, OriginRule};
-use crate::outcome::Rejection;
+use crate::rejection::Rejection;
+use crate::types::DecodeError;
+pub use crate::types::IdentityKey;
 use serde::{Deserialize, Serialize};
 
 /// The current encoding version of [`EntryPolicy`] and [`JoinEvidence`].
@@ -119,11 +120,6 @@ pub struct ChallengeUse {
     /// The PBKDF2 iterations per counter it asked.
     pub cost: u32,
 }
-
-/// A visitor's identity (the subject of the shop's assertion), hashed with the room's salt:
-/// 16 bytes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct IdentityKey(pub [u8; 16]);
 
 /// A room's identity rule: every new place needs an identity assertion, and one identity holds
 /// one place.

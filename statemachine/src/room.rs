@@ -26,7 +26,7 @@ use crate::policy::{
     CHALLENGE_TTL_MS_MAX,
 };
 use crate::queue::{Slot, WaitQueue};
-use crate::sessions::Sessions;
+use crate::sessions::{Session, Sessions};
 use crate::types::{Health, Mode, RoomConfig, VisitorId};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -37,13 +37,6 @@ pub(crate) const UNITS_PER_TOKEN: u64 = 60_000 * 1_000;
 pub(crate) const WINDOW_MS: u64 = 10_000;
 /// Windows kept: one minute.
 pub(crate) const WINDOWS: usize = 6;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Session {
-    pub seq: u64,
-    pub admitted_at_ms: u64,
-    pub last_active_ms: u64,
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Ended {

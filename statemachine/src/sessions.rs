@@ -7,9 +7,16 @@
 //! and gate check) cost one hash probe and no walk down the tree.
 
 use crate::idmap::IdMap;
-use crate::room::Session;
 use crate::types::VisitorId;
 use std::collections::btree_map::{BTreeMap, Entry};
+
+/// An admitted visitor's session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Session {
+    pub seq: u64,
+    pub admitted_at_ms: u64,
+    pub last_active_ms: u64,
+}
 
 #[derive(Debug, Default)]
 pub(crate) struct Sessions {

@@ -1,7 +1,7 @@
 //! Identifiers and room configuration, with validation.
 
 use crate::limits::*;
-use crate::outcome::Rejection;
+use crate::rejection::Rejection;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -369,6 +369,28 @@ impl RoomConfig {
     pub fn effective_setpoint_per_minute(&self) -> u64 {
         self.admit_per_minute * self.rate_permille() / 1000
     }
+}
+
+/// A visitor's identity (the subject of the shop's assertion), hashed with the room's salt:
+/// 16 bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct IdentityKey(pub [u8; 16]);
+
+/// Why bytes could not be decoded.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DecodeError {
+    /// Nothing to decode.
+    #[error("empty input")]
+    Empty,
+    /// A version this build does not know.
+    #[error("unknown encoding version {0}")]
+    Version(u8),
+    /// The bytes are not a valid encoding.
+    #[error("malformed encoding: {0}")]
+    Malformed(String),
+    /// A bound was exceeded.
+    #[error("too large: {0}")]
+    TooLarge(String),
 }
 
 #[cfg(test)]

@@ -542,12 +542,7 @@ pub(super) fn codes_section(
 ) -> String {
     let r = esc(room);
     let hidden = format!("<input type=\"hidden\" name=\"csrf\" value=\"{token}\">");
-    let view = app
-        .sluice
-        .node
-        .read(|st| st.sm.room(room))
-        .ok()
-        .and_then(|(v, _)| v);
+    let view = app.sluice.room_view(room);
     let lane_rows: String = view
         .iter()
         .flat_map(|v| v.lanes.iter())
