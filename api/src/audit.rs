@@ -14,9 +14,9 @@
 //! HTTP `GET /v1/audit`, gRPC `Admin/Audit`, `sluice ctl audit` and the dashboard's "Audit log"
 //! page all read it through [`list`].
 
+use crate::app::{App, Query};
 use crate::core::Sluice;
 use crate::error::ApiError;
-use crate::http::{App, Query};
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};

@@ -18,12 +18,17 @@
 //! the token never guess wrong, so the backoff never reaches them.
 
 use crate::error::ApiError;
-use crate::operators::{parse_hash, token_hash, Operator, OperatorConfig, Role, BREAK_GLASS};
+use crate::operators::{
+    acting, grpc_role, parse_hash, token_hash, Operator, OperatorConfig, Role, BREAK_GLASS,
+};
 use axum::http::StatusCode;
 use std::collections::HashMap;
+use std::future::Future;
 use std::net::IpAddr;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use subtle::{ConditionallySelectable, ConstantTimeEq};
 
@@ -330,6 +335,77 @@ fn throttled(wait: Duration) -> ApiError {
         "too many wrong operator tokens from this client; wait before trying again",
     )
     .retry(wait.as_secs().max(1))
+}
+
+/// The credentials of an `Authorization` value in `scheme`, whose name is case-insensitive
+/// (RFC 9110 11.1): `bearer x` is `Bearer x`.
+pub(crate) fn credentials<'a>(value: &'a str, scheme: &str) -> Option<&'a str> {
+    let (name, rest) = value.split_once(' ')?;
+    name.eq_ignore_ascii_case(scheme).then(|| rest.trim())
+}
+
+/// The gRPC `Admin` and `Cluster` services behind the operator check: the call's bearer token
+/// must name an operator whose role is at least what [`grpc_role`] asks of the call's path; the
+/// call then runs with that operator [`acting`]. Refused calls get the error's status
+/// (`UNAUTHENTICATED`, `PERMISSION_DENIED`, `RESOURCE_EXHAUSTED` while the client backs off)
+/// before the message is read.
+#[derive(Clone, Debug)]
+pub struct OperatorGuard<S> {
+    inner: S,
+    auth: Arc<OperatorAuth>,
+}
+
+impl<S> OperatorGuard<S> {
+    /// `inner`, checked against `auth`.
+    pub fn new(inner: S, auth: Arc<OperatorAuth>) -> Self {
+        Self { inner, auth }
+    }
+}
+
+impl<S: tonic::server::NamedService> tonic::server::NamedService for OperatorGuard<S> {
+    const NAME: &'static str = S::NAME;
+}
+
+type BoxFuture<T, E> = Pin<Box<dyn Future<Output = Result<T, E>> + Send + 'static>>;
+
+impl<S, B> tower::Service<axum::http::Request<B>> for OperatorGuard<S>
+where
+    S: tower::Service<axum::http::Request<B>, Response = axum::http::Response<tonic::body::Body>>
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+{
+    type Response = axum::http::Response<tonic::body::Body>;
+    type Error = S::Error;
+    type Future = BoxFuture<Self::Response, Self::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: axum::http::Request<B>) -> Self::Future {
+        let needed = grpc_role(req.uri().path());
+        let client = sluice_raft::listener::ConnInfo::in_extensions(req.extensions())
+            .and_then(|c| c.remote_addr())
+            .map_or(std::net::IpAddr::from([0, 0, 0, 0]), |a| a.ip());
+        let presented = req
+            .headers()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| credentials(v, "Bearer"));
+        let checked = self
+            .auth
+            .authenticate(client, presented)
+            .and_then(|op| op.may(needed).map(|()| op));
+        match checked {
+            Ok(op) => Box::pin(acting(op, self.inner.call(req))),
+            Err(e) => {
+                let refused = e.to_grpc().into_http();
+                Box::pin(async move { Ok(refused) })
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -143,10 +143,7 @@ impl BypassCounts {
     }
 }
 
-/// Lower-case hex.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
+pub use crate::text::hex;
 
 /// 16 bytes from 32 hex digits.
 pub fn unhex16(s: &str) -> Option<[u8; 16]> {

@@ -32,70 +32,8 @@ pub struct TicketKey {
     pub secret: String,
 }
 
-/// How identity assertions (JWTs from the shop, `sub` = its customer) are verified; the same
-/// on every node.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct IdentityConfig {
-    /// The HS256 secret the shop signs assertions with, base64, at least 32 bytes.
-    #[serde(default)]
-    pub hmac_secret: Option<String>,
-    /// A JWKS file with the shop's public keys (RS256, ES256, EdDSA).
-    #[serde(default)]
-    pub jwks_file: Option<PathBuf>,
-    /// The `iss` assertions must carry, if set.
-    #[serde(default)]
-    pub issuer: Option<String>,
-    /// The `aud` assertions must carry, if set.
-    #[serde(default)]
-    pub audience: Option<String>,
-}
-
-impl IdentityConfig {
-    /// The verifier: the secret decoded, the JWKS file read.
-    pub fn keys(&self) -> Result<crate::identity::IdentityKeys, String> {
-        let secret = match &self.hmac_secret {
-            Some(s) => {
-                let bytes = B64
-                    .decode(s)
-                    .map_err(|_| "identity.hmac_secret is not base64".to_string())?;
-                if bytes.len() < 32 {
-                    return Err("identity.hmac_secret must be at least 32 bytes".into());
-                }
-                Some(bytes)
-            }
-            None => None,
-        };
-        let jwks = match &self.jwks_file {
-            Some(path) => Some(
-                std::fs::read_to_string(path)
-                    .map_err(|e| format!("identity.jwks_file {}: {e}", path.display()))?,
-            ),
-            None => None,
-        };
-        crate::identity::IdentityKeys::new(self, secret, jwks.as_deref())
-    }
-}
-
-/// An external challenge provider: where its `siteverify` is, and this site's secret.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ChallengeProviderConfig {
-    /// The name rooms use (letters, digits, `-`, `_`).
-    pub name: String,
-    /// The provider's verification URL (for Turnstile
-    /// `https://challenges.cloudflare.com/turnstile/v0/siteverify`).
-    pub verify_url: String,
-    /// This site's secret with the provider.
-    pub secret: String,
-    /// How long to wait for the provider, milliseconds (then the room's `fail_open` decides).
-    #[serde(default = "default_provider_timeout_ms")]
-    pub timeout_ms: u64,
-}
-
-fn default_provider_timeout_ms() -> u64 {
-    3_000
-}
+pub use crate::hook::ChallengeProviderConfig;
+pub use crate::identity::IdentityConfig;
 
 /// Token material, identical on every node.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -656,11 +594,11 @@ impl ServerConfig {
             || self
                 .backend_tokens
                 .iter()
-                .any(|t| t.chars().count() < crate::server::ADMIN_TOKEN_CHARS_MIN)
+                .any(|t| t.chars().count() < ADMIN_TOKEN_CHARS_MIN)
         {
             return Err(format!(
                 "backend_tokens: at most 64, each at least {} characters",
-                crate::server::ADMIN_TOKEN_CHARS_MIN
+                ADMIN_TOKEN_CHARS_MIN
             ));
         }
         Ok(())
@@ -905,6 +843,9 @@ impl ServerConfig {
     }
 }
 
+/// The fewest characters an operator token may have.
+pub const ADMIN_TOKEN_CHARS_MIN: usize = 32;
+
 /// SHA-256 (hex) of every secret that Sluice's samples and documentation publish, or ever
 /// published: a node refuses to start with any of them. A test finds every secret in the
 /// samples and checks that it is listed here.
@@ -940,11 +881,11 @@ pub fn is_published_secret(value: &str) -> bool {
 }
 
 /// A fresh operator token: 32 random bytes as base64 without its punctuation (about 42
-/// characters, at least [`crate::server::ADMIN_TOKEN_CHARS_MIN`]).
+/// characters, at least [`ADMIN_TOKEN_CHARS_MIN`]).
 pub fn random_token() -> String {
     loop {
         let t = random_secret().replace(['+', '/', '='], "");
-        if t.len() >= crate::server::ADMIN_TOKEN_CHARS_MIN {
+        if t.len() >= ADMIN_TOKEN_CHARS_MIN {
             return t;
         }
     }

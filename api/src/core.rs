@@ -49,7 +49,7 @@ pub struct Sluice {
     /// How long a read waits for this node to catch up with a visitor's latest write.
     pub catch_up_timeout: Duration,
     /// Open status streams.
-    pub watches: crate::watch::Watches,
+    pub watches: crate::watches::Watches,
     /// Requests the gate let through by a bypass rule, on this node.
     pub bypassed: crate::bypass::BypassCounts,
 }

@@ -72,8 +72,8 @@ impl ApiError {
     /// 403: the operator `name`, whose role is `role`, asked for what needs `needed`.
     pub fn forbidden(
         name: &str,
-        role: crate::operators::Role,
-        needed: crate::operators::Role,
+        role: impl std::fmt::Display,
+        needed: impl std::fmt::Display,
     ) -> Self {
         Self::new(
             StatusCode::FORBIDDEN,

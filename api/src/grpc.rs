@@ -113,7 +113,7 @@ pub fn visitor_interceptor(
                 .metadata()
                 .get("authorization")
                 .and_then(|v| v.to_str().ok())
-                .and_then(|v| crate::http::credentials(v, "Bearer"));
+                .and_then(|v| crate::auth::credentials(v, "Bearer"));
             auth.check(client, presented, crate::auth::Scope::Backend)
         } else {
             crate::http::limit(&limiter, client)

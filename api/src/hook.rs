@@ -4,10 +4,30 @@
 //! is written. What the room does when the provider cannot be reached (let the join through, or
 //! refuse it) is the room's rule; what the node decided is written in the join.
 
-use crate::config::ChallengeProviderConfig;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::time::Duration;
+
+/// An external challenge provider: where its `siteverify` is, and this site's secret.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChallengeProviderConfig {
+    /// The name rooms use (letters, digits, `-`, `_`).
+    pub name: String,
+    /// The provider's verification URL (for Turnstile
+    /// `https://challenges.cloudflare.com/turnstile/v0/siteverify`).
+    pub verify_url: String,
+    /// This site's secret with the provider.
+    pub secret: String,
+    /// How long to wait for the provider, milliseconds (then the room's `fail_open` decides).
+    #[serde(default = "default_provider_timeout_ms")]
+    pub timeout_ms: u64,
+}
+
+fn default_provider_timeout_ms() -> u64 {
+    3_000
+}
 
 /// Longest token accepted, characters (Turnstile's are about 2,000).
 pub const TOKEN_CHARS_MAX: usize = 4_096;

@@ -1,6 +1,11 @@
 //! The HTTP API (axum): visitor endpoints, the proxy gate, operator endpoints, pages, metrics,
 //! health and the OpenAPI document. Handlers only parse and render; [`Sluice`] does the work.
 
+use crate::app::{
+    client_ip, client_ip_of, cookie, error_with_cookie, retire_legacy_cookie, set_ticket_cookie,
+    AppState,
+};
+pub use crate::app::{cookie_name, cookie_ticket, App, Path, Query, COOKIE};
 use crate::core::{GateAsk, JoinProof, Sluice, TicketSource};
 use crate::error::ApiError;
 use crate::explain::{
@@ -8,128 +13,28 @@ use crate::explain::{
     ExplanationBody, PlaceBody, SentenceBody,
 };
 use crate::ledger::{DrawBody, DrawStatusBody, LedgerPageBody, LedgerRecordBody};
-use crate::metrics::Metrics;
 use crate::model::*;
 use crate::pages;
 use axum::body::Bytes;
-use axum::extract::{ConnectInfo, FromRequest, FromRequestParts, MatchedPath, Request, State};
+use axum::extract::{FromRequest, MatchedPath, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{any, delete, get, post};
 use axum::{Json, Router};
-use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use governor::DefaultKeyedRateLimiter;
 use serde::Deserialize;
 use std::convert::Infallible;
-use std::net::{IpAddr, SocketAddr};
-use std::num::NonZeroU32;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use utoipa::OpenApi;
 
-/// The prefix of the ticket cookies: each room's is `sluice_ticket_{room}`, so that a browser
-/// holds a place in several rooms at once. A cookie named just `sluice_ticket` (what earlier
-/// versions set, for every room) is still read, for the room it names, and replaced.
-pub const COOKIE: &str = "sluice_ticket";
-
-/// The name of `room`'s ticket cookie (room names are valid cookie-name characters).
-pub fn cookie_name(room: &str) -> String {
-    format!("{COOKIE}_{room}")
-}
-
-/// Everything handlers share.
-#[derive(Debug)]
-pub struct App {
-    /// The operations.
-    pub sluice: Arc<Sluice>,
-    /// Request metrics.
-    pub metrics: Arc<Metrics>,
-    /// The operator tokens (and the scraper's, which reads `/metrics` only), with the backoff
-    /// for wrong guesses; shared with the gRPC server.
-    pub auth: Arc<crate::auth::OperatorAuth>,
-    /// Per-client limiter for visitor endpoints (and gRPC `Visitor` calls without a backend
-    /// token).
-    pub limiter: Arc<DefaultKeyedRateLimiter<IpAddr>>,
-    /// Whose `X-Forwarded-For` names the client.
-    pub trusted_proxies: crate::client::TrustedProxies,
-    /// Mark cookies `Secure`.
-    pub secure_cookies: bool,
-    /// Largest request body.
-    pub body_bytes_max: usize,
-    /// The room the landing page links to (`sluice dev`'s demo room).
-    pub demo_room: Option<String>,
-    /// The dashboard's notes from an action to the page after it.
-    pub flash: Arc<crate::admin::Flash>,
-    /// The rooms' recent figures, for the dashboard's charts.
-    pub history: Arc<crate::history::History>,
-}
-
-impl App {
-    /// Shared state with a limiter of `per_second` requests (burst `burst`) per client.
-    pub fn new(
-        sluice: Arc<Sluice>,
-        metrics: Arc<Metrics>,
-        auth: Arc<crate::auth::OperatorAuth>,
-        per_second: u32,
-        burst: u32,
-    ) -> Self {
-        let rate = NonZeroU32::new(per_second.max(1)).expect("non-zero");
-        let burst = NonZeroU32::new(burst.max(1)).expect("non-zero");
-        App {
-            sluice,
-            metrics,
-            auth,
-            limiter: Arc::new(RateLimiter::keyed(
-                Quota::per_second(rate).allow_burst(burst),
-            )),
-            trusted_proxies: Default::default(),
-            secure_cookies: false,
-            body_bytes_max: 64 * 1024,
-            demo_room: None,
-            flash: Arc::default(),
-            history: Arc::default(),
-        }
-    }
-}
-
-type AppState = State<Arc<App>>;
-
 // ---- helpers ---------------------------------------------------------------------------------
-
-/// The value of the cookie `name`, if the request has one.
-pub(crate) fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .find_map(|v| {
-            v.split(';').map(str::trim).find_map(|kv| {
-                kv.strip_prefix(name)
-                    .and_then(|r| r.strip_prefix('='))
-                    .map(str::to_string)
-            })
-        })
-}
-
-/// The ticket in `room`'s cookie, or else in the one cookie earlier versions set for every
-/// room (which [`Sluice::join`] ignores unless it names this room).
-pub fn cookie_ticket(headers: &HeaderMap, room: &str) -> Option<String> {
-    cookie(headers, &cookie_name(room)).or_else(|| cookie(headers, COOKIE))
-}
 
 /// Rooms per page of `GET /v1/rooms` when the request does not say.
 pub const ROOMS_PAGE_DEFAULT: usize = 100;
-
-/// axum's path extractor, refusing with our JSON error.
-#[derive(Debug, FromRequestParts)]
-#[from_request(via(axum::extract::Path), rejection(ApiError))]
-pub struct Path<T>(pub T);
-
-/// axum's query extractor, refusing with our JSON error.
-#[derive(Debug, FromRequestParts)]
-#[from_request(via(axum::extract::Query), rejection(ApiError))]
-pub struct Query<T>(pub T);
 
 fn header_ticket(headers: &HeaderMap) -> Option<String> {
     headers
@@ -139,12 +44,7 @@ fn header_ticket(headers: &HeaderMap) -> Option<String> {
         .map(str::to_string)
 }
 
-/// The credentials of an `Authorization` value in `scheme`, whose name is case-insensitive
-/// (RFC 9110 11.1): `bearer x` is `Bearer x`.
-pub(crate) fn credentials<'a>(value: &'a str, scheme: &str) -> Option<&'a str> {
-    let (name, rest) = value.split_once(' ')?;
-    name.eq_ignore_ascii_case(scheme).then(|| rest.trim())
-}
+use crate::auth::credentials;
 
 /// Ticket precedence: body field, `Authorization: Ticket`, query `ticket`, `room`'s cookie.
 fn ticket_source(
@@ -215,47 +115,6 @@ fn with_cookie(
     }
     resp.headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    resp
-}
-
-/// Gives the browser `ticket` as its cookie for `room` (and retires the one cookie earlier
-/// versions kept for every room).
-pub(crate) fn set_ticket_cookie(app: &App, resp: &mut Response, room: &str, ticket: &str) {
-    let secure = if app.secure_cookies { "; Secure" } else { "" };
-    let name = cookie_name(room);
-    let cookie = format!("{name}={ticket}; Path=/; HttpOnly; SameSite=Lax; Max-Age=86400{secure}");
-    if let Ok(v) = HeaderValue::from_str(&cookie) {
-        resp.headers_mut().append(header::SET_COOKIE, v);
-    }
-}
-
-/// Expires the one cookie earlier versions kept for every room, once its place (in `room`) has
-/// moved to `room`'s own cookie; one that holds another room's place is left alone.
-pub(crate) fn retire_legacy_cookie(
-    app: &App,
-    resp: &mut Response,
-    room: &str,
-    headers: &HeaderMap,
-) {
-    let names_room = cookie(headers, COOKIE)
-        .and_then(|t| app.sluice.tickets.verify(&t).ok())
-        .is_some_and(|t| t.room == room);
-    if names_room {
-        resp.headers_mut().append(
-            header::SET_COOKIE,
-            HeaderValue::from_static("sluice_ticket=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0"),
-        );
-    }
-}
-
-/// An error answer, with the cookie of the ticket it carries (a new visitor's join that may
-/// still be applied).
-pub(crate) fn error_with_cookie(app: &App, room: &str, e: ApiError) -> Response {
-    let ticket = e.ticket.clone();
-    let mut resp = e.into_response();
-    if let Some(t) = ticket {
-        set_ticket_cookie(app, &mut resp, room, &t);
-    }
     resp
 }
 
@@ -1334,28 +1193,6 @@ async fn metrics_auth(State(app): AppState, req: Request, next: Next) -> Respons
         Ok(()) => next.run(req).await,
         Err(e) => e.into_response(),
     }
-}
-
-/// The client's address: the peer's, or behind a trusted proxy the one it reports.
-pub(crate) fn client_ip(app: &App, req: &Request) -> IpAddr {
-    client_ip_of(app, req.headers(), req.extensions())
-}
-
-/// [`client_ip`] from a request's parts.
-pub(crate) fn client_ip_of(
-    app: &App,
-    headers: &HeaderMap,
-    extensions: &axum::http::Extensions,
-) -> IpAddr {
-    let peer = extensions
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|c| c.0.ip())
-        .unwrap_or(IpAddr::from([0, 0, 0, 0]));
-    let forwarded = headers
-        .get_all("x-forwarded-for")
-        .iter()
-        .map(|v| v.as_bytes());
-    app.trusted_proxies.client(peer, forwarded)
 }
 
 async fn rate_limit(State(app): AppState, req: Request, next: Next) -> Response {

@@ -4,10 +4,57 @@
 //! checks it and hashes the subject with the room's salt ([`IdentityKeys::key`]): the replicated
 //! state holds only that hash, and maps it to the one visitor who holds the place.
 
-use crate::config::IdentityConfig;
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use sluice_statemachine::IdentityKey;
+use std::path::PathBuf;
+
+/// How identity assertions (JWTs from the shop, `sub` = its customer) are verified; the same
+/// on every node.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IdentityConfig {
+    /// The HS256 secret the shop signs assertions with, base64, at least 32 bytes.
+    #[serde(default)]
+    pub hmac_secret: Option<String>,
+    /// A JWKS file with the shop's public keys (RS256, ES256, EdDSA).
+    #[serde(default)]
+    pub jwks_file: Option<PathBuf>,
+    /// The `iss` assertions must carry, if set.
+    #[serde(default)]
+    pub issuer: Option<String>,
+    /// The `aud` assertions must carry, if set.
+    #[serde(default)]
+    pub audience: Option<String>,
+}
+
+impl IdentityConfig {
+    /// The verifier: the secret decoded, the JWKS file read.
+    pub fn keys(&self) -> Result<IdentityKeys, String> {
+        let secret = match &self.hmac_secret {
+            Some(s) => {
+                let bytes = B64
+                    .decode(s)
+                    .map_err(|_| "identity.hmac_secret is not base64".to_string())?;
+                if bytes.len() < 32 {
+                    return Err("identity.hmac_secret must be at least 32 bytes".into());
+                }
+                Some(bytes)
+            }
+            None => None,
+        };
+        let jwks = match &self.jwks_file {
+            Some(path) => Some(
+                std::fs::read_to_string(path)
+                    .map_err(|e| format!("identity.jwks_file {}: {e}", path.display()))?,
+            ),
+            None => None,
+        };
+        IdentityKeys::new(self, secret, jwks.as_deref())
+    }
+}
 
 /// Longest assertion accepted, bytes.
 pub const ASSERTION_BYTES_MAX: usize = 8_192;

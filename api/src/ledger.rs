@@ -18,7 +18,7 @@ use crate::error::ApiError;
 use serde::{Deserialize, Serialize};
 use sluice_raft::ledger_store::{LedgerPage, LedgerQuery, LEDGER_PAGE_MAX};
 use sluice_statemachine::ledger::{Event, Record, RecordKey, Rule};
-use sluice_statemachine::{RoomView, VisitorId};
+use sluice_statemachine::VisitorId;
 use std::time::{Duration, Instant};
 use utoipa::ToSchema;
 
@@ -29,15 +29,11 @@ pub const TIME_PARAM_LEN_MAX: usize = 64;
 /// How long a read waits for this node's records to cover what it has applied (a node that
 /// installed a snapshot has no records of the entries it covered until it applies the next).
 pub const LEDGER_CATCH_UP: Duration = Duration::from_millis(500);
-/// The draw algorithm rooms commit to (see `sluice_statemachine::draw`).
-pub const DRAW_ALGORITHM: &str = "sluice-draw-v2";
 /// Most records the room's recent decisions read at each widening of their window.
 const RECENT_PAGES_PER_STEP_MAX: usize = 2;
 
-/// Lowercase hex.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
+pub use crate::model::{DrawBody, DrawStatusBody, DRAW_ALGORITHM};
+pub use crate::text::hex;
 
 // ---- times -------------------------------------------------------------------------------
 
@@ -447,47 +443,6 @@ the epoch, at most {TIME_PARAM_LEN_MAX} characters"
             limit,
         })
     }
-}
-
-/// A room's current commitment to its draw secret, when the room draws (a lottery, a lottery
-/// lane, or a shuffle at an opening still to come).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub struct DrawBody {
-    /// The draw algorithm, `sluice-draw-v2`.
-    pub algorithm: String,
-    /// BLAKE3 of the secret that seeds the room's draws, hex: published before any draw uses
-    /// the secret; the ledger reveals the secret (`draw_revealed`) once no draw can use it.
-    pub commitment: String,
-    /// The log index the secret began at.
-    pub since_index: u64,
-}
-
-impl DrawBody {
-    /// The room's commitment, if the room draws (`lottery_lanes`: it has a lane drawn by lot).
-    pub fn of(v: &RoomView, lottery_lanes: bool) -> Option<Self> {
-        let draws = v.config.mode == sluice_statemachine::Mode::Lottery
-            || lottery_lanes
-            || (v.config.shuffle_at_open && !v.open);
-        v.draw.filter(|_| draws).map(|d| DrawBody {
-            algorithm: DRAW_ALGORITHM.to_string(),
-            commitment: hex(&d.commitment),
-            since_index: d.since_index,
-        })
-    }
-}
-
-/// `GET /v1/rooms/{room}/draw`: a room's draw commitment, for anyone.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub struct DrawStatusBody {
-    /// The room.
-    pub room: String,
-    /// Whether the room draws now (a lottery, a lottery lane, or a shuffle at its opening).
-    pub draws: bool,
-    /// The commitment its draws are bound to (absent when the room does not draw).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub draw: Option<DrawBody>,
-    /// The log index this was read at.
-    pub applied_index: u64,
 }
 
 // ---- a record in words --------------------------------------------------------------------

@@ -4,7 +4,8 @@
 //! - [`core`]: [`core::Sluice`], the operations both APIs share (join, status, gate, operator
 //!   actions), turning requests into state machine commands and reads.
 //! - [`http`]: the axum router, middleware (operator auth, per-client rate limits, metrics),
-//!   SSE, and the OpenAPI document; [`edge`]: what every request passes through around the
+//!   SSE, and the OpenAPI document; [`app`]: what its handlers, the pages and the dashboard
+//!   share (state, extractors, the client's address, ticket cookies); [`edge`]: what every request passes through around the
 //!   router (body limit, security headers, concurrency limit, a connection's idle time).
 //! - [`grpc`]: `sluice.v1.Visitor`, `Admin`, `Cluster` (tonic), plus health and reflection.
 //! - [`auth`] and [`operators`]: operators' credentials and roles, the backoff for wrong
@@ -16,9 +17,10 @@
 //! - [`origin`]: the leader's origin probes (the health follows them in the state machine).
 //! - [`ledger`]: the admission ledger's pages, in words too; [`explain`]: why a visitor got in
 //!   when it did, from the ledger.
-//! - [`config`], [`model`], [`metrics`], [`renew`], [`ctl`].
+//! - [`config`], [`model`], [`metrics`], [`renew`], [`ctl`]; [`text`]: HTML escaping and hex.
 
 pub mod admin;
+pub mod app;
 pub mod audit;
 pub mod auth;
 pub mod bypass;
@@ -47,8 +49,10 @@ pub mod pages;
 pub mod pow;
 pub mod renew;
 pub mod server;
+pub mod text;
 pub mod tokens;
 pub mod watch;
+pub mod watches;
 pub mod webhook;
 
 /// Generated protobuf types and gRPC stubs of the public API.

@@ -1116,7 +1116,7 @@ pub struct RoomBody {
     /// The commitment the room's draws are bound to, when it draws (a lottery, a lottery lane,
     /// or a shuffle at an opening still to come).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub draw: Option<crate::ledger::DrawBody>,
+    pub draw: Option<DrawBody>,
     /// Log index this was read at.
     pub applied_index: u64,
 }
@@ -1171,7 +1171,7 @@ impl RoomBody {
                 set_at: n.set_at_ms / 1000,
             }),
             newest_eta_secs: v.newest_eta_secs,
-            draw: crate::ledger::DrawBody::of(v, policy.lanes.iter().any(|l| l.lottery)),
+            draw: DrawBody::of(v, policy.lanes.iter().any(|l| l.lottery)),
             applied_index,
         }
     }
@@ -1576,6 +1576,50 @@ pub struct CodeBatchList {
     /// By number.
     pub batches: Vec<CodeBatchBody>,
     /// Log index this was read at.
+    pub applied_index: u64,
+}
+
+/// The draw algorithm rooms commit to (see `sluice_statemachine::draw`).
+pub const DRAW_ALGORITHM: &str = "sluice-draw-v2";
+
+/// A room's current commitment to its draw secret, when the room draws (a lottery, a lottery
+/// lane, or a shuffle at an opening still to come).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct DrawBody {
+    /// The draw algorithm, `sluice-draw-v2`.
+    pub algorithm: String,
+    /// BLAKE3 of the secret that seeds the room's draws, hex: published before any draw uses
+    /// the secret; the ledger reveals the secret (`draw_revealed`) once no draw can use it.
+    pub commitment: String,
+    /// The log index the secret began at.
+    pub since_index: u64,
+}
+
+impl DrawBody {
+    /// The room's commitment, if the room draws (`lottery_lanes`: it has a lane drawn by lot).
+    pub fn of(v: &RoomView, lottery_lanes: bool) -> Option<Self> {
+        let draws = v.config.mode == sluice_statemachine::Mode::Lottery
+            || lottery_lanes
+            || (v.config.shuffle_at_open && !v.open);
+        v.draw.filter(|_| draws).map(|d| DrawBody {
+            algorithm: DRAW_ALGORITHM.to_string(),
+            commitment: crate::text::hex(&d.commitment),
+            since_index: d.since_index,
+        })
+    }
+}
+
+/// `GET /v1/rooms/{room}/draw`: a room's draw commitment, for anyone.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct DrawStatusBody {
+    /// The room.
+    pub room: String,
+    /// Whether the room draws now (a lottery, a lottery lane, or a shuffle at its opening).
+    pub draws: bool,
+    /// The commitment its draws are bound to (absent when the room does not draw).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draw: Option<DrawBody>,
+    /// The log index this was read at.
     pub applied_index: u64,
 }
 

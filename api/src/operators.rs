@@ -20,15 +20,12 @@
 //! probes and renewals run outside any such scope (or use the unattributed path) and reach the
 //! log as they are.
 
-use crate::auth::OperatorAuth;
 use crate::error::ApiError;
 use axum::http::Method;
 use serde::{Deserialize, Serialize};
 use sluice_statemachine::Command;
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 /// Most named operators a node's configuration may hold (the break-glass credential aside).
 /// Every presented token is compared with each one's hash, so that the time taken does not say
@@ -97,10 +94,7 @@ pub fn token_hash(token: &str) -> [u8; 32] {
     sha2::Sha256::digest(token.as_bytes()).into()
 }
 
-/// `bytes` as lower-case hex.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
+pub use crate::text::hex;
 
 /// 64 hex digits (either case) as 32 bytes.
 pub fn parse_hash(s: &str) -> Option<[u8; 32]> {
@@ -266,70 +260,6 @@ pub fn grpc_role(path: &str) -> Role {
         "Admin" => Role::Operator,
         "Cluster" if method == "Status" => Role::Viewer,
         _ => Role::Admin,
-    }
-}
-
-/// The gRPC `Admin` and `Cluster` services behind the operator check: the call's bearer token
-/// must name an operator whose role is at least what [`grpc_role`] asks of the call's path; the
-/// call then runs with that operator [`acting`]. Refused calls get the error's status
-/// (`UNAUTHENTICATED`, `PERMISSION_DENIED`, `RESOURCE_EXHAUSTED` while the client backs off)
-/// before the message is read.
-#[derive(Clone, Debug)]
-pub struct OperatorGuard<S> {
-    inner: S,
-    auth: Arc<OperatorAuth>,
-}
-
-impl<S> OperatorGuard<S> {
-    /// `inner`, checked against `auth`.
-    pub fn new(inner: S, auth: Arc<OperatorAuth>) -> Self {
-        Self { inner, auth }
-    }
-}
-
-impl<S: tonic::server::NamedService> tonic::server::NamedService for OperatorGuard<S> {
-    const NAME: &'static str = S::NAME;
-}
-
-type BoxFuture<T, E> = Pin<Box<dyn Future<Output = Result<T, E>> + Send + 'static>>;
-
-impl<S, B> tower::Service<axum::http::Request<B>> for OperatorGuard<S>
-where
-    S: tower::Service<axum::http::Request<B>, Response = axum::http::Response<tonic::body::Body>>
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    S::Error: Send + 'static,
-{
-    type Response = axum::http::Response<tonic::body::Body>;
-    type Error = S::Error;
-    type Future = BoxFuture<Self::Response, Self::Error>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: axum::http::Request<B>) -> Self::Future {
-        let needed = grpc_role(req.uri().path());
-        let client = sluice_raft::listener::ConnInfo::in_extensions(req.extensions())
-            .and_then(|c| c.remote_addr())
-            .map_or(std::net::IpAddr::from([0, 0, 0, 0]), |a| a.ip());
-        let presented = req
-            .headers()
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| crate::http::credentials(v, "Bearer"));
-        let checked = self
-            .auth
-            .authenticate(client, presented)
-            .and_then(|op| op.may(needed).map(|()| op));
-        match checked {
-            Ok(op) => Box::pin(acting(op, self.inner.call(req))),
-            Err(e) => {
-                let refused = e.to_grpc().into_http();
-                Box::pin(async move { Ok(refused) })
-            }
-        }
     }
 }
 

@@ -1,29 +1,15 @@
 //! HTML pages: the landing page and the waiting page. Everything is served by Sluice itself: no
 //! external assets, a few kilobytes per page. The operator dashboard is in [`crate::admin`].
 
+use crate::app::App;
 use crate::core::TicketSource;
-use crate::http::App;
 use crate::i18n::{texts, Lang, Texts};
 use crate::model::{ReplyState, VisitorReply};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use sluice_statemachine::{Mode, RoomView};
 
-/// Escapes text for HTML element content and attribute values.
-pub fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+pub use crate::text::esc;
 
 /// Only same-site absolute paths are followed after admission (no open redirects), written as
 /// a URL writes them: no spaces, quotes or angle brackets (those come percent-encoded).
@@ -715,7 +701,7 @@ pub async fn wait(
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.contains("application/json") && !v.contains("text/html"));
-    let src = match crate::http::cookie_ticket(headers, room) {
+    let src = match crate::app::cookie_ticket(headers, room) {
         Some(tk) => TicketSource::Cookie(tk),
         None => TicketSource::None,
     };
@@ -788,11 +774,11 @@ pub async fn wait(
             let ticket = reply.ticket.clone();
             (page.answer(&reply, &src, joining), ticket)
         }
-        Err(e) if wants_json => return crate::http::error_with_cookie(app, room, e),
+        Err(e) if wants_json => return crate::app::error_with_cookie(app, room, e),
         Err(e) => return page.refused(e, code_given.as_deref()),
     };
-    crate::http::set_ticket_cookie(app, &mut resp, room, &ticket);
-    crate::http::retire_legacy_cookie(app, &mut resp, room, headers);
+    crate::app::set_ticket_cookie(app, &mut resp, room, &ticket);
+    crate::app::retire_legacy_cookie(app, &mut resp, room, headers);
     no_store(&mut resp);
     resp
 }
@@ -919,7 +905,7 @@ impl<'a> WaitPage<'a> {
                 .insert(header::RETRY_AFTER, HeaderValue::from(s));
         }
         if let Some(t) = &e.ticket {
-            crate::http::set_ticket_cookie(app, &mut resp, room, t);
+            crate::app::set_ticket_cookie(app, &mut resp, room, t);
         }
         resp
     }

@@ -146,9 +146,7 @@ pub fn password(nonce: &[u8], counter: u32) -> Vec<u8> {
     p
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
+use crate::text::hex;
 
 fn unhex<const N: usize>(s: &str) -> Result<[u8; N], PowError> {
     let bad = || PowError::Malformed(format!("expected {} hex digits", N * 2));

@@ -1,12 +1,13 @@
 //! Starting a node with its HTTP and gRPC servers, and stopping it gracefully.
 
+use crate::app::App;
+use crate::auth::OperatorGuard;
 use crate::config::ServerConfig;
 use crate::core::Sluice;
 use crate::edge::{Edge, InFlight};
 use crate::grpc::Grpc;
-use crate::http::{router, App};
+use crate::http::router;
 use crate::metrics::Metrics;
-use crate::operators::OperatorGuard;
 use crate::pb;
 use crate::renew::Renewer;
 use crate::tokens::TicketKeys;
@@ -35,8 +36,7 @@ pub struct Running {
     servers: Vec<JoinHandle<()>>,
 }
 
-/// The fewest characters an operator token may have.
-pub const ADMIN_TOKEN_CHARS_MIN: usize = 32;
+pub use crate::config::ADMIN_TOKEN_CHARS_MIN;
 
 fn read(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
     std::fs::read(path).with_context(|| format!("reading {}", path.display()))
@@ -170,7 +170,7 @@ fn sluice(
         jwt: cfg.jwt_keys().map_err(anyhow::Error::msg)?,
         renew: Renewer::start(node.clone(), cancel.clone()),
         catch_up_timeout: Duration::from_secs(2),
-        watches: crate::watch::Watches::new(
+        watches: crate::watches::Watches::new(
             cfg.limits.event_streams_max,
             cfg.limits.event_streams_per_address_max,
             cancel.clone(),

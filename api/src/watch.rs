@@ -4,102 +4,17 @@
 use crate::core::{Sluice, TicketSource};
 use crate::error::ApiError;
 use crate::model::{ReplyState, VisitorReply};
+use crate::watches::Held;
 use axum::http::StatusCode;
 use futures::Stream;
 use sluice_statemachine::VisitorId;
-use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 /// How often an open watch reads the visitor's status from this node's applied state.
 const POLL_EVERY: Duration = Duration::from_millis(250);
-
-/// The watches open on this node: at most `limits.event_streams_max`, over both APIs, and at
-/// most `per_address_max` from one client address; one per visitor (a new one ends the one
-/// before: a visitor is one page, and tabs reopen theirs when it ends). All end when the node
-/// shuts down.
-#[derive(Debug)]
-pub struct Watches {
-    slots: Arc<Semaphore>,
-    shutdown: CancellationToken,
-    per_address_max: usize,
-    open: std::sync::Mutex<Open>,
-}
-
-/// Who holds the open watches.
-#[derive(Debug, Default)]
-struct Open {
-    by_address: HashMap<IpAddr, usize>,
-    /// Each visitor's watch: its number (to tell it from a later one) and its end.
-    by_visitor: HashMap<(String, VisitorId), (u64, CancellationToken)>,
-    next: u64,
-}
-
-impl Watches {
-    /// Room for `max` watches at once, `per_address_max` from one address, all ended when
-    /// `shutdown` fires.
-    pub fn new(max: usize, per_address_max: usize, shutdown: CancellationToken) -> Self {
-        Self {
-            slots: Arc::new(Semaphore::new(max.max(1))),
-            shutdown,
-            per_address_max: per_address_max.max(1),
-            open: std::sync::Mutex::default(),
-        }
-    }
-
-    /// Watches open now (for metrics and tests).
-    pub fn open_count(&self) -> usize {
-        self.open
-            .lock()
-            .expect("watch lock")
-            .by_address
-            .values()
-            .sum()
-    }
-}
-
-/// A watch's place among the node's: released (and its address's count with it) when dropped.
-struct Held {
-    watches: Arc<Sluice>,
-    address: IpAddr,
-    visitor: (String, VisitorId),
-    number: u64,
-    /// Fires when a newer watch of the same visitor replaces this one.
-    replaced: CancellationToken,
-    _slot: OwnedSemaphorePermit,
-}
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        let mut open = self.watches.watches.open.lock().expect("watch lock");
-        if let Some(n) = open.by_address.get_mut(&self.address) {
-            *n -= 1;
-            if *n == 0 {
-                open.by_address.remove(&self.address);
-            }
-        }
-        if open
-            .by_visitor
-            .get(&self.visitor)
-            .is_some_and(|(number, _)| *number == self.number)
-        {
-            open.by_visitor.remove(&self.visitor);
-        }
-    }
-}
-
-/// 503 `too_many_streams`: the node's (or this address's) watches are all in use.
-fn too_many(whose: &str) -> ApiError {
-    ApiError::new(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "too_many_streams",
-        format!("{whose} as many status streams open as it may; poll the status instead"),
-    )
-    .retry(5)
-}
 
 /// (state, position, ETA, waiting, notice): what makes a status worth sending again.
 type Sent = (
@@ -144,38 +59,11 @@ pub async fn open(
     let address = crate::auth::client_key(address);
     let first = sluice.status(&room, &src, false).await?;
     let visitor = VisitorId::parse_hex(&first.visitor_id).expect("the reply names its visitor");
-    let held = {
-        let w = &sluice.watches;
-        let mut open = w.open.lock().expect("watch lock");
-        if open.by_address.get(&address).copied().unwrap_or(0) >= w.per_address_max {
-            return Err(too_many("this address has"));
-        }
-        let Ok(slot) = w.slots.clone().try_acquire_owned() else {
-            return Err(too_many("this node has"));
-        };
-        *open.by_address.entry(address).or_insert(0) += 1;
-        open.next += 1;
-        let (number, replaced) = (open.next, CancellationToken::new());
-        let key = (room.clone(), visitor);
-        if let Some((_, earlier)) = open
-            .by_visitor
-            .insert(key.clone(), (number, replaced.clone()))
-        {
-            earlier.cancel();
-        }
-        Held {
-            watches: sluice.clone(),
-            address,
-            visitor: key,
-            number,
-            replaced,
-            _slot: slot,
-        }
-    };
+    let held = sluice.watches.hold(address, &room, visitor)?;
     let st = State {
         presence_every: sluice.presence_every(&room),
         present_at: tokio::time::Instant::now(),
-        shutdown: sluice.watches.shutdown.clone(),
+        shutdown: sluice.watches.shutdown(),
         sluice,
         room,
         src,

@@ -3,9 +3,9 @@
 //! time in log order. Every signed-in operator may read it, viewers too.
 
 use super::{page, see_other, session, AppState};
+use crate::app::{App, Query};
 use crate::audit::{AuditEntry, AuditQuery};
-use crate::http::{App, Query};
-use crate::pages::esc;
+use crate::text::esc;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;

@@ -138,7 +138,7 @@ fn visitor_page(v: &View, c: &RoomConfigBody, room: &str) -> String {
         v.check("line.show_waiting", "Show waiters how many are waiting", c.line.show_waiting),
         v.number("line.status_reads_per_sec", "Polling budget, status reads per second", c.line.status_reads_per_sec, "Empty: none."),
         v.input("line.after_url", "After the event, send visitors to", c.line.after_url.as_deref().unwrap_or(""), "text", "The page of a closed room links here (a sold-out or thank-you page); empty: back to the site."),
-        format!("<p><button type=\"submit\" formaction=\"/admin/rooms/{}/preview\" formtarget=\"_blank\" class=\"secondary\">Preview the visitor's page</button> (opens in a new tab, saves nothing)</p>", crate::pages::esc(room)),
+        format!("<p><button type=\"submit\" formaction=\"/admin/rooms/{}/preview\" formtarget=\"_blank\" class=\"secondary\">Preview the visitor's page</button> (opens in a new tab, saves nothing)</p>", crate::text::esc(room)),
     ]
     .concat()
 }

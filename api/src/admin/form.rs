@@ -6,7 +6,7 @@
 //! the page loads and, on submit, writes the picked instant as unix seconds into the hidden
 //! `{name}.unix` field; without the script the picker's value is read as UTC, as its label says.
 
-use crate::pages::esc;
+use crate::text::esc;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 

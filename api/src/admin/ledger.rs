@@ -4,9 +4,9 @@
 //! plain HTML.
 
 use super::{page, see_other, session, AppState};
-use crate::http::{App, Path, Query};
+use crate::app::{App, Path, Query};
 use crate::ledger::{describe, rfc3339, Words};
-use crate::pages::esc;
+use crate::text::esc;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};

@@ -20,19 +20,19 @@ pub use ledger::explain_page;
 pub use pools::{pool_action, pools_page};
 pub use room::{history, preview, room, save_config};
 
+use crate::app::App;
+use crate::app::Path;
 use crate::error::ApiError;
-use crate::http::App;
-use crate::http::Path;
 use crate::model::RoomConfigBody;
 use crate::operators::{Operator, Role};
-use crate::pages::{esc, STYLE};
+use crate::pages::STYLE;
+use crate::text::esc;
 use axum::extract::{Form, FromRequest, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use sluice_statemachine::limits::ROOMS_PAGE_MAX;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use subtle::ConstantTimeEq;
 
@@ -61,41 +61,6 @@ fn mac(key: &str, msg: &str) -> String {
 /// The cluster's time in seconds: a session signed in on one node lasts as long on the others.
 fn now(app: &App) -> u64 {
     app.sluice.node.now_ms() / 1000
-}
-
-/// What an action said, kept for the page the browser is sent to next (post, redirect, get:
-/// reloading that page repeats nothing). One per signed-in session, taken when shown; at most
-/// [`FLASH_MAX`] sessions' at once (the oldest go first).
-#[derive(Debug, Default)]
-pub struct Flash {
-    notes: std::sync::Mutex<BTreeMap<[u8; 16], (u64, String)>>,
-}
-
-/// Most sessions' flash notes kept at once.
-pub const FLASH_MAX: usize = 1_000;
-
-impl Flash {
-    fn put(&self, session: &Session, note: String) {
-        let mut notes = self.notes.lock().expect("flash lock");
-        let seq = notes.values().map(|(n, _)| *n).max().map_or(0, |n| n + 1);
-        notes.insert(session.id, (seq, note));
-        while notes.len() > FLASH_MAX {
-            let oldest = notes
-                .iter()
-                .min_by_key(|(_, (n, _))| *n)
-                .map(|(k, _)| *k)
-                .expect("non-empty");
-            notes.remove(&oldest);
-        }
-    }
-
-    fn take(&self, session: &Session) -> Option<String> {
-        self.notes
-            .lock()
-            .expect("flash lock")
-            .remove(&session.id)
-            .map(|(_, n)| n)
-    }
 }
 
 /// A signed-in operator's session: a random id, when it began and when it was last used, and
@@ -205,7 +170,7 @@ fn viewer_note() -> &'static str {
 /// configured with the same token and role, begun less than [`SESSION_SECS`] and used less
 /// than [`SESSION_IDLE_SECS`] ago, and not signed out.
 fn session(app: &App, headers: &HeaderMap) -> Option<Session> {
-    let value = crate::http::cookie(headers, ADMIN_COOKIE)?;
+    let value = crate::app::cookie(headers, ADMIN_COOKIE)?;
     let s = Session::parse(&value)?;
     let (role, _) = app.auth.credential(&s.name)?;
     let t = now(app);
@@ -350,7 +315,7 @@ pub async fn login(
 ) -> Response {
     let mut extensions = axum::http::Extensions::new();
     extensions.insert(axum::extract::ConnectInfo(peer));
-    let client = crate::http::client_ip_of(&app, &headers, &extensions);
+    let client = crate::app::client_ip_of(&app, &headers, &extensions);
     let presented = f.get("token").map(|t| t.trim());
     let op = match app.auth.authenticate(client, presented) {
         Ok(op) => op,
@@ -432,7 +397,7 @@ pub async fn dashboard(State(app): AppState, headers: HeaderMap) -> Response {
     let token = csrf(&app, &s);
     let flash = app
         .flash
-        .take(&s)
+        .take(&s.id)
         .map(|n| format!("<p class=\"ok\" role=\"status\">{}</p>", esc(&n)))
         .unwrap_or_default();
     let rooms = app
@@ -657,7 +622,7 @@ pub async fn create_room(
     {
         Ok(_) => {
             app.flash.put(
-                &s,
+                &s.id,
                 format!("Room {name} made with the default settings: set it up below."),
             );
             see_other(&format!("/admin/rooms/{name}#config"))
@@ -692,7 +657,7 @@ pub async fn action(
     match do_action(&app, &room, &f).await {
         Ok((msg, to)) => {
             // Post, redirect, get: a reload of the page repeats nothing.
-            app.flash.put(&s, msg);
+            app.flash.put(&s.id, msg);
             see_other(&to)
         }
         Err(e) => match app.sluice.get_room(&room, true).await {

@@ -2,10 +2,10 @@
 //! deleting one (its name typed to confirm).
 
 use super::{csrf, form_session, page, see_other, session, AdminForm, AppState};
+use crate::app::App;
 use crate::error::ApiError;
-use crate::http::App;
 use crate::model::{PoolBody, PoolReply};
-use crate::pages::esc;
+use crate::text::esc;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 
@@ -75,7 +75,7 @@ pub async fn pools_page(axum::extract::State(app): AppState, headers: HeaderMap)
     let Some(s) = session(&app, &headers) else {
         return see_other("/admin");
     };
-    let flash = app.flash.take(&s);
+    let flash = app.flash.take(&s.id);
     page("Pools", &pools_html(&app, &s, flash.as_deref(), None)).into_response()
 }
 
@@ -127,7 +127,7 @@ pub async fn pool_action(
     .await;
     match done {
         Ok(msg) => {
-            app.flash.put(&s, msg);
+            app.flash.put(&s.id, msg);
             see_other("/admin/pools")
         }
         Err(e) => (

@@ -4,10 +4,10 @@
 
 use super::form::{readable_utc, Errors, Fields, View};
 use super::{csrf, form_session, page, see_other, session, AdminForm, AppState};
+use crate::app::{App, Path};
 use crate::history::Span;
-use crate::http::{App, Path};
 use crate::model::RoomBody;
-use crate::pages::esc;
+use crate::text::esc;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
@@ -398,7 +398,7 @@ pub async fn room(
     };
     // Right after an action, the page shows its result and the state it left (a linearizable
     // read: this node may not have applied the action yet).
-    let flash = app.flash.take(&s);
+    let flash = app.flash.take(&s.id);
     match app.sluice.get_room(&room, flash.is_some()).await {
         Ok(r) => {
             let mut resp = room_page(
@@ -469,7 +469,7 @@ pub async fn save_config(
     };
     match app.sluice.put_room(&room, &body, false).await {
         Ok(_) => {
-            app.flash.put(&s, "Saved.".into());
+            app.flash.put(&s.id, "Saved.".into());
             see_other(&format!("/admin/rooms/{room}"))
         }
         Err(e) => {
