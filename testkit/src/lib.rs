@@ -50,15 +50,23 @@ mod tests {
 
     #[test]
     fn ports_are_never_handed_out_twice_and_are_free() {
-        let ports: std::collections::BTreeSet<u16> = (0..50).map(|_| free_port()).collect();
-        assert_eq!(ports.len(), 50);
-        for p in ports {
+        // Each port is bound the moment it is handed out, and held: a port handed out twice
+        // would fail its second bind, and one not free would fail its first. (Bound later, a
+        // port can be taken meanwhile by any process of the machine starting a server.)
+        let mut held = Vec::new();
+        for _ in 0..50 {
+            let p = free_port();
             assert!(
                 (10_000..30_000).contains(&p),
                 "{p} is below the ephemeral range"
             );
-            std::net::TcpListener::bind(("127.0.0.1", p)).expect("still free");
+            held.push(std::net::TcpListener::bind(("127.0.0.1", p)).expect("free when handed out"));
         }
+        let ports: std::collections::BTreeSet<u16> = held
+            .iter()
+            .map(|l| l.local_addr().unwrap().port())
+            .collect();
+        assert_eq!(ports.len(), 50);
     }
 
     #[tokio::test(start_paused = true)]
