@@ -20,8 +20,8 @@
 use crate::ledger_store::LedgerStore;
 use crate::segment::bad;
 pub use crate::segment::{
-    decode_segment, encode_segment, ArchivedEntry, Frame, SegmentHeader, SegmentReader,
-    SEGMENT_BODY_MAX, SEGMENT_ENTRIES_MAX,
+    encode_segment, ArchivedEntry, Frame, SegmentHeader, SegmentReader, SEGMENT_BODY_MAX,
+    SEGMENT_ENTRIES_MAX,
 };
 use crate::types::Entry;
 use openraft::EntryPayload;

@@ -300,26 +300,26 @@ impl Iterator for SegmentReader<'_> {
     }
 }
 
-/// Decodes and checks a whole segment file.
-pub fn decode_segment(
-    bytes: &[u8],
-) -> io::Result<(SegmentHeader, Vec<ArchivedEntry>, Vec<Record>)> {
-    let mut reader = SegmentReader::new(bytes)?;
-    let (mut entries, mut records) = (Vec::new(), Vec::new());
-    for frame in reader.by_ref() {
-        match frame? {
-            Frame::Entry(e) => entries.push(e),
-            Frame::Record(r) => records.push(r),
-        }
-    }
-    Ok((reader.header, entries, records))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use sluice_statemachine::ledger::Event;
     use sluice_statemachine::VisitorId;
+
+    /// A whole segment, decoded and checked.
+    fn decode_segment(
+        bytes: &[u8],
+    ) -> io::Result<(SegmentHeader, Vec<ArchivedEntry>, Vec<Record>)> {
+        let mut reader = SegmentReader::new(bytes)?;
+        let (mut entries, mut records) = (Vec::new(), Vec::new());
+        for frame in reader.by_ref() {
+            match frame? {
+                Frame::Entry(e) => entries.push(e),
+                Frame::Record(r) => records.push(r),
+            }
+        }
+        Ok((reader.header, entries, records))
+    }
 
     fn entry(index: u64) -> ArchivedEntry {
         ArchivedEntry {
