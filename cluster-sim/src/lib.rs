@@ -15,10 +15,12 @@
 //!   that loses unsynced writes removes what was appended and not yet synced
 //!   ([`sluice_raft::log_store::forget_unsynced`]) before the node restarts.
 //!
-//! A schedule's outcome depends on the seed alone up to what turmoil cannot control: the order
-//! in which tokio's `select!` polls its branches, and RocksDB's own threads (which change when
-//! its work is done, not what it reads back). A failing seed is run again with
-//! `sluice-cluster-sim --seed S` and, in practice, fails again the same way.
+//! A schedule's outcome depends on the seed alone once the schedule has a process of its own
+//! (as the binary runs each): tokio's random choices are seeded by turmoil (the workspace builds
+//! with `--cfg tokio_unstable`), openraft's by [`sluice_raft::runtime::seed_this_thread`], and a
+//! simulated node's file work stays on its thread. Within a process that ran other schedules,
+//! tokio's process-wide task numbers can change the order in which a crashed node's tasks are
+//! dropped, and with it what follows (cluster-sim/README.md, "Reproducing a seed").
 
 use futures::future::BoxFuture;
 use futures::StreamExt;
@@ -78,7 +80,7 @@ impl Default for Config {
 }
 
 /// What one schedule did and what the checkers found.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Report {
     /// The seed.
     pub seed: u64,
@@ -98,6 +100,9 @@ pub struct Report {
     pub simulated: Duration,
     /// The history.
     pub events: Vec<Event>,
+    /// A hash of everything above and of the final reads: two runs of one seed that went the
+    /// same way have the same fingerprint.
+    pub fingerprint: u64,
 }
 
 impl Report {
@@ -632,6 +637,8 @@ pub fn run(cfg: &Config) -> anyhow::Result<Report> {
         },
         broken: cfg.broken,
     });
+    // openraft's random draws (election timeouts) on this thread follow from the seed too.
+    sluice_raft::runtime::seed_this_thread(cfg.seed);
     let mut sim = builder(cfg.seed).build();
     for &id in &ids {
         let s = shared.clone();
@@ -709,6 +716,13 @@ pub fn run(cfg: &Config) -> anyhow::Result<Report> {
         detail: stopped.unwrap_or_else(|| "every node ran and the final reads were made".into()),
         ops: vec![],
     });
+    let fingerprint = {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        sluice_jepsen::history::to_jsonl(&events).hash(&mut h);
+        (&faults, &membership, simulated, &lists, &digests).hash(&mut h);
+        h.finish()
+    };
     let count = |k: Kind| events.iter().filter(|e| e.kind == k).count();
     let report = Report {
         seed: cfg.seed,
@@ -720,6 +734,7 @@ pub fn run(cfg: &Config) -> anyhow::Result<Report> {
         membership,
         simulated,
         events,
+        fingerprint,
     };
     Ok(report)
 }

@@ -37,10 +37,14 @@ struct Args {
     /// Write each failing schedule's history (JSON lines) into this directory.
     #[arg(long)]
     keep: Option<std::path::PathBuf>,
-    /// Schedules run at once, each on a thread of its own (default: one per CPU). Each
-    /// schedule is the same whichever thread runs it.
+    /// Schedules run at once (default: one per CPU), each in a process of its own: a seed is
+    /// the same schedule however many run at once and in whatever order.
     #[arg(long)]
     jobs: Option<usize>,
+    /// Run the one schedule `--seed` and print its report as JSON (how the jobs run each
+    /// schedule).
+    #[arg(long, hide = true)]
+    child: bool,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -51,11 +55,23 @@ fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
+    #[cfg(not(tokio_unstable))]
+    if !args.child {
+        eprintln!(
+            "note: built without `--cfg tokio_unstable` (a RUSTFLAGS set in the environment \
+replaces .cargo/config.toml's): tokio's choices are not seeded, so a seed may not replay exactly"
+        );
+    }
     if !(args.time > 0.0 && args.time <= 3_600.0) {
         anyhow::bail!("--time must be between 0 and 3600 seconds");
     }
     if !(1..=7).contains(&args.nodes) {
         anyhow::bail!("--nodes must be between 1 and 7");
+    }
+    if args.child {
+        let report = sluice_cluster_sim::run(&config(&args, args.seed))?;
+        serde_json::to_writer(std::io::stdout().lock(), &report)?;
+        return Ok(());
     }
     let jobs = args
         .jobs
@@ -74,7 +90,7 @@ fn main() -> anyhow::Result<()> {
                 if seed >= end {
                     return;
                 }
-                let report = sluice_cluster_sim::run(&config(args, seed));
+                let report = in_a_process_of_its_own(args, seed);
                 let stop = report.is_err();
                 if tx.send((seed, report)).is_err() || stop {
                     // A schedule that could not run ends the whole run: no more seeds.
@@ -114,6 +130,37 @@ fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Runs schedule `seed` in a child process (`--child`). Everything a schedule's outcome depends
+/// on is chosen by its seed, except for what its process did before: tokio numbers tasks from one
+/// counter for the whole process, and the number of a crashed node's tasks decides the order in
+/// which they are dropped, and so the order in which its connections' last messages leave. A
+/// process of its own for each schedule leaves nothing to chance.
+fn in_a_process_of_its_own(args: &Args, seed: u64) -> anyhow::Result<sluice_cluster_sim::Report> {
+    use std::process::{Command, Stdio};
+    let mut cmd = Command::new(std::env::current_exe()?);
+    cmd.arg("--child")
+        .args(["--seed", &seed.to_string()])
+        .args(["--nodes", &args.nodes.to_string()])
+        .args(["--clients", &args.clients.to_string()])
+        .args(["--time", &args.time.to_string()]);
+    if args.no_faults {
+        cmd.arg("--no-faults");
+    }
+    if let Some(b) = &args.broken {
+        cmd.args(["--broken", b]);
+    }
+    let out = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()?
+        .wait_with_output()?;
+    if !out.status.success() {
+        anyhow::bail!("schedule {seed} could not run ({})", out.status);
+    }
+    Ok(serde_json::from_slice(&out.stdout)?)
+}
+
 /// Schedule `seed` as the arguments ask.
 fn config(args: &Args, seed: u64) -> sluice_cluster_sim::Config {
     sluice_cluster_sim::Config {
@@ -135,12 +182,13 @@ fn show(args: &Args, seed: u64, report: &sluice_cluster_sim::Report) -> anyhow::
     let valid = report.valid();
     if !valid || args.verbose {
         println!(
-            "seed {seed}: {} ({} ok, {} failed, {} unknown, {:.1} s simulated)",
+            "seed {seed}: {} ({} ok, {} failed, {} unknown, {:.1} s simulated; fingerprint {:016x})",
             if valid { "valid" } else { "INVALID" },
             report.ok,
             report.failed,
             report.unknown,
-            report.simulated.as_secs_f64()
+            report.simulated.as_secs_f64(),
+            report.fingerprint
         );
         for f in report.faults.iter().chain(&report.membership) {
             println!("    {f}");

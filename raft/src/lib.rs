@@ -29,6 +29,7 @@ pub mod metrics;
 pub mod network;
 pub mod node;
 mod reply;
+pub mod runtime;
 pub mod segment;
 pub mod service;
 pub mod sm_store;

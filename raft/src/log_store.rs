@@ -495,7 +495,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn purge(&mut self, log_id: LogId) -> Result<(), io::Error> {
         if let Some((archive, ledger)) = self.archive.clone() {
             let store = self.clone();
-            tokio::task::spawn_blocking(move || {
+            crate::runtime::blocking(move || {
                 let first = store.first_index()?;
                 archive.before_purge(
                     log_id.index,
@@ -505,8 +505,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                     crate::clock::wall_ms(),
                 )
             })
-            .await
-            .map_err(io::Error::other)??;
+            .await??;
         }
         let mut batch = WriteBatch::default();
         batch.put_cf(self.cf(CF_META), KEY_PURGED, codec::encode(&log_id));

@@ -39,7 +39,7 @@ async fn receive_to_file(
     first: Vec<u8>,
     stream: &mut Streaming<pb::SnapshotChunk>,
 ) -> Result<Vec<u8>, Status> {
-    use tokio::io::AsyncWriteExt;
+    use std::io::Write;
     /// Removes the file when the receipt ends, however it ends (its call may be dropped
     /// midway, when the sender goes away).
     struct Removed<'a>(&'a std::path::Path);
@@ -50,10 +50,19 @@ async fn receive_to_file(
     }
     let io = |e: std::io::Error| Status::internal(format!("{}: {e}", path.display()));
     let _removed = Removed(path);
+    // The file's work runs where `runtime::blocking` puts it: a simulated node's stays on its
+    // own thread, so that when a snapshot arrives does not depend on a thread pool's timing.
+    let append = |mut file: std::fs::File, data: Vec<u8>| {
+        crate::runtime::blocking(move || file.write_all(&data).map(|()| file))
+    };
     async {
-        let mut file = tokio::fs::File::create(path).await.map_err(io)?;
+        let owned = path.to_owned();
+        let mut file = crate::runtime::blocking(move || std::fs::File::create(owned))
+            .await
+            .and_then(|r| r)
+            .map_err(io)?;
         let mut len = first.len();
-        file.write_all(&first).await.map_err(io)?;
+        file = append(file, first).await.and_then(|r| r).map_err(io)?;
         loop {
             let next = tokio::time::timeout(SNAPSHOT_CHUNK_WAIT_MAX, stream.next())
                 .await
@@ -64,11 +73,14 @@ async fn receive_to_file(
             if len > SNAPSHOT_BYTES_MAX {
                 return Err(Status::resource_exhausted("snapshot too large"));
             }
-            file.write_all(&chunk.data).await.map_err(io)?;
+            file = append(file, chunk.data).await.and_then(|r| r).map_err(io)?;
         }
-        file.flush().await.map_err(io)?;
         drop(file);
-        tokio::fs::read(path).await.map_err(io)
+        let owned = path.to_owned();
+        crate::runtime::blocking(move || std::fs::read(owned))
+            .await
+            .and_then(|r| r)
+            .map_err(io)
     }
     .await
 }

@@ -333,7 +333,7 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
         let ledger = self.ledger.clone();
         let archive = self.archive.clone();
         let index = self.meta.last_log_id.as_ref().map_or(0, |l| l.index);
-        let (bytes, store_ms) = tokio::task::spawn_blocking(move || {
+        let (bytes, store_ms) = crate::runtime::blocking(move || {
             let t = Instant::now();
             // The records the snapshot covers are never made again on this node.
             if let Some(ledger) = ledger {
@@ -348,8 +348,7 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             files.store(&name, &bytes)?;
             Ok::<_, io::Error>((bytes, t.elapsed().as_millis() as u64))
         })
-        .await
-        .map_err(io::Error::other)??;
+        .await??;
         tracing::info!(
             last = ?self.meta.last_log_id,
             size = bytes.len(),
@@ -481,9 +480,8 @@ impl RaftStateMachine<TypeConfig> for SmStore {
             StateMachine::restore(sm_bytes).map_err(|e| bad(format!("snapshot state: {e}")))?;
         self.configure(&mut sm);
         let (files, name) = (self.files.clone(), file_name(meta));
-        let bytes = tokio::task::spawn_blocking(move || files.store(&name, &bytes).map(|_| bytes))
-            .await
-            .map_err(io::Error::other)??;
+        let bytes =
+            crate::runtime::blocking(move || files.store(&name, &bytes).map(|_| bytes)).await??;
         drop(bytes);
         let mut st = self.state.write().expect("state machine lock poisoned");
         let mut members_ever = header.members_ever;
@@ -503,9 +501,7 @@ impl RaftStateMachine<TypeConfig> for SmStore {
         &mut self,
     ) -> Result<Option<SnapshotOf<TypeConfig, Self::SnapshotData>>, io::Error> {
         let files = self.files.clone();
-        let read = tokio::task::spawn_blocking(move || files.read_latest())
-            .await
-            .map_err(io::Error::other)??;
+        let read = crate::runtime::blocking(move || files.read_latest()).await??;
         match read {
             Some(bytes) => {
                 let (header, _) = decode_snapshot(&bytes)?;

@@ -68,6 +68,7 @@ openraft::declare_raft_types!(
         R = Response,
         NodeId = u64,
         Node = NodeAddr,
+        AsyncRuntime = crate::runtime::RaftRuntime,
 );
 
 /// A log id.
