@@ -1,10 +1,10 @@
 //! `sluice ctl`: the operator CLI. Talks HTTP to any node with the operator token.
 //!
 //! People get words (`--output human`, the default): a table for a list, one line for an
-//! action, `key: value` lines for one object ([`human`]). Scripts get the node's JSON answer
+//! action, `key: value` lines for one object (`human`). Scripts get the node's JSON answer
 //! (`--output json`) and an exit status that says what to do next ([`exit_code`]). The node's
 //! address is checked before anything is sent, and a node that does not answer is named with
-//! the way to point elsewhere ([`reach`]).
+//! the way to point elsewhere (`reach`).
 
 mod human;
 mod ledger;
@@ -535,7 +535,7 @@ pub enum BypassCmd {
 #[derive(Debug, Subcommand)]
 #[command(after_help = "Example:\n  sluice ctl codes list --room sale")]
 pub enum CodesCmd {
-    /// Make a batch of codes and print them as CSV (code,lane,uses,expires_at[,identity]),
+    /// Make a batch of codes and print them as CSV (`code,lane,uses,expires_at[,identity]`),
     /// once: the cluster keeps only their hashes. The batch's number goes to standard error.
     /// The CSV is the same with either --output.
     #[command(

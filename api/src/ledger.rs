@@ -671,7 +671,7 @@ impl Sluice {
     ///
     /// The store reads forward only: this reads from a point a little before the end, widening
     /// the window fourfold (from the last log entry) until it holds `n` records, each step
-    /// reading at most [`RECENT_PAGES_PER_STEP_MAX`] pages and keeping only the last `n`.
+    /// reading at most `RECENT_PAGES_PER_STEP_MAX` pages and keeping only the last `n`.
     pub async fn recent_records(
         &self,
         room: &str,

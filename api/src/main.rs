@@ -112,7 +112,7 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// Prints a fresh [tokens] section for a cluster's configuration, or an operator token.
+    /// Prints a fresh `[tokens]` section for a cluster's configuration, or an operator token.
     ///
     /// The section (ticket key, admission token seed, cluster secret) is the same on every
     /// node. Keep it secret, e.g. in a file only the node reads (`tokens_file`). With
@@ -571,7 +571,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     serve_until_stopped(running).await
 }
 
-/// `sluice keygen`: a fresh [tokens] section.
+/// `sluice keygen`: a fresh `[tokens]` section.
 fn keygen() {
     println!("# Secrets of one cluster: the same on every node, and known to nobody else.");
     println!("[tokens]");

@@ -9,7 +9,7 @@
 //! - HTTP: the operator routes' middleware (`http::operator_auth`) asks [`http_role`] of the
 //!   request's method and route; the dashboard's session layer (`admin::session_layer`) refuses
 //!   a viewer's forms.
-//! - gRPC: [`OperatorGuard`] wraps the `Admin` and `Cluster` services and asks [`grpc_role`] of
+//! - gRPC: [`OperatorGuard`](crate::auth::OperatorGuard) wraps the `Admin` and `Cluster` services and asks [`grpc_role`] of
 //!   the call's path.
 //!
 //! Each runs the rest of the request inside [`acting`], a task-local scope holding the

@@ -18,7 +18,7 @@
 //! - [`liveness`]: acknowledged writes while healthy and under each fault (every run's
 //!   summary).
 //! - [`runner`]: one run end to end.
-//! - [`bench`]: the load generator and the side-by-side benchmark against etcd and a
+//! - [`bench`](mod@bench): the load generator and the side-by-side benchmark against etcd and a
 //!   hello-world server.
 //! - [`etcd`]: etcd under the same partition faults and schedule, for the liveness comparison.
 

@@ -2,7 +2,7 @@
 //!
 //! The leader stamps every log entry with this time, so one node whose clock is wrong (stepped
 //! minutes ahead, or behind) cannot move the cluster's clock while a majority of the clocks
-//! agree. Each node asks every other voter for its wall clock once a second ([`sample_peers`])
+//! agree. Each node asks every other voter for its wall clock once a second (`sample_peers`)
 //! and keeps, per peer, the answer mapped onto its own monotonic clock: the peer's clock now is
 //! estimated as the answer plus the monotonic time elapsed since the middle of the round trip.
 //! The error of an estimate is at most half its round trip, so answers that took longer than

@@ -6,7 +6,7 @@
 //! directory is fsynced); older ones are removed. A restarted node installs its latest snapshot
 //! and openraft replays the committed log after it.
 //!
-//! Snapshot files are written and read as [`crate::snapshot_file`] says.
+//! Snapshot files are written and read as `snapshot_file.rs` says.
 
 use crate::ledger_store::{LedgerStore, LedgerWriter};
 use crate::metrics::LatencyHistogram;

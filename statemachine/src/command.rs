@@ -247,7 +247,7 @@ pub enum Command {
     SetNotice {
         /// Room name.
         room: String,
-        /// At most [`NOTICE_LEN_MAX`](crate::limits::NOTICE_LEN_MAX) bytes of plain text.
+        /// At most [`NOTICE_LEN_MAX`] bytes of plain text.
         text: Option<String>,
     },
     /// An operator's command, applied as `command` and recorded with the operator's name in
@@ -270,7 +270,7 @@ pub enum Command {
     /// Changes nothing: puts a change Raft makes by its own entries (a membership change) in
     /// the operator audit log, wrapped in [`Command::AsOperator`] with who asked for it.
     NoteClusterChange {
-        /// What changed, in words (at most [`NOTICE_LEN_MAX`](crate::limits::NOTICE_LEN_MAX)
+        /// What changed, in words (at most [`NOTICE_LEN_MAX`]
         /// bytes).
         what: String,
     },

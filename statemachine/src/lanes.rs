@@ -11,7 +11,7 @@
 //! open lanes that have waiters (a lane without waiters gives its turns to the others). The
 //! room's capacity and admission rate bound all lanes together.
 //!
-//! Each lane's waiters live in a [`WaitQueue`](crate::queue::WaitQueue) of their own, whose
+//! Each lane's waiters live in a `WaitQueue` (`queue.rs`) of their own, whose
 //! queue indexes start at `(lane + 1) << LANE_SHIFT`: an index says which line it is in, so
 //! the room's indexes of waiters and expiries hold one number per waiter for any lane.
 

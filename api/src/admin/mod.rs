@@ -190,7 +190,7 @@ fn session(app: &App, headers: &HeaderMap) -> Option<Session> {
 /// The dashboard's one place for roles and sessions: a viewer's forms are refused (403
 /// `forbidden`; signing in and out aside), and the request runs with the signed-in operator
 /// acting, so that what it changes is attributed to it. Re-issues the session's cookie on the
-/// answers once it is [`SESSION_REFRESH_SECS`] old, so that an operator at work stays signed in
+/// answers once it is `SESSION_REFRESH_SECS` old, so that an operator at work stays signed in
 /// and a forgotten dashboard does not: pages and forms count as work, the charts' own polling
 /// does not.
 pub async fn session_layer(
