@@ -7,8 +7,9 @@
 //! layers to each route, boxing and cloning the route once per layer on every request, and a
 //! layer added per connection re-wraps every route for each new connection.
 
+use crate::app::App;
 use crate::error::ApiError;
-use crate::metrics::Metrics;
+use crate::http::HotRoute;
 use axum::body::Body;
 use axum::extract::{ConnectInfo, DefaultBodyLimit, Request};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -51,25 +52,21 @@ pub(crate) struct Edge {
     /// Requests being handled by the whole node, at most the configured number.
     permits: Arc<tokio::sync::Semaphore>,
     body_max: usize,
-    metrics: Arc<Metrics>,
+    /// What the hot routes answer from, and where requests are counted.
+    app: Arc<App>,
 }
 
 impl Edge {
-    /// The edge of `router`: requests' bodies up to `body_max` bytes, at most `concurrent`
-    /// requests at once (more wait), refusals counted in `metrics`.
-    pub(crate) fn new(
-        router: Router,
-        body_max: usize,
-        concurrent: usize,
-        metrics: Arc<Metrics>,
-    ) -> Self {
+    /// The edge of `router` and of `app`'s [`HotRoute`]s: requests' bodies up to `body_max`
+    /// bytes, at most `concurrent` requests at once (more wait).
+    pub(crate) fn new(router: Router, app: Arc<App>, body_max: usize, concurrent: usize) -> Self {
         Edge {
             routes: DefaultBodyLimit::max(body_max).layer(router),
             permits: Arc::new(tokio::sync::Semaphore::new(
                 concurrent.clamp(1, tokio::sync::Semaphore::MAX_PERMITS),
             )),
             body_max,
-            metrics,
+            app,
         }
     }
 
@@ -111,20 +108,32 @@ impl Connection {
             routes,
             permits,
             body_max,
-            metrics,
+            app,
         } = self.edge;
         // The semaphore is never closed.
         let _permit = permits.acquire_owned().await.ok();
         let (method, started) = (req.method().clone(), Instant::now());
         let mut resp = match read_body(body_max, req).await {
-            Ok(req) => match routes.oneshot(req).await {
-                Ok(resp) => resp,
-                Err(never) => match never {},
+            Ok(req) => match HotRoute::of(&method, req.uri().path()) {
+                Some((hot, room)) => {
+                    let room = room.to_owned();
+                    let resp = hot.answer(app.clone(), room, req).await;
+                    // Counted as the router's `record` layer counts routed requests.
+                    let status = resp.status().as_u16();
+                    app.metrics
+                        .http(method.as_str(), hot.template(), status, started.elapsed());
+                    resp
+                }
+                None => match routes.oneshot(req).await {
+                    Ok(resp) => resp,
+                    Err(never) => match never {},
+                },
             },
             Err(refused) => {
                 // Refused before routing: counted without a route.
                 let status = refused.status().as_u16();
-                metrics.http(method.as_str(), "unmatched", status, started.elapsed());
+                app.metrics
+                    .http(method.as_str(), "unmatched", status, started.elapsed());
                 refused
             }
         };

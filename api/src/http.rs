@@ -1250,12 +1250,83 @@ async fn record(State(app): AppState, req: Request, next: Next) -> Response {
     resp
 }
 
+/// The two reads a waiting room serves most, answered before the router (by [`crate::edge`]):
+/// a proxy's gate check on every request to the origin, and a visitor's status on every poll of
+/// the waiting page. They run the same handlers, in the same order of checks (the visitor rate
+/// limit, then the query, for status reads), as the routes below, without the router's
+/// matching, layers and extractors, which cost about as much per request as these handlers do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum HotRoute {
+    /// `/gate/{room}/check`, any method.
+    Gate,
+    /// `GET /v1/rooms/{room}/status`.
+    Status,
+}
+
+impl HotRoute {
+    /// The route's template, as the router names it in metrics.
+    pub(crate) const fn template(self) -> &'static str {
+        match self {
+            HotRoute::Gate => "/gate/{room}/check",
+            HotRoute::Status => "/v1/rooms/{room}/status",
+        }
+    }
+
+    /// The hot route `method` and `path` ask for, with its room, if they ask for one: the path
+    /// exactly as the router would match it, with a room segment the router would decode to
+    /// itself (no percent escapes). Anything else (`HEAD`, an escaped name) goes to the router.
+    pub(crate) fn of<'p>(method: &axum::http::Method, path: &'p str) -> Option<(Self, &'p str)> {
+        let segment = |rest: &'p str, suffix: &str| {
+            rest.strip_suffix(suffix)
+                .filter(|r| !r.is_empty() && !r.contains(['/', '%']))
+        };
+        if let Some(rest) = path.strip_prefix("/gate/") {
+            return segment(rest, "/check").map(|room| (HotRoute::Gate, room));
+        }
+        if method != axum::http::Method::GET {
+            return None;
+        }
+        let rest = path.strip_prefix("/v1/rooms/")?;
+        segment(rest, "/status").map(|room| (HotRoute::Status, room))
+    }
+
+    /// Answers `req`, which asks for this route in `room`.
+    pub(crate) async fn answer(self, app: Arc<App>, room: String, req: Request) -> Response {
+        use axum::extract::FromRequestParts;
+        let (mut parts, _) = req.into_parts();
+        match self {
+            HotRoute::Gate => {
+                gate(
+                    State(app),
+                    Ok(Path(room)),
+                    parts.method,
+                    parts.uri,
+                    parts.headers,
+                    parts.extensions,
+                )
+                .await
+            }
+            HotRoute::Status => {
+                let client = client_ip_of(&app, &parts.headers, &parts.extensions);
+                if let Err(e) = limit(&app.limiter, client) {
+                    return e.into_response();
+                }
+                match Query::<ReadQuery>::from_request_parts(&mut parts, &()).await {
+                    Ok(q) => status(State(app), Path(room), q, parts.headers).await,
+                    Err(e) => e.into_response(),
+                }
+            }
+        }
+    }
+}
+
 /// The HTTP routes, each with the layers only it needs; what every request passes through
 /// (body limit, security headers, concurrency limit) is [`crate::edge`], around them.
 pub fn router(app: Arc<App>) -> Router {
     let visitor = Router::new()
         .route("/v1/rooms/{room}/join", post(join))
         .route("/v1/rooms/{room}/challenge", get(challenge))
+        // Mostly answered before routing (`HotRoute`).
         .route("/v1/rooms/{room}/status", get(status))
         .route("/v1/rooms/{room}/heartbeat", post(heartbeat))
         .route("/v1/rooms/{room}/leave", post(leave))
@@ -1301,7 +1372,8 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/", get(landing))
         .route("/demo", get(demo))
         .route("/assets/{name}", get(asset))
-        // Any method: Envoy's ext_authz asks with the original request's.
+        // Any method: Envoy's ext_authz asks with the original request's. Mostly answered
+        // before routing (`HotRoute`).
         .route("/gate/{room}/check", any(gate))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -1365,7 +1437,40 @@ pub fn router(app: Arc<App>) -> Router {
 
 #[cfg(test)]
 mod tests {
-    use super::raw_next;
+    use super::{raw_next, HotRoute};
+    use axum::http::Method;
+
+    #[test]
+    fn hot_routes_are_the_router_paths_whose_room_needs_no_decoding() {
+        let of = |m: &Method, p| HotRoute::of(m, p);
+        for m in [Method::GET, Method::POST, Method::HEAD, Method::DELETE] {
+            assert_eq!(
+                of(&m, "/gate/sale/check"),
+                Some((HotRoute::Gate, "sale")),
+                "{m}: any method, as the route"
+            );
+        }
+        assert_eq!(
+            of(&Method::GET, "/v1/rooms/sale-2/status"),
+            Some((HotRoute::Status, "sale-2"))
+        );
+        for (m, p) in [
+            (Method::HEAD, "/v1/rooms/sale/status"),
+            (Method::POST, "/v1/rooms/sale/status"),
+            (Method::GET, "/gate/sa%6ce/check"),
+            (Method::GET, "/v1/rooms/sa%6ce/status"),
+            (Method::GET, "/gate//check"),
+            (Method::GET, "/gate/a/b/check"),
+            (Method::GET, "/gate/sale/check/"),
+            (Method::GET, "/v1/rooms/sale/status/"),
+            (Method::GET, "/v1/rooms//status"),
+            (Method::GET, "/v1/rooms/sale/statuses"),
+            (Method::GET, "/gate/check"),
+            (Method::GET, "/v1/rooms/status"),
+        ] {
+            assert_eq!(of(&m, p), None, "{m} {p}: routed");
+        }
+    }
 
     #[test]
     fn next_is_the_rest_of_the_query_as_the_proxy_sent_it() {

@@ -209,9 +209,9 @@ fn spawn_http(
 ) -> anyhow::Result<JoinHandle<()>> {
     let edge = Edge::new(
         router(app.clone()),
+        app.clone(),
         app.body_bytes_max,
         cfg.limits.concurrent_requests_max,
-        app.metrics.clone(),
     );
     let tls = match &cfg.http_tls {
         None => None,

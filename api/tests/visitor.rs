@@ -537,3 +537,172 @@ async fn a_notice_reaches_waiters_live_on_every_node_and_bad_ones_are_refused() 
     assert_eq!(st, StatusCode::BAD_REQUEST, "{v}");
     assert_eq!(v["error"]["field"], "entry.grace_secs", "{v}");
 }
+
+/// The counts of `sluice_http_requests_total` for `route`, by method and status.
+fn request_counts(metrics: &str, route: &str) -> std::collections::BTreeMap<(String, u16), u64> {
+    let mut counts = std::collections::BTreeMap::new();
+    for line in metrics.lines() {
+        let Some(labels) = line.strip_prefix("sluice_http_requests_total{") else {
+            continue;
+        };
+        let (labels, n) = labels.split_once("} ").unwrap();
+        let label = |k: &str| {
+            let v = labels.split(&format!("{k}=\"")).nth(1).unwrap();
+            v[..v.find('"').unwrap()].to_string()
+        };
+        if label("route") == route {
+            let key = (label("method"), label("status").parse().unwrap());
+            counts.insert(key, n.parse().unwrap());
+        }
+    }
+    counts
+}
+
+/// A request of the comparison below: method, path (`{}` for the room), room, headers.
+type Ask<'a> = (Method, &'a str, &'a str, Vec<(&'a str, String)>);
+
+/// Gate checks and status reads are answered before the router; the router still answers the
+/// same paths when the room's name is percent-escaped. Both answer alike, header for header
+/// (ticket in every place it can come from, none, forged, for another room, an unknown room, a
+/// bad query), and both are counted under the route's template.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gate_checks_and_status_reads_answer_as_the_router_does() {
+    let c = Cluster::start(1).await;
+    c.create_room("gate", room_config(100)).await;
+    c.create_room(
+        "line",
+        json!({"paused": true, "waiter_ttl_secs": 600, "session_ttl_secs": 600}),
+    )
+    .await;
+    let admitted = s(&c.join(1, "gate", None).await, "ticket");
+    let waiting = s(&c.join(1, "line", None).await, "ticket");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while c.status(1, "gate", &admitted).await["state"] != "admitted" {
+        assert!(std::time::Instant::now() < deadline, "never admitted");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let auth = |t: &str| ("authorization", format!("Ticket {t}"));
+    let cookie = |room: &str, t: &str| ("cookie", format!("sluice_ticket_{room}={t}"));
+    let forged = "t1.b.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA.AAAAAAAAAAAAAAAA";
+    let gate = "/gate/{}/check";
+    let status = "/v1/rooms/{}/status";
+    let in_query = format!("/v1/rooms/{{}}/status?ticket={waiting}");
+    let cases: Vec<Ask> = vec![
+        (Method::GET, gate, "gate", vec![cookie("gate", &admitted)]),
+        (
+            Method::POST,
+            gate,
+            "gate",
+            vec![
+                cookie("gate", &admitted),
+                ("x-original-uri", "/shop/cart?x=1".into()),
+            ],
+        ),
+        (Method::GET, gate, "gate", vec![auth(&admitted)]),
+        (Method::GET, gate, "gate", vec![]),
+        (Method::GET, gate, "gate", vec![cookie("gate", forged)]),
+        (Method::GET, gate, "gate", vec![cookie("gate", &waiting)]),
+        (Method::GET, gate, "line", vec![cookie("line", &waiting)]),
+        (
+            Method::GET,
+            gate,
+            "nosuch",
+            vec![cookie("nosuch", &admitted)],
+        ),
+        (Method::GET, status, "line", vec![auth(&waiting)]),
+        (Method::GET, status, "line", vec![cookie("line", &waiting)]),
+        (Method::GET, status, "gate", vec![auth(&admitted)]),
+        (Method::GET, status, "gate", vec![cookie("gate", &admitted)]),
+        (Method::GET, status, "gate", vec![auth(&waiting)]),
+        (Method::GET, status, "line", vec![auth(forged)]),
+        (Method::GET, status, "line", vec![]),
+        (Method::GET, status, "nosuch", vec![auth(&waiting)]),
+        (
+            Method::GET,
+            "/v1/rooms/{}/status?consistent=maybe",
+            "line",
+            vec![auth(&waiting)],
+        ),
+        (
+            Method::GET,
+            "/v1/rooms/{}/status?consistent=true",
+            "line",
+            vec![auth(&waiting)],
+        ),
+        (Method::GET, &in_query, "line", vec![]),
+    ];
+    let routes = ["/gate/{room}/check", "/v1/rooms/{room}/status"];
+    let before = c.metrics(1).await;
+    let mut sent: std::collections::BTreeMap<(&str, String, u16), u64> = Default::default();
+    for (method, path, room, headers) in &cases {
+        let escaped = format!("%{:02x}{}", room.as_bytes()[0], &room[1..]);
+        let answer = |room: String| {
+            let mut req = c
+                .http
+                .request(method.clone(), c.node(1).url(&path.replace("{}", &room)));
+            for (k, v) in headers {
+                req = req.header(*k, v);
+            }
+            async move {
+                let r = req.send().await.unwrap();
+                let status = r.status();
+                let mut headers: Vec<(String, String)> = r
+                    .headers()
+                    .iter()
+                    .filter(|(k, _)| *k != "date")
+                    .map(|(k, v)| (k.to_string(), v.to_str().unwrap().to_string()))
+                    .collect();
+                headers.sort();
+                (status, headers, r.text().await.unwrap())
+            }
+        };
+        // An entry applied between the two (a tick) changes the index an answer names: ask
+        // again until both were answered at the same one.
+        let mut tries = 0;
+        let (hot, routed) = loop {
+            let hot = answer(room.to_string()).await;
+            let routed = answer(escaped.clone()).await;
+            tries += 1;
+            let index = |b: &str| {
+                serde_json::from_str::<Value>(b)
+                    .ok()
+                    .map(|v| v["applied_index"].clone())
+            };
+            if index(&hot.2) == index(&routed.2) || tries == 10 {
+                break (hot, routed);
+            }
+        };
+        let route = if path.starts_with("/gate/") {
+            routes[0]
+        } else {
+            routes[1]
+        };
+        *sent
+            .entry((route, method.to_string(), hot.0.as_u16()))
+            .or_default() += 2 * tries;
+        assert_eq!(hot, routed, "{method} {path} in {room} with {headers:?}");
+    }
+    let statuses: std::collections::BTreeSet<u16> = sent.keys().map(|k| k.2).collect();
+    assert!(
+        [200, 400, 401, 403].iter().all(|s| statuses.contains(s)),
+        "the cases cover admitted, bad and refused asks: {statuses:?}"
+    );
+    let after = c.metrics(1).await;
+    for route in routes {
+        let (b, a) = (
+            request_counts(&before, route),
+            request_counts(&after, route),
+        );
+        let counted: std::collections::BTreeMap<(String, u16), u64> = a
+            .iter()
+            .map(|(k, n)| (k.clone(), n - b.get(k).copied().unwrap_or(0)))
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        let expected: std::collections::BTreeMap<(String, u16), u64> = sent
+            .iter()
+            .filter(|(k, _)| k.0 == route)
+            .map(|((_, m, s), n)| ((m.clone(), *s), *n))
+            .collect();
+        assert_eq!(counted, expected, "{route}");
+    }
+}
