@@ -168,6 +168,12 @@ pub(crate) fn client_ip_of(
         .get::<ConnectInfo<SocketAddr>>()
         .map(|c| c.0.ip())
         .unwrap_or(IpAddr::from([0, 0, 0, 0]));
+    client_of(app, headers, peer)
+}
+
+/// The client of a request with `headers` from the connection's `peer`: the peer, or the address
+/// a trusted proxy there names.
+pub(crate) fn client_of(app: &App, headers: &HeaderMap, peer: IpAddr) -> IpAddr {
     let forwarded = headers
         .get_all("x-forwarded-for")
         .iter()

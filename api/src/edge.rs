@@ -100,10 +100,9 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for Connecti
 }
 
 impl Connection {
-    async fn handle(self, mut req: Request) -> Response {
+    async fn handle(self, req: Request) -> Response {
         // In flight until the answer's body has been sent (an event stream while it is open).
         let guard = self.in_flight.begin();
-        req.extensions_mut().insert(ConnectInfo(self.peer));
         let Edge {
             routes,
             permits,
@@ -117,14 +116,14 @@ impl Connection {
             Ok(req) => match HotRoute::of(&method, req.uri().path()) {
                 Some((hot, room)) => {
                     let room = room.to_owned();
-                    let resp = hot.answer(app.clone(), room, req).await;
+                    let resp = hot.answer(app.clone(), room, req, self.peer).await;
                     // Counted as the router's `record` layer counts routed requests.
                     let status = resp.status().as_u16();
                     app.metrics
                         .http(method.as_str(), hot.template(), status, started.elapsed());
                     resp
                 }
-                None => match routes.oneshot(req).await {
+                None => match routes.oneshot(with_peer(req, self.peer)).await {
                     Ok(resp) => resp,
                     Err(never) => match never {},
                 },
@@ -147,12 +146,18 @@ impl Connection {
     }
 }
 
+/// `req` with the connection's peer, where [`crate::app::client_ip`] finds it.
+fn with_peer(mut req: Request, peer: SocketAddr) -> Request {
+    req.extensions_mut().insert(ConnectInfo(peer));
+    req
+}
+
 /// Sets the [`SECURITY_HEADERS`] an answer has not set itself.
 fn secure(headers: &mut HeaderMap) {
     for (name, value) in SECURITY_HEADERS {
-        if !headers.contains_key(&name) {
-            headers.insert(name, HeaderValue::from_static(value));
-        }
+        headers
+            .entry(name)
+            .or_insert_with(|| HeaderValue::from_static(value));
     }
 }
 

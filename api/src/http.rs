@@ -2,8 +2,8 @@
 //! health and the OpenAPI document. Handlers only parse and render; [`Sluice`] does the work.
 
 use crate::app::{
-    client_ip, client_ip_of, cookie, error_with_cookie, retire_legacy_cookie, set_ticket_cookie,
-    AppState,
+    client_ip, client_ip_of, client_of, cookie, error_with_cookie, retire_legacy_cookie,
+    set_ticket_cookie, AppState,
 };
 pub use crate::app::{cookie_name, cookie_ticket, App, Path, Query, COOKIE};
 use crate::core::{GateAsk, JoinProof, Sluice, TicketSource};
@@ -336,17 +336,29 @@ async fn gate(
     extensions: axum::http::Extensions,
 ) -> Response {
     let client = client_ip_of(&app, &headers, &extensions);
+    gate_answer(&app, room.ok(), &method, &uri, &headers, client)
+}
+
+/// [`gate`]'s answer for the client at `client`.
+fn gate_answer(
+    app: &App,
+    room: Option<Path<String>>,
+    method: &axum::http::Method,
+    uri: &axum::http::Uri,
+    headers: &HeaderMap,
+    client: IpAddr,
+) -> Response {
     // A path that is not a room name is denied like any other (and no waiting page is named).
-    let room = room.ok().filter(|Path(r)| Sluice::check_room(r).is_ok());
+    let room = room.filter(|Path(r)| Sluice::check_room(r).is_ok());
     let checked = match &room {
         Some(Path(room)) => {
-            let ticket = header_ticket(&headers).or_else(|| cookie_ticket(&headers, room));
+            let ticket = header_ticket(headers).or_else(|| cookie_ticket(headers, room));
             let staff = headers
                 .get(crate::bypass::STAFF_HEADER)
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_string)
-                .or_else(|| cookie(&headers, &crate::bypass::cookie_name(room)));
-            let (target, method) = crate::bypass::original_request(&headers, &method, uri.query());
+                .or_else(|| cookie(headers, &crate::bypass::cookie_name(room)));
+            let (target, method) = crate::bypass::original_request(headers, method, uri.query());
             app.sluice.gate(
                 room,
                 &GateAsk {
@@ -375,7 +387,7 @@ async fn gate(
             // keeps a current ticket across key rotations and past the cookie's day.
             if let (Some(t), Some(Path(room))) = (&ok.fresh_ticket, &room) {
                 let mut cookie = Response::new(axum::body::Body::empty());
-                set_ticket_cookie(&app, &mut cookie, room, t);
+                set_ticket_cookie(app, &mut cookie, room, t);
                 if let Some(v) = cookie.headers().get(header::SET_COOKIE) {
                     r.headers_mut().insert("x-sluice-set-cookie", v.clone());
                 }
@@ -1290,24 +1302,27 @@ impl HotRoute {
         segment(rest, "/status").map(|room| (HotRoute::Status, room))
     }
 
-    /// Answers `req`, which asks for this route in `room`.
-    pub(crate) async fn answer(self, app: Arc<App>, room: String, req: Request) -> Response {
+    /// Answers `req`, which asks for this route in `room`, from `peer`.
+    pub(crate) async fn answer(
+        self,
+        app: Arc<App>,
+        room: String,
+        req: Request,
+        peer: std::net::SocketAddr,
+    ) -> Response {
         use axum::extract::FromRequestParts;
         let (mut parts, _) = req.into_parts();
+        let client = client_of(&app, &parts.headers, peer.ip());
         match self {
-            HotRoute::Gate => {
-                gate(
-                    State(app),
-                    Ok(Path(room)),
-                    parts.method,
-                    parts.uri,
-                    parts.headers,
-                    parts.extensions,
-                )
-                .await
-            }
+            HotRoute::Gate => gate_answer(
+                &app,
+                Some(Path(room)),
+                &parts.method,
+                &parts.uri,
+                &parts.headers,
+                client,
+            ),
             HotRoute::Status => {
-                let client = client_ip_of(&app, &parts.headers, &parts.extensions);
                 if let Err(e) = limit(&app.limiter, client) {
                     return e.into_response();
                 }
