@@ -1273,12 +1273,14 @@ async fn reads(
         .map(|(_, a)| a.http.clone())
         .collect();
     let admitted = Arc::new(admitted);
-    let (h, tickets, addrs) = (http.clone(), admitted.clone(), Arc::new(http_addrs.clone()));
-    let gate = closed_loop("gate check (any node)", 64, d, move |c, i| {
+    // On the followers, as the status reads and wrk's runs (`jepsen/scripts/reads.sh`): what a
+    // node answers from its applied state, beside a leader's work.
+    let (h, tickets, addrs) = (http.clone(), admitted.clone(), Arc::new(followers.clone()));
+    let gate = closed_loop("gate check (followers)", 64, d, move |c, i| {
         let (h, t, a) = (h.clone(), tickets.clone(), addrs.clone());
         async move {
             let url = format!("http://{}/gate/gate/check", a[c % a.len()]);
-            let cookie = format!("sluice_ticket={}", t[(c + i as usize) % t.len()]);
+            let cookie = format!("sluice_ticket_gate={}", t[(c + i as usize) % t.len()]);
             let r = h
                 .get(&url)
                 .header("cookie", cookie)
