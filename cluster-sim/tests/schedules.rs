@@ -34,15 +34,32 @@ fn schedules() -> u64 {
     std::env::var("SLUICE_SIM_SCHEDULES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(10)
+        .unwrap_or(60)
 }
 
 #[test]
 fn schedules_with_partitions_crashes_and_clock_steps_keep_every_invariant() {
+    // The seeds are shared among a thread per CPU (a schedule runs on the thread that runs it).
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4)) as u64;
+    let reports: Vec<Report> = std::thread::scope(|s| {
+        let runs: Vec<_> = (0..threads)
+            .map(|t| {
+                s.spawn(move || {
+                    (1..=schedules())
+                        .filter(|seed| seed % threads == t)
+                        .map(|seed| schedule(seed, None))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        runs.into_iter()
+            .flat_map(|r| r.join().expect("a thread of schedules"))
+            .collect()
+    });
+    assert_eq!(reports.len() as u64, schedules());
     let (mut faults, mut ok) = (0, 0);
-    for seed in 1..=schedules() {
-        let r = schedule(seed, None);
-        assert!(r.valid(), "{}", explain(&r));
+    for r in &reports {
+        assert!(r.valid(), "{}", explain(r));
         faults += r.faults.len();
         ok += r.ok;
     }
