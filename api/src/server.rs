@@ -575,19 +575,21 @@ async fn serve_http(
             let svc = edge.connection(peer, in_flight.clone());
             let idle = (in_flight, header_timeout);
             match tls {
+                // A connection that has sent nothing yet has nothing in flight: shutdown closes
+                // it at once rather than waiting for its first bytes.
                 None => {
-                    let Some(io) = opened(stream, header_timeout).await else {
+                    let opened = cancel.run_until_cancelled(opened(stream, header_timeout));
+                    let Some(Some(io)) = opened.await else {
                         return;
                     };
                     serve_connection(&builder, TokioIo::new(io), svc, &cancel, idle).await
                 }
                 Some(acceptor) => {
-                    let Ok(Ok(tls)) = tokio::time::timeout(
+                    let handshake = tokio::time::timeout(
                         header_timeout.min(TLS_HANDSHAKE_MAX),
                         acceptor.accept(stream),
-                    )
-                    .await
-                    else {
+                    );
+                    let Some(Ok(Ok(tls))) = cancel.run_until_cancelled(handshake).await else {
                         return;
                     };
                     // The protocol is the one agreed in the handshake: nothing to tell apart.
@@ -596,7 +598,8 @@ async fn serve_http(
                     } else {
                         builder.as_ref().clone().http1_only()
                     };
-                    let Some(io) = opened(tls, header_timeout).await else {
+                    let opened = cancel.run_until_cancelled(opened(tls, header_timeout));
+                    let Some(Some(io)) = opened.await else {
                         return;
                     };
                     serve_connection(&builder, TokioIo::new(io), svc, &cancel, idle).await

@@ -23,6 +23,7 @@
 //! that installs a snapshot from its leader has no records for the entries the snapshot
 //! covered: `complete_from` says where its records begin to be whole.
 
+use crate::log_store::StorageThread;
 use rocksdb::{Direction, IteratorMode, WriteBatch, WriteOptions, DB};
 use sluice_statemachine::ledger::{Event, Record, RecordKey};
 use sluice_statemachine::VisitorId;
@@ -516,6 +517,8 @@ enum Job {
         records: Vec<Record>,
     },
     Flush(std::sync::mpsc::Sender<io::Result<()>>),
+    /// Ends the thread once the jobs queued before are done.
+    Stop,
 }
 
 /// Writes ledger records on a thread of its own, so that applying entries never waits for
@@ -524,6 +527,7 @@ enum Job {
 #[derive(Clone, Debug)]
 pub struct LedgerWriter {
     tx: std::sync::mpsc::SyncSender<Job>,
+    thread: StorageThread,
 }
 
 impl LedgerWriter {
@@ -531,7 +535,7 @@ impl LedgerWriter {
     pub fn start(store: &LedgerStore) -> io::Result<Self> {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Job>(WRITER_QUEUE_MAX);
         let db = Arc::downgrade(&store.db);
-        std::thread::Builder::new()
+        let handle = std::thread::Builder::new()
             .name("sluice-ledger".into())
             .spawn(move || {
                 let mut next = rx.recv().ok();
@@ -539,6 +543,7 @@ impl LedgerWriter {
                     let Some(db) = db.upgrade() else { return };
                     let store = LedgerStore::new(db);
                     match job {
+                        Job::Stop => return,
                         Job::Flush(reply) => {
                             let _ = reply.send(store.flush());
                         }
@@ -575,7 +580,19 @@ impl LedgerWriter {
                     }
                 }
             })?;
-        Ok(Self { tx })
+        let stopper = tx.clone();
+        let thread = StorageThread::new(
+            move || {
+                let _ = stopper.send(Job::Stop);
+            },
+            handle,
+        );
+        Ok(Self { tx, thread })
+    }
+
+    /// The writer's thread, for shutdown to stop (after the records queued) and join.
+    pub fn thread(&self) -> StorageThread {
+        self.thread.clone()
     }
 
     /// Queues the records of entries `first..=last`; waits only when the queue is full.
@@ -750,6 +767,25 @@ mod tests {
         assert_eq!(p.records.len(), 100, "a page");
         assert_eq!((p.through, p.complete_from), (500, 500));
         assert_eq!(s.count().unwrap(), 201);
+    }
+
+    #[tokio::test]
+    async fn a_stopped_writer_writes_what_was_queued_and_refuses_the_rest() {
+        let (_d, s) = store();
+        let w = LedgerWriter::start(&s).unwrap();
+        assert_eq!(Arc::weak_count(&s.db), 1, "the writer's");
+        for i in 1..=50u64 {
+            w.write(i, i, vec![rec(i, 0, "a", 1, i)]).await.unwrap();
+        }
+        let thread = w.thread();
+        tokio::task::spawn_blocking(move || thread.stop_and_join())
+            .await
+            .unwrap();
+        assert_eq!(s.count().unwrap(), 50, "queued before the stop: written");
+        assert_eq!(Arc::weak_count(&s.db), 0, "the thread has ended");
+        assert!(w.write(51, 51, vec![rec(51, 0, "a", 1, 51)]).await.is_err());
+        // Stopping again returns at once.
+        w.thread().stop_and_join();
     }
 
     #[test]

@@ -143,11 +143,58 @@ pub struct LogStore {
 /// whom to tell.
 type Unsynced = (u64, u64, IOFlushed<TypeConfig>);
 
+/// What the flusher thread is asked to do.
+enum FlushJob {
+    Sync(Unsynced),
+    /// Ends the thread once the syncs queued before are done.
+    Stop,
+}
+
+/// A storage thread holding the database weakly, which shutdown stops and joins: the database
+/// must close on the thread that shuts the node down, never on a storage thread finishing a job
+/// as the process exits (a close racing with exit aborts inside RocksDB).
+#[derive(Clone)]
+pub struct StorageThread(Arc<std::sync::Mutex<Option<StopAndJoin>>>);
+
+/// How to ask a storage thread to stop, and its handle.
+type StopAndJoin = (Box<dyn FnOnce() + Send>, std::thread::JoinHandle<()>);
+
+impl StorageThread {
+    /// A thread that `stop` asks to end after the work queued before.
+    pub(crate) fn new(
+        stop: impl FnOnce() + Send + 'static,
+        handle: std::thread::JoinHandle<()>,
+    ) -> Self {
+        Self(Arc::new(std::sync::Mutex::new(Some((
+            Box::new(stop),
+            handle,
+        )))))
+    }
+
+    /// Asks the thread to stop after the work queued before and waits until it has ended
+    /// (blocks: call on a blocking thread). Later calls return at once.
+    pub fn stop_and_join(&self) {
+        let taken = self.0.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some((stop, handle)) = taken {
+            stop();
+            if handle.join().is_err() {
+                tracing::error!("a storage thread panicked");
+            }
+        }
+    }
+}
+
+impl Debug for StorageThread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StorageThread")
+    }
+}
+
 /// Where appends wait for their sync.
 #[derive(Clone)]
 enum Flusher {
     /// A thread of its own (the product).
-    Thread(mpsc::Sender<Unsynced>),
+    Thread(mpsc::Sender<FlushJob>, StorageThread),
     /// A task on the node's runtime (a simulation: the order of syncs and the time they take
     /// are the simulation's).
     Task(tokio::sync::mpsc::UnboundedSender<Unsynced>),
@@ -160,28 +207,58 @@ impl Debug for LogStore {
 }
 
 impl LogStore {
-    /// A log store over `db`, starting its flusher thread (which ends when every clone is dropped).
+    /// A log store over `db`, starting its flusher thread (which ends when every clone is
+    /// dropped, or when [`Self::flusher_thread`] is stopped).
     pub fn new(db: Arc<DB>) -> io::Result<Self> {
-        let (tx, rx) = mpsc::channel::<Unsynced>();
-        let store = Self::with_flusher(db, Flusher::Thread(tx), Arc::default());
+        let (tx, rx) = mpsc::channel::<FlushJob>();
         // The flusher holds the database weakly: the last strong reference is the node's own, so
-        // the database closes when the node is dropped, never later on this thread (a close racing
-        // with process exit aborts inside RocksDB).
-        let (flush_db, hist, synced) = (
-            Arc::downgrade(&store.db),
-            store.wal_sync.clone(),
-            (store.synced.clone(), store.truncations.clone()),
+        // the database closes when the node is dropped, never later on this thread.
+        let (flush_db, hist, synced, truncations) = (
+            Arc::downgrade(&db),
+            Arc::<LatencyHistogram>::default(),
+            Arc::<AtomicU64>::default(),
+            Arc::<AtomicU64>::default(),
         );
-        std::thread::Builder::new()
+        let reports = (synced.clone(), truncations.clone());
+        let thread_hist = hist.clone();
+        let handle = std::thread::Builder::new()
             .name("sluice-wal-flush".into())
             .spawn(move || {
-                while let Ok(first) = rx.recv() {
-                    let mut batch = vec![first];
-                    batch.extend(rx.try_iter());
-                    sync_and_report(&flush_db, batch, &hist, &synced);
+                let mut stop = false;
+                while !stop {
+                    let Ok(first) = rx.recv() else { return };
+                    let mut batch = Vec::new();
+                    for job in std::iter::once(first).chain(rx.try_iter()) {
+                        match job {
+                            FlushJob::Sync(u) => batch.push(u),
+                            FlushJob::Stop => stop = true,
+                        }
+                    }
+                    if !batch.is_empty() {
+                        sync_and_report(&flush_db, batch, &thread_hist, &reports);
+                    }
                 }
             })?;
+        let stopper = tx.clone();
+        let thread = StorageThread::new(
+            move || {
+                let _ = stopper.send(FlushJob::Stop);
+            },
+            handle,
+        );
+        let mut store = Self::with_flusher(db, Flusher::Thread(tx, thread), synced);
+        store.truncations = truncations;
+        store.wal_sync = hist;
         Ok(store)
+    }
+
+    /// The flusher thread, for shutdown to stop and join (`None` in a simulation, whose
+    /// flusher is a task of its runtime).
+    pub fn flusher_thread(&self) -> Option<StorageThread> {
+        match &self.flusher {
+            Flusher::Thread(_, t) => Some(t.clone()),
+            Flusher::Task(_) => None,
+        }
     }
 
     /// A log store whose WAL syncs run on the current (simulated) runtime, each taking `took`
@@ -469,7 +546,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         // Readable now; durable when the flusher has synced the WAL.
         let item = (self.truncations.load(Ordering::SeqCst), last, callback);
         let sent = match &self.flusher {
-            Flusher::Thread(tx) => tx.send(item).is_ok(),
+            Flusher::Thread(tx, _) => tx.send(FlushJob::Sync(item)).is_ok(),
             Flusher::Task(tx) => tx.send(item).is_ok(),
         };
         if !sent {

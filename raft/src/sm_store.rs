@@ -146,6 +146,11 @@ impl SmStore {
         self.snapshot_encode.clone()
     }
 
+    /// The ledger writer's thread, for shutdown to stop and join.
+    pub fn ledger_thread(&self) -> Option<crate::log_store::StorageThread> {
+        self.ledger.as_ref().map(LedgerWriter::thread)
+    }
+
     /// The shared switch that lets the leader put off snapshots.
     pub fn deferral(&self) -> Arc<SnapshotDeferral> {
         self.deferral.clone()

@@ -94,3 +94,41 @@ async fn a_build_finishing_after_a_newer_install_leaves_the_newer_snapshot() {
     let current = sm.get_current_snapshot().await.unwrap().unwrap();
     assert_eq!(current.meta.last_log_id.map(|l| l.index), Some(12));
 }
+
+/// Shutdown stops the WAL flusher and joins it: the append queued before is still synced and
+/// reported, later ones are refused, and the thread no longer holds the database (even weakly),
+/// so that the database closes where the node is dropped, not on that thread as the process
+/// exits.
+#[tokio::test]
+async fn a_stopped_flusher_finishes_its_queue_and_lets_go_of_the_database() {
+    use openraft::storage::{IOFlushed, RaftLogStorage};
+    let dir = tempfile::tempdir().unwrap();
+    let db = open_db(&dir.path().join("db")).unwrap();
+    let mut log = LogStore::new(db.clone()).unwrap();
+    assert_eq!(std::sync::Arc::weak_count(&db), 1, "the flusher's");
+    let (tx, synced) = TypeConfig::oneshot();
+    log.append(
+        [openraft::testing::blank_ent::<TypeConfig>(1, 1, 1)],
+        IOFlushed::signal(tx),
+    )
+    .await
+    .unwrap();
+    let thread = log.flusher_thread().expect("a thread of its own");
+    tokio::task::spawn_blocking(move || thread.stop_and_join())
+        .await
+        .unwrap();
+    synced
+        .await
+        .unwrap()
+        .expect("queued before the stop: synced");
+    assert_eq!(std::sync::Arc::weak_count(&db), 0, "the thread has ended");
+    let later = log
+        .append(
+            [openraft::testing::blank_ent::<TypeConfig>(1, 1, 2)],
+            IOFlushed::noop(),
+        )
+        .await;
+    assert!(later.is_err(), "an append after the stop is refused");
+    // Stopping again returns at once.
+    log.flusher_thread().unwrap().stop_and_join();
+}

@@ -98,6 +98,9 @@ pub(crate) struct NodeInner {
     db: Arc<rocksdb::DB>,
     log: LogStore,
     ledger: Option<LedgerStore>,
+    /// Stopped and joined at shutdown, so that the database closes on the thread that drops the
+    /// node.
+    storage_threads: Vec<crate::log_store::StorageThread>,
 }
 
 /// One log entry as read back for audits and replays.
@@ -452,6 +455,16 @@ impl RaftNode {
             {
                 h.abort();
             }
+        }
+        // The flusher's last syncs and the ledger's last records are done before it returns.
+        let threads = self.inner.storage_threads.clone();
+        let joined = tokio::task::spawn_blocking(move || {
+            threads
+                .iter()
+                .for_each(crate::log_store::StorageThread::stop_and_join)
+        });
+        if let Err(e) = joined.await {
+            tracing::warn!(error = %e, "storage threads");
         }
         if let Err(e) = self.inner.db.flush_wal(true) {
             tracing::warn!(error = %e, "final WAL sync");

@@ -13,7 +13,7 @@ use crate::forward::Forwarder;
 use crate::leader_contact::LeaderContact;
 use crate::ledger_store::LedgerStore;
 use crate::listener::{ConnectionGate, ConnectionLimits};
-use crate::log_store::{open_db_retrying, LogStore};
+use crate::log_store::{open_db_retrying, LogStore, StorageThread};
 use crate::network::{NetworkFactory, Peers};
 use crate::pb::raft_service_server::RaftServiceServer;
 use crate::service::{RaftRpc, MESSAGE_BYTES_MAX};
@@ -98,6 +98,7 @@ impl RaftNode {
             db: storage.db,
             log: storage.log,
             ledger: storage.ledger,
+            storage_threads: storage.threads,
         });
         let server = serve(&inner, listener, gate, gatekeeper)?;
         spawn_duties(&inner, queued, storage.deferral);
@@ -123,6 +124,8 @@ struct Storage {
     snapshot_encode: Arc<crate::metrics::LatencyHistogram>,
     deferral: Arc<SnapshotDeferral>,
     ledger: Option<LedgerStore>,
+    /// The threads that write to the database (the WAL flusher, the ledger writer).
+    threads: Vec<StorageThread>,
 }
 
 impl Storage {
@@ -161,7 +164,13 @@ impl Storage {
             cfg.snapshot_every.saturating_mul(LEADER_SNAPSHOT_FACTOR),
             Ordering::Relaxed,
         );
+        let threads = log_store
+            .flusher_thread()
+            .into_iter()
+            .chain(sm_store.ledger_thread())
+            .collect();
         Ok(Self {
+            threads,
             db,
             log: log_store.clone(),
             log_store,
