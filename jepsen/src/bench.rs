@@ -337,6 +337,12 @@ pub struct SluiceCluster {
 impl SluiceCluster {
     /// Starts `n` nodes and waits until ready.
     pub async fn start(dir: &Path, n: u64) -> Result<Self> {
+        Self::start_with(dir, n, "").await
+    }
+
+    /// Starts `n` nodes whose configuration ends with `extra` (TOML sections), and waits until
+    /// ready.
+    pub async fn start_with(dir: &Path, n: u64, extra: &str) -> Result<Self> {
         std::fs::create_dir_all(dir)?;
         let mut c = SluiceCluster {
             dir: dir.into(),
@@ -347,7 +353,7 @@ impl SluiceCluster {
         for id in 1..=n {
             let cfg = format!(
                 "{head}{peers}[tokens]\nticket_keys = [{{ id = \"b\", secret = \"YmVuY2gtdGlja2V0LXNlY3JldC1vZi0zMi1ieXRlcyE=\" }}]\n\
-jwt_seed = \"YmVuY2gtand0LXNlZWQtb2YtZXhhY3RseS0zMmJ5dGU=\"\n[limits]\nvisitor_requests_per_second = 1000000\nvisitor_burst = 1000000\nconcurrent_requests_max = 100000\n",
+jwt_seed = \"YmVuY2gtand0LXNlZWQtb2YtZXhhY3RseS0zMmJ5dGU=\"\n[limits]\nvisitor_requests_per_second = 1000000\nvisitor_burst = 1000000\nconcurrent_requests_max = 100000\n{extra}",
                 head = node::node_toml(id, &dir.join(format!("n{id}")), &c.addrs[&id], id == 1, TOKEN),
                 peers = node::peers_toml(&c.addrs),
             );
@@ -734,6 +740,8 @@ pub enum Steps {
     Memory,
     /// Hello-world, gate checks and follower status reads.
     Reads,
+    /// Joins with the admission ledger kept and not kept, on fresh clusters, alternating.
+    Ledger,
 }
 
 fn http_client() -> reqwest::Client {
@@ -814,6 +822,9 @@ pub async fn run(opts: &BenchOpts) -> Result<Value> {
         println!("{}", s.line());
         steps.push(s);
     };
+    if opts.only == Steps::Ledger {
+        return ledger_ab(opts, d).await;
+    }
     let hello = Hello::start()?;
     if opts.only == Steps::Memory {
         let (rss, restart_ms, first) = memory_restart_failover(opts).await?;
@@ -836,7 +847,7 @@ pub async fn run(opts: &BenchOpts) -> Result<Value> {
     }
 
     // Joins: one hot room, at several client counts.
-    put_room(&sluice, "hot", json!({"capacity": 10_000_000, "admit_per_minute": 60_000_000, "admit_burst": 1_000_000, "max_waiting": 10_000_000, "session_ttl_secs": 3600})).await?;
+    put_room(&sluice, "hot", hot_room()).await?;
     let visitors = grpc_visitors(&sluice).await?;
     let mut join_rate: BTreeMap<usize, f64> = BTreeMap::new();
     let mut join_table = Vec::new();
@@ -1060,7 +1071,7 @@ pub async fn run(opts: &BenchOpts) -> Result<Value> {
 /// then a follower's restart to serving, then the leader's death to the first acknowledged write.
 async fn memory_restart_failover(opts: &BenchOpts) -> Result<(BTreeMap<u64, u64>, u64, Duration)> {
     let mut sluice = SluiceCluster::start(&opts.dir.join("sluice-memory"), 3).await?;
-    put_room(&sluice, "hot", json!({"capacity": 10_000_000, "admit_per_minute": 60_000_000, "admit_burst": 1_000_000, "max_waiting": 10_000_000, "session_ttl_secs": 3600})).await?;
+    put_room(&sluice, "hot", hot_room()).await?;
     let visitors = grpc_visitors(&sluice).await?;
     put_room(
         &sluice,
@@ -1361,6 +1372,77 @@ async fn join_step(
         .await
         .cpu_between(&before, &CpuUse::now(sluice))
 }
+
+/// The hot room of the join steps: every join admitted at once (a joined and an admitted
+/// record in the ledger).
+fn hot_room() -> Value {
+    json!({"capacity": 10_000_000, "admit_per_minute": 60_000_000, "admit_burst": 1_000_000, "max_waiting": 10_000_000, "session_ttl_secs": 3600})
+}
+
+/// Join throughput on the hot room with the admission ledger kept and not kept: each round
+/// starts a fresh cluster of each kind (kept first, then not), runs a join step at the largest
+/// client count, and stops it; the report holds every run and the ratio of the means.
+async fn ledger_ab(opts: &BenchOpts, d: Duration) -> Result<Value> {
+    let clients = opts.client_steps.iter().copied().max().unwrap_or(256);
+    let (mut kept, mut not_kept) = (Vec::new(), Vec::new());
+    let mut steps = Vec::new();
+    for round in 0..LEDGER_ROUNDS {
+        for keep in [true, false] {
+            let dir = opts.dir.join(format!("ledger-{keep}-{round}"));
+            let sluice =
+                SluiceCluster::start_with(&dir, 3, &format!("[ledger]\nenabled = {keep}\n"))
+                    .await?;
+            put_room(&sluice, "hot", hot_room()).await?;
+            let visitors = grpc_visitors(&sluice).await?;
+            let name = format!(
+                "sluice join, hot room (gRPC), ledger {}",
+                if keep { "kept" } else { "not kept" }
+            );
+            let s = join_step(&sluice, &visitors, &name, clients, d).await;
+            println!("{}", s.line());
+            // The configuration took: records are there exactly when kept.
+            let has = has_ledger(&sluice).await?;
+            if has != keep {
+                bail!(
+                    "{name}: the node's ledger is {}",
+                    if has { "kept" } else { "not kept" }
+                );
+            }
+            if keep { &mut kept } else { &mut not_kept }.push(s.per_sec);
+            steps.push(s);
+            drop(sluice);
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    let ratio = mean(&kept) / mean(&not_kept);
+    println!(
+        "summary: ledger kept {:.0} joins/s {kept:.0?}, not kept {:.0} {not_kept:.0?}: ratio {ratio:.3}",
+        mean(&kept),
+        mean(&not_kept)
+    );
+    Ok(json!({
+        "clients": clients,
+        "kept_per_sec": kept,
+        "not_kept_per_sec": not_kept,
+        "ratio": ratio,
+        "steps": steps,
+    }))
+}
+
+/// Whether node 1 keeps ledger records of the hot room (and has some).
+async fn has_ledger(c: &SluiceCluster) -> Result<bool> {
+    let url = format!("{}/v1/rooms/hot/ledger?limit=1", c.addrs[&1].url());
+    let r = http_client().get(url).bearer_auth(TOKEN).send().await?;
+    if !r.status().is_success() {
+        return Ok(false);
+    }
+    let page: Value = r.json().await?;
+    Ok(page["records"].as_array().is_some_and(|r| !r.is_empty()))
+}
+
+/// Rounds of the ledger step (a cluster with the ledger kept and one without in each).
+const LEDGER_ROUNDS: usize = 3;
 
 /// Open-loop joins on the hot room at half of `peak` joins/s, or at `rate` if given.
 async fn half_peak(

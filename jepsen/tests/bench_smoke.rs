@@ -80,6 +80,37 @@ async fn the_load_generator_runs_every_step() {
     assert!(report["leader_kill_to_first_ack_ms"].as_u64().is_some());
 }
 
+/// The ledger step runs joins on fresh clusters with the admission ledger kept and not kept (it
+/// fails if a cluster's ledger is not what it was configured to be) and reports their ratio.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ledger_step_compares_clusters_with_and_without_the_ledger() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = sluice_jepsen::bench::BenchOpts {
+        secs: 1,
+        waiters: 0,
+        client_steps: vec![1, 8],
+        dir: dir.path().to_path_buf(),
+        only: sluice_jepsen::bench::Steps::Ledger,
+        rate: None,
+    };
+    let report = sluice_jepsen::bench::run(&opts)
+        .await
+        .expect("the ledger step runs");
+    assert_eq!(report["clients"], 8, "the largest client count: {report}");
+    for k in ["kept_per_sec", "not_kept_per_sec"] {
+        let runs = report[k].as_array().unwrap();
+        assert_eq!(runs.len(), 3, "{k}: {report}");
+        assert!(
+            runs.iter().all(|r| r.as_f64().unwrap() > 0.0),
+            "{k}: {report}"
+        );
+    }
+    let steps = report["steps"].as_array().unwrap();
+    let kept = |s: &serde_json::Value| s["name"].as_str().unwrap().ends_with("ledger kept");
+    assert_eq!(steps.iter().filter(|s| kept(s)).count(), 3, "{report}");
+    assert!(report["ratio"].as_f64().unwrap() > 0.0, "{report}");
+}
+
 /// The processes whose parent is `pid`, from `/proc`.
 fn children_of(pid: u32) -> Vec<u32> {
     let mut out = Vec::new();

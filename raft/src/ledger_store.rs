@@ -27,7 +27,6 @@ use crate::log_store::StorageThread;
 use rocksdb::{Direction, IteratorMode, WriteBatch, WriteOptions, DB};
 use sluice_statemachine::ledger::{Event, Record, RecordKey};
 use sluice_statemachine::VisitorId;
-use std::collections::BTreeSet;
 use std::io;
 use std::sync::Arc;
 
@@ -133,44 +132,62 @@ fn is_block_key(k: &[u8]) -> bool {
     k.len() == 16 && k[0] == 0
 }
 
-/// The index entries of a block that starts at `block`.
-fn index_keys(block: [u8; 16], records: &[Record]) -> BTreeSet<Vec<u8>> {
-    let mut keys = BTreeSet::new();
-    let with_block = |mut p: Vec<u8>| {
-        p.extend_from_slice(&block);
-        p
-    };
-    for r in records {
-        keys.insert(with_block(room_prefix(&r.room)));
-        if let Some(v) = r.event.visitor() {
-            keys.insert(with_block(visitor_prefix(&v)));
-        }
-        if matches!(r.event, Event::Command { .. }) {
-            keys.insert(with_block(vec![b'a']));
-        }
+/// The index entries of a block that starts at `block`, each handed to `f` once, in no
+/// particular order (the rooms, the visitors and the audit mark of its records, deduplicated
+/// without an allocation per entry: a block of single-join entries has a visitor per join).
+fn for_each_index_key(block: [u8; 16], records: &[Record], mut f: impl FnMut(&[u8])) {
+    let mut rooms: Vec<&str> = records.iter().map(|r| r.room.as_str()).collect();
+    rooms.sort_unstable();
+    rooms.dedup();
+    let mut visitors: Vec<VisitorId> = records.iter().filter_map(|r| r.event.visitor()).collect();
+    visitors.sort_unstable();
+    visitors.dedup();
+    let mut key = Vec::with_capacity(64);
+    for room in rooms {
+        key.clear();
+        key.extend_from_slice(&room_prefix(room));
+        key.extend_from_slice(&block);
+        f(&key);
     }
-    keys
+    key.clear();
+    key.push(b'v');
+    key.extend_from_slice(&[0; 16]);
+    key.extend_from_slice(&block);
+    for v in visitors {
+        key[1..17].copy_from_slice(&v.0);
+        f(&key);
+    }
+    if records
+        .iter()
+        .any(|r| matches!(r.event, Event::Command { .. }))
+    {
+        key.clear();
+        key.push(b'a');
+        key.extend_from_slice(&block);
+        f(&key);
+    }
 }
 
 fn decode_block(v: &[u8]) -> io::Result<Vec<Record>> {
     postcard::from_bytes(v).map_err(|e| bad(format!("ledger block: {e}")))
 }
 
-/// Puts `records` (consecutive, at most [`BLOCK_RECORDS_MAX`]) as one block with its index.
-fn put_block(batch: &mut WriteBatch, cf: &rocksdb::ColumnFamily, records: &[Record]) {
-    let key = records[0].key().to_bytes();
-    assert!(
-        is_block_key(&key),
-        "log index {} beyond the ledger's key space",
-        records[0].index
-    );
-    batch.put_cf(
-        cf,
-        key,
-        postcard::to_allocvec(records).expect("encoding into a Vec cannot fail"),
-    );
-    for k in index_keys(key, records) {
-        batch.put_cf(cf, k, []);
+/// Puts `records` (consecutive) as blocks of at most [`BLOCK_RECORDS_MAX`], each with its
+/// index entries.
+fn put_blocks(batch: &mut WriteBatch, cf: &rocksdb::ColumnFamily, records: &[Record]) {
+    for block in records.chunks(BLOCK_RECORDS_MAX) {
+        let key = block[0].key().to_bytes();
+        assert!(
+            is_block_key(&key),
+            "log index {} beyond the ledger's key space",
+            block[0].index
+        );
+        batch.put_cf(
+            cf,
+            key,
+            postcard::to_allocvec(block).expect("encoding into a Vec cannot fail"),
+        );
+        for_each_index_key(key, block, |k| batch.put_cf(cf, k, []));
     }
 }
 
@@ -260,9 +277,7 @@ impl LedgerStore {
             batch.put_cf(cf, KEY_COMPLETE_FROM, first.to_be_bytes());
         }
         let fresh = &records[records.partition_point(|r| r.index <= through)..];
-        for block in fresh.chunks(BLOCK_RECORDS_MAX) {
-            put_block(&mut batch, cf, block);
-        }
+        put_blocks(&mut batch, cf, fresh);
         if last > through {
             batch.put_cf(cf, KEY_THROUGH, last.to_be_bytes());
             let count = self.meta(KEY_COUNT)? + fresh.len() as u64;
@@ -482,12 +497,10 @@ impl LedgerStore {
             }
             let key: [u8; 16] = k.as_ref().try_into().expect("a block key");
             batch.delete_cf(cf, key);
-            for ik in index_keys(key, &records) {
-                batch.delete_cf(cf, ik);
-            }
+            for_each_index_key(key, &records, |k| batch.delete_cf(cf, k));
             if gone < records.len() {
                 // What is left of the block becomes a block of its own.
-                put_block(&mut batch, cf, &records[gone..]);
+                put_blocks(&mut batch, cf, &records[gone..]);
                 break;
             }
         }

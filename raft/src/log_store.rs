@@ -54,6 +54,10 @@ pub fn open_db(dir: &Path) -> io::Result<Arc<DB>> {
     logs.set_max_write_buffer_number(2);
     let mut ledger = Options::default();
     ledger.set_compression_type(rocksdb::DBCompressionType::Lz4);
+    // Each join puts a visitor's index entry at a random place in the ledger's memtable: in a
+    // memtable of 8 MB that walk stays in the caches, in one of 64 MB (the default) it was most
+    // of the ledger writer's time (BENCHMARKS.md, "What the ledger and the archive cost").
+    ledger.set_write_buffer_size(8 << 20);
     let mut cfs = vec![
         ColumnFamilyDescriptor::new(CF_LOGS, logs),
         ColumnFamilyDescriptor::new(CF_META, Options::default()),

@@ -123,8 +123,9 @@ enum Cmd {
         #[arg(long, default_value = "bench-results")]
         out: PathBuf,
         /// Run only some steps: `joins` (Sluice joins and the half-peak latency), `memory`
-        /// (memory with the waiters, restart, failover) or `reads` (hello-world, gate checks,
-        /// follower status reads).
+        /// (memory with the waiters, restart, failover), `reads` (hello-world, gate checks,
+        /// follower status reads) or `ledger` (joins at the largest client count with the
+        /// admission ledger kept and not kept, three fresh clusters of each).
         #[arg(long)]
         only: Option<String>,
         /// Run the open-loop latency step at this many joins/s instead of half the measured
@@ -442,7 +443,8 @@ async fn main() -> Result<()> {
                 Some("joins") => sluice_jepsen::bench::Steps::Joins,
                 Some("memory") => sluice_jepsen::bench::Steps::Memory,
                 Some("reads") => sluice_jepsen::bench::Steps::Reads,
-                Some(o) => anyhow::bail!("--only takes joins, memory or reads, not {o}"),
+                Some("ledger") => sluice_jepsen::bench::Steps::Ledger,
+                Some(o) => anyhow::bail!("--only takes joins, memory, reads or ledger, not {o}"),
             };
             let opts = sluice_jepsen::bench::BenchOpts {
                 secs,
