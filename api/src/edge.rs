@@ -32,17 +32,19 @@ const DRAIN_BYTES_MAX: usize = 1024 * 1024;
 const BODY_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The headers every answer carries unless it set them itself: never inside another site's
-/// frame (clickjacking), no content sniffing, the pages' Content-Security-Policy, no referrer
-/// to other sites.
-const SECURITY_HEADERS: [(header::HeaderName, &str); 4] = [
+/// frame (clickjacking), no content sniffing, no referrer to other sites, and a
+/// Content-Security-Policy (see [`secure`]).
+const SECURITY_HEADERS: [(header::HeaderName, &str); 3] = [
     (header::X_FRAME_OPTIONS, "DENY"),
     (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-    (
-        header::CONTENT_SECURITY_POLICY,
-        crate::pages::CONTENT_SECURITY_POLICY,
-    ),
     (header::REFERRER_POLICY, "same-origin"),
 ];
+
+/// The Content-Security-Policy of every answer that is not a page or a script (JSON, empty
+/// answers such as the gate's, event streams, styles): nothing may run or load in it, and
+/// nothing may frame it (the policy OWASP recommends for APIs). An answer that is not a page
+/// needs none of what the page policy allows.
+const NOT_A_PAGE_CONTENT_SECURITY_POLICY: &str = "default-src 'none'; frame-ancestors 'none'";
 
 /// The parts of the edge one listener's connections share.
 #[derive(Clone)]
@@ -152,13 +154,29 @@ fn with_peer(mut req: Request, peer: SocketAddr) -> Request {
     req
 }
 
-/// Sets the [`SECURITY_HEADERS`] an answer has not set itself.
+/// Sets the [`SECURITY_HEADERS`] an answer has not set itself, and its Content-Security-Policy:
+/// the pages' ([`crate::pages::CONTENT_SECURITY_POLICY`]) for HTML and for scripts (a worker's
+/// script runs under the policy it is served with), the strict
+/// [`NOT_A_PAGE_CONTENT_SECURITY_POLICY`] for everything else.
 fn secure(headers: &mut HeaderMap) {
     for (name, value) in SECURITY_HEADERS {
         headers
             .entry(name)
             .or_insert_with(|| HeaderValue::from_static(value));
     }
+    let page_or_script = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with("text/html") || t.contains("javascript"));
+    headers
+        .entry(header::CONTENT_SECURITY_POLICY)
+        .or_insert_with(|| {
+            HeaderValue::from_static(if page_or_script {
+                crate::pages::CONTENT_SECURITY_POLICY
+            } else {
+                NOT_A_PAGE_CONTENT_SECURITY_POLICY
+            })
+        });
 }
 
 /// Reads a request's body whole, before routing, so that no answer leaves unread bytes in the

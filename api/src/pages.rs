@@ -98,8 +98,9 @@ pub fn asset_type(name: &str) -> &'static str {
     }
 }
 
-/// The policy every answer carries: scripts only from this origin's files, no frames, no
-/// plugins, forms and connections to this origin only. (Styles may be inline: the pages and
+/// The policy of every page and script (other answers carry a stricter one, see `edge.rs`):
+/// scripts only from this origin's files, no frames, no plugins, forms and connections to this
+/// origin only. (Styles may be inline: the pages and
 /// their room's colours set them.)
 pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
 style-src 'self' 'unsafe-inline'; img-src 'self' https: data:; connect-src 'self'; \

@@ -205,28 +205,63 @@ async fn tickets_in_links_never_become_cookies_and_each_room_keeps_its_own() {
     assert_eq!(joins[3]["visitor_id"], joins[1]["visitor_id"]);
 }
 
-/// Every answer says how a browser may use it: never framed, never sniffed, scripts from this
-/// origin's files only; the waiting page carries no inline script.
+/// Every answer says how a browser may use it: never framed, never sniffed, no referrer to
+/// other sites. Pages and scripts (a worker's script runs under the policy it is served with)
+/// may run this origin's files only; anything else (JSON, the gate's empty answers, errors) may
+/// run and load nothing. The waiting page carries no inline script.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_answer_carries_the_security_headers() {
     let c = Cluster::start(1).await;
     c.create_room("r", held()).await;
-    for path in [
-        "/wait/r",
-        "/v1/rooms/r/status",
-        "/healthz",
-        "/admin",
-        "/nowhere",
+    c.create_room(
+        "o",
+        json!({"capacity": 10, "admit_per_minute": 600000, "session_ttl_secs": 600}),
+    )
+    .await;
+    let v = c.join(1, "o", None).await;
+    assert_eq!(v["state"], "admitted", "{v}");
+    let ticket = format!("Ticket {}", v["ticket"].as_str().unwrap());
+    for (path, page_or_script) in [
+        ("/wait/r", true),
+        ("/admin", true),
+        ("/assets/wait.js", true),
+        ("/assets/pow.js", true),
+        ("/v1/rooms/r/status", false),
+        ("/healthz", false),
+        ("/nowhere", false),
+        ("/gate/r/check", false),
+        ("/gate/o/check", false),
+        ("/assets/admin.css", false),
     ] {
-        let r = c.http.get(c.node(1).url(path)).send().await.unwrap();
+        let mut req = c.http.get(c.node(1).url(path));
+        if path == "/gate/o/check" {
+            req = req.header("authorization", &ticket);
+        }
+        let r = req.send().await.unwrap();
+        match path {
+            "/nowhere" => assert_eq!(r.status(), StatusCode::NOT_FOUND),
+            "/gate/r/check" | "/v1/rooms/r/status" => {
+                assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "{path}")
+            }
+            _ => assert_eq!(r.status(), StatusCode::OK, "{path}"),
+        }
         let h = r.headers();
         assert_eq!(h["x-content-type-options"], "nosniff", "{path}");
         assert_eq!(h["x-frame-options"], "DENY", "{path}");
+        assert_eq!(h["referrer-policy"], "same-origin", "{path}");
         let csp = h["content-security-policy"].to_str().unwrap();
         assert!(
-            csp.contains("script-src 'self'") && csp.contains("frame-ancestors 'none'"),
+            csp.starts_with("default-src 'none'") && csp.contains("frame-ancestors 'none'"),
             "{path}: {csp}"
         );
+        assert_eq!(
+            csp.contains("script-src 'self'"),
+            page_or_script,
+            "{path}: {csp}"
+        );
+        if !page_or_script {
+            assert_eq!(csp, "default-src 'none'; frame-ancestors 'none'", "{path}");
+        }
         if path == "/wait/r" {
             let body = r.text().await.unwrap();
             assert_eq!(body.matches("<script").count(), 1, "{body}");
