@@ -112,6 +112,9 @@ pub struct LedgerStore {
     db: Arc<DB>,
 }
 
+/// The prefix of the audit index: blocks that hold operators' commands.
+const AUDIT_PREFIX: &[u8] = b"a";
+
 fn room_prefix(room: &str) -> Vec<u8> {
     let mut p = Vec::with_capacity(2 + room.len());
     p.push(b'r');
@@ -132,9 +135,8 @@ fn is_block_key(k: &[u8]) -> bool {
     k.len() == 16 && k[0] == 0
 }
 
-/// The index entries of a block that starts at `block`, each handed to `f` once, in no
-/// particular order (the rooms, the visitors and the audit mark of its records, deduplicated
-/// without an allocation per entry: a block of single-join entries has a visitor per join).
+/// The index entries of a block that starts at `block`, each handed to `f` once: the rooms,
+/// the visitors and the audit mark of its records, each prefix followed by the block's key.
 fn for_each_index_key(block: [u8; 16], records: &[Record], mut f: impl FnMut(&[u8])) {
     let mut rooms: Vec<&str> = records.iter().map(|r| r.room.as_str()).collect();
     rooms.sort_unstable();
@@ -142,29 +144,24 @@ fn for_each_index_key(block: [u8; 16], records: &[Record], mut f: impl FnMut(&[u
     let mut visitors: Vec<VisitorId> = records.iter().filter_map(|r| r.event.visitor()).collect();
     visitors.sort_unstable();
     visitors.dedup();
-    let mut key = Vec::with_capacity(64);
-    for room in rooms {
-        key.clear();
-        key.extend_from_slice(&room_prefix(room));
-        key.extend_from_slice(&block);
-        f(&key);
-    }
-    key.clear();
-    key.push(b'v');
-    key.extend_from_slice(&[0; 16]);
-    key.extend_from_slice(&block);
-    for v in visitors {
-        key[1..17].copy_from_slice(&v.0);
-        f(&key);
-    }
-    if records
+    let commands = records
         .iter()
-        .any(|r| matches!(r.event, Event::Command { .. }))
-    {
+        .any(|r| matches!(r.event, Event::Command { .. }));
+    let mut key = Vec::with_capacity(64);
+    let mut put = |prefix: &[u8]| {
         key.clear();
-        key.push(b'a');
+        key.extend_from_slice(prefix);
         key.extend_from_slice(&block);
         f(&key);
+    };
+    for room in rooms {
+        put(&room_prefix(room));
+    }
+    for v in &visitors {
+        put(&visitor_prefix(v));
+    }
+    if commands {
+        put(AUDIT_PREFIX);
     }
 }
 
@@ -342,7 +339,7 @@ impl LedgerStore {
         let limit = q.limit.clamp(1, LEDGER_PAGE_MAX);
         let prefix = match (&q.visitor, q.audit) {
             (Some(v), _) => visitor_prefix(v),
-            (None, true) => vec![b'a'],
+            (None, true) => AUDIT_PREFIX.to_vec(),
             (None, false) => room_prefix(&q.room),
         };
         // The block that holds `after` may hold records after it too.

@@ -126,6 +126,8 @@ pub fn seed_position(db: &DB, log_id: &LogId, node_id: u64) -> io::Result<()> {
 pub struct LogStore {
     db: Arc<DB>,
     flusher: Flusher,
+    /// The flusher's thread (the product's), for shutdown to stop and join.
+    flusher_thread: Option<StorageThread>,
     /// The last log index whose append has been synced (reported durable).
     synced: Arc<AtomicU64>,
     /// Report appends durable before they are synced (the `ack-before-sync` test build, or a
@@ -198,7 +200,7 @@ impl Debug for StorageThread {
 #[derive(Clone)]
 enum Flusher {
     /// A thread of its own (the product).
-    Thread(mpsc::Sender<FlushJob>, StorageThread),
+    Thread(mpsc::Sender<FlushJob>),
     /// A task on the node's runtime (a simulation: the order of syncs and the time they take
     /// are the simulation's).
     Task(tokio::sync::mpsc::UnboundedSender<Unsynced>),
@@ -215,16 +217,14 @@ impl LogStore {
     /// dropped, or when [`Self::flusher_thread`] is stopped).
     pub fn new(db: Arc<DB>) -> io::Result<Self> {
         let (tx, rx) = mpsc::channel::<FlushJob>();
+        let mut store = Self::with_flusher(db, Flusher::Thread(tx.clone()), Arc::default());
         // The flusher holds the database weakly: the last strong reference is the node's own, so
         // the database closes when the node is dropped, never later on this thread.
-        let (flush_db, hist, synced, truncations) = (
-            Arc::downgrade(&db),
-            Arc::<LatencyHistogram>::default(),
-            Arc::<AtomicU64>::default(),
-            Arc::<AtomicU64>::default(),
+        let (flush_db, hist, synced) = (
+            Arc::downgrade(&store.db),
+            store.wal_sync.clone(),
+            (store.synced.clone(), store.truncations.clone()),
         );
-        let reports = (synced.clone(), truncations.clone());
-        let thread_hist = hist.clone();
         let handle = std::thread::Builder::new()
             .name("sluice-wal-flush".into())
             .spawn(move || {
@@ -239,30 +239,21 @@ impl LogStore {
                         }
                     }
                     if !batch.is_empty() {
-                        sync_and_report(&flush_db, batch, &thread_hist, &reports);
+                        sync_and_report(&flush_db, batch, &hist, &synced);
                     }
                 }
             })?;
-        let stopper = tx.clone();
-        let thread = StorageThread::new(
-            move || {
-                let _ = stopper.send(FlushJob::Stop);
-            },
-            handle,
-        );
-        let mut store = Self::with_flusher(db, Flusher::Thread(tx, thread), synced);
-        store.truncations = truncations;
-        store.wal_sync = hist;
+        let stop = move || {
+            let _ = tx.send(FlushJob::Stop);
+        };
+        store.flusher_thread = Some(StorageThread::new(stop, handle));
         Ok(store)
     }
 
     /// The flusher thread, for shutdown to stop and join (`None` in a simulation, whose
     /// flusher is a task of its runtime).
     pub fn flusher_thread(&self) -> Option<StorageThread> {
-        match &self.flusher {
-            Flusher::Thread(_, t) => Some(t.clone()),
-            Flusher::Task(_) => None,
-        }
+        self.flusher_thread.clone()
     }
 
     /// A log store whose WAL syncs run on the current (simulated) runtime, each taking `took`
@@ -307,6 +298,7 @@ impl LogStore {
         Self {
             db,
             flusher,
+            flusher_thread: None,
             synced,
             truncations: Arc::default(),
             ack_before_sync: cfg!(feature = "ack-before-sync"),
@@ -550,7 +542,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         // Readable now; durable when the flusher has synced the WAL.
         let item = (self.truncations.load(Ordering::SeqCst), last, callback);
         let sent = match &self.flusher {
-            Flusher::Thread(tx, _) => tx.send(FlushJob::Sync(item)).is_ok(),
+            Flusher::Thread(tx) => tx.send(FlushJob::Sync(item)).is_ok(),
             Flusher::Task(tx) => tx.send(item).is_ok(),
         };
         if !sent {
