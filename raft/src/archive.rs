@@ -225,6 +225,18 @@ impl Archive {
         while at <= upto {
             let to = upto.min(at + SEGMENT_ENTRIES_MAX - 1);
             let got = entries(at, to)?;
+            // What the log holds from `at` on without a hole; it may end before `to`.
+            let held = got
+                .iter()
+                .zip(at..)
+                .take_while(|(e, i)| e.log_id.index == *i)
+                .count();
+            if held < got.len() {
+                return Err(bad(format!("entries {at}..={to} are not all in the log")));
+            }
+            if held == 0 {
+                break;
+            }
             let archived: Vec<ArchivedEntry> = got
                 .iter()
                 .map(|e| ArchivedEntry {
@@ -236,24 +248,38 @@ impl Archive {
                     },
                 })
                 .collect();
-            if archived.first().map(|e| e.index) != Some(at)
-                || archived.last().map(|e| e.index) != Some(to)
-                || archived.len() as u64 != to - at + 1
-            {
-                return Err(bad(format!("entries {at}..={to} are not all in the log")));
-            }
+            let last = at + held as u64 - 1;
             let (records, records_from) = match ledger {
-                Some(l) => (l.range(at, to)?, l.complete_from()?.max(at)),
+                Some(l) => (l.range(at, last)?, l.complete_from()?.max(at)),
                 None => (Vec::new(), u64::MAX),
             };
             let bytes = encode_segment(&archived, &records, records_from)?;
             write_durably(
-                &self.dir.join(format!("seg-{at:020}-{to:020}.slar")),
+                &self.dir.join(format!("seg-{at:020}-{last:020}.slar")),
                 &bytes,
             )?;
-            st.archived_through = to;
+            st.archived_through = last;
             self.set_state(&st)?;
-            at = to + 1;
+            at = last + 1;
+            if last < to {
+                break;
+            }
+        }
+        if st.archived_through < upto {
+            // The log ends before `upto`: this node installed a snapshot its log never held
+            // the entries of (it was far behind, or joined after they were purged), and the
+            // purge drops a log that ends before it. The archive goes on from that snapshot.
+            tracing::warn!(
+                from = st.archived_through + 1,
+                upto,
+                "entries covered by an installed snapshot are not in this node's log; \
+                 the archive goes on from the snapshot"
+            );
+            drop(_held);
+            let base = self.keep_base(now_ms)?;
+            let mut st = self.state()?.unwrap_or_default();
+            st.archived_through = base.unwrap_or(upto).max(upto);
+            return self.set_state(&st);
         }
         self.prune(now_ms)?;
         Ok(())
