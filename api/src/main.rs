@@ -454,6 +454,18 @@ fn replay_summary(r: &sluice_raft::archive::ReplayReport, secs: f64, room: Optio
          against them: {}; draws whose secret is not revealed yet: {}",
         r.reveals, r.draws_verified, r.draws_unrevealed
     );
+    if !r.restarts.is_empty() {
+        let _ = writeln!(
+            out,
+            "  Went on from the base snapshot at index {} past entries this node's log never held \
+             (it installed the snapshot instead of the entries).",
+            r.restarts
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     if r.ok() {
         let _ = writeln!(
             out,

@@ -82,6 +82,17 @@ pub struct Archive {
     lock: std::sync::Mutex<()>,
 }
 
+/// The archive's `archive.json` in `dir`, if there is one.
+fn read_state(dir: &Path) -> io::Result<Option<ArchiveState>> {
+    match std::fs::read(dir.join("archive.json")) {
+        Ok(b) => serde_json::from_slice(&b)
+            .map(Some)
+            .map_err(|e| bad(format!("archive.json: {e}"))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 fn file_index(name: &str, prefix: &str) -> Option<u64> {
     name.strip_prefix(prefix)?.get(..20)?.parse().ok()
 }
@@ -100,13 +111,7 @@ impl Archive {
     }
 
     fn state(&self) -> io::Result<Option<ArchiveState>> {
-        match std::fs::read(self.dir.join("archive.json")) {
-            Ok(b) => serde_json::from_slice(&b)
-                .map(Some)
-                .map_err(|e| bad(format!("archive.json: {e}"))),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e),
-        }
+        read_state(&self.dir)
     }
 
     fn set_state(&self, s: &ArchiveState) -> io::Result<()> {
@@ -366,6 +371,9 @@ pub struct ReplayReport {
     pub reveals: u64,
     /// Checkpoints whose digest and chain matched.
     pub checkpoints: u64,
+    /// Base snapshots the replay went on from, past entries the node's log never held (it
+    /// installed the snapshot instead): the replay trusts each as it trusts the first.
+    pub restarts: Vec<u64>,
     /// What did not match, in order (the replay goes on after a mismatch of records, and stops
     /// at the first broken file or digest).
     pub mismatches: Vec<String>,
@@ -418,6 +426,12 @@ fn list(dir: &Path) -> io::Result<Listing> {
 /// Returns what it found and the state it reached.
 pub fn replay(dir: &Path, opts: &ReplayOptions) -> io::Result<(ReplayReport, StateMachine)> {
     let listing = list(dir)?;
+    let state = read_state(dir)?;
+    if state.is_none() && listing.segments.is_empty() && listing.bases.is_empty() {
+        return Err(bad(
+            "no archive here: no archive.json, segment or base snapshot",
+        ));
+    }
     let mut report = ReplayReport::default();
     // From the log's beginning when the segments reach it, else from the oldest base kept.
     let from_start = listing.segments.first().is_none_or(|s| s.0 == 1) || listing.bases.is_empty();
@@ -427,22 +441,18 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> io::Result<(ReplayReport, Sta
                 "the archive starts after index 1 and keeps no base snapshot",
             ));
         }
-        StateMachine::new()
+        let mut sm = StateMachine::new();
+        sm.set_draw_key(opts.key);
+        sm.keep_ledger(true);
+        sm
     } else {
         let (index, path) = &listing.bases[0];
-        let backup = crate::snapshot_file::read_backup(&std::fs::read(path)?)?;
         report.from = *index;
-        backup.sm
+        load_base(path, *index, &listing, opts, &mut report)?
     };
-    sm.set_draw_key(opts.key);
-    sm.keep_ledger(true);
     report.through = report.from;
     let mut draws = Draws::default();
-    for r in sm.rooms() {
-        if let Some(d) = r.draw {
-            draws.current.insert(r.name, d.commitment);
-        }
-    }
+    draws.start_from(&sm);
     let mut checkpoints = listing
         .checkpoints
         .range(report.from + 1..)
@@ -455,12 +465,25 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> io::Result<(ReplayReport, Sta
             continue;
         }
         if *first > report.through + 1 {
-            report.mismatches.push(format!(
-                "entries {}..{} are missing from the archive",
-                report.through + 1,
-                first
-            ));
-            break;
+            // A node that installed a snapshot its log never held goes on archiving from that
+            // snapshot, kept as a base: the replay goes on from it too.
+            match listing.bases.iter().find(|(i, _)| *i + 1 == *first) {
+                Some((index, base)) => {
+                    sm = load_base(base, *index, &listing, opts, &mut report)?;
+                    draws.start_from(&sm);
+                    report.restarts.push(*index);
+                    report.through = *index;
+                    while checkpoints.next_if(|(i, _)| *i <= *index).is_some() {}
+                }
+                None => {
+                    report.mismatches.push(format!(
+                        "entries {}..{} are missing from the archive",
+                        report.through + 1,
+                        first
+                    ));
+                    break;
+                }
+            }
         }
         let bytes = std::fs::read(path)?;
         let mut frames = match SegmentReader::new(&bytes) {
@@ -552,27 +575,80 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> io::Result<(ReplayReport, Sta
                 if i < e.index {
                     continue; // an index that holds no entry of this archive
                 }
-                let c: Checkpoint = serde_json::from_slice(&std::fs::read(&p)?)
-                    .map_err(|err| bad(format!("{}: {err}", p.display())))?;
-                let chain = sm.ledger_chain();
-                let digest = digest_hex(&sm.digest());
-                if c.digest != digest {
-                    report.mismatches.push(format!(
-                        "index {i}: the state's digest is {digest}, the checkpoint says {}",
-                        c.digest
-                    ));
-                }
-                if c.ledger_count != chain.count || c.ledger_chain != digest_hex(&chain.hash) {
-                    report.mismatches.push(format!(
-                        "index {i}: the ledger chain does not match the checkpoint's"
-                    ));
-                }
-                report.checkpoints += 1;
+                check_checkpoint(i, &p, &sm, &mut report)?;
             }
         }
     }
     report.draws_unrevealed = draws.pending.len() as u64;
+    // Segments missing at the end, or ending before their names say, leave the replay short of
+    // what the archive says it holds.
+    match state {
+        Some(st) => {
+            let end = opts.to.unwrap_or(st.archived_through);
+            if opts.to.is_some_and(|to| to > st.archived_through) {
+                report.mismatches.push(format!(
+                    "asked to replay through index {end}; the archive holds entries through {}",
+                    st.archived_through
+                ));
+            } else if report.through < end && report.ok() {
+                report.mismatches.push(format!(
+                    "the archive holds entries through index {end}, the replay ended at {}: \
+                     segments are missing or short",
+                    report.through
+                ));
+            }
+        }
+        None => report.mismatches.push(
+            "archive.json is missing: whether segments are missing at the end cannot be told"
+                .into(),
+        ),
+    }
     Ok((report, sm))
+}
+
+/// The base snapshot at `path` (of index `index`), ready to replay from, checked against the
+/// checkpoint of its index when there is one.
+fn load_base(
+    path: &Path,
+    index: u64,
+    listing: &Listing,
+    opts: &ReplayOptions,
+    report: &mut ReplayReport,
+) -> io::Result<StateMachine> {
+    let backup = crate::snapshot_file::read_backup(&std::fs::read(path)?)?;
+    let mut sm = backup.sm;
+    sm.set_draw_key(opts.key);
+    sm.keep_ledger(true);
+    if let Some(p) = listing.checkpoints.get(&index) {
+        check_checkpoint(index, p, &sm, report)?;
+    }
+    Ok(sm)
+}
+
+/// Compares the state and the ledger chain `sm` reached at `index` with the checkpoint at `p`.
+fn check_checkpoint(
+    index: u64,
+    p: &Path,
+    sm: &StateMachine,
+    report: &mut ReplayReport,
+) -> io::Result<()> {
+    let c: Checkpoint = serde_json::from_slice(&std::fs::read(p)?)
+        .map_err(|err| bad(format!("{}: {err}", p.display())))?;
+    let chain = sm.ledger_chain();
+    let digest = digest_hex(&sm.digest());
+    if c.digest != digest {
+        report.mismatches.push(format!(
+            "index {index}: the state's digest is {digest}, the checkpoint says {}",
+            c.digest
+        ));
+    }
+    if c.ledger_count != chain.count || c.ledger_chain != digest_hex(&chain.hash) {
+        report.mismatches.push(format!(
+            "index {index}: the ledger chain does not match the checkpoint's"
+        ));
+    }
+    report.checkpoints += 1;
+    Ok(())
 }
 
 fn extra_record(a: &Record) -> String {
@@ -614,6 +690,19 @@ struct Draws {
     current: BTreeMap<String, [u8; 32]>,
     /// Draws whose secret is not revealed yet: (record, its commitment, its position).
     pending: Vec<(Record, [u8; 32], DrawPosition)>,
+}
+
+impl Draws {
+    /// Each room's commitment as `sm` holds it (a replay's start, or a base it goes on from);
+    /// draws still waiting for their secret stay.
+    fn start_from(&mut self, sm: &StateMachine) {
+        self.current.clear();
+        for r in sm.rooms() {
+            if let Some(d) = r.draw {
+                self.current.insert(r.name, d.commitment);
+            }
+        }
+    }
 }
 
 /// Checks a revealed secret against its commitment and every draw made with it: anyone holding
@@ -678,6 +767,7 @@ fn check_draw(r: &Record, term: u64, draws: &mut Draws, report: &mut ReplayRepor
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::snapshot_file::{encode_snapshot, SnapHeader};
     use sluice_statemachine::{Command, Mode, RoomConfig, VisitorId};
 
     const T0: u64 = 1_800_000_000_000;
@@ -734,7 +824,17 @@ mod tests {
     }
 
     fn write(dir: &Path, entries: &[ArchivedEntry], records: &[Record]) {
-        for (a, b) in [(1u64, 60u64), (61, 120)] {
+        write_ranges(dir, entries, records, &[(1, 60), (61, 120)]);
+    }
+
+    /// Segments of `ranges` (and `archive.json` through the last), as a node writes them.
+    fn write_ranges(
+        dir: &Path,
+        entries: &[ArchivedEntry],
+        records: &[Record],
+        ranges: &[(u64, u64)],
+    ) {
+        for &(a, b) in ranges {
             let e: Vec<_> = entries
                 .iter()
                 .filter(|e| (a..=b).contains(&e.index))
@@ -751,6 +851,140 @@ mod tests {
             )
             .unwrap();
         }
+        let archive = Archive::new(dir, dir, None).unwrap();
+        let through = ranges.iter().map(|r| r.1).max().unwrap_or(0);
+        let st = archive.state().unwrap().unwrap_or_default();
+        archive
+            .set_state(&ArchiveState {
+                archived_through: through,
+                ..st
+            })
+            .unwrap();
+    }
+
+    fn segment_names(dir: &Path) -> Vec<PathBuf> {
+        let mut segs: Vec<PathBuf> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "slar"))
+            .collect();
+        segs.sort();
+        segs
+    }
+
+    #[test]
+    fn segments_missing_at_the_end_or_an_index_past_it_are_mismatches() {
+        let dir = tempfile::tempdir().unwrap();
+        let (entries, records, _) = history(dir.path());
+        write(dir.path(), &entries, &records);
+        // The last segment deleted: what remains replays clean, but short of archive.json.
+        std::fs::remove_file(segment_names(dir.path())[1].clone()).unwrap();
+        let (r, _) = replay(dir.path(), &opts()).unwrap();
+        assert_eq!(r.through, 60);
+        assert_eq!(r.mismatches.len(), 1, "{:?}", r.mismatches);
+        assert!(
+            r.mismatches[0].contains("through index 120, the replay ended at 60"),
+            "{:?}",
+            r.mismatches
+        );
+        // A segment whose entries end before its name says.
+        let short: Vec<_> = entries.iter().take(100).cloned().collect();
+        std::fs::write(
+            dir.path().join(format!("seg-{:020}-{:020}.slar", 61, 120)),
+            encode_segment(&short[60..], &records[..0], 61).unwrap(),
+        )
+        .unwrap();
+        let (r, _) = replay(dir.path(), &opts()).unwrap();
+        assert!(!r.ok() && r.through <= 100, "{r:?}");
+        // Asked for more than the archive holds.
+        write(dir.path(), &entries, &records);
+        assert!(replay(dir.path(), &opts()).unwrap().0.ok());
+        let (r, _) = replay(
+            dir.path(),
+            &ReplayOptions {
+                to: Some(500),
+                ..opts()
+            },
+        )
+        .unwrap();
+        assert!(
+            r.mismatches
+                .iter()
+                .any(|m| m.contains("holds entries through 120")),
+            "{:?}",
+            r.mismatches
+        );
+        // Without archive.json the end cannot be told.
+        std::fs::remove_file(dir.path().join("archive.json")).unwrap();
+        let (r, _) = replay(dir.path(), &opts()).unwrap();
+        assert!(
+            r.mismatches.iter().any(|m| m.contains("archive.json")),
+            "{:?}",
+            r.mismatches
+        );
+        // An empty directory is no archive.
+        let empty = tempfile::tempdir().unwrap();
+        assert!(replay(empty.path(), &opts()).is_err());
+    }
+
+    /// A node that installed a snapshot instead of entries archives on from it, kept as a base:
+    /// the replay goes on from that base, and its digest is checked against the checkpoint
+    /// of its index.
+    #[test]
+    fn the_replay_goes_on_from_a_base_kept_where_the_log_was_never_held() {
+        let dir = tempfile::tempdir().unwrap();
+        let (entries, records, live) = history(dir.path());
+        write(dir.path(), &entries, &records);
+        let (_, at100) = replay(
+            dir.path(),
+            &ReplayOptions {
+                to: Some(100),
+                ..opts()
+            },
+        )
+        .unwrap();
+        for seg in segment_names(dir.path()) {
+            std::fs::remove_file(seg).unwrap();
+        }
+        let header = SnapHeader {
+            meta: crate::types::SnapshotMeta::default(),
+            members_ever: Default::default(),
+        };
+        let base = dir.path().join(format!("base-{:020}.bin", 100));
+        std::fs::write(&base, encode_snapshot(&header, &at100)).unwrap();
+        write_ranges(dir.path(), &entries, &records, &[(1, 60), (101, 120)]);
+        let (r, sm) = replay(dir.path(), &opts()).unwrap();
+        assert!(r.ok(), "{:?}", r.mismatches);
+        assert_eq!((r.restarts.clone(), r.through), (vec![100], 120));
+        // The checkpoints at 40 (replayed) and 100 (the base's own) both matched.
+        assert_eq!(r.checkpoints, 2, "{r:?}");
+        assert_eq!(sm.digest(), live.digest());
+        // Without the base, the entries in between are missing.
+        std::fs::remove_file(&base).unwrap();
+        let (r, _) = replay(dir.path(), &opts()).unwrap();
+        assert!(
+            r.mismatches[0].contains("entries 61..101 are missing"),
+            "{:?}",
+            r.mismatches
+        );
+        // A base that is not the state the log reached there: its checkpoint says so.
+        let (_, at60) = replay(
+            dir.path(),
+            &ReplayOptions {
+                to: Some(60),
+                ..opts()
+            },
+        )
+        .unwrap();
+        std::fs::write(&base, encode_snapshot(&header, &at60)).unwrap();
+        let (r, _) = replay(dir.path(), &opts()).unwrap();
+        assert!(
+            r.mismatches
+                .iter()
+                .any(|m| m.starts_with("index 100: the state's digest")),
+            "{:?}",
+            r.mismatches
+        );
     }
 
     fn opts() -> ReplayOptions {
