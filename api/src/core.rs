@@ -553,12 +553,15 @@ impl Sluice {
         Self::check_room(room)?;
         let t = self.require(room, src)?;
         let read = |st: &sluice_raft::SmState| st.sm.visitor(room, t.visitor);
+        // Both kinds of read wait for the visitor's own write first: a ticket from ahead of this
+        // cluster (one restored from an older backup under the same keys) is answered
+        // `catching_up`, never read before its write.
+        self.node
+            .wait_applied(t.min_index, self.catch_up_timeout)
+            .await?;
         let (view, index) = if consistent {
             self.node.read_linearizable(read).await?
         } else {
-            self.node
-                .wait_applied(t.min_index, self.catch_up_timeout)
-                .await?;
             self.node.read(read)?
         };
         let view = view?;

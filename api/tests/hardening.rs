@@ -1212,3 +1212,36 @@ async fn ctl_prints_tables_and_sentences_for_people_and_json_for_scripts() {
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "{out:?}");
 }
+
+/// A ticket that claims a write this cluster has not made (a cluster restored from an older
+/// backup under the same ticket keys) is answered with a JSON error by both kinds of status
+/// read, not read before its write (which the reply's assertion would refuse, dropping the
+/// connection).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ticket_from_ahead_of_the_cluster_gets_an_error_not_a_dropped_connection() {
+    let c = Cluster::start(1).await;
+    c.create_room("s", held()).await;
+    let joined = c.join(1, "s", None).await;
+    let keys = sluice_api::tokens::TicketKeys::new(vec![(
+        "k1".into(),
+        base64::engine::general_purpose::STANDARD
+            .decode(TICKET_KEY)
+            .unwrap(),
+    )])
+    .unwrap();
+    let mut claims = keys.verify(joined["ticket"].as_str().unwrap()).unwrap();
+    claims.min_index += 1_000_000;
+    let ahead = keys.issue(&claims);
+    for query in ["", "?consistent=true"] {
+        let r = c
+            .http
+            .get(c.node(1).url(&format!("/v1/rooms/s/status{query}")))
+            .header("authorization", format!("Ticket {ahead}"))
+            .send()
+            .await
+            .expect("an answer, not a dropped connection");
+        assert_eq!(r.status(), StatusCode::GATEWAY_TIMEOUT, "{query}");
+        let body: Value = r.json().await.unwrap();
+        assert!(body["error"]["code"].is_string(), "{query}: {body}");
+    }
+}
