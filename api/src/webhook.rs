@@ -39,8 +39,11 @@ const BACKOFF_MAX: Duration = Duration::from_secs(60);
 const GIVE_UP_AFTER_MS: u64 = 86_400_000;
 /// How often the leader looks for new events.
 const POLL: Duration = Duration::from_millis(500);
-/// Ledger records read per look.
+/// Ledger records read per page.
 const PAGE: usize = 500;
+/// At most this many pages are read one after another in one look (a backlog of 20,000
+/// records a look, 40,000 a second).
+const PAGES_PER_LOOK: usize = 40;
 /// A webhook seen for the first time is told of events this recent (log time), not of older
 /// history.
 const FIRST_BACKLOG_MS: u64 = 600_000;
@@ -257,14 +260,26 @@ struct Deliverer {
 impl Deliverer {
     async fn run(self) {
         let mut last_write = tokio::time::Instant::now();
+        // How far this leader has read records past the replicated position without finding
+        // an event for the hook: pages of other records are read once, not again on every
+        // look until the position is next saved.
+        let mut scanned: Option<RecordKey> = None;
         loop {
             tokio::time::sleep(POLL).await;
             if !self.node.is_leader() {
+                scanned = None;
                 continue;
             }
-            match self.pass(&mut last_write).await {
-                Ok(()) => {}
-                Err(e) => tracing::debug!(webhook = %self.hook.name, error = %e, "webhook pass"),
+            // Whole pages one after another while a backlog lasts, within a bound per look.
+            for _ in 0..PAGES_PER_LOOK {
+                match self.pass(&mut last_write, &mut scanned).await {
+                    Ok(true) => {}
+                    Ok(false) => break,
+                    Err(e) => {
+                        tracing::debug!(webhook = %self.hook.name, error = %e, "webhook pass");
+                        break;
+                    }
+                }
             }
         }
     }
@@ -303,15 +318,22 @@ impl Deliverer {
             .map_err(|e| e.to_string())
     }
 
-    /// One look: deliver what came since the position, in order, and move the position on.
-    async fn pass(&self, last_write: &mut tokio::time::Instant) -> Result<(), String> {
-        let at = self.cursor().await?;
+    /// One page: deliver what came since the position, in order, and move the position on.
+    /// True when the page was full (more may follow at once).
+    async fn pass(
+        &self,
+        last_write: &mut tokio::time::Instant,
+        scanned: &mut Option<RecordKey>,
+    ) -> Result<bool, String> {
+        let saved = self.cursor().await?;
+        let at = scanned.filter(|s| *s > saved).unwrap_or(saved);
         let records = self
             .node
             .ledger_after(Some(at), PAGE)
             .await
             .map_err(|e| e.to_string())?
             .ok_or(NO_LEDGER)?;
+        let full = records.len() == PAGE;
         let mut events: Vec<Delivery> = records
             .iter()
             .filter_map(event_of)
@@ -335,6 +357,10 @@ impl Deliverer {
         if member_index > at.index
             && page_end.is_none_or(|e| member_index <= e.index)
             && self.hook.wants("cluster.membership", "")
+            // Records are written behind the applies: the position moves past the membership
+            // entry only once every record before it is written and read.
+            && (page_end.is_some_and(|e| member_index < e.index)
+                || self.ledger_through().await? >= member_index)
         {
             let cursor = RecordKey {
                 index: member_index,
@@ -362,18 +388,37 @@ impl Deliverer {
                 self.metrics.given_up.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(webhook = %self.hook.name, id = %d.id, "webhook event older than a day given up");
             } else if !self.deliver(&d).await {
-                return Ok(()); // no longer leading: the next leader goes on
+                return Ok(false); // no longer leading: the next leader goes on
             }
             self.save(d.cursor).await?;
+            *scanned = Some(d.cursor);
             *last_write = tokio::time::Instant::now();
         }
         if let Some(end) = page_end {
-            if end > at && last_write.elapsed() >= IDLE_CURSOR_EVERY {
-                self.save(end).await?;
-                *last_write = tokio::time::Instant::now();
+            if end > at {
+                *scanned = Some(end);
+                if last_write.elapsed() >= IDLE_CURSOR_EVERY {
+                    self.save(end).await?;
+                    *last_write = tokio::time::Instant::now();
+                }
             }
         }
-        Ok(())
+        Ok(full)
+    }
+
+    /// The last log index whose records this node has written.
+    async fn ledger_through(&self) -> Result<u64, String> {
+        let probe = sluice_raft::ledger_store::LedgerQuery {
+            limit: 1,
+            ..Default::default()
+        };
+        Ok(self
+            .node
+            .ledger(probe)
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or(NO_LEDGER)?
+            .through)
     }
 
     /// Posts one event until a 2xx answers; false if this node stopped leading meanwhile.

@@ -161,6 +161,42 @@ async fn events_reach_a_receiver_that_was_down_and_survive_a_new_leader() {
     assert!(idx.windows(2).all(|w| w[0] < w[1]), "{got:?}");
 }
 
+/// Records no webhook wants (a busy room's joins) are read once, page after page, not again on
+/// every look until the position is next saved: an event behind thousands of them arrives in
+/// seconds, where it took ten seconds a page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_behind_many_records_of_other_rooms_arrives_promptly() {
+    let port = free_port();
+    let secret = base64::engine::general_purpose::STANDARD.encode(SECRET);
+    let extra = format!(
+        "[[webhooks]]\nname = \"ops\"\nurl = \"http://127.0.0.1:{port}/hooks\"\nsecret = \"{secret}\"\nrooms = [\"sale\"]\n\
+         [limits]\nvisitor_requests_per_second = 100000\nvisitor_burst = 100000\n"
+    );
+    let seen: Seen = Arc::default();
+    let _r = receiver(port, seen.clone()).await;
+    let c = Cluster::start_with(1, &extra).await;
+    c.create_room("sale", room_config(2)).await;
+    wait_types(&seen, &["room.opened"]).await;
+    // 2,500 joins admitted at once in another room: 5,000 records, ten pages.
+    c.create_room("busy", room_config(1_000_000)).await;
+    for _ in 0..50 {
+        futures::future::join_all((0..50).map(|_| c.join(1, "busy", None))).await;
+    }
+    let (s, v) = c
+        .admin(
+            1,
+            reqwest::Method::POST,
+            "/v1/rooms/sale/pause",
+            Some(json!({})),
+        )
+        .await;
+    assert!(s.is_success(), "{s} {v}");
+    wait_for("room.paused delivered", Duration::from_secs(8), || async {
+        types(&seen).iter().any(|(_, t)| t == "room.paused")
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_webhook_setting_stops_the_node_with_a_message() {
     let dir = tempfile::tempdir().unwrap();
