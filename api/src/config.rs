@@ -206,6 +206,13 @@ pub struct Limits {
     pub connections_per_address_max: usize,
     /// Requests one HTTP/2 or gRPC connection may have open at once.
     pub streams_per_connection_max: u32,
+    /// HTTP requests one client address may have being handled at once (an IPv6 /64 counting
+    /// as one), from their arrival to their answer's head (an open event stream counts no
+    /// more once its answer has begun); past it a request is answered 429
+    /// `too_many_in_flight` at once. It keeps one address from holding the node's
+    /// `concurrent_requests_max` places, say with bodies it never sends. Trusted proxies
+    /// (`trusted_proxies`) are exempt.
+    pub requests_per_address_max: usize,
     /// Open status streams (`/events`, gRPC `Visitor/Watch`) per client address; one visitor
     /// has at most one (a new one replaces the old).
     pub event_streams_per_address_max: usize,
@@ -226,6 +233,7 @@ impl Default for Limits {
             header_bytes_max: 32 * 1024,
             connections_per_address_max: 256,
             streams_per_connection_max: 128,
+            requests_per_address_max: 64,
             event_streams_per_address_max: 64,
         }
     }
@@ -619,7 +627,7 @@ impl ServerConfig {
             return Err("limits.header_read_timeout_ms must be between 100 and 600000".into());
         }
         let (l, r) = (&self.limits, &self.raft);
-        let ranges: [(&str, u64, u64, u64); 12] = [
+        let ranges: [(&str, u64, u64, u64); 13] = [
             (
                 "limits.connections_per_address_max",
                 l.connections_per_address_max as u64,
@@ -635,6 +643,12 @@ impl ServerConfig {
             (
                 "limits.event_streams_per_address_max",
                 l.event_streams_per_address_max as u64,
+                1,
+                1_000_000,
+            ),
+            (
+                "limits.requests_per_address_max",
+                l.requests_per_address_max as u64,
                 1,
                 1_000_000,
             ),
@@ -1221,6 +1235,13 @@ mod tests {
         let mut c = ServerConfig::from_toml(SAMPLE).unwrap();
         c.limits.event_streams_max = 0;
         assert!(c.validate().unwrap_err().contains("event_streams_max"));
+        let mut c = ServerConfig::from_toml(SAMPLE).unwrap();
+        assert_eq!(c.limits.requests_per_address_max, 64, "the sample sets it");
+        c.limits.requests_per_address_max = 0;
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .contains("requests_per_address_max"));
         // Values that would break a node: no snapshot period, no time for a write, no
         // heartbeat, an election timeout below the heartbeat.
         for (field, change) in [

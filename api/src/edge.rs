@@ -15,9 +15,10 @@ use axum::extract::{ConnectInfo, DefaultBodyLimit, Request};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
+use sluice_raft::listener::{address_key, Exempt};
 use std::convert::Infallible;
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -53,20 +54,87 @@ pub(crate) struct Edge {
     routes: <DefaultBodyLimit as Layer<Router>>::Service,
     /// Requests being handled by the whole node, at most the configured number.
     permits: Arc<tokio::sync::Semaphore>,
+    /// Requests being handled per client address, each at most `per_address.max`.
+    per_address: PerAddress,
     body_max: usize,
     /// What the hot routes answer from, and where requests are counted.
     app: Arc<App>,
 }
 
+/// How many requests each client address has being handled (an IPv6 /64 counting as one), and
+/// the bound; addresses that `exempt` accepts (trusted proxies, which speak for many clients)
+/// are not counted.
+#[derive(Clone)]
+pub(crate) struct PerAddress {
+    counts: Arc<std::sync::Mutex<std::collections::HashMap<IpAddr, usize>>>,
+    max: usize,
+    exempt: Option<Exempt>,
+}
+
+impl PerAddress {
+    pub(crate) fn new(max: usize, exempt: Option<Exempt>) -> Self {
+        Self {
+            counts: Arc::default(),
+            max: max.max(1),
+            exempt,
+        }
+    }
+
+    /// A place for one more request of `peer` (`Some(None)` for an exempt one), or `None` when
+    /// its address has `max` being handled.
+    fn admit(&self, peer: IpAddr) -> Option<Option<AddressSlot>> {
+        if self.exempt.as_ref().is_some_and(|f| f(peer.to_canonical())) {
+            return Some(None);
+        }
+        let key = address_key(peer);
+        let mut counts = self.counts.lock().expect("per-address counts lock");
+        let n = counts.entry(key).or_insert(0);
+        if *n >= self.max {
+            return None;
+        }
+        *n += 1;
+        Some(Some(AddressSlot {
+            key,
+            counts: self.counts.clone(),
+        }))
+    }
+}
+
+/// One request of an address being handled, until dropped.
+struct AddressSlot {
+    key: IpAddr,
+    counts: Arc<std::sync::Mutex<std::collections::HashMap<IpAddr, usize>>>,
+}
+
+impl Drop for AddressSlot {
+    fn drop(&mut self) {
+        let mut counts = self.counts.lock().expect("per-address counts lock");
+        if let Some(n) = counts.get_mut(&self.key) {
+            *n -= 1;
+            if *n == 0 {
+                counts.remove(&self.key);
+            }
+        }
+    }
+}
+
 impl Edge {
     /// The edge of `router` and of `app`'s [`HotRoute`]s: requests' bodies up to `body_max`
-    /// bytes, at most `concurrent` requests at once (more wait).
-    pub(crate) fn new(router: Router, app: Arc<App>, body_max: usize, concurrent: usize) -> Self {
+    /// bytes, at most `concurrent` requests at once (more wait), and at most `per_address`'s
+    /// bound from one client address (more are refused).
+    pub(crate) fn new(
+        router: Router,
+        app: Arc<App>,
+        body_max: usize,
+        concurrent: usize,
+        per_address: PerAddress,
+    ) -> Self {
         Edge {
             routes: DefaultBodyLimit::max(body_max).layer(router),
             permits: Arc::new(tokio::sync::Semaphore::new(
                 concurrent.clamp(1, tokio::sync::Semaphore::MAX_PERMITS),
             )),
+            per_address,
             body_max,
             app,
         }
@@ -108,12 +176,40 @@ impl Connection {
         let Edge {
             routes,
             permits,
+            per_address,
             body_max,
             app,
         } = self.edge;
+        let (method, started) = (req.method().clone(), Instant::now());
+        // One address cannot hold the node's places (say with bodies it never sends): past its
+        // bound it is refused at once, before it waits for one.
+        let Some(_slot) = per_address.admit(self.peer.ip()) else {
+            app.metrics
+                .http(method.as_str(), "unmatched", 429, started.elapsed());
+            let mut refused = ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_in_flight",
+                format!(
+                    "this address has {} requests being handled; send the next when one is answered",
+                    per_address.max
+                ),
+            )
+            .retry(1)
+            .into_response();
+            // Its body, if it has one, is not read: the connection closes after the answer.
+            if !axum::body::HttpBody::is_end_stream(req.body()) {
+                refused = closing(refused);
+            }
+            secure(refused.headers_mut());
+            return refused.map(|body| {
+                Body::new(Guarded {
+                    inner: body,
+                    _guard: guard,
+                })
+            });
+        };
         // The semaphore is never closed.
         let _permit = permits.acquire_owned().await.ok();
-        let (method, started) = (req.method().clone(), Instant::now());
         let mut resp = match read_body(body_max, req).await {
             Ok(req) => match HotRoute::of(&method, req.uri().path()) {
                 Some((hot, room)) => {

@@ -4,7 +4,7 @@ use crate::app::App;
 use crate::auth::OperatorGuard;
 use crate::config::ServerConfig;
 use crate::core::Sluice;
-use crate::edge::{Edge, InFlight};
+use crate::edge::{Edge, InFlight, PerAddress};
 use crate::grpc::Grpc;
 use crate::http::router;
 use crate::metrics::Metrics;
@@ -212,6 +212,10 @@ fn spawn_http(
         app.clone(),
         app.body_bytes_max,
         cfg.limits.concurrent_requests_max,
+        PerAddress::new(
+            cfg.limits.requests_per_address_max,
+            connection_limits.exempt.clone(),
+        ),
     );
     let tls = match &cfg.http_tls {
         None => None,

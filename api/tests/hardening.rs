@@ -1245,3 +1245,50 @@ async fn a_ticket_from_ahead_of_the_cluster_gets_an_error_not_a_dropped_connecti
         assert!(body["error"]["code"].is_string(), "{query}: {body}");
     }
 }
+
+/// One address that sends request heads and never their bodies holds at most
+/// `requests_per_address_max` of the node's places: its further requests are refused at once
+/// (429, JSON), and a client at another address is answered at once instead of waiting out the
+/// body timeout behind it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_address_cannot_hold_the_nodes_request_places() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let c = Cluster::start_with(
+        1,
+        "[limits]\nconcurrent_requests_max = 8\nrequests_per_address_max = 4\n",
+    )
+    .await;
+    let addr = c.node(1).http.clone();
+    let mut held = Vec::new();
+    for _ in 0..12 {
+        let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        s.write_all(b"POST /v1/rooms/x/join HTTP/1.1\r\nhost: x\r\ncontent-length: 1000\r\n\r\n")
+            .await
+            .unwrap();
+        held.push(s);
+    }
+    let mut refused = 0;
+    for s in &mut held {
+        let mut buf = vec![0u8; 4096];
+        if let Ok(Ok(n)) = tokio::time::timeout(Duration::from_secs(2), s.read(&mut buf)).await {
+            let answer = String::from_utf8_lossy(&buf[..n]).to_string();
+            assert!(answer.starts_with("HTTP/1.1 429"), "{answer}");
+            assert!(answer.contains("\"too_many_in_flight\""), "{answer}");
+            refused += 1;
+        }
+    }
+    assert_eq!(refused, 8, "all but the address's four are refused at once");
+    // Another address (127.0.0.2 reaches the node on loopback) is served meanwhile.
+    let other = reqwest::Client::builder()
+        .local_address("127.0.0.2".parse::<std::net::IpAddr>().unwrap())
+        .timeout(Duration::from_secs(3))
+        .build()
+        .unwrap();
+    let r = other
+        .get(c.node(1).url("/healthz"))
+        .send()
+        .await
+        .expect("answered while one address holds its places");
+    assert_eq!(r.status(), StatusCode::OK);
+    drop(held);
+}

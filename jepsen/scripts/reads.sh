@@ -52,6 +52,7 @@ admission_token_reuse = $reuse
 visitor_requests_per_second = 1000000
 visitor_burst = 1000000
 concurrent_requests_max = 100000
+requests_per_address_max = 1000000
 TOML
   RUST_LOG=warn "$bin/sluice" serve --config "$dir/n$i.toml" 2> "$dir/n$i.log" &
   pids+=($!)

@@ -439,7 +439,7 @@ impl Db {
         let text = format!(
             "{head}\n{peers}\
 [tokens]\nticket_keys = [{{ id = \"{kid}\", secret = \"{secret}\" }}]\njwt_seed = \"amVwc2VuLWp3dC1zZWVkLW9mLTMyLWJ5dGVzLW9rISE=\"\n{cluster_secret}draw_secret = \"{draw_secret}\"\n\n\
-[limits]\nvisitor_requests_per_second = 100000\nvisitor_burst = 100000\nrequest_timeout_ms = 5000\n\n\
+[limits]\nvisitor_requests_per_second = 100000\nvisitor_burst = 100000\nrequest_timeout_ms = 5000\nrequests_per_address_max = 1000000\n\n\
 [raft]\nheartbeat_ms = 100\nelection_timeout_min_ms = 600\nelection_timeout_max_ms = 1200\n\
 {pre_vote}snapshot_every = {every}\nlogs_kept_after_snapshot = {kept}\n{tls}",
             head = node::node_toml(
