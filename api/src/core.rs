@@ -439,8 +439,9 @@ impl Sluice {
         })
     }
 
-    /// A proof-of-work challenge for a join to `room`, as hard as the room's rule asks now.
-    pub fn challenge(&self, room: &str) -> Result<crate::pow::Challenge, ApiError> {
+    /// A proof-of-work challenge for a join to `room`, as hard as the room's rule asks now
+    /// (derived on a blocking thread; `busy` when the node derives as many as it allows).
+    pub async fn challenge(&self, room: &str) -> Result<crate::pow::Challenge, ApiError> {
         Self::check_room(room)?;
         let (policy, waiting) = self
             .node
@@ -459,13 +460,23 @@ impl Sluice {
         getrandom::fill(&mut random).map_err(|e| {
             ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
         })?;
-        Ok(self.pow.issue(
-            room,
-            rule.work_at(waiting),
-            rule.cost,
-            self.now_secs(),
-            random,
-        ))
+        self.pow
+            .issue_bounded(
+                room,
+                rule.work_at(waiting),
+                rule.cost,
+                self.now_secs(),
+                random,
+            )
+            .await
+            .ok_or_else(|| {
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "busy",
+                    "this node is deriving as many challenges as it allows; ask again",
+                )
+                .retry(1)
+            })
     }
 
     /// Joins (or resumes a place), for a client at `client` (when known).

@@ -109,10 +109,18 @@ struct Payload {
     solution: Solution,
 }
 
-/// The keys challenges are signed with: one pair per ticket key, the first signing.
+/// The keys challenges are signed with: one pair per ticket key, the first signing; and the
+/// node's bound on challenges being derived at once.
+#[derive(Clone)]
 pub struct PowKeys {
-    keys: Vec<([u8; 32], [u8; 32])>,
+    keys: Arc<Vec<([u8; 32], [u8; 32])>>,
+    derivations: Arc<tokio::sync::Semaphore>,
 }
+
+/// Challenges derived at once, per node: each takes one blocking thread for `cost` HMACs (up to
+/// half a second at the largest cost), so requests for them can take at most this many threads,
+/// never the workers that answer gate checks and status reads.
+pub const DERIVATIONS_MAX: usize = 4;
 
 impl std::fmt::Debug for PowKeys {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -147,6 +155,7 @@ pub fn password(nonce: &[u8], counter: u32) -> Vec<u8> {
 }
 
 use crate::text::hex;
+use std::sync::Arc;
 
 fn unhex<const N: usize>(s: &str) -> Result<[u8; N], PowError> {
     let bad = || PowError::Malformed(format!("expected {} hex digits", N * 2));
@@ -178,7 +187,30 @@ impl PowKeys {
                 )
             })
             .collect();
-        PowKeys { keys }
+        PowKeys {
+            keys: Arc::new(keys),
+            derivations: Arc::new(tokio::sync::Semaphore::new(DERIVATIONS_MAX)),
+        }
+    }
+
+    /// [`issue`](Self::issue) on a blocking thread, within the node's [`DERIVATIONS_MAX`];
+    /// `None` when that many are being derived already.
+    pub async fn issue_bounded(
+        &self,
+        room: &str,
+        work: u32,
+        cost: u32,
+        now_secs: u64,
+        random: [u8; 36],
+    ) -> Option<Challenge> {
+        let permit = self.derivations.clone().try_acquire_owned().ok()?;
+        let (keys, room) = (self.clone(), room.to_string());
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            keys.issue(&room, work, cost, now_secs, random)
+        })
+        .await
+        .ok()
     }
 
     /// A challenge for `room` asking `work` counters of `cost` iterations each, valid until

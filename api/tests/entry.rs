@@ -594,3 +594,44 @@ async fn an_external_challenge_is_verified_with_its_provider() {
     verifier.kill().unwrap();
     verifier.wait().unwrap();
 }
+
+/// Deriving a challenge costs the node `cost` HMACs: at the largest cost, many asked for at
+/// once take at most `pow::DERIVATIONS_MAX` blocking threads, the rest are refused `busy` at
+/// once, and the node answers everything else meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn challenges_at_the_largest_cost_cannot_take_the_node() {
+    let c = Cluster::start(1).await;
+    let mut config = held();
+    config["entry"] = json!({"proof_of_work": {"work": 20, "cost": 1_000_000}});
+    c.create_room("pw", config).await;
+    let asks = (0..pow::DERIVATIONS_MAX + 4).map(|_| {
+        let (http, url) = (c.http.clone(), c.node(1).url("/v1/rooms/pw/challenge"));
+        async move {
+            let r = http.get(&url).send().await.unwrap();
+            let status = r.status();
+            let v: Value = r.json().await.unwrap();
+            (status, v)
+        }
+    });
+    let all = tokio::spawn(futures::future::join_all(asks));
+    // Health answers do not wait for the derivations.
+    for _ in 0..5 {
+        let t = std::time::Instant::now();
+        let r = c.http.get(c.node(1).url("/healthz")).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        assert!(
+            t.elapsed() < std::time::Duration::from_millis(200),
+            "{:?}",
+            t.elapsed()
+        );
+    }
+    let answers = all.await.unwrap();
+    let busy = answers
+        .iter()
+        .filter(|(s, v)| *s == StatusCode::SERVICE_UNAVAILABLE && v["error"]["code"] == "busy")
+        .count();
+    let issued = answers.iter().filter(|(s, _)| *s == StatusCode::OK).count();
+    assert_eq!(busy + issued, answers.len(), "{answers:?}");
+    assert!((1..=pow::DERIVATIONS_MAX).contains(&issued), "{answers:?}");
+    assert!(busy >= 4, "{answers:?}");
+}
