@@ -1358,7 +1358,9 @@ impl Sluice {
 
     /// Issues a staff bypass token for `room`, valid `ttl_secs` (at most
     /// [`STAFF_TOKEN_TTL_SECS_MAX`](crate::bypass::STAFF_TOKEN_TTL_SECS_MAX)) on every node.
-    pub fn issue_bypass_token(
+    /// Its issue is written to the log first (the operator audit log lists who issued which
+    /// token, to whom, until when): no token exists without that record.
+    pub async fn issue_bypass_token(
         &self,
         room: &str,
         ttl_secs: u64,
@@ -1402,7 +1404,14 @@ impl Sluice {
             expires_at: self.node.now_ms() / 1000 + ttl_secs,
             label: label.to_string(),
         };
-        tracing::info!(room, id = %t.id_hex(), label, expires_at = t.expires_at, operator = %crate::operators::acting_name(), "staff bypass token issued");
+        let note = Command::NoteStaffToken {
+            room: room.to_string(),
+            id,
+            expires_at_ms: t.expires_at.saturating_mul(1000),
+            label: label.to_string(),
+        };
+        let (_, index) = self.write(note).await?;
+        tracing::info!(room, id = %t.id_hex(), label, expires_at = t.expires_at, index, operator = %crate::operators::acting_name(), "staff bypass token issued");
         Ok(BypassTokenReply {
             token: t.seal(&self.tickets),
             id: t.id_hex(),

@@ -555,12 +555,18 @@ async fn bypass_op(
     body: Bytes,
 ) -> Response {
     match op.as_str() {
-        "tokens" => match parse_required::<BypassTokenBody>(&body)
-            .and_then(|b| app.sluice.issue_bypass_token(&room, b.ttl_secs, &b.label))
-        {
-            Ok(reply) => (StatusCode::CREATED, Json(reply)).into_response(),
-            Err(e) => e.into_response(),
-        },
+        "tokens" => {
+            let issued = async {
+                let b: BypassTokenBody = parse_required(&body)?;
+                app.sluice
+                    .issue_bypass_token(&room, b.ttl_secs, &b.label)
+                    .await
+            };
+            match issued.await {
+                Ok(reply) => (StatusCode::CREATED, Json(reply)).into_response(),
+                Err(e) => e.into_response(),
+            }
+        }
         "revoke" => {
             let r = async {
                 let b: BypassRevokeBody = parse_required(&body)?;

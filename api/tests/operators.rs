@@ -932,3 +932,52 @@ async fn keygen_makes_an_operators_token_and_its_configuration() {
         assert!(out.stdout.is_empty(), "{bad:?}: {out:?}");
     }
 }
+
+/// A staff bypass token lets its holder past the gate for up to a week without a place: its
+/// issue is in the audit log under the operator's name, with the token's id, label and end,
+/// before the token exists; an issue the cluster refuses gives no token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issuing_a_staff_token_is_in_the_audit_log_under_its_operator() {
+    let c = Cluster::start_with(1, &team()).await;
+    let mut config = room_config(10);
+    config["bypass"] = json!({"staff_tokens": true});
+    c.create_room("sale", config).await;
+    let (s, issued) = call(
+        &c,
+        ALICE,
+        Method::POST,
+        "/v1/rooms/sale/bypass/tokens",
+        Some(json!({"ttl_secs": 3600, "label": "support desk"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{issued}");
+    let id = issued["id"].as_str().unwrap();
+    let entries = audit(&c, VERA, "operator=alice", 1).await;
+    let note = entries
+        .iter()
+        .find(|e| e["command"] == "issue_staff_token")
+        .unwrap_or_else(|| panic!("{entries:?}"));
+    assert_eq!(note["room"], "sale", "{note}");
+    assert_eq!(note["outcome"], "ok", "{note}");
+    let detail = note["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with(id) && detail.contains("(support desk)"),
+        "{note}"
+    );
+    // A viewer may not issue one; nothing is recorded for it.
+    let (s, v) = call(
+        &c,
+        VERA,
+        Method::POST,
+        "/v1/rooms/sale/bypass/tokens",
+        Some(json!({"ttl_secs": 60})),
+    )
+    .await;
+    forbidden(s, &v, "viewer issuing a staff token");
+    let issues = audit(&c, VERA, "", 1)
+        .await
+        .into_iter()
+        .filter(|e| e["command"] == "issue_staff_token")
+        .count();
+    assert_eq!(issues, 1);
+}

@@ -274,6 +274,19 @@ pub enum Command {
         /// bytes).
         what: String,
     },
+    /// Changes nothing: puts a staff bypass token's issue in the operator audit log, wrapped
+    /// in [`Command::AsOperator`] with who issued it. The token is signed by the node that
+    /// asked for this entry only once it is applied, so no token exists without its record.
+    NoteStaffToken {
+        /// The room the token lets its holder into.
+        room: String,
+        /// The token's id (by which it can be revoked).
+        id: [u8; 16],
+        /// When it stops working, ms since the epoch.
+        expires_at_ms: u64,
+        /// Whom it was issued to, in words (at most [`NOTICE_LEN_MAX`] bytes of one line).
+        label: String,
+    },
 }
 
 impl Command {
@@ -305,7 +318,8 @@ impl Command {
             | CreateCodes { room, .. }
             | AddCodes { room, .. }
             | EndCodes { room, .. }
-            | SetNotice { room, .. } => Some(room),
+            | SetNotice { room, .. }
+            | NoteStaffToken { room, .. } => Some(room),
             PutPool { pool, .. }
             | DeletePool { pool }
             | PoolAssign { pool }
@@ -383,6 +397,18 @@ impl Command {
             AsOperator { command, .. } => command.describe(),
             SetWebhookCursor { hook, .. } => ("set_webhook_cursor", hook.clone()),
             NoteClusterChange { what } => ("cluster_change", what.clone()),
+            NoteStaffToken {
+                id,
+                expires_at_ms,
+                label,
+                ..
+            } => (
+                "issue_staff_token",
+                format!(
+                    "{} ({label}) until {expires_at_ms}",
+                    id.iter().map(|b| format!("{b:02x}")).collect::<String>()
+                ),
+            ),
         }
     }
 }

@@ -236,9 +236,10 @@ impl StateMachine {
             | PoolAssign { .. }
             | PoolRelease { .. }
             | PoolReport { .. } => self.pool_command(cmd),
-            EndCredential { .. } | NoteClusterChange { .. } | SetWebhookCursor { .. } => {
-                self.cluster_command(cmd)
-            }
+            EndCredential { .. }
+            | NoteClusterChange { .. }
+            | SetWebhookCursor { .. }
+            | NoteStaffToken { .. } => self.cluster_command(cmd),
             AsOperator { operator, command } => self.as_operator(pos, operator, command),
             Tick => Ok(self.tick(pos)),
         }
@@ -554,6 +555,18 @@ impl StateMachine {
                         "what",
                         format!("at most {NOTICE_LEN_MAX} bytes of one line of text"),
                     ));
+                }
+                Ok(Outcome::Count(0))
+            }
+            NoteStaffToken { room, label, .. } => {
+                if label.len() > NOTICE_LEN_MAX || label.chars().any(char::is_control) {
+                    return Err(Rejection::invalid(
+                        "label",
+                        format!("at most {NOTICE_LEN_MAX} bytes of one line of text"),
+                    ));
+                }
+                if !self.rooms.contains_key(room.as_str()) {
+                    return Err(Rejection::RoomNotFound);
                 }
                 Ok(Outcome::Count(0))
             }

@@ -756,7 +756,9 @@ async fn other_action(app: &App, room: &str, f: &Fields) -> Result<String, ApiEr
             let hours = get("ttl_hours")
                 .parse::<u64>()
                 .map_err(|_| ApiError::invalid("ttl_hours", "must be a whole number"))?;
-            let t = sl.issue_bypass_token(room, hours.saturating_mul(3_600), &get("label"))?;
+            let t = sl
+                .issue_bypass_token(room, hours.saturating_mul(3_600), &get("label"))
+                .await?;
             format!(
                     "Staff token (id {}), shown once; valid until {} (unix seconds). Give it to its holder, who enters it at /wait/{room}/bypass: {}",
                     t.id, t.expires_at, t.token
