@@ -474,6 +474,8 @@ impl LedgerStore {
         let over = count.saturating_sub(keep_max);
         let mut batch = WriteBatch::default();
         let mut removed = 0usize;
+        // The log index of the last record removed: records are whole only after it.
+        let mut last_removed = None;
         for item in self.db.iterator_cf(cf, IteratorMode::Start) {
             let (k, v) = item.map_err(io_err)?;
             if !is_block_key(&k) {
@@ -492,6 +494,7 @@ impl LedgerStore {
             if gone == 0 {
                 break;
             }
+            last_removed = Some(records[gone - 1].index);
             let key: [u8; 16] = k.as_ref().try_into().expect("a block key");
             batch.delete_cf(cf, key);
             for_each_index_key(key, &records, |k| batch.delete_cf(cf, k));
@@ -507,6 +510,11 @@ impl LedgerStore {
                 KEY_COUNT,
                 count.saturating_sub(removed as u64).to_be_bytes(),
             );
+            if let Some(i) = last_removed {
+                if i + 1 > self.complete_from()? {
+                    batch.put_cf(cf, KEY_COMPLETE_FROM, (i + 1).to_be_bytes());
+                }
+            }
             let mut wo = WriteOptions::default();
             wo.disable_wal(true);
             self.db.write_opt(batch, &wo).map_err(io_err)?;
@@ -848,6 +856,8 @@ mod tests {
         assert_eq!(s.purge(5_500, u64::MAX).unwrap(), 5);
         let p = s.query(&q("a")).unwrap();
         assert_eq!(p.records.first().map(|r| r.index), Some(6));
+        // Records are whole only after what retention removed.
+        assert_eq!((p.complete_from, s.complete_from().unwrap()), (6, 6));
         let by_visitor = s
             .query(&LedgerQuery {
                 visitor: Some(VisitorId::from_u128(1)),
@@ -860,6 +870,7 @@ mod tests {
         assert_eq!(s.purge(0, 2).unwrap(), 3);
         let left = s.query(&q("a")).unwrap().records;
         assert_eq!(left.iter().map(|r| r.index).collect::<Vec<_>>(), [9, 10]);
+        assert_eq!(s.complete_from().unwrap(), 9);
     }
 
     #[test]
