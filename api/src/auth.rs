@@ -353,12 +353,18 @@ pub(crate) fn credentials<'a>(value: &'a str, scheme: &str) -> Option<&'a str> {
 pub struct OperatorGuard<S> {
     inner: S,
     auth: Arc<OperatorAuth>,
+    proxies: crate::client::TrustedProxies,
 }
 
 impl<S> OperatorGuard<S> {
-    /// `inner`, checked against `auth`.
-    pub fn new(inner: S, auth: Arc<OperatorAuth>) -> Self {
-        Self { inner, auth }
+    /// `inner`, checked against `auth`; a client behind one of `proxies` is known by the
+    /// address its `x-forwarded-for` names (for the backoff after wrong tokens), as over HTTP.
+    pub fn new(inner: S, auth: Arc<OperatorAuth>, proxies: crate::client::TrustedProxies) -> Self {
+        Self {
+            inner,
+            auth,
+            proxies,
+        }
     }
 }
 
@@ -386,9 +392,16 @@ where
 
     fn call(&mut self, req: axum::http::Request<B>) -> Self::Future {
         let needed = grpc_role(req.uri().path());
-        let client = sluice_raft::listener::ConnInfo::in_extensions(req.extensions())
+        let peer = sluice_raft::listener::ConnInfo::in_extensions(req.extensions())
             .and_then(|c| c.remote_addr())
             .map_or(std::net::IpAddr::from([0, 0, 0, 0]), |a| a.ip());
+        let client = self.proxies.client(
+            peer,
+            req.headers()
+                .get_all("x-forwarded-for")
+                .iter()
+                .map(|v| v.as_bytes()),
+        );
         let presented = req
             .headers()
             .get("authorization")

@@ -2,6 +2,7 @@
 //! standard health service and server reflection. Handlers only translate messages: the
 //! operations are [`Sluice`]'s, shared with HTTP.
 
+use crate::client::TrustedProxies;
 use crate::core::{Sluice, TicketSource};
 use crate::error::ApiError;
 use crate::metrics::Metrics;
@@ -77,6 +78,8 @@ pub struct Grpc {
     pub metrics: Arc<Metrics>,
     /// Whether `Visitor` callers hold backend tokens (and so name their visitors' addresses).
     pub backends_need_tokens: bool,
+    /// The proxies whose `x-forwarded-for` names the client.
+    pub proxies: TrustedProxies,
 }
 
 type R<T> = Result<Response<T>, Status>;
@@ -105,9 +108,10 @@ impl Grpc {
 pub fn visitor_interceptor(
     auth: Arc<crate::auth::OperatorAuth>,
     limiter: Arc<governor::DefaultKeyedRateLimiter<std::net::IpAddr>>,
+    proxies: TrustedProxies,
 ) -> impl Fn(Request<()>) -> Result<Request<()>, Status> + Clone {
     move |req: Request<()>| {
-        let client = client_addr(&req);
+        let client = client_addr(&req, &proxies);
         let checked = if auth.backends_need_tokens() {
             let presented = req
                 .metadata()
@@ -122,11 +126,19 @@ pub fn visitor_interceptor(
     }
 }
 
-/// The address of the client of a gRPC call (the unspecified address if unknown).
-pub fn client_addr<T>(req: &Request<T>) -> std::net::IpAddr {
-    sluice_raft::listener::ConnInfo::of(req)
+/// The address of the client of a gRPC call (the unspecified address if unknown): the peer's,
+/// or behind a trusted proxy the one its `x-forwarded-for` names, as over HTTP.
+pub fn client_addr<T>(req: &Request<T>, proxies: &TrustedProxies) -> std::net::IpAddr {
+    let peer = sluice_raft::listener::ConnInfo::of(req)
         .and_then(|c| c.remote_addr())
-        .map_or(std::net::IpAddr::from([0, 0, 0, 0]), |a| a.ip())
+        .map_or(std::net::IpAddr::from([0, 0, 0, 0]), |a| a.ip());
+    proxies.client(
+        peer,
+        req.metadata()
+            .get_all("x-forwarded-for")
+            .iter()
+            .map(|v| v.as_encoded_bytes()),
+    )
 }
 
 fn ticket(t: &str) -> TicketSource {
@@ -610,7 +622,7 @@ fn cluster(s: sluice_raft::ClusterStatus) -> pb::ClusterStatus {
 #[tonic::async_trait]
 impl pb::visitor_server::Visitor for Grpc {
     async fn join(&self, req: Request<pb::JoinRequest>) -> R<pb::VisitorStatus> {
-        let peer = client_addr(&req);
+        let peer = client_addr(&req, &self.proxies);
         let r = req.into_inner();
         // A backend (one with a token) speaks for its visitors; anyone else for itself.
         let client = if self.backends_need_tokens {
@@ -667,7 +679,7 @@ impl pb::visitor_server::Visitor for Grpc {
 
     async fn watch(&self, req: Request<pb::VisitorRequest>) -> R<Self::WatchStream> {
         use futures::StreamExt;
-        let client = client_addr(&req);
+        let client = client_addr(&req, &self.proxies);
         let r = req.into_inner();
         let opened = crate::watch::open(self.sluice.clone(), r.room, ticket(&r.ticket), client);
         self.call("Visitor/Watch", opened, |w| {
@@ -687,7 +699,7 @@ impl pb::visitor_server::Visitor for Grpc {
     }
 
     async fn check(&self, req: Request<pb::GateRequest>) -> R<pb::GateReply> {
-        let peer = client_addr(&req);
+        let peer = client_addr(&req, &self.proxies);
         let r = req.into_inner();
         let client = if self.backends_need_tokens {
             r.client_address.parse().ok()

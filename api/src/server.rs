@@ -251,6 +251,7 @@ async fn spawn_grpc(
         sluice: app.sluice.clone(),
         metrics: app.metrics.clone(),
         backends_need_tokens: !cfg.backend_tokens.is_empty(),
+        proxies: app.trusted_proxies.clone(),
     };
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
     health_reporter
@@ -292,16 +293,22 @@ async fn spawn_grpc(
         .add_service(reflection)
         .add_service(InterceptedService::new(
             pb::visitor_server::VisitorServer::new(grpc.clone()).max_decoding_message_size(max),
-            crate::grpc::visitor_interceptor(auth.clone(), app.limiter.clone()),
+            crate::grpc::visitor_interceptor(
+                auth.clone(),
+                app.limiter.clone(),
+                app.trusted_proxies.clone(),
+            ),
         ))
         // Operators' calls: the role each needs, and who is acting (`operators`).
         .add_service(OperatorGuard::new(
             pb::admin_server::AdminServer::new(grpc.clone()).max_decoding_message_size(max),
             auth.clone(),
+            app.trusted_proxies.clone(),
         ))
         .add_service(OperatorGuard::new(
             pb::cluster_server::ClusterServer::new(grpc).max_decoding_message_size(max),
             auth,
+            app.trusted_proxies.clone(),
         ));
     let incoming = gated_incoming(
         listener,

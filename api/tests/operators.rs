@@ -981,3 +981,38 @@ async fn issuing_a_staff_token_is_in_the_audit_log_under_its_operator() {
         .count();
     assert_eq!(issues, 1);
 }
+
+/// Behind a trusted proxy, gRPC knows its clients by the address the proxy names in
+/// `x-forwarded-for`, as HTTP does: one client's wrong tokens put that client in backoff, not
+/// the proxy, whose other clients' calls go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_behind_a_trusted_proxy_backs_off_the_client_not_the_proxy() {
+    let c = Cluster::start_with(1, &format!("trusted_proxies = [\"127.0.0.1\"]\n{}", team())).await;
+    let mut admin = pb::admin_client::AdminClient::new(grpc_channel(&c).await);
+    let from = |client: &str, token: &str| {
+        let mut req = authorized(token, pb::ListRoomsRequest::default());
+        req.metadata_mut()
+            .insert("x-forwarded-for", client.parse().unwrap());
+        req
+    };
+    let mut codes = Vec::new();
+    for _ in 0..7 {
+        let e = admin
+            .list_rooms(from("198.51.100.7", "a-wrong-guess-at-an-operator-token"))
+            .await
+            .unwrap_err();
+        codes.push(e.code());
+    }
+    assert_eq!(codes[6], tonic::Code::ResourceExhausted, "{codes:?}");
+    // The guesser is held off, even with a right token…
+    let e = admin
+        .list_rooms(from("198.51.100.7", ALICE))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::ResourceExhausted, "{e:?}");
+    // …while another client behind the same proxy is served.
+    admin
+        .list_rooms(from("198.51.100.8", ALICE))
+        .await
+        .expect("another client of the proxy is not held off");
+}
