@@ -141,6 +141,18 @@ pub fn client_addr<T>(req: &Request<T>, proxies: &TrustedProxies) -> std::net::I
     )
 }
 
+/// The visitor's address a backend names: none when it names none; an address that does not
+/// parse is refused, not taken as none (which would leave the room's per-network bounds
+/// uncounted).
+fn backend_client(address: &str) -> Result<Option<std::net::IpAddr>, Status> {
+    if address.is_empty() {
+        return Ok(None);
+    }
+    address.trim().parse().map(Some).map_err(|_| {
+        ApiError::invalid("client_address", "an IPv4 or IPv6 address, or empty").to_grpc()
+    })
+}
+
 fn ticket(t: &str) -> TicketSource {
     if t.is_empty() {
         TicketSource::None
@@ -626,7 +638,7 @@ impl pb::visitor_server::Visitor for Grpc {
         let r = req.into_inner();
         // A backend (one with a token) speaks for its visitors; anyone else for itself.
         let client = if self.backends_need_tokens {
-            r.client_address.parse().ok()
+            backend_client(&r.client_address)?
         } else {
             Some(peer)
         };
@@ -702,7 +714,7 @@ impl pb::visitor_server::Visitor for Grpc {
         let peer = client_addr(&req, &self.proxies);
         let r = req.into_inner();
         let client = if self.backends_need_tokens {
-            r.client_address.parse().ok()
+            backend_client(&r.client_address)?
         } else {
             Some(peer)
         };

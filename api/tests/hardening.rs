@@ -1044,6 +1044,31 @@ async fn grpc_joins_need_a_backend_token_or_keep_to_the_visitor_limit() {
     assert_eq!(codes[0], tonic::Code::Unauthenticated, "{codes:?}");
     let codes = join(&c, Some(backend), 30).await;
     assert!(codes.iter().all(|c| *c == tonic::Code::Ok), "{codes:?}");
+    // A backend names its visitor's address, or none; one that does not parse is refused
+    // rather than taken as none (which would leave per-network bounds uncounted).
+    let mut v = pb::visitor_client::VisitorClient::connect(format!("http://{}", c.node(1).grpc))
+        .await
+        .unwrap();
+    for (address, code) in [
+        ("not-an-address", tonic::Code::InvalidArgument),
+        ("203.0.113.9", tonic::Code::Ok),
+    ] {
+        let mut req = tonic::Request::new(pb::JoinRequest {
+            room: "g".into(),
+            client_address: address.into(),
+            ..Default::default()
+        });
+        req.metadata_mut().insert(
+            "authorization",
+            format!("Bearer {backend}").parse().unwrap(),
+        );
+        let got = v
+            .join(req)
+            .await
+            .err()
+            .map_or(tonic::Code::Ok, |e| e.code());
+        assert_eq!(got, code, "{address}");
+    }
 }
 
 /// `sluice ctl` as the operator, run the way they run it.
