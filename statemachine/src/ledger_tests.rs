@@ -439,7 +439,7 @@ fn a_closing_time_is_recorded_when_it_comes_and_asks_for_a_tick() {
 }
 
 #[test]
-fn webhook_cursors_only_move_forward_and_are_bounded() {
+fn webhook_cursors_only_move_forward_and_a_full_table_drops_the_furthest_behind() {
     let mut h = kept();
     let key = |index| crate::ledger::RecordKey {
         index,
@@ -457,12 +457,23 @@ fn webhook_cursors_only_move_forward_and_are_bounded() {
     assert_eq!(h.sm.webhook_cursor("ops"), Some(key(10)));
     assert_eq!(h.restored().sm.webhook_cursor("ops"), Some(key(10)));
     for i in 1..crate::limits::WEBHOOKS_MAX {
-        set(&mut h, &format!("h{i}"), 1);
+        set(&mut h, &format!("h{i}"), 20 + i as u64);
     }
+    set(&mut h, "h1", 100);
+    // A full table: a new name takes the place of the position furthest behind ("ops", at 10,
+    // the name of a webhook that stopped being delivered), never of one that moved on.
+    set(&mut h, "one-more", 1);
+    assert_eq!(h.sm.webhook_cursor("one-more"), Some(key(1)));
+    assert_eq!(h.sm.webhook_cursor("ops"), None);
+    assert_eq!(h.sm.webhook_cursor("h1"), Some(key(100)));
+    assert_eq!(h.restored().sm.webhook_cursor("one-more"), Some(key(1)));
+    set(&mut h, "another", 1);
     assert_eq!(
-        rejected(&set(&mut h, "one-more", 1)).code(),
-        "limit_reached"
+        h.sm.webhook_cursor("one-more"),
+        None,
+        "then the next furthest behind"
     );
+    assert_eq!(h.sm.webhook_cursor("another"), Some(key(1)));
     assert_eq!(rejected(&set(&mut h, "", 1)).code(), "invalid_field");
 }
 

@@ -575,13 +575,19 @@ impl StateMachine {
                 let n = self.webhook_cursors.len();
                 match self.webhook_cursors.get_mut(hook.as_str()) {
                     Some(at) => *at = (*at).max(*through),
-                    None if n >= WEBHOOKS_MAX => {
-                        return Err(Rejection::LimitReached {
-                            what: "webhooks".into(),
-                            max: WEBHOOKS_MAX as u64,
-                        })
-                    }
                     None => {
+                        if n >= WEBHOOKS_MAX {
+                            // A full table makes room by the position furthest behind: a
+                            // webhook no longer configured stops moving while those delivered
+                            // go on, so names of removed hooks do not fill it for good.
+                            let stalest = self
+                                .webhook_cursors
+                                .iter()
+                                .min_by_key(|(name, at)| (**at, name.as_str()))
+                                .map(|(name, _)| name.clone())
+                                .expect("a full table");
+                            self.webhook_cursors.remove(&stalest);
+                        }
                         self.webhook_cursors.insert(hook.clone(), *through);
                     }
                 }
