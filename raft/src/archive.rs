@@ -425,8 +425,10 @@ fn list(dir: &Path) -> io::Result<Listing> {
 /// admission against the secret, every checkpoint's digest and chain compared.
 /// Returns what it found and the state it reached.
 pub fn replay(dir: &Path, opts: &ReplayOptions) -> io::Result<(ReplayReport, StateMachine)> {
-    let listing = list(dir)?;
+    // `archive.json` before the listing: a node writes a segment before it says so there, so
+    // a replay of a live archive lists every segment the state it read covers.
     let state = read_state(dir)?;
+    let listing = list(dir)?;
     if state.is_none() && listing.segments.is_empty() && listing.bases.is_empty() {
         return Err(bad(
             "no archive here: no archive.json, segment or base snapshot",
