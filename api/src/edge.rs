@@ -15,7 +15,7 @@ use axum::extract::{ConnectInfo, DefaultBodyLimit, Request};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
-use sluice_raft::listener::{address_key, Exempt};
+use sluice_raft::listener::{AddressCounts, AddressSlot, Exempt};
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
@@ -66,7 +66,7 @@ pub(crate) struct Edge {
 /// are not counted.
 #[derive(Clone)]
 pub(crate) struct PerAddress {
-    counts: Arc<std::sync::Mutex<std::collections::HashMap<IpAddr, usize>>>,
+    counts: AddressCounts,
     max: usize,
     exempt: Option<Exempt>,
 }
@@ -74,7 +74,7 @@ pub(crate) struct PerAddress {
 impl PerAddress {
     pub(crate) fn new(max: usize, exempt: Option<Exempt>) -> Self {
         Self {
-            counts: Arc::default(),
+            counts: AddressCounts::default(),
             max: max.max(1),
             exempt,
         }
@@ -86,35 +86,7 @@ impl PerAddress {
         if self.exempt.as_ref().is_some_and(|f| f(peer.to_canonical())) {
             return Some(None);
         }
-        let key = address_key(peer);
-        let mut counts = self.counts.lock().expect("per-address counts lock");
-        let n = counts.entry(key).or_insert(0);
-        if *n >= self.max {
-            return None;
-        }
-        *n += 1;
-        Some(Some(AddressSlot {
-            key,
-            counts: self.counts.clone(),
-        }))
-    }
-}
-
-/// One request of an address being handled, until dropped.
-struct AddressSlot {
-    key: IpAddr,
-    counts: Arc<std::sync::Mutex<std::collections::HashMap<IpAddr, usize>>>,
-}
-
-impl Drop for AddressSlot {
-    fn drop(&mut self) {
-        let mut counts = self.counts.lock().expect("per-address counts lock");
-        if let Some(n) = counts.get_mut(&self.key) {
-            *n -= 1;
-            if *n == 0 {
-                counts.remove(&self.key);
-            }
-        }
+        self.counts.take(peer, self.max).map(Some)
     }
 }
 

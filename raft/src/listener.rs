@@ -50,15 +50,53 @@ impl std::fmt::Debug for ConnectionLimits {
     }
 }
 
-/// Open connections per address.
-type PerAddress = Arc<Mutex<HashMap<IpAddr, usize>>>;
+/// What one client address holds (open connections, requests being handled), an IPv6 /64
+/// counting as one: each taken as an [`AddressSlot`], given back when that is dropped.
+#[derive(Clone, Debug, Default)]
+pub struct AddressCounts(Arc<Mutex<HashMap<IpAddr, usize>>>);
+
+impl AddressCounts {
+    /// One more for `ip`'s address, unless it holds `max` already.
+    pub fn take(&self, ip: IpAddr, max: usize) -> Option<AddressSlot> {
+        let key = address_key(ip);
+        let mut map = self.0.lock().expect("per-address counts lock");
+        let n = map.get(&key).copied().unwrap_or(0);
+        if n >= max {
+            return None;
+        }
+        map.insert(key, n + 1);
+        Some(AddressSlot {
+            key,
+            counts: self.clone(),
+        })
+    }
+}
+
+/// One thing an address holds, until dropped.
+#[derive(Debug)]
+pub struct AddressSlot {
+    key: IpAddr,
+    counts: AddressCounts,
+}
+
+impl Drop for AddressSlot {
+    fn drop(&mut self) {
+        let mut map = self.counts.0.lock().expect("per-address counts lock");
+        if let Some(n) = map.get_mut(&self.key) {
+            *n -= 1;
+            if *n == 0 {
+                map.remove(&self.key);
+            }
+        }
+    }
+}
 
 /// Counts open connections, in all and per address, and hands out slots within the bounds.
 #[derive(Clone)]
 pub struct ConnectionGate {
     limits: ConnectionLimits,
     open: Arc<Semaphore>,
-    per_address: PerAddress,
+    per_address: AddressCounts,
     /// Connections closed at once because their address had too many open.
     pub refused: Arc<std::sync::atomic::AtomicU64>,
 }
@@ -73,21 +111,7 @@ impl std::fmt::Debug for ConnectionGate {
 #[derive(Debug)]
 pub struct Slot {
     _open: OwnedSemaphorePermit,
-    address: Option<(IpAddr, PerAddress)>,
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        if let Some((ip, map)) = self.address.take() {
-            let mut map = map.lock().expect("per-address map lock");
-            if let Some(n) = map.get_mut(&ip) {
-                *n -= 1;
-                if *n == 0 {
-                    map.remove(&ip);
-                }
-            }
-        }
-    }
+    _address: Option<AddressSlot>,
 }
 
 impl ConnectionGate {
@@ -96,7 +120,7 @@ impl ConnectionGate {
         Self {
             open: Arc::new(Semaphore::new(limits.connections_max.max(1))),
             limits,
-            per_address: Arc::default(),
+            per_address: AddressCounts::default(),
             refused: Arc::default(),
         }
     }
@@ -139,21 +163,21 @@ impl ConnectionGate {
                 .exempt
                 .as_ref()
                 .is_some_and(|f| f(peer.ip().to_canonical()));
-            let ip = address_key(peer.ip());
             let address = if exempt {
                 None
             } else {
-                let mut map = self.per_address.lock().expect("per-address map lock");
-                let n = map.entry(ip).or_insert(0);
-                if *n >= self.limits.per_address_max {
-                    drop(map);
-                    self.refused
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    drop(stream);
-                    continue;
+                match self
+                    .per_address
+                    .take(peer.ip(), self.limits.per_address_max)
+                {
+                    Some(slot) => Some(slot),
+                    None => {
+                        self.refused
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        drop(stream);
+                        continue;
+                    }
                 }
-                *n += 1;
-                Some((ip, self.per_address.clone()))
             };
             // gRPC answers in several small writes (headers, data, trailers); with Nagle's
             // algorithm on, each answer would wait for the client's delayed ACK (about 40 ms).
@@ -163,7 +187,7 @@ impl ConnectionGate {
                 peer,
                 Slot {
                     _open: permit,
-                    address,
+                    _address: address,
                 },
             ));
         }
