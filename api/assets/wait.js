@@ -172,6 +172,8 @@
     var p = document.getElementById('pos'), w = document.getElementById('waiting');
     if (p) p.textContent = s.position == null ? '—' : s.position;
     if (w && s.waiting != null) w.textContent = s.waiting;
+    var lanes = document.getElementById('ahead');
+    if (lanes && s.ahead != null) lanes.textContent = s.ahead;
     if (s.position != null) ahead(s.position - 1 + (s.ahead || 0));
     if (s.next_check_secs) check = s.next_check_secs;
     document.getElementById('eta').textContent = range(s);
@@ -216,11 +218,17 @@
   } else {
     poll();
   }
+  // The countdown runs from the seconds the node said were left, not from this device's
+  // clock (one that runs fast would reload the page every second until the opening). A page
+  // served at the opening, before the node has applied it, reloads after the poll interval.
   var cd = document.getElementById('cd');
   if (cd) {
+    var left0 = +cd.dataset.left;
+    var start = Date.now();
     setInterval(function () {
-      var left = +cd.dataset.at - Math.floor(Date.now() / 1000);
-      if (left <= 0) location.reload(); else cd.textContent = fmt(left);
+      var left = left0 - Math.floor((Date.now() - start) / 1000);
+      if (left > 0) cd.textContent = fmt(left);
+      else if (left0 > 0 || -left >= check) location.reload();
     }, 1000);
   }
 })();

@@ -2,11 +2,12 @@
 //! ([`sluice_statemachine::bypass`]).
 //!
 //! A staff token lets its holder through a room's gate without an admission until it expires:
-//! `b1.{kid}.{payload}.{mac}`, signed with the ticket keys (so any node verifies it, and a key
+//! `b2.{kid}.{payload}.{mac}`, signed with the ticket keys (so any node verifies it, and a key
 //! rotation keeps it valid while the old key is kept) under its own MAC domain (so it is never
-//! taken for a ticket). Payload: room length (1 byte), room, id (16 random bytes), expiry
-//! (8 bytes, unix s), label length (1 byte), label. Revoking one records its id in the
-//! replicated set of ended credentials until it would have expired.
+//! taken for a ticket). Payload: room length (1 byte), room, the room's creation time (8 bytes,
+//! log ms: a room deleted and made again under the name is another room), id (16 random
+//! bytes), expiry (8 bytes, unix s), label length (1 byte), label. Revoking one records its id
+//! in the replicated set of ended credentials until it would have expired.
 //!
 //! A browser holds one in the cookie `sluice_bypass_{room}` (set by the form at
 //! `/wait/{room}/bypass`); a script sends it in `X-Sluice-Bypass`.
@@ -28,7 +29,10 @@ pub const STAFF_HEADER: &str = "x-sluice-bypass";
 /// Longest request target the gate reads for path rules; a longer one matches none.
 pub const TARGET_LEN_MAX: usize = 4_096;
 
-const DOMAIN: &[u8] = b"sluice bypass v1\0";
+const DOMAIN: &[u8] = b"sluice bypass v2\0";
+/// The tokens' prefix: version 2 names the room's incarnation (version 1 tokens, which named
+/// only the room, are no longer accepted).
+const PREFIX: &str = "b2";
 
 /// The name of `room`'s staff-token cookie.
 pub fn cookie_name(room: &str) -> String {
@@ -40,6 +44,9 @@ pub fn cookie_name(room: &str) -> String {
 pub struct StaffToken {
     /// The room it lets into.
     pub room: String,
+    /// When that room was created (log time, ms): a room deleted and made again under the same
+    /// name is another room, which the token does not let into.
+    pub room_created_ms: u64,
     /// Its random id (what revokes it).
     pub id: [u8; 16],
     /// When it ends, unix seconds.
@@ -56,28 +63,30 @@ impl StaffToken {
 
     /// Signs the token.
     pub fn seal(&self, keys: &TicketKeys) -> String {
-        let mut p = Vec::with_capacity(2 + self.room.len() + 24 + self.label.len());
+        let mut p = Vec::with_capacity(2 + self.room.len() + 32 + self.label.len());
         p.push(self.room.len() as u8);
         p.extend_from_slice(self.room.as_bytes());
+        p.extend_from_slice(&self.room_created_ms.to_be_bytes());
         p.extend_from_slice(&self.id);
         p.extend_from_slice(&self.expires_at.to_be_bytes());
         p.push(self.label.len() as u8);
         p.extend_from_slice(self.label.as_bytes());
-        keys.seal("b1", DOMAIN, &p)
+        keys.seal(PREFIX, DOMAIN, &p)
     }
 
-    /// Checks a token's signature and decodes it (its expiry and revocation are the caller's
-    /// to check).
+    /// Opens a sealed token: its MAC, then its fields.
     pub fn open(keys: &TicketKeys, s: &str) -> Result<StaffToken, TicketError> {
-        let p = keys.open("b1", DOMAIN, s, STAFF_TOKEN_LEN_MAX)?;
+        let p = keys.open(PREFIX, DOMAIN, s, STAFF_TOKEN_LEN_MAX)?;
         let (&n, rest) = p.split_first().ok_or(TicketError::Malformed)?;
         let n = n as usize;
-        if n > NAME_LEN_MAX || rest.len() < n + 24 + 1 {
+        if n > NAME_LEN_MAX || rest.len() < n + 32 + 1 {
             return Err(TicketError::Malformed);
         }
         let room = std::str::from_utf8(&rest[..n]).map_err(|_| TicketError::Malformed)?;
         validate_name("room", room).map_err(|_| TicketError::Malformed)?;
         let rest = &rest[n..];
+        let room_created_ms = u64::from_be_bytes(rest[..8].try_into().expect("8 bytes"));
+        let rest = &rest[8..];
         let id: [u8; 16] = rest[..16].try_into().expect("16 bytes");
         let expires_at = u64::from_be_bytes(rest[16..24].try_into().expect("8 bytes"));
         let (&l, label) = rest[24..].split_first().ok_or(TicketError::Malformed)?;
@@ -86,6 +95,7 @@ impl StaffToken {
         }
         Ok(StaffToken {
             room: room.to_string(),
+            room_created_ms,
             id,
             expires_at,
             label: std::str::from_utf8(label)
@@ -167,6 +177,11 @@ pub fn label_ok(label: &str) -> bool {
 /// in the `auth_request` location); Traefik's forwardAuth: `X-Forwarded-Uri` and
 /// `X-Forwarded-Method`; Envoy's ext_authz with a `path_prefix` ending in `?`: the original
 /// path arrives as the gate's query, and its method as the gate request's own.
+///
+/// The first of the names the request carries decides. One that is there but not readable
+/// (bytes outside visible ASCII, which nginx passes on from a raw request line) gives no
+/// target, so no path rule matches: never a reason to read the next name, which nginx passes on
+/// from the client untouched.
 pub fn original_request<'a>(
     headers: &'a HeaderMap,
     method: &'a Method,
@@ -175,13 +190,18 @@ pub fn original_request<'a>(
     let header = |names: [&str; 2]| {
         names
             .iter()
-            .find_map(|n| headers.get(*n).and_then(|v| v.to_str().ok()))
+            .find_map(|n| headers.get(*n))
+            .map(|v| v.to_str().ok())
     };
-    let target = header(["x-original-uri", "x-forwarded-uri"])
-        .or_else(|| query.filter(|q| q.starts_with('/')))
-        .filter(|t| t.len() <= TARGET_LEN_MAX);
-    let method = header(["x-original-method", "x-forwarded-method"])
-        .or((method != Method::GET && method != Method::HEAD).then(|| method.as_str()));
+    let target = match header(["x-original-uri", "x-forwarded-uri"]) {
+        Some(sent) => sent,
+        None => query.filter(|q| q.starts_with('/')),
+    }
+    .filter(|t| t.len() <= TARGET_LEN_MAX);
+    let method = match header(["x-original-method", "x-forwarded-method"]) {
+        Some(sent) => sent,
+        None => (method != Method::GET && method != Method::HEAD).then(|| method.as_str()),
+    };
     (target, method)
 }
 
@@ -196,6 +216,7 @@ mod tests {
     fn token() -> StaffToken {
         StaffToken {
             room: "sale".into(),
+            room_created_ms: 1_700_000_000_123,
             id: [9; 16],
             expires_at: 1_800_000_000,
             label: "support desk".into(),
@@ -206,7 +227,7 @@ mod tests {
     fn staff_tokens_round_trip_and_refuse_tampering_and_tickets() {
         let k = keys("k1");
         let s = token().seal(&k);
-        assert!(s.starts_with("b1.k1."));
+        assert!(s.starts_with("b2.k1."));
         assert_eq!(StaffToken::open(&k, &s).unwrap(), token());
         // Another key set (another cluster) does not know it; the same id with another secret
         // does not verify.
@@ -225,7 +246,7 @@ mod tests {
         .seal(&other);
         let fp: Vec<&str> = forged.split('.').collect();
         assert_eq!(
-            StaffToken::open(&k, &format!("b1.k1.{}.{}", fp[2], parts[3])),
+            StaffToken::open(&k, &format!("b2.k1.{}.{}", fp[2], parts[3])),
             Err(TicketError::BadSignature)
         );
         // A ticket is not a staff token, even with the prefix changed (another MAC domain).
@@ -237,12 +258,12 @@ mod tests {
             min_index: 0,
         });
         assert!(StaffToken::open(&k, &ticket).is_err());
-        assert!(StaffToken::open(&k, &ticket.replacen("t1.", "b1.", 1)).is_err());
+        assert!(StaffToken::open(&k, &ticket.replacen("t1.", "b2.", 1)).is_err());
         assert_eq!(
             StaffToken::open(&k, &"b".repeat(STAFF_TOKEN_LEN_MAX + 1)),
             Err(TicketError::TooLong)
         );
-        assert!(StaffToken::open(&k, "b1.k1.x.y").is_err());
+        assert!(StaffToken::open(&k, "b2.k1.x.y").is_err());
     }
 
     #[test]
@@ -274,6 +295,28 @@ mod tests {
             format!("/{}", "a".repeat(TARGET_LEN_MAX)).parse().unwrap(),
         );
         assert_eq!(original_request(&h, &Method::GET, None).0, None);
+    }
+
+    /// nginx passes a raw request line's bytes on in `X-Original-URI`, and the client's own
+    /// `X-Forwarded-Uri` untouched: an unreadable first header is no target, not a reason to
+    /// believe the second.
+    #[test]
+    fn an_unreadable_proxy_header_is_no_target_and_the_next_one_is_not_read() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            "x-original-uri",
+            axum::http::HeaderValue::from_bytes(b"/checkout?\xff").unwrap(),
+        );
+        h.insert("x-forwarded-uri", "/static/a.css".parse().unwrap());
+        h.insert(
+            "x-original-method",
+            axum::http::HeaderValue::from_bytes(b"P\xffST").unwrap(),
+        );
+        h.insert("x-forwarded-method", "POST".parse().unwrap());
+        assert_eq!(
+            original_request(&h, &Method::GET, Some("/static/b.css")),
+            (None, None)
+        );
     }
 
     #[test]

@@ -92,6 +92,18 @@ fn host_port(a: &str) -> bool {
                 .all(|c| c.is_ascii_alphanumeric() || c == b'.' || c == b'-'))
 }
 
+/// The network `ip` counts as in `room`, when the room counts the networks a session is used
+/// from (`networks_per_session_max`).
+fn counted_network(
+    sm: &sluice_statemachine::StateMachine,
+    room: &str,
+    ip: IpAddr,
+) -> Option<ClientKey> {
+    sm.policy(room)
+        .filter(|p| p.networks_per_session_max.is_some())
+        .map(|p| client_key(room, ip, p))
+}
+
 /// Why a staff token does not let its holder through `room` at `now_s` (unix seconds), as far
 /// as the token alone tells (`None`: it may). The gate and the staff page ask the same.
 fn staff_refusal(t: &StaffToken, room: &str, now_s: u64) -> Option<&'static str> {
@@ -115,6 +127,8 @@ fn staff_state_refusal(
         Some("the room does not accept staff tokens")
     } else if sm.credential_ended(&t.id) {
         Some("the token was revoked")
+    } else if sm.room_created_at(&t.room) != Some(t.room_created_ms) {
+        Some("the token is for an earlier room of this name (deleted since)")
     } else {
         None
     }
@@ -555,27 +569,39 @@ impl Sluice {
     }
 
     /// A visitor's status: local (after catching up with the visitor's own writes) or linearizable.
+    ///
+    /// An admitted visitor's status hands out its admission token, which an origin may accept
+    /// on its own: in a room that counts the networks a session is used from, the read is such
+    /// a use, from `client` (a shared ticket read from many networks ends as `shared`, as it
+    /// does through the gate).
     pub async fn status(
         &self,
         room: &str,
         src: &TicketSource,
         consistent: bool,
+        client: Option<IpAddr>,
     ) -> Result<VisitorReply, ApiError> {
         Self::check_room(room)?;
         let t = self.require(room, src)?;
-        let read = |st: &sluice_raft::SmState| st.sm.visitor(room, t.visitor);
+        let read = |st: &sluice_raft::SmState| {
+            let net = client.and_then(|ip| counted_network(&st.sm, room, ip));
+            (st.sm.visitor(room, t.visitor), net)
+        };
         // Both kinds of read wait for the visitor's own write first: a ticket from ahead of this
         // cluster (one restored from an older backup under the same keys) is answered
         // `catching_up`, never read before its write.
         self.node
             .wait_applied(t.min_index, self.catch_up_timeout)
             .await?;
-        let (view, index) = if consistent {
+        let ((view, net), index) = if consistent {
             self.node.read_linearizable(read).await?
         } else {
             self.node.read(read)?
         };
         let view = view?;
+        if let (Some(net), VisitorState::Admitted { .. }) = (net, &view.state) {
+            self.renew.touch_from(room, t.visitor, net);
+        }
         // The visitor reads its own writes: the state read is never older than its ticket says.
         assert!(
             index >= t.min_index,
@@ -590,16 +616,30 @@ impl Sluice {
         &self,
         room: &str,
         src: &TicketSource,
+        client: Option<IpAddr>,
     ) -> Result<VisitorReply, ApiError> {
-        self.touch(room, src)?;
-        self.status(room, src, false).await
+        self.touch(room, src, client)?;
+        self.status(room, src, false, None).await
     }
 
-    /// Records activity (batched): a waiter keeps its place, a session is renewed.
-    pub fn touch(&self, room: &str, src: &TicketSource) -> Result<(), ApiError> {
+    /// Records activity (batched): a waiter keeps its place, a session is renewed (in a room
+    /// that counts the networks a session is used from, as used from `client`'s).
+    pub fn touch(
+        &self,
+        room: &str,
+        src: &TicketSource,
+        client: Option<IpAddr>,
+    ) -> Result<(), ApiError> {
         Self::check_room(room)?;
         let t = self.require(room, src)?;
-        self.renew.touch(room, t.visitor);
+        let net = match client {
+            Some(ip) => self.node.read(|st| counted_network(&st.sm, room, ip))?.0,
+            None => None,
+        };
+        match net {
+            Some(net) => self.renew.touch_from(room, t.visitor, net),
+            None => self.renew.touch(room, t.visitor),
+        }
         Ok(())
     }
 
@@ -674,10 +714,11 @@ impl Sluice {
                     }) if seq == t.admitted_seq && expires_at_ms > now
                 )
             });
-            // The policy only when the room counts the networks a session is used from.
-            let counted = policy
-                .filter(|p| active && p.networks_per_session_max.is_some())
-                .cloned();
+            // The network only when the room counts the networks a session is used from.
+            let counted = ask
+                .client
+                .filter(|_| active)
+                .and_then(|ip| counted_network(&st.sm, room, ip));
             (None, active, counted)
         })?;
         if let Some(kind) = bypassed {
@@ -702,11 +743,9 @@ impl Sluice {
         if !active {
             return Err(deny("the session is not active"));
         }
-        match (counted, ask.client) {
-            (Some(p), Some(ip)) => self
-                .renew
-                .touch_from(room, t.visitor, client_key(room, ip, &p)),
-            _ => self.renew.touch(room, t.visitor),
+        match counted {
+            Some(net) => self.renew.touch_from(room, t.visitor, net),
+            None => self.renew.touch(room, t.visitor),
         }
         let stale = !self.tickets.signs(s) || t.issued_at + GATE_REISSUE_SECS <= now / 1000;
         let fresh = stale.then(|| {
@@ -1380,9 +1419,16 @@ impl Sluice {
                 format!("at most {STAFF_LABEL_LEN_MAX} printable ASCII characters"),
             ));
         }
-        let (staff_tokens, _) = self
-            .node
-            .read(|st| st.sm.policy(room).map(|p| p.bypass.staff_tokens))?;
+        let (staff_tokens, _) = self.node.read(|st| {
+            st.sm
+                .policy(room)
+                .map(|p| p.bypass.staff_tokens)
+                .zip(st.sm.room_created_at(room))
+        })?;
+        let (staff_tokens, room_created_ms) = match staff_tokens {
+            Some((on, created)) => (Some(on), created),
+            None => (None, 0),
+        };
         match staff_tokens {
             None => return Err(Rejection::RoomNotFound.into()),
             Some(false) => {
@@ -1400,6 +1446,7 @@ impl Sluice {
         })?;
         let t = StaffToken {
             room: room.to_string(),
+            room_created_ms,
             id,
             expires_at: self.node.now_ms() / 1000 + ttl_secs,
             label: label.to_string(),

@@ -95,6 +95,10 @@ pub struct AdmissionBody {
     /// Where the secret was revealed (lottery; absent: not yet, or not within what was read).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revealed_index: Option<u64>,
+    /// How many waiters the rule chose before this one and passed over, held back (absent:
+    /// none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passed_over: Option<u64>,
 }
 
 /// How the place ended.
@@ -407,7 +411,12 @@ impl Builder {
         match &r.event {
             Event::Admitted { lane, rule, .. } => {
                 self.total += 1;
-                self.count(rule.as_str(), lane, &r.by, r.index);
+                let key = if rule.passed() > 0 {
+                    "passed_over"
+                } else {
+                    rule.as_str()
+                };
+                self.count(key, lane, &r.by, r.index);
             }
             Event::DrawCommitted { commitment } => {
                 self.last_commit = Some((r.index, *commitment));
@@ -498,10 +507,7 @@ impl Builder {
     fn lottery_admission(&self) -> bool {
         matches!(
             self.admitted.as_ref().map(|r| &r.event),
-            Some(Event::Admitted {
-                rule: Rule::Lottery { .. },
-                ..
-            })
+            Some(Event::Admitted { rule, .. }) if rule.draw().is_some()
         )
     }
 
@@ -644,6 +650,10 @@ impl Builder {
                 let what = match g.rule {
                     "head" => format!("from the head of {}", line(&g.lane)),
                     "lottery" => format!("drawn by lot in {}", line(&g.lane)),
+                    "passed_over" => format!(
+                        "from {} past waiters held back (away, or their network at its session limit)",
+                        line(&g.lane)
+                    ),
                     "forced" => format!("forced by {}", by_operator(&g.by)),
                     "passthrough" => "let in as the room admits everyone".to_string(),
                     _ => "in other ways".to_string(),
@@ -715,13 +725,21 @@ impl Builder {
         let Event::Admitted { lane, rule, .. } = &a.event else {
             unreachable!("an admission")
         };
-        let during = match (&a.by, rule) {
+        let during = match (&a.by, rule.chosen()) {
             (Some(o), Rule::Head | Rule::Lottery { .. } | Rule::Passthrough) => {
                 format!(" (while applying operator {o}'s command)")
             }
             _ => String::new(),
         };
-        let text = match rule {
+        let passed = rule.passed();
+        let text = match rule.chosen() {
+            Rule::Head if passed > 0 => format!(
+                "You were admitted at {}, when the room's rate and capacity allowed: {} ahead of you in {} {} held back (away within the grace period, or their network at its session limit), so you were the first not held back{during}.",
+                at(a),
+                if passed == 1 { "the waiter".to_string() } else { format!("the {passed} waiters") },
+                line(lane),
+                if passed == 1 { "was" } else { "were" }
+            ),
             Rule::Head => format!(
                 "You were admitted at {}, first in {} when the room's rate and capacity allowed{during}.",
                 at(a),
@@ -747,8 +765,18 @@ impl Builder {
                 "You were let in at {}: the room admits everyone (passthrough){during}.",
                 at(a)
             ),
+            Rule::PassedOver { .. } => unreachable!("chosen() sees through"),
         };
         s.say(text, vec![a.index]);
+        if passed > 0 && rule.draw().is_some() {
+            s.say(
+                format!(
+                    "Before you, the draw fell on waiters held back (away within the grace period, or their network at its session limit) {}: each such draw is made again, so every waiter not held back has the same chance.",
+                    if passed == 1 { "once".to_string() } else { format!("{passed} times") }
+                ),
+                vec![a.index],
+            );
+        }
         let commitment = self.draw_commitment();
         let plain = AdmissionBody {
             index: a.index,
@@ -761,13 +789,9 @@ impl Builder {
             rank: None,
             commitment: None,
             revealed_index: None,
+            passed_over: Some(passed).filter(|&p| p > 0),
         };
-        if let Rule::Lottery {
-            seed,
-            candidates,
-            rank,
-        } = rule
-        {
+        if let Some((seed, candidates, rank)) = rule.draw() {
             match (commitment, self.revealed) {
                 (Some(c), Some((ri, _))) => s.say(
                     format!(
@@ -805,9 +829,9 @@ impl Builder {
                 ),
             }
             AdmissionBody {
-                seed: Some(hex(seed)),
-                candidates: Some(*candidates),
-                rank: Some(*rank),
+                seed: Some(hex(&seed)),
+                candidates: Some(candidates),
+                rank: Some(rank),
                 commitment: commitment.map(|c| hex(&c)),
                 revealed_index: self.revealed.map(|(i, _)| i),
                 ..plain
@@ -1312,6 +1336,49 @@ mod tests {
             .map(|s| s.text.as_str())
             .collect::<Vec<_>>()
             .join("\n")
+    }
+
+    /// Waiters held back (away within the grace period) are passed over: neither the one let in
+    /// instead nor the others are told "first in line".
+    #[test]
+    fn an_admission_past_waiters_held_back_is_not_called_first_in_line() {
+        let passed = |n| Rule::PassedOver {
+            chosen: Box::new(Rule::Head),
+            passed: n,
+        };
+        let records = vec![
+            joined(10, 1, 1),
+            joined(11, 2, 2),
+            joined(12, ME, 3),
+            admitted(13, 2, passed(1), None),
+            admitted(14, ME, passed(1), None),
+        ];
+        let x = explain(&records, Current::default(), None);
+        let t = text(&x);
+        assert!(t.contains("1 visitor was admitted after you joined and before you were: 1 from the room's own line past waiters held back"), "{t}");
+        assert!(t.contains("You were admitted at index 14 (1970-01-01T00:00:14.000Z), when the room's rate and capacity allowed: the waiter ahead of you in the room's own line was held back"), "{t}");
+        assert!(!t.contains("first in"), "{t}");
+        let a = x.admitted.as_ref().unwrap();
+        assert_eq!((a.rule.as_str(), a.passed_over), ("head", Some(1)));
+        // A lottery's drawn waiter held back: the draw still checks, and the passing is said.
+        let lottery = Rule::PassedOver {
+            chosen: Box::new(Rule::Lottery {
+                seed: [1; 32],
+                candidates: 3,
+                rank: 0,
+            }),
+            passed: 2,
+        };
+        let records = vec![joined(10, ME, 1), admitted(11, ME, lottery, None)];
+        let x = explain(&records, Current::default(), None);
+        let t = text(&x);
+        assert!(t.contains("drawn by lot among 3 waiters"), "{t}");
+        assert!(t.contains("the draw fell on waiters held back (away within the grace period, or their network at its session limit) 2 times"), "{t}");
+        let a = x.admitted.as_ref().unwrap();
+        assert_eq!(
+            (a.rule.as_str(), a.candidates, a.passed_over),
+            ("lottery", Some(3), Some(2))
+        );
     }
 
     #[test]

@@ -514,6 +514,7 @@ fn ledger_record(r: crate::ledger::LedgerRecordBody) -> pb::LedgerRecord {
         seed: r.seed,
         candidates: r.candidates,
         rank: r.rank,
+        passed_over: r.passed_over,
         reason: r.reason,
         admitted: r.admitted,
         sessions: r.sessions,
@@ -553,6 +554,7 @@ fn explanation(e: crate::explain::ExplanationBody) -> pb::Explanation {
         admitted_by: admitted.as_ref().and_then(|a| a.by.clone()),
         commitment: admitted.as_ref().and_then(|a| a.commitment.clone()),
         revealed_index: admitted.as_ref().and_then(|a| a.revealed_index),
+        passed_over: admitted.as_ref().and_then(|a| a.passed_over),
         end_reason: ended.as_ref().map(|x| x.reason.clone()),
         ended_index: ended.as_ref().and_then(|x| x.index),
         ended_by: ended.and_then(|x| x.by),
@@ -665,21 +667,24 @@ impl pb::visitor_server::Visitor for Grpc {
     }
 
     async fn status(&self, req: Request<pb::VisitorRequest>) -> R<pb::VisitorStatus> {
+        let client = client_addr(&req, &self.proxies);
         let r = req.into_inner();
         self.call(
             "Visitor/Status",
             self.sluice
-                .status(&r.room, &ticket(&r.ticket), r.consistent),
+                .status(&r.room, &ticket(&r.ticket), r.consistent, Some(client)),
             visitor,
         )
         .await
     }
 
     async fn heartbeat(&self, req: Request<pb::VisitorRequest>) -> R<pb::VisitorStatus> {
+        let client = client_addr(&req, &self.proxies);
         let r = req.into_inner();
         self.call(
             "Visitor/Heartbeat",
-            self.sluice.heartbeat(&r.room, &ticket(&r.ticket)),
+            self.sluice
+                .heartbeat(&r.room, &ticket(&r.ticket), Some(client)),
             visitor,
         )
         .await

@@ -225,11 +225,24 @@ async fn status(
     Path(room): Path<String>,
     Query(q): Query<ReadQuery>,
     headers: HeaderMap,
+    extensions: axum::http::Extensions,
+) -> Response {
+    let client = client_ip_of(&app, &headers, &extensions);
+    status_answer(app, room, q, headers, client).await
+}
+
+/// [`status`]'s answer for the client at `client`.
+async fn status_answer(
+    app: Arc<App>,
+    room: String,
+    q: ReadQuery,
+    headers: HeaderMap,
+    client: IpAddr,
 ) -> Response {
     let src = ticket_source(&headers, &room, q.ticket.as_deref(), None);
     match app
         .sluice
-        .status(&room, &src, q.consistent.unwrap_or(false))
+        .status(&room, &src, q.consistent.unwrap_or(false), Some(client))
         .await
     {
         Ok(r) => with_cookie(&app, &room, &src, &headers, r),
@@ -245,14 +258,16 @@ async fn heartbeat(
     Path(room): Path<String>,
     Query(q): Query<ReadQuery>,
     headers: HeaderMap,
+    extensions: axum::http::Extensions,
     body: Bytes,
 ) -> Response {
+    let client = client_ip_of(&app, &headers, &extensions);
     let b: TicketBody = match parse_body(&body) {
         Ok(b) => b,
         Err(e) => return e.into_response(),
     };
     let src = ticket_source(&headers, &room, q.ticket.as_deref(), b.ticket);
-    match app.sluice.heartbeat(&room, &src).await {
+    match app.sluice.heartbeat(&room, &src, Some(client)).await {
         Ok(r) => with_cookie(&app, &room, &src, &headers, r),
         Err(e) => e.into_response(),
     }
@@ -963,7 +978,7 @@ async fn demo(State(app): AppState, headers: HeaderMap) -> Response {
     let admitted = match cookie_ticket(&headers, &room) {
         Some(t) => app
             .sluice
-            .heartbeat(&room, &TicketSource::Cookie(t))
+            .heartbeat(&room, &TicketSource::Cookie(t), None)
             .await
             .is_ok_and(|r| r.state == ReplyState::Admitted),
         None => false,
@@ -1333,7 +1348,7 @@ impl HotRoute {
                     return e.into_response();
                 }
                 match Query::<ReadQuery>::from_request_parts(&mut parts, &()).await {
-                    Ok(q) => status(State(app), Path(room), q, parts.headers).await,
+                    Ok(Query(q)) => status_answer(app, room, q, parts.headers, client).await,
                     Err(e) => e.into_response(),
                 }
             }

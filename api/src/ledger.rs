@@ -201,6 +201,11 @@ pub struct LedgerRecordBody {
     /// The 0-based rank drawn (admitted by lottery).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rank: Option<u64>,
+    /// How many waiters the rule chose before this one and passed over, held back (away
+    /// within their grace period, or their network at its session limit) (admitted; absent:
+    /// none, the rule chose this waiter).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passed_over: Option<u64>,
     /// Why the place ended: `left`, `abandoned`, `expired`, `revoked`, `removed`, `banned`,
     /// `unused`, `shared` (ended).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -287,16 +292,12 @@ impl From<&Record> for LedgerRecordBody {
                 b.seq = Some(*seq);
                 b.lane = lane.clone();
                 b.rule = Some(rule.as_str().to_string());
-                if let Rule::Lottery {
-                    seed,
-                    candidates,
-                    rank,
-                } = rule
-                {
-                    b.seed = Some(hex(seed));
-                    b.candidates = Some(*candidates);
-                    b.rank = Some(*rank);
+                if let Some((seed, candidates, rank)) = rule.draw() {
+                    b.seed = Some(hex(&seed));
+                    b.candidates = Some(candidates);
+                    b.rank = Some(rank);
                 }
+                b.passed_over = Some(rule.passed()).filter(|&p| p > 0);
             }
             Event::Ended {
                 visitor,
@@ -518,21 +519,35 @@ pub fn describe(r: &Record) -> Vec<Words> {
             ..
         } => visitor(
             v,
-            match rule {
-                Rule::Head => format!(" admitted: first in {}", line_name(lane)),
-                Rule::Lottery {
-                    seed,
-                    candidates,
-                    rank,
-                } => format!(
-                    " admitted: drawn by lot among {candidates} waiting in {} (rank {rank}, seed {})",
+            match (rule.chosen(), rule.passed()) {
+                (Rule::Head, 0) => format!(" admitted: first in {}", line_name(lane)),
+                (Rule::Head, p) => format!(
+                    " admitted: next in {} after {} held back",
                     line_name(lane),
-                    short(seed)
+                    waiters(p)
                 ),
-                Rule::Forced => {
+                (
+                    Rule::Lottery {
+                        seed,
+                        candidates,
+                        rank,
+                    },
+                    p,
+                ) => format!(
+                    " admitted: drawn by lot among {candidates} waiting in {} (rank {rank}, seed {}){}",
+                    line_name(lane),
+                    short(seed),
+                    if p > 0 {
+                        format!(", next after {} held back", waiters(p))
+                    } else {
+                        String::new()
+                    }
+                ),
+                (Rule::Forced, _) => {
                     format!(" admitted: forced by an operator, from {}", line_name(lane))
                 }
-                Rule::Passthrough => " admitted: the room lets everyone in".to_string(),
+                (Rule::Passthrough, _) => " admitted: the room lets everyone in".to_string(),
+                (Rule::PassedOver { .. }, _) => unreachable!("chosen() sees through"),
             },
         ),
         Event::Ended {
@@ -606,6 +621,15 @@ pub fn describe_text(r: &Record) -> String {
         .collect()
 }
 
+/// "1 waiter" or "N waiters".
+fn waiters(n: u64) -> String {
+    if n == 1 {
+        "1 waiter".into()
+    } else {
+        format!("{n} waiters")
+    }
+}
+
 // ---- reads --------------------------------------------------------------------------------
 
 impl Sluice {
@@ -621,18 +645,13 @@ impl Sluice {
             (i, LEDGER_CATCH_UP)
         };
         let deadline = Instant::now() + wait;
-        // The records of no room: few, so this asks the store only where it stands.
-        let probe = LedgerQuery {
-            limit: 1,
-            ..LedgerQuery::default()
-        };
         loop {
-            let page = self
+            let (_, through) = self
                 .node
-                .ledger(probe.clone())
+                .ledger_coverage()
                 .await?
                 .ok_or_else(ApiError::ledger_off)?;
-            if page.through >= want || Instant::now() >= deadline {
+            if through >= want || Instant::now() >= deadline {
                 return Ok(());
             }
             tokio::time::sleep(Duration::from_millis(5)).await;

@@ -112,6 +112,11 @@ impl Metrics {
                 "Webhook events given up, older than a day.",
                 h.given_up.load(Relaxed),
             ),
+            (
+                "sluice_webhook_gaps_total",
+                "Stretches of the log after a webhook's position that this leader holds no ledger records of (it caught up by a snapshot): their events are not delivered.",
+                h.gaps.load(Relaxed),
+            ),
         ] {
             header(w, name, help, "counter");
             let _ = writeln!(w, "{name} {v}");

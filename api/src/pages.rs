@@ -331,9 +331,10 @@ fn wait_html(
     .map(|ms| ms / 1000);
     let countdown = match opens_at {
         Some(at) => format!(
-            "<div class=\"card\"><p>{} <strong id=\"cd\" data-at=\"{at}\">{}</strong></p></div>",
+            "<div class=\"card\"><p>{} <strong id=\"cd\" data-at=\"{at}\" data-left=\"{left}\">{}</strong></p></div>",
             t.opens_in,
-            fmt_secs(at.saturating_sub(now_secs))
+            fmt_secs(at.saturating_sub(now_secs)),
+            left = at.saturating_sub(now_secs)
         ),
         None => String::new(),
     };
@@ -398,9 +399,13 @@ fn wait_html(
         if r.notice.is_some() { "" } else { " hidden" },
         esc(r.notice.as_deref().unwrap_or(""))
     );
-    // Everyone ahead, in all lanes, in words (plural forms for the script to pick from).
+    // Everyone ahead, in all lanes, in words (plural forms for the script to pick from); not
+    // said where lanes go first and the room does not show how many wait in them (it would
+    // count only the visitor's own line).
+    let lanes_untold = r.ahead.is_none() && room.is_some_and(|v| !v.lanes.is_empty());
     let people_ahead = r
         .position
+        .filter(|_| !lanes_untold)
         .map(|p| {
             let n = p - 1 + r.ahead.unwrap_or(0);
             let forms = &t.people_ahead;
@@ -712,7 +717,9 @@ pub async fn wait(
     // A place lost by not checking in: the page says so, rather than quietly taking a new one.
     let mut away = false;
     let resumed = match &src {
-        TicketSource::Cookie(_) if !redeeming => match app.sluice.heartbeat(room, &src).await {
+        // (An admitted visitor is sent on through the gate, which counts its network.)
+        TicketSource::Cookie(_) if !redeeming => match app.sluice.heartbeat(room, &src, None).await
+        {
             Ok(r) if r.state != ReplyState::Rejected => Some(r),
             Ok(r) => {
                 away = r.reason.as_deref() == Some("abandoned");

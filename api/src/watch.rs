@@ -16,17 +16,28 @@ use tokio_util::sync::CancellationToken;
 /// How often an open watch reads the visitor's status from this node's applied state.
 const POLL_EVERY: Duration = Duration::from_millis(250);
 
-/// (state, position, ETA, waiting, notice): what makes a status worth sending again.
-type Sent = (
-    ReplyState,
-    Option<u64>,
-    Option<u64>,
-    Option<u64>,
-    Option<String>,
-);
+/// What makes a status worth sending again: everything the waiting page shows of it.
+#[derive(PartialEq)]
+struct Sent {
+    state: ReplyState,
+    position: Option<u64>,
+    ahead: Option<u64>,
+    eta: (Option<u64>, Option<u64>),
+    waiting: Option<u64>,
+    provisional: Option<bool>,
+    notice: Option<String>,
+}
 
 fn sent_of(r: &VisitorReply) -> Sent {
-    (r.state, r.position, r.eta_secs, r.waiting, r.notice.clone())
+    Sent {
+        state: r.state,
+        position: r.position,
+        ahead: r.ahead,
+        eta: (r.eta_secs, r.eta_max_secs),
+        waiting: r.waiting,
+        provisional: r.provisional,
+        notice: r.notice.clone(),
+    }
 }
 
 struct State {
@@ -43,6 +54,8 @@ struct State {
     present_at: tokio::time::Instant,
     /// This watch's place among the node's.
     held: Held,
+    /// The client's address (a room that counts the networks a session is used from counts it).
+    client: IpAddr,
 }
 
 /// Opens a watch of the visitor `src` names in `room`, for a client at `address`: its status
@@ -56,8 +69,9 @@ pub async fn open(
     src: TicketSource,
     address: IpAddr,
 ) -> Result<impl Stream<Item = Result<VisitorReply, ApiError>>, ApiError> {
+    let client = address;
     let address = crate::auth::client_key(address);
-    let first = sluice.status(&room, &src, false).await?;
+    let first = sluice.status(&room, &src, false, Some(client)).await?;
     let visitor = VisitorId::parse_hex(&first.visitor_id).expect("the reply names its visitor");
     let held = sluice.watches.hold(address, &room, visitor)?;
     let st = State {
@@ -71,6 +85,7 @@ pub async fn open(
         last: None,
         done: false,
         held,
+        client,
     };
     Ok(futures::stream::unfold(st, |mut st| async move {
         loop {
@@ -89,9 +104,13 @@ pub async fn open(
             }
             if st.present_at.elapsed() >= st.presence_every {
                 st.present_at = tokio::time::Instant::now();
-                let _ = st.sluice.touch(&st.room, &st.src);
+                let _ = st.sluice.touch(&st.room, &st.src, Some(st.client));
             }
-            match st.sluice.status(&st.room, &st.src, false).await {
+            match st
+                .sluice
+                .status(&st.room, &st.src, false, Some(st.client))
+                .await
+            {
                 Ok(r) => {
                     if st.last.as_ref() != Some(&sent_of(&r)) {
                         st.pending = Some(r);

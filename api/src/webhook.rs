@@ -212,6 +212,21 @@ pub struct WebhookMetrics {
     pub failed_attempts: AtomicU64,
     /// Events given up (older than a day).
     pub given_up: AtomicU64,
+    /// Stretches of the log after a webhook's position that this leader holds no records of
+    /// (it caught up by a snapshot), passed over.
+    pub gaps: AtomicU64,
+}
+
+/// The entries after position `at` whose records a node whose records are whole from
+/// `complete_from` on never held, first and last (`None`: it holds all after `at`).
+fn unreadable(at: RecordKey, complete_from: u64) -> Option<(u64, u64)> {
+    // The records of `at.index` itself after `at` are needed too, unless `at` closes its entry.
+    let first = if at.sub == u32::MAX && at.n == u32::MAX {
+        at.index + 1
+    } else {
+        at.index.max(1)
+    };
+    (first < complete_from).then(|| (first, complete_from - 1))
 }
 
 /// Starts one delivery task per webhook; they end with `cancel`.
@@ -301,6 +316,13 @@ impl Deliverer {
                     .await
                     .map_err(|e| e.to_string())?
                     .ok_or(NO_LEDGER)?;
+                // Not before this node's records begin: the backlog is what it holds.
+                let (complete_from, _) = self.coverage().await?;
+                let start = start.max(RecordKey {
+                    index: complete_from - 1,
+                    sub: u32::MAX,
+                    n: u32::MAX,
+                });
                 self.save(start).await?;
                 Ok(start)
             }
@@ -327,6 +349,23 @@ impl Deliverer {
     ) -> Result<bool, String> {
         let saved = self.cursor().await?;
         let at = scanned.filter(|s| *s > saved).unwrap_or(saved);
+        let (complete_from, through) = self.coverage().await?;
+        if let Some((first, last)) = unreadable(at, complete_from) {
+            // A leader that caught up by a snapshot never held the records of those entries:
+            // their events, if any, cannot be delivered from here. Said, counted, passed.
+            self.metrics.gaps.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                webhook = %self.hook.name,
+                first, last,
+                "webhook events of entries this leader holds no records of (it caught up by a snapshot) are not delivered"
+            );
+            *scanned = Some(RecordKey {
+                index: last,
+                sub: u32::MAX,
+                n: u32::MAX,
+            });
+            return Ok(true);
+        }
         let records = self
             .node
             .ledger_after(Some(at), PAGE)
@@ -359,8 +398,7 @@ impl Deliverer {
             && self.hook.wants("cluster.membership", "")
             // Records are written behind the applies: the position moves past the membership
             // entry only once every record before it is written and read.
-            && (page_end.is_some_and(|e| member_index < e.index)
-                || self.ledger_through().await? >= member_index)
+            && (page_end.is_some_and(|e| member_index < e.index) || through >= member_index)
         {
             let cursor = RecordKey {
                 index: member_index,
@@ -406,19 +444,13 @@ impl Deliverer {
         Ok(full)
     }
 
-    /// The last log index whose records this node has written.
-    async fn ledger_through(&self) -> Result<u64, String> {
-        let probe = sluice_raft::ledger_store::LedgerQuery {
-            limit: 1,
-            ..Default::default()
-        };
-        Ok(self
-            .node
-            .ledger(probe)
+    /// Where this node's records are whole: the first and the last log index.
+    async fn coverage(&self) -> Result<(u64, u64), String> {
+        self.node
+            .ledger_coverage()
             .await
             .map_err(|e| e.to_string())?
-            .ok_or(NO_LEDGER)?
-            .through)
+            .ok_or_else(|| NO_LEDGER.to_string())
     }
 
     /// Posts one event until a 2xx answers; false if this node stopped leading meanwhile.
@@ -505,6 +537,22 @@ mod tests {
             assert!(bad.check().is_err(), "{bad:?}");
         }
         assert!(check_all(&[hook(), hook()]).unwrap_err().contains("twice"));
+    }
+
+    #[test]
+    fn a_leader_passes_over_only_the_entries_it_holds_no_records_of() {
+        let key = |index, sub, n| RecordKey { index, sub, n };
+        let end = u32::MAX;
+        // Whole from the beginning: nothing unreadable, wherever the position is.
+        assert_eq!(unreadable(key(0, end, end), 1), None);
+        assert_eq!(unreadable(key(0, 0, 0), 1), None);
+        // Whole from 100 on: a position that closed entry 99 misses nothing ...
+        assert_eq!(unreadable(key(99, end, end), 100), None);
+        assert_eq!(unreadable(key(150, 2, 0), 100), None);
+        // ... one inside entry 99 misses the rest of 99, one further back more.
+        assert_eq!(unreadable(key(99, 3, 1), 100), Some((99, 99)));
+        assert_eq!(unreadable(key(40, end, end), 100), Some((41, 99)));
+        assert_eq!(unreadable(key(0, end, end), 100), Some((1, 99)));
     }
 
     #[test]

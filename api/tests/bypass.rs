@@ -121,11 +121,27 @@ async fn bypass_paths_and_networks_pass_the_gate_without_taking_a_place() {
         ("/pay/callback;x/../../checkout", "POST"),
         ("/static//../checkout", "GET"),
         ("//static/app.css", "GET"),
+        ("/static/x#/../../checkout", "GET"),
     ] {
         let (status, kind) = proxied(&c, target, method).await;
         assert_eq!(status, StatusCode::UNAUTHORIZED, "{method} {target}");
         assert_eq!(kind, None, "{method} {target}");
     }
+    // nginx passes a raw request line's bytes on in X-Original-URI, and the client's own
+    // X-Forwarded-Uri untouched: the unreadable first is no target, the second is not read.
+    let r = c
+        .http
+        .get(c.node(1).url("/gate/b/check"))
+        .header(
+            "x-original-uri",
+            reqwest::header::HeaderValue::from_bytes(b"/checkout?\xff").unwrap(),
+        )
+        .header("x-forwarded-uri", "/static/app.css")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert!(r.headers().get("x-sluice-bypass").is_none());
     // Without the proxy's word on the path, nothing is a bypassed path.
     assert_eq!(
         gate_with(&c, 1, Method::GET, "/gate/b/check", &[]).await.0,
@@ -504,6 +520,42 @@ async fn staff_tokens_pass_on_every_node_until_revoked_and_forgeries_never() {
         .await;
     assert_eq!(s, StatusCode::CONFLICT, "{v}");
     assert_eq!(v["error"]["code"], "staff_tokens_off");
+
+    // A room deleted and made again under the same name is another room: a token of the old
+    // one (leaked, never revoked by id) does not let into the new one.
+    let (_, old) = c
+        .admin(
+            1,
+            Method::POST,
+            "/v1/rooms/other/bypass/tokens",
+            Some(json!({"ttl_secs": 600})),
+        )
+        .await;
+    let old = old["token"].as_str().unwrap().to_string();
+    assert_eq!(staff("other", old.clone(), 1).await.0, StatusCode::OK);
+    let (s, v) = c.admin(1, Method::DELETE, "/v1/rooms/other", None).await;
+    assert!(s.is_success(), "{v}");
+    c.create_room("other", room_config(1)).await;
+    for node in 1..=3 {
+        wait_for(
+            "the new room refuses the old room's token",
+            Duration::from_secs(10),
+            || {
+                let t = old.clone();
+                let staff = &staff;
+                async move { staff("other", t, node).await.0 == StatusCode::UNAUTHORIZED }
+            },
+        )
+        .await;
+    }
+    let r = no_redirect
+        .post(c.node(1).url("/wait/other/bypass"))
+        .form(&[("token", old.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert!(r.text().await.unwrap().contains("earlier room"));
 }
 
 /// The operator's dashboard: a staff token issued there works at the gate until revoked there,

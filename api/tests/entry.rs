@@ -497,6 +497,68 @@ async fn a_ticket_shared_across_networks_stops_passing_the_gate() {
     );
 }
 
+/// The same ticket shared without the gate: an origin that checks admission tokens itself gets
+/// them from status reads (and keeps the session with heartbeats, or the event stream), so
+/// those count the networks they come from too. Three networks reading the admitted status end
+/// the session as `shared`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ticket_shared_through_status_reads_and_heartbeats_is_counted() {
+    let c = Cluster::start_with(1, "trusted_proxies = [\"127.0.0.1\"]").await;
+    let config = json!({"capacity": 5, "admit_per_minute": 600000, "session_ttl_secs": 600,
+        "waiter_ttl_secs": 600, "entry": {"networks_per_session_max": 2}});
+    c.create_room("pw", config).await;
+    let v: Value = c
+        .http
+        .post(c.node(1).url("/v1/rooms/pw/join"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(v["state"], "admitted", "{v}");
+    let ticket = v["ticket"].as_str().unwrap().to_string();
+    let read = |from: &'static str, heartbeat: bool| {
+        let url = if heartbeat {
+            c.node(1).url("/v1/rooms/pw/heartbeat")
+        } else {
+            c.node(1).url("/v1/rooms/pw/status")
+        };
+        let req = if heartbeat {
+            c.http.post(url)
+        } else {
+            c.http.get(url)
+        };
+        let t = ticket.clone();
+        async move {
+            let r = req
+                .header("authorization", format!("Ticket {t}"))
+                .header("x-forwarded-for", from)
+                .send()
+                .await
+                .unwrap();
+            let v: Value = r.json().await.unwrap();
+            v["state"].as_str().unwrap().to_string()
+        }
+    };
+    for (from, heartbeat) in [("203.0.113.1", false), ("198.51.100.2", true)] {
+        assert_eq!(read(from, heartbeat).await, "admitted");
+    }
+    assert_eq!(
+        read("192.0.2.77", false).await,
+        "admitted",
+        "from local state"
+    );
+    wait_for(
+        "the shared session ends",
+        std::time::Duration::from_secs(10),
+        || async { read("203.0.113.1", false).await == "rejected" },
+    )
+    .await;
+    let (_, room) = c.admin(1, Method::GET, "/v1/rooms/pw", None).await;
+    assert_eq!(room["sessions_shared"], 1, "{room}");
+}
+
 /// A local stand-in for a `siteverify` endpoint (Turnstile's protocol): `success` is true for
 /// the token `good` sent with the secret `s3cret`.
 const VERIFIER: &str = r#"

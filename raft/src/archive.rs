@@ -27,7 +27,7 @@ use crate::types::Entry;
 use openraft::EntryPayload;
 use serde::{Deserialize, Serialize};
 use sluice_statemachine::draw::{commitment, Draw, DrawKey, DrawPosition};
-use sluice_statemachine::ledger::{Chain, Event, Record, Rule};
+use sluice_statemachine::ledger::{Chain, Event, Record};
 use sluice_statemachine::{digest_hex, Proposal, StateMachine};
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -735,11 +735,11 @@ fn check_draw(r: &Record, term: u64, draws: &mut Draws, report: &mut ReplayRepor
             draws.pending = later;
             for (rec, _, pos) in now {
                 let seed = match &rec.event {
-                    Event::Admitted {
-                        rule: Rule::Lottery { seed, .. },
-                        ..
-                    }
-                    | Event::Shuffled { seed, .. } => *seed,
+                    Event::Admitted { rule, .. } => match rule.draw() {
+                        Some((seed, _, _)) => seed,
+                        None => continue,
+                    },
+                    Event::Shuffled { seed, .. } => *seed,
                     _ => continue,
                 };
                 if Draw::new_v2(secret, pos, &rec.room).seed() == seed {
@@ -752,11 +752,8 @@ fn check_draw(r: &Record, term: u64, draws: &mut Draws, report: &mut ReplayRepor
                 }
             }
         }
-        Event::Admitted {
-            rule: Rule::Lottery { .. },
-            ..
-        }
-        | Event::Shuffled { .. } => {
+        Event::Admitted { rule, .. } if rule.draw().is_none() => {}
+        Event::Admitted { .. } | Event::Shuffled { .. } => {
             if let Some(c) = draws.current.get(&r.room) {
                 let pos = DrawPosition {
                     term,
@@ -774,6 +771,7 @@ fn check_draw(r: &Record, term: u64, draws: &mut Draws, report: &mut ReplayRepor
 mod tests {
     use super::*;
     use crate::snapshot_file::{encode_snapshot, SnapHeader};
+    use sluice_statemachine::ledger::Rule;
     use sluice_statemachine::{Command, Mode, RoomConfig, VisitorId};
 
     const T0: u64 = 1_800_000_000_000;

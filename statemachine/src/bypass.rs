@@ -98,9 +98,13 @@ impl BypassKind {
 
 /// The path of a request target (`/a/b?q`) if it is in plain form: it begins with `/`, holds
 /// only letters, digits and `-._~/!$&'()*+,=:@`, and has no empty, `.` or `..` segment (a
-/// trailing `/` is allowed). Anything else (`None`) matches no rule.
+/// trailing `/` is allowed), and no `#` anywhere (a browser never sends a fragment; an origin may
+/// not cut the path at one). Anything else (`None`) matches no rule.
 pub fn plain_path(target: &str) -> Option<&str> {
-    let path = target.split(['?', '#']).next().unwrap_or("");
+    if target.contains('#') {
+        return None;
+    }
+    let path = target.split('?').next().unwrap_or("");
     let rest = path.strip_prefix('/')?;
     let allowed = |b: u8| b.is_ascii_alphanumeric() || b"-._~/!$&'()*+,=:@".contains(&b);
     if !path.bytes().all(allowed) {

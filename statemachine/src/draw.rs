@@ -173,9 +173,10 @@ impl<'a> Step<'a> {
         })
     }
 
-    /// Whether the command drew.
-    pub fn drew(&self) -> bool {
-        self.draw.is_some()
+    /// Whether the command drew from the draw secret that began at `start` (not by
+    /// `sluice-draw-v1`, as the command that first commits a room's secret may).
+    pub fn drew_from(&self, start: DrawPosition) -> bool {
+        self.draw.is_some() && self.secret.is_some_and(|(_, s)| s == start)
     }
 
     /// Where the command sits in the log.

@@ -270,6 +270,18 @@ fn shares_split_admissions_between_lanes_with_waiters() {
     };
     assert_eq!(eta(&h, 9), 3_600 + 11);
     assert_eq!(eta(&h, 109), 3_600 + 17);
+    // And so does "ahead of you" (the other lines' waiters let in before one's turn): the
+    // public line's first waits for three members (one turn in four is its), not all nine; its
+    // ninth for all nine.
+    let ahead = |h: &H, v| match h.state("r", v) {
+        VisitorState::Waiting {
+            position, ahead, ..
+        } => (position, ahead),
+        s => panic!("{s:?}"),
+    };
+    assert_eq!(ahead(&h, 101), (Some(1), Some(3)));
+    assert_eq!(ahead(&h, 109), (Some(9), Some(9)));
+    assert_eq!(ahead(&h, 1), (Some(1), Some(1)));
 }
 
 #[test]

@@ -33,16 +33,58 @@ pub enum Rule {
     Forced,
     /// The room lets everyone in (passthrough mode).
     Passthrough,
+    /// The line's rule chose other waiters first, held back (away within the grace period, or
+    /// their network at its session limit). FIFO: the first waiters of the line were held, and
+    /// this one is the first after them that was not. Lottery: draws that fell on held waiters
+    /// were drawn again (the last draw is `chosen`'s rank), and at the bound, the waiters after
+    /// the last one drawn were passed over up to this one.
+    PassedOver {
+        /// What the line's rule chose: [`Rule::Head`], or the [`Rule::Lottery`] draw that stood.
+        chosen: Box<Rule>,
+        /// How many held waiters were passed over: draws that fell on one, and waiters walked
+        /// past.
+        passed: u64,
+    },
 }
 
 impl Rule {
-    /// The rule's name on the wire.
+    /// The line's rule's name on the wire (for a waiter passed to, the rule that chose the
+    /// waiter passed over).
     pub fn as_str(&self) -> &'static str {
         match self {
             Rule::Head => "head",
             Rule::Lottery { .. } => "lottery",
             Rule::Forced => "forced",
             Rule::Passthrough => "passthrough",
+            Rule::PassedOver { chosen, .. } => chosen.as_str(),
+        }
+    }
+
+    /// The rule that chose, seen through a passing over.
+    pub fn chosen(&self) -> &Rule {
+        match self {
+            Rule::PassedOver { chosen, .. } => chosen.chosen(),
+            r => r,
+        }
+    }
+
+    /// How many waiters chosen before this one were passed over (0: none).
+    pub fn passed(&self) -> u64 {
+        match self {
+            Rule::PassedOver { passed, .. } => *passed,
+            _ => 0,
+        }
+    }
+
+    /// The draw that chose, if a lottery did: seed, candidates, rank.
+    pub fn draw(&self) -> Option<([u8; 32], u64, u64)> {
+        match self.chosen() {
+            Rule::Lottery {
+                seed,
+                candidates,
+                rank,
+            } => Some((*seed, *candidates, *rank)),
+            _ => None,
         }
     }
 }

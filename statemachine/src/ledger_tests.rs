@@ -393,6 +393,167 @@ fn a_closed_lottery_with_an_empty_line_reveals_its_secret() {
     ));
 }
 
+/// A room made before draw secrets, turned into a lottery that draws at once: the command that
+/// commits the room's first secret draws by `sluice-draw-v1` (the room's draw when it began), so
+/// the new secret is not used by it, not revealed by it, and not begun again at the same position
+/// (which would make the secret in force the one just published).
+#[test]
+fn a_room_reconfigured_to_commit_reveal_never_draws_from_a_revealed_secret() {
+    let mut h = kept();
+    h.create(
+        "r",
+        RoomConfig {
+            admit_burst: 1,
+            ..cfg(100, 60)
+        },
+    );
+    h.sm.rooms.get_mut("r").unwrap().draws = Default::default();
+    h.join("r", 100); // takes the first token
+    for v in 1..=10 {
+        h.join("r", v);
+    }
+    h.sm.take_ledger();
+    h.at(5_000).run(Command::UpdateRoom {
+        room: "r".into(),
+        config: RoomConfig {
+            mode: Mode::Lottery,
+            admit_burst: 1,
+            ..cfg(100, 60)
+        },
+    });
+    let r = h.sm.take_ledger();
+    let drawn: Vec<&Record> = r
+        .iter()
+        .filter(|x| {
+            matches!(
+                x.event,
+                Event::Admitted {
+                    rule: Rule::Lottery { .. },
+                    ..
+                }
+            )
+        })
+        .collect();
+    assert!(!drawn.is_empty(), "the update draws: {r:?}");
+    for x in &drawn {
+        let Event::Admitted {
+            rule: Rule::Lottery { seed, .. },
+            ..
+        } = x.event
+        else {
+            unreachable!()
+        };
+        let pos = DrawPosition {
+            term: 1,
+            index: x.index,
+            sub: x.sub as u64,
+        };
+        assert_eq!(seed, Draw::new(pos, "r").seed(), "drawn by sluice-draw-v1");
+    }
+    let now = h.room("r").draw.expect("a committed secret").commitment;
+    let revealed: Vec<[u8; 32]> = r
+        .iter()
+        .filter_map(|x| match x.event {
+            Event::DrawRevealed { secret, .. } => Some(secret),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        revealed.iter().all(|s| commitment(s) != now),
+        "the secret in force was published: {r:?}"
+    );
+    assert_eq!(
+        r.iter()
+            .filter(|x| matches!(x.event, Event::DrawCommitted { .. }))
+            .count(),
+        1,
+        "one commitment: {r:?}"
+    );
+    // The next draws use the committed secret, revealed only when the lottery ends.
+    h.at(10_000).tick();
+    let r = h.sm.take_ledger();
+    assert!(r.iter().any(|x| matches!(
+        x.event,
+        Event::Admitted {
+            rule: Rule::Lottery { .. },
+            ..
+        }
+    )));
+    assert!(!r
+        .iter()
+        .any(|x| matches!(x.event, Event::DrawRevealed { .. })));
+    assert_eq!(h.room("r").draw.unwrap().commitment, now);
+}
+
+/// A waiter away within its grace period is passed over: the one admitted instead is recorded
+/// as passed to (how many were passed), not as "first in line".
+#[test]
+fn an_admission_past_a_waiter_held_back_says_so() {
+    let mut h = kept();
+    h.create(
+        "r",
+        RoomConfig {
+            waiter_ttl_secs: 30,
+            session_ttl_secs: 3_600,
+            ..cfg(1, 6_000)
+        },
+    );
+    h.run(Command::SetEntryPolicy {
+        room: "r".into(),
+        policy: crate::policy::EntryPolicy {
+            grace_secs: Some(60),
+            ..Default::default()
+        }
+        .encode(),
+    });
+    for v in 1..=4 {
+        h.join("r", v);
+    }
+    h.at(20_000);
+    for v in [3, 4] {
+        h.run(Command::Touch {
+            room: "r".into(),
+            visitors: vec![vid(v)],
+        });
+    }
+    h.at(31_000).tick();
+    h.sm.take_ledger();
+    h.run(Command::Leave {
+        room: "r".into(),
+        visitor: vid(1),
+    });
+    let r = h.sm.take_ledger();
+    let rule = r
+        .iter()
+        .find_map(|x| match &x.event {
+            Event::Admitted { visitor, rule, .. } if *visitor == vid(3) => Some(rule.clone()),
+            _ => None,
+        })
+        .expect("3 admitted");
+    assert_eq!(
+        rule,
+        Rule::PassedOver {
+            chosen: Box::new(Rule::Head),
+            passed: 1
+        }
+    );
+    assert_eq!(
+        (rule.as_str(), rule.passed(), rule.draw()),
+        ("head", 1, None)
+    );
+    // Back in time, 2 is first again and goes in by the plain rule.
+    h.at(40_000).join("r", 2);
+    h.run(Command::Leave {
+        room: "r".into(),
+        visitor: vid(3),
+    });
+    let r = h.sm.take_ledger();
+    assert!(r.iter().any(|x| matches!(
+        &x.event,
+        Event::Admitted { visitor, rule: Rule::Head, .. } if *visitor == vid(2)
+    )));
+}
+
 #[test]
 fn v2_lottery_admission_is_golden() {
     // Fixed key and log positions → a fixed admission order. Pins sluice-draw-v2 end to end.
@@ -436,6 +597,77 @@ fn a_closing_time_is_recorded_when_it_comes_and_asks_for_a_tick() {
     assert_eq!(events(&h.sm.take_ledger()), [&Event::Closed]);
     h.at(90_000).tick();
     assert!(h.sm.take_ledger().is_empty(), "noted once");
+    // A closing time moved later is noted again when it comes; survives a snapshot.
+    let later = RoomConfig {
+        closes_at_ms: Some(T0 + 120_000),
+        ..cfg(5, 60)
+    };
+    h.run(Command::UpdateRoom {
+        room: "r".into(),
+        config: later.clone(),
+    });
+    h.sm.take_ledger();
+    h = h.restored();
+    h.sm.keep_ledger(true);
+    h.at(120_000).tick();
+    assert_eq!(events(&h.sm.take_ledger()), [&Event::Closed]);
+    h = h.restored();
+    h.sm.keep_ledger(true);
+    h.at(130_000).tick();
+    assert!(
+        h.sm.take_ledger().is_empty(),
+        "noted once, across a snapshot"
+    );
+}
+
+/// The entry that moves the log clock past a closing time may not touch the room (a join in
+/// another room): the closing is noted by the next command that does, the tick it asked for.
+/// And two commands on the room in the entry that crosses it note it once.
+#[test]
+fn a_closing_time_is_noted_once_whichever_entry_crosses_it() {
+    let mut h = kept();
+    let closing = RoomConfig {
+        closes_at_ms: Some(T0 + 60_000),
+        ..cfg(5, 60)
+    };
+    h.create("r", closing.clone());
+    h.create("other", cfg(5, 60));
+    h.sm.take_ledger();
+    h.at(61_000).join("other", 1);
+    assert!(!h.sm.take_ledger().iter().any(|x| x.event == Event::Closed));
+    h.at(61_500).tick();
+    let r = h.sm.take_ledger();
+    assert_eq!(
+        r.iter()
+            .filter(|x| x.event == Event::Closed && x.room == "r")
+            .count(),
+        1,
+        "{r:?}"
+    );
+
+    let mut h = kept();
+    h.create("r", closing);
+    h.join("r", 1);
+    h.sm.take_ledger();
+    let leave = |v: u128| Command::Leave {
+        room: "r".into(),
+        visitor: vid(v),
+    };
+    h.index += 1;
+    h.sm.apply(
+        1,
+        h.index,
+        &Proposal {
+            time_ms: T0 + 61_000,
+            commands: vec![leave(1), leave(2)],
+        },
+    );
+    let r = h.sm.take_ledger();
+    assert_eq!(
+        r.iter().filter(|x| x.event == Event::Closed).count(),
+        1,
+        "{r:?}"
+    );
 }
 
 #[test]

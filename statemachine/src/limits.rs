@@ -43,6 +43,10 @@ pub const ADMITS_PER_APPLY_MAX: u64 = 100_000;
 /// Most waiters one command passes over in one room because their client network holds its
 /// share of sessions (`sessions_per_client_max`); past it, admission waits for the next command.
 pub const HELD_SKIPS_PER_APPLY_MAX: u64 = 4_096;
+/// Most times one lottery admission draws again because the draw fell on a waiter held back
+/// (away, or its network at its session limit); past it, the first after the last drawn that
+/// is not held goes in. Each draw again also counts against [`HELD_SKIPS_PER_APPLY_MAX`].
+pub const LOTTERY_REDRAWS_MAX: u64 = 32;
 /// Most seconds of admitted sessions one waiting-time estimate looks through, oldest first, to
 /// find which place frees when; past it, places are taken to free evenly.
 pub const ESTIMATE_SECONDS_SCANNED_MAX: usize = 1_024;

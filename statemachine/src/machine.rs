@@ -61,8 +61,6 @@ pub struct StateMachine {
     pub(crate) records_of_command: u32,
     /// Not state: where a record is encoded for the chain (kept to save an allocation each).
     pub(crate) record_buf: Vec<u8>,
-    /// Not state: the log clock before the entry being applied.
-    pub(crate) clock_before_entry: u64,
 }
 
 impl StateMachine {
@@ -141,7 +139,6 @@ impl StateMachine {
     }
 
     fn step(&mut self, term: u64, index: u64, time_ms: u64) {
-        self.clock_before_entry = self.clock_ms;
         if let Some(last) = self.last_applied {
             assert!(
                 index > last.index && term >= last.term,
@@ -253,13 +250,13 @@ impl StateMachine {
         name: &str,
         act: &mut dyn FnMut(&mut Room, &mut Step) -> Outcome,
     ) -> Result<Outcome, Rejection> {
-        let (now, key, since) = (self.clock_ms, self.draw_key, self.clock_before_entry);
+        let (now, key) = (self.clock_ms, self.draw_key);
         let room = self.room_mut(name)?;
         let before = room.signals();
         let mut step = Step::new(pos, name, room.draw_start().map(|s| (key, s)));
         room.advance(now, &mut step);
         let out = act(room, &mut step);
-        room.settle(Some(before), &key, since, now, &mut step);
+        room.settle(Some(before), &key, now, &mut step);
         self.record(pos, name, step.events);
         Ok(out)
     }
@@ -267,7 +264,7 @@ impl StateMachine {
     /// Creates, replaces, reconfigures or deletes a room.
     fn room_lifecycle(&mut self, pos: DrawPosition, cmd: &Command) -> Result<Outcome, Rejection> {
         use Command::*;
-        let (now, key, since) = (self.clock_ms, self.draw_key, self.clock_before_entry);
+        let (now, key) = (self.clock_ms, self.draw_key);
         match cmd {
             CreateRoom { room, config }
             | PutRoom { room, config }
@@ -298,7 +295,7 @@ impl StateMachine {
                 }
                 r.advance(now, &mut step);
                 r.reconfigure(config.clone(), now, &mut step);
-                r.settle(before, &key, since, now, &mut step);
+                r.settle(before, &key, now, &mut step);
                 let view = r.room_view(now);
                 self.record(pos, room, step.events);
                 Ok(Outcome::Room(view))
@@ -634,7 +631,7 @@ impl StateMachine {
 
     /// Advances every room to the log clock: expiries, admissions due, draws settled.
     fn tick(&mut self, pos: DrawPosition) -> Outcome {
-        let (now, key, since) = (self.clock_ms, self.draw_key, self.clock_before_entry);
+        let (now, key) = (self.clock_ms, self.draw_key);
         let (mut admitted, mut expired) = (0, 0);
         let mut events = Vec::new();
         for (name, room) in self.rooms.iter_mut() {
@@ -642,7 +639,7 @@ impl StateMachine {
             let mut step = Step::new(pos, name, room.draw_start().map(|s| (key, s)));
             expired += room.advance(now, &mut step);
             admitted += room.pump(now, &mut step);
-            room.settle(Some(before), &key, since, now, &mut step);
+            room.settle(Some(before), &key, now, &mut step);
             if !step.events.is_empty() {
                 events.push((name.clone(), step.events));
             }
@@ -816,6 +813,12 @@ impl StateMachine {
     /// A room's entry policy, borrowed (for reads that must not copy it, such as the gate's).
     pub fn policy(&self, room: &str) -> Option<&crate::EntryPolicy> {
         self.rooms.get(room).map(|r| &r.policy)
+    }
+
+    /// When `room` was created (log time, ms): a room deleted and made again under the same
+    /// name has another.
+    pub fn room_created_at(&self, room: &str) -> Option<u64> {
+        self.rooms.get(room).map(|r| r.created_at_ms)
     }
 
     /// What a join to `room` must bring: its entry policy, and how many wait in line now (which

@@ -249,3 +249,51 @@ fn a_closed_rooms_onward_link_must_be_a_plain_url() {
         assert_eq!(matches!(o, Outcome::Room(_)), ok, "{url}: {o:?}");
     }
 }
+
+/// A lottery passes over waiters held back by drawing again, not by taking the next waiter in
+/// line: the waiter right behind five away ones wins one draw in five (as each of the five
+/// present does), not six in ten. Deterministic: fixed seeds, 300 rooms.
+#[test]
+fn a_lottery_gives_waiters_behind_held_ones_no_better_chance() {
+    let mut behind = 0;
+    for trial in 0..300 {
+        let mut h = H::new();
+        h.sm.set_draw_key(crate::draw::DrawKey([3; 32]));
+        let name = format!("r{trial}");
+        h.create(
+            &name,
+            RoomConfig {
+                mode: Mode::Lottery,
+                waiter_ttl_secs: 30,
+                session_ttl_secs: 3_600,
+                ..cfg(1, 6_000)
+            },
+        );
+        h.run(Command::SetEntryPolicy {
+            room: name.clone(),
+            policy: EntryPolicy {
+                grace_secs: Some(600),
+                ..EntryPolicy::default()
+            }
+            .encode(),
+        });
+        h.join(&name, 100);
+        for v in 1..=10 {
+            h.join(&name, v);
+        }
+        h.at(20_000).run(Command::Touch {
+            room: name.clone(),
+            visitors: (6..=10).map(vid).collect(),
+        });
+        h.at(31_000).run(Command::Leave {
+            room: name.clone(),
+            visitor: vid(100),
+        });
+        let won: Vec<u128> = (1..=10).filter(|&v| h.is_admitted(&name, v)).collect();
+        assert_eq!(won.len(), 1, "{won:?}");
+        assert!(won[0] >= 6, "an away waiter was admitted: {won:?}");
+        behind += u32::from(won[0] == 6);
+    }
+    // One in five is 60 of 300; the walk to the next waiter gave 180.
+    assert!((35..=90).contains(&behind), "{behind} of 300");
+}

@@ -174,6 +174,9 @@ pub(crate) struct Room {
     pub notice: Option<(String, u64)>,
     /// How the room draws (`sluice-draw-v2`: its current secret).
     pub draws: Draws,
+    /// Whether the ledger has noted that the room's closing time came (once per closing time,
+    /// whichever command first sees the log clock past it).
+    pub closed_noted: bool,
 }
 
 /// How long a room's sessions last, learned from the sessions that ended by themselves (left,
@@ -289,6 +292,9 @@ pub(crate) struct RoomParts {
     pub notice: Option<(String, u64)>,
     /// How the room draws (`sluice-draw-v2`: its current secret).
     pub draws: Draws,
+    /// Whether the ledger has noted that the room's closing time came (once per closing time,
+    /// whichever command first sees the log clock past it).
+    pub closed_noted: bool,
 }
 
 impl Room {
@@ -335,6 +341,7 @@ impl Room {
             codes: CodeBook::default(),
             notice: None,
             draws: Draws::default(),
+            closed_noted: false,
         }
     }
 
@@ -351,6 +358,7 @@ impl Room {
         room.totals = p.totals;
         room.notice = p.notice;
         room.draws = p.draws;
+        room.closed_noted = p.closed_noted;
         room.queue = WaitQueue::default();
         room.waiting.reserve(p.waiters.len());
         let mut due = Vec::with_capacity(p.waiters.len());
@@ -460,7 +468,11 @@ impl Room {
             room.challenges_used.insert((expires, id));
         }
         for (id, who) in p.identity_of {
-            if room.sessions.get(&id).is_none() && !room.waiting.contains_key(&id) {
+            // A banned visitor keeps its identity, so that the identity stays banned.
+            if room.sessions.get(&id).is_none()
+                && !room.waiting.contains_key(&id)
+                && !room.bans.contains_key(&id)
+            {
                 return Err(format!(
                     "room {}: an identity for {id}, who holds no place",
                     room.name
@@ -830,11 +842,19 @@ impl Room {
         self.bucket_at_ms = self.bucket_at_ms.max(now);
     }
 
+    /// Whether the line will be shuffled when the room opens: only at its first opening. A room
+    /// whose opening is put off after it opened keeps the order of those already in line (who
+    /// joined first come, first served), and those who join meanwhile line up after them.
+    fn shuffles_at_open(&self) -> bool {
+        self.config.shuffle_at_open && !self.opened && self.opened_at_ms == 0
+    }
+
     fn open(&mut self, now: u64, draw: &mut Step) {
+        let shuffle = self.shuffles_at_open();
         self.opened = true;
         self.opened_at_ms = now;
         draw.note(Event::Opened);
-        if self.config.shuffle_at_open && self.queue.len() > 1 {
+        if shuffle && self.queue.len() > 1 {
             let mut order = self.queue.live_slots();
             let d = draw.get();
             d.shuffle(&mut order);
@@ -982,11 +1002,24 @@ impl Room {
             }
             let mut picked = None;
             let mut rule = Rule::Head;
+            let mut redrawn = 0;
             for l in lines.iter() {
+                redrawn = 0;
                 let k = if self.line_lottery(l) {
                     let candidates = self.line(l).len();
                     let d = draw.get();
-                    let rank = d.below(candidates);
+                    let mut rank = d.below(candidates);
+                    // Every waiter not held back has the same chance: a draw that falls on one
+                    // held back is drawn again (a bounded number of times; then, as in a FIFO
+                    // line, the first after it that is not held goes in).
+                    while redrawn < LOTTERY_REDRAWS_MAX
+                        && skips_left > 0
+                        && self.held_at(l, rank, now)
+                    {
+                        skips_left -= 1;
+                        redrawn += 1;
+                        rank = d.below(candidates);
+                    }
                     rule = Rule::Lottery {
                         seed: d.seed(),
                         candidates,
@@ -1002,10 +1035,17 @@ impl Room {
                     break;
                 }
             }
-            let Some((l, qidx)) = picked else {
+            let Some((l, (qidx, walked))) = picked else {
                 self.held_back = true;
                 break;
             };
+            let passed = redrawn + walked;
+            if passed > 0 {
+                rule = Rule::PassedOver {
+                    chosen: Box::new(rule),
+                    passed,
+                };
+            }
             let (visitor, seq) = self.admit(l, qidx, now);
             draw.note(Event::Admitted {
                 visitor,
@@ -1034,30 +1074,23 @@ impl Room {
         n
     }
 
-    /// The waiter to admit: the one at rank `k`, or, while `sessions_per_client_max` or the
-    /// grace period holds waiters back, the first after it (wrapping round) that is not away
-    /// and whose network may take one more session. `None` when every waiter looked at is held
-    /// or `skips_left` runs out.
-    fn pick(&self, l: usize, k: u64, now: u64, skips_left: &mut u64) -> Option<u64> {
+    /// The waiter to admit and how many were passed over to reach it: the one at rank `k`, or,
+    /// while `sessions_per_client_max` or the grace period holds waiters back, the first after
+    /// it (wrapping round) that is not away and whose network may take one more session.
+    /// `None` when every waiter looked at is held or `skips_left` runs out.
+    fn pick(&self, l: usize, k: u64, now: u64, skips_left: &mut u64) -> Option<(u64, u64)> {
         let queue = self.line(l);
-        let max = self.policy.sessions_per_client_max;
-        if max.is_none() && self.policy.grace_secs.is_none() {
-            return Some(match k {
+        if self.policy.sessions_per_client_max.is_none() && self.policy.grace_secs.is_none() {
+            let qidx = match k {
                 0 => queue.front().expect("non-empty line").0,
                 k => queue.select(k),
-            });
+            };
+            return Some((qidx, 0));
         }
-        let held = |slot: &Slot| {
-            self.away(slot.last_seen_ms, now)
-                || max.is_some_and(|max| {
-                    self.client_of
-                        .get(&slot.id)
-                        .is_some_and(|c| self.sessions_of.get(c).is_some_and(|&n| n >= max))
-                })
-        };
-        for (qidx, slot) in queue.iter_from(k).chain(queue.iter().take(k as usize)) {
-            if !held(slot) {
-                return Some(qidx);
+        let round = queue.iter_from(k).chain(queue.iter().take(k as usize));
+        for (passed, (qidx, slot)) in (0u64..).zip(round) {
+            if !self.held(slot, now) {
+                return Some((qidx, passed));
             }
             if *skips_left == 0 {
                 return None;
@@ -1065,6 +1098,28 @@ impl Room {
             *skips_left -= 1;
         }
         None
+    }
+
+    /// Whether the waiter at rank `k` of line `l` is held back (see [`Self::held`]).
+    fn held_at(&self, l: usize, k: u64, now: u64) -> bool {
+        if self.policy.sessions_per_client_max.is_none() && self.policy.grace_secs.is_none() {
+            return false;
+        }
+        let queue = self.line(l);
+        queue
+            .get(queue.select(k))
+            .is_some_and(|slot| self.held(slot, now))
+    }
+
+    /// Whether admissions pass the waiter over for now: away within the grace period, or its
+    /// network holding `sessions_per_client_max` sessions.
+    fn held(&self, slot: &Slot, now: u64) -> bool {
+        self.away(slot.last_seen_ms, now)
+            || self.policy.sessions_per_client_max.is_some_and(|max| {
+                self.client_of
+                    .get(&slot.id)
+                    .is_some_and(|c| self.sessions_of.get(c).is_some_and(|&n| n >= max))
+            })
     }
 
     /// How long a waiter that does not check in keeps its place: the waiter TTL and the
@@ -1100,24 +1155,17 @@ impl Room {
 
     /// Notes what changed since `before`, and keeps the draw secret: reveals one that has seeded
     /// a draw once no draw may use it any more or the draw settings changed, and begins the next.
-    /// `since` is the log clock before this entry: a closing time between the two is noted.
-    pub fn settle(
-        &mut self,
-        before: Option<Signals>,
-        key: &DrawKey,
-        since: u64,
-        now: u64,
-        step: &mut Step,
-    ) {
+    /// A closing time the log clock has passed is noted once.
+    pub fn settle(&mut self, before: Option<Signals>, key: &DrawKey, now: u64, step: &mut Step) {
         let after = self.signals();
+        if !self.closed_noted && self.config.closes_at_ms.is_some_and(|t| t <= now) {
+            // Noted by the first command on the room that sees the clock past the closing
+            // time: the entry that moved the clock there may not have touched the room, and
+            // two commands of one entry may.
+            self.closed_noted = true;
+            step.note(Event::Closed);
+        }
         if let Some(before) = before {
-            if self
-                .config
-                .closes_at_ms
-                .is_some_and(|t| since < t && t <= now)
-            {
-                step.note(Event::Closed);
-            }
             if after.health != before.health {
                 step.note(Event::Health {
                     health: after.health,
@@ -1142,12 +1190,11 @@ impl Room {
         if !self.draws.v2 {
             return;
         }
-        let drew = step.drew();
         let Some(epoch) = self.draws.epoch.as_mut() else {
             self.begin_draws(key, step);
             return;
         };
-        epoch.used |= drew;
+        epoch.used |= step.drew_from(epoch.start);
         let changed = before.is_some_and(|b| b.draw_settings != after.draw_settings);
         if epoch.used && (changed || !self.may_draw(now)) {
             self.reveal_draws(key, step);
@@ -1158,8 +1205,7 @@ impl Room {
     /// Whether a draw may still come: a line drawn by lot, or a shuffle at an opening to come,
     /// and not a closed room whose line is empty.
     fn may_draw(&self, now: u64) -> bool {
-        let drawn = (0..=self.public()).any(|l| self.line_lottery(l))
-            || (self.config.shuffle_at_open && !self.opened);
+        let drawn = (0..=self.public()).any(|l| self.line_lottery(l)) || self.shuffles_at_open();
         let over = self.config.closes_at_ms.is_some_and(|t| t <= now) && self.waiting_len() == 0;
         drawn && !over
     }
@@ -1184,7 +1230,7 @@ impl Room {
     /// Reveals the current draw secret if a draw has used it.
     pub fn reveal_draws(&mut self, key: &DrawKey, step: &mut Step) {
         if let Some(e) = self.draws.epoch.take() {
-            if e.used || step.drew() {
+            if e.used || step.drew_from(e.start) {
                 step.note(Event::DrawRevealed {
                     commitment: e.commitment,
                     secret: key.secret(&self.name, e.start),
@@ -1453,10 +1499,15 @@ impl Room {
         draw: &mut Step,
     ) -> Outcome {
         let client = evidence.client;
-        // One identity, one place: an identity that holds a place resumes it, from any device.
+        // One identity, one place: an identity that holds a place resumes it, from any device;
+        // one whose visitor is banned is banned, whatever visitor id it comes with.
         if let Some(&held) = evidence.identity.and_then(|k| self.visitor_of.get(&k)) {
             if held != id {
-                return self.join(held, &JoinEvidence::default(), now, draw);
+                if self.holds_place(held) || self.banned(held, now) {
+                    return self.join(held, &JoinEvidence::default(), now, draw);
+                }
+                // Its ban is over: the identity comes in as any other.
+                self.forget_identity(held);
             }
         }
         if let Some(&until) = self.bans.get(&id).filter(|&&until| until > now) {
@@ -1772,7 +1823,18 @@ impl Room {
     ) -> Outcome {
         let until = until_ms.unwrap_or(u64::MAX);
         if !self.bans.contains_key(&id) && self.bans.len() >= BANS_PER_ROOM_MAX {
-            self.bans.retain(|_, &mut u| u > now);
+            let over: Vec<VisitorId> = self
+                .bans
+                .iter()
+                .filter(|&(_, &u)| u <= now)
+                .map(|(&v, _)| v)
+                .collect();
+            for v in over {
+                self.bans.remove(&v);
+                if !self.holds_place(v) {
+                    self.forget_identity(v);
+                }
+            }
             if self.bans.len() >= BANS_PER_ROOM_MAX {
                 self.pump(now, draw);
                 return Outcome::Rejected(Rejection::LimitReached {
@@ -1782,9 +1844,16 @@ impl Room {
             }
         }
         self.bans.insert(id, until);
-        let holds = self.sessions.get(&id).is_some() || self.waiting.contains_key(&id);
+        let holds = self.holds_place(id);
         if holds {
+            let identity = self.identity_of.get(&id).copied();
             self.end(id, EndReason::Banned, now, draw);
+            // The identity stays with the banned visitor: joining again with it under a new
+            // visitor id (a cleared cookie) meets the ban.
+            if let Some(k) = identity {
+                self.identity_of.insert(id, k);
+                self.visitor_of.insert(k, id);
+            }
         } else {
             self.pump(now, draw);
         }
@@ -1794,8 +1863,28 @@ impl Room {
     /// Lifts a ban; 1 if there was one in force, else 0.
     pub fn unban(&mut self, id: VisitorId, now: u64, draw: &mut Step) -> Outcome {
         let lifted = self.bans.remove(&id).is_some_and(|until| until > now);
+        if !self.holds_place(id) {
+            self.forget_identity(id);
+        }
         self.pump(now, draw);
         Outcome::Count(u64::from(lifted))
+    }
+
+    /// Whether the visitor waits or is admitted.
+    fn holds_place(&self, id: VisitorId) -> bool {
+        self.sessions.get(&id).is_some() || self.waiting.contains_key(&id)
+    }
+
+    /// Whether a ban of the visitor is in force.
+    fn banned(&self, id: VisitorId, now: u64) -> bool {
+        self.bans.get(&id).is_some_and(|&until| until > now)
+    }
+
+    /// Drops the visitor's identity (it holds no place).
+    fn forget_identity(&mut self, id: VisitorId) {
+        if let Some(k) = self.identity_of.remove(&id) {
+            self.visitor_of.remove(&k);
+        }
     }
 
     pub fn revoke_all(&mut self, now: u64, draw: &mut Step) -> Outcome {
@@ -1821,6 +1910,9 @@ impl Room {
     pub fn reconfigure(&mut self, config: RoomConfig, now: u64, draw: &mut Step) {
         if config.paused != self.config.paused {
             self.origin.paused_by_origin = false;
+        }
+        if config.closes_at_ms != self.config.closes_at_ms {
+            self.closed_noted = false;
         }
         self.config = config;
         self.bucket_units = self.bucket_units.min(self.config.burst() * UNITS_PER_TOKEN);
@@ -1898,7 +1990,10 @@ impl Room {
             let in_line = queue.len();
             let waiting = self.waiting_len();
             let lottery = self.line_lottery(l);
-            let estimate = if lottery {
+            // Positions before a shuffled opening are not kept: they are not shown, and the
+            // estimate is the line's, as a lottery's, whatever the order of joining.
+            let shuffled = l == self.public() && self.shuffles_at_open();
+            let estimate = if lottery || shuffled {
                 // Each draw picks one waiter of the line: an even chance after half the line
                 // has been drawn, nine in ten after nine tenths (late joiners only lengthen it).
                 self.estimate(self.admissions_until(l, in_line.div_ceil(2)), l, now)
@@ -1914,10 +2009,15 @@ impl Room {
             } else {
                 self.estimate(self.admissions_until(l, rank + 1), l, now)
             };
-            // Positions before a shuffled opening are not kept: they are not shown.
-            let shuffled = l == self.public() && !self.opened && self.config.shuffle_at_open;
             let line = &self.policy.line;
-            let ahead: u64 = (0..l).map(|i| self.line(i).len()).sum();
+            // Waiters of the other lines admitted before this one's turn: with strict priority
+            // every waiter of the lanes before it, with shares as many as the shares let in
+            // meanwhile (what the estimate counts too).
+            let ahead: u64 = if lottery {
+                (0..l).map(|i| self.line(i).len()).sum()
+            } else {
+                self.admissions_until(l, rank + 1) - (rank + 1)
+            };
             return Some(VisitorView {
                 visitor: id,
                 seq: slot.seq,

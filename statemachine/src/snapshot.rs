@@ -264,6 +264,8 @@ struct ExtrasOut<'a> {
     draws: Vec<(&'a str, Draws)>,
     /// Each webhook's delivery position, by name.
     webhooks: Vec<(&'a str, RecordKey)>,
+    /// The rooms whose closing time the ledger has noted, by name.
+    closed: Vec<&'a str>,
 }
 
 /// A lane's waiters (visitor, seq, last seen), credit, places taken and admissions.
@@ -298,6 +300,7 @@ struct ExtrasIn {
     ledger: Chain,
     draws: Vec<(String, Draws)>,
     webhooks: Vec<(String, RecordKey)>,
+    closed: Vec<String>,
 }
 
 /// A room as decoded, whichever the version; version 1 wrote it so, all postcard.
@@ -346,6 +349,8 @@ struct RoomExtras {
     codes: BTreeMap<String, CodeBook>,
     notices: BTreeMap<String, (String, u64)>,
     draws: BTreeMap<String, Draws>,
+    closed: BTreeMap<String, ()>,
+    bans: BTreeMap<String, Vec<(VisitorId, u64)>>,
 }
 
 impl RoomExtras {
@@ -359,6 +364,8 @@ impl RoomExtras {
             (e.origins.len(), "origins of too many rooms"),
             (e.notices.len(), "notices"),
             (e.draws.len(), "draws"),
+            (e.closed.len(), "closed rooms"),
+            (e.bans.len(), "bans of too many rooms"),
         ] {
             if len > ROOMS_MAX {
                 return Err(too_large(what));
@@ -418,6 +425,15 @@ impl RoomExtras {
                 }
                 Ok(d)
             })?,
+            closed: by_room(
+                take(&mut e.closed).into_iter().map(|n| (n, ())).collect(),
+                "closing",
+                |_, ()| Ok(()),
+            )?,
+            // Before the rooms' identities, which a banned visitor keeps.
+            bans: by_room(take(&mut e.bans), "bans", |name, b| {
+                bounded(b, |b| b.len() <= BANS_PER_ROOM_MAX, name, "bans")
+            })?,
         })
     }
 
@@ -433,6 +449,8 @@ impl RoomExtras {
             .chain(self.codes.keys())
             .chain(self.notices.keys())
             .chain(self.draws.keys())
+            .chain(self.closed.keys())
+            .chain(self.bans.keys())
             .next()
     }
 }
@@ -523,7 +541,7 @@ fn restore_room(r: RoomIn, x: &mut RoomExtras) -> Result<Room, DecodeError> {
         windows: f.windows,
         window_latest: f.window_latest,
         totals: f.totals,
-        bans: Vec::new(),
+        bans: x.bans.remove(&f_name).unwrap_or_default(),
         policy: x.policies.remove(&f_name).unwrap_or_default(),
         client_of: x.clients.remove(&f_name).unwrap_or_default(),
         challenges_used: x.challenges.remove(&f_name).unwrap_or_default(),
@@ -537,6 +555,7 @@ fn restore_room(r: RoomIn, x: &mut RoomExtras) -> Result<Room, DecodeError> {
         codes: x.codes.remove(&f_name).unwrap_or_default(),
         notice: x.notices.remove(&f_name),
         draws: x.draws.remove(&f_name).unwrap_or_default(),
+        closed_noted: x.closed.remove(&f_name).is_some(),
     };
     let (room_lanes, public_credit) = x.lanes.remove(&f_name).unwrap_or_default();
     let parts = RoomParts {
@@ -752,6 +771,12 @@ impl StateMachine {
                 .filter(|r| r.draws.v2)
                 .map(|r| (r.name.as_str(), r.draws))
                 .collect(),
+            closed: self
+                .rooms
+                .values()
+                .filter(|r| r.closed_noted)
+                .map(|r| r.name.as_str())
+                .collect(),
         };
         postcard::to_extend(&extras, out).expect("encoding into a Vec cannot fail")
     }
@@ -786,16 +811,6 @@ impl StateMachine {
             if sm.rooms.insert(name.clone(), room).is_some() {
                 return Err(bad(format!("room {name} appears twice")));
             }
-        }
-        for (name, bans) in e.bans {
-            let room = sm
-                .rooms
-                .get_mut(&name)
-                .ok_or_else(|| bad(format!("bans of room {name}, which is not in the snapshot")))?;
-            if bans.len() > BANS_PER_ROOM_MAX || !room.bans.is_empty() {
-                return Err(bad(format!("room {name}: too many bans, or listed twice")));
-            }
-            room.bans = bans.into_iter().collect();
         }
         if let Some(name) = of_rooms.left_over() {
             return Err(bad(format!(

@@ -1132,6 +1132,83 @@ fn positions_before_a_shuffled_opening_are_not_shown() {
     assert!(h.is_admitted("r", 1));
 }
 
+/// Before a shuffled opening every waiter has the same chance, whenever they joined: the first
+/// and the thousandth are told the same estimate (the line's, as a lottery's), not one by order
+/// of joining.
+#[test]
+fn estimates_before_a_shuffled_opening_do_not_depend_on_the_order_of_joining() {
+    let mut h = H::new();
+    h.create(
+        "r",
+        RoomConfig {
+            opens_at_ms: Some(T0 + 60 * 60_000),
+            shuffle_at_open: true,
+            admit_burst: 1,
+            ..cfg(100_000, 600)
+        },
+    );
+    h.join_many("r", 1, 1000);
+    let eta = |h: &H, v| match h.state("r", v) {
+        VisitorState::Waiting {
+            position: None,
+            provisional: true,
+            eta_secs,
+            eta_max_secs,
+            ..
+        } => (eta_secs, eta_max_secs),
+        s => panic!("{s:?}"),
+    };
+    assert_eq!(eta(&h, 1), eta(&h, 1000));
+    let (even, likely) = eta(&h, 1);
+    assert!(
+        even.unwrap() > 3_600 && likely.unwrap() > even.unwrap(),
+        "{even:?} {likely:?}"
+    );
+}
+
+/// The line is shuffled once, at the first opening: an opening put off after the room opened
+/// keeps the order of those who joined first come, first served, shows them their positions,
+/// and lines up those who join meanwhile after them.
+#[test]
+fn an_opening_put_off_after_the_room_opened_does_not_shuffle_again() {
+    let mut h = H::new();
+    let mut config = RoomConfig {
+        opens_at_ms: Some(T0 + 10_000),
+        shuffle_at_open: true,
+        admit_burst: 1,
+        ..cfg(1, 1)
+    };
+    h.create("r", config.clone());
+    h.at(10_000).tick();
+    for v in 1..=20 {
+        h.join("r", v);
+    }
+    let before = h.queue("r");
+    assert_eq!(before, (2..=20).collect::<Vec<u128>>());
+    h.sm.keep_ledger(true);
+    config.opens_at_ms = Some(T0 + 60_000);
+    h.at(20_000).run(Command::UpdateRoom {
+        room: "r".into(),
+        config,
+    });
+    h.join("r", 21);
+    assert!(matches!(
+        h.state("r", 2),
+        VisitorState::Waiting {
+            position: Some(1),
+            provisional: false,
+            ..
+        }
+    ));
+    h.at(60_000).tick();
+    assert_eq!(h.queue("r"), (2..=21).collect::<Vec<u128>>());
+    assert!(!h
+        .sm
+        .take_ledger()
+        .iter()
+        .any(|r| matches!(r.event, crate::ledger::Event::Shuffled { .. })));
+}
+
 // ---- pools -----------------------------------------------------------------------------------
 
 #[test]
@@ -1693,10 +1770,11 @@ fn version_2_snapshots_still_restore() {
     assert_eq!(v3[4], crate::snapshot::SNAPSHOT_VERSION);
     // With no bans, ended sessions, entry policies, client networks, used challenges,
     // identities, networks per session, session turnover, origin measurements, lanes, codes
-    // or notices, ledger records, draw secrets or webhooks, the extras are twelve empty lists,
-    // a zero count, 32 zero bytes of chain and two empty lists: 47 zero bytes.
-    assert_eq!(&v3[v3.len() - 47..], &[0; 47]);
-    let mut v2 = v3[..v3.len() - 47].to_vec();
+    // or notices, ledger records, draw secrets, webhooks or noted closings, the extras are
+    // twelve empty lists, a zero count, 32 zero bytes of chain and three empty lists: 48 zero
+    // bytes.
+    assert_eq!(&v3[v3.len() - 48..], &[0; 48]);
+    let mut v2 = v3[..v3.len() - 48].to_vec();
     v2[4] = 2;
     let back = StateMachine::restore(&v2).unwrap();
     assert_eq!(back.snapshot(), v3);
@@ -1998,6 +2076,46 @@ fn one_identity_holds_one_place() {
     // Turning the rule off forgets the identities.
     policy(&mut h, EntryPolicy::default());
     assert!(matches!(h.join("r", 6), Outcome::Visitor(_)));
+}
+
+/// A ban sticks to the identity: the banned visitor who clears its cookie and joins again with
+/// the same identity (a new visitor id) meets the ban, on a restored replica too; when the ban
+/// is lifted, or ends, the identity joins as anyone.
+#[test]
+fn a_ban_sticks_to_the_identity_not_only_to_the_visitor_id() {
+    let mut h = H::new();
+    h.create("r", cfg(1, 60));
+    policy(
+        &mut h,
+        EntryPolicy {
+            identity: Some(crate::policy::IdentityRule { salt: [1; 16] }),
+            ..EntryPolicy::default()
+        },
+    );
+    assert!(matches!(join_as(&mut h, 1, 7), Outcome::Visitor(_)));
+    assert!(matches!(join_as(&mut h, 2, 8), Outcome::Visitor(_)));
+    assert!(matches!(
+        ban(&mut h, 2, Some(T0 + 60_000)),
+        Outcome::Count(1)
+    ));
+    let banned = |o: &Outcome| matches!(o, Outcome::Rejected(Rejection::Banned { .. }));
+    assert!(
+        banned(&join_as(&mut h, 3, 8)),
+        "a new visitor id, the same identity"
+    );
+    let mut back = h.restored();
+    assert_eq!(back.sm.digest(), h.sm.digest());
+    assert!(banned(&join_as(&mut back, 4, 8)));
+    // The ban ends: the identity takes a place under its new visitor id.
+    back.at(60_000);
+    assert!(matches!(join_as(&mut back, 5, 8), Outcome::Visitor(v) if v.visitor == vid(5)));
+    // Lifted: the same.
+    h.run(Command::Unban {
+        room: "r".into(),
+        visitor: vid(2),
+    });
+    assert!(matches!(join_as(&mut h, 6, 8), Outcome::Visitor(v) if v.visitor == vid(6)));
+    assert_eq!(h.restored().sm.digest(), h.sm.digest());
 }
 
 /// A shared ticket: a session used from one client network more than the room allows ends as

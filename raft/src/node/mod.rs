@@ -332,6 +332,23 @@ impl RaftNode {
             .map_err(|e| ClusterError::Fatal(e.to_string()))
     }
 
+    /// Where this node's ledger records are whole: `(complete_from, through)`, the first and the
+    /// last log index (`None`: the node keeps none). Records of entries before `complete_from`
+    /// are not on this node (it caught up by a snapshot, or kept no ledger then).
+    pub async fn ledger_coverage(&self) -> Result<Option<(u64, u64)>, ClusterError> {
+        let Some(store) = self.inner.ledger.clone() else {
+            return Ok(None);
+        };
+        if !self.inner.ready.load(Ordering::SeqCst) {
+            return Err(ClusterError::NotReady);
+        }
+        tokio::task::spawn_blocking(move || Ok((store.complete_from()?, store.through()?)))
+            .await
+            .map_err(|e| ClusterError::Fatal(e.to_string()))?
+            .map(Some)
+            .map_err(|e: std::io::Error| ClusterError::Fatal(e.to_string()))
+    }
+
     /// Up to `limit` of this node's ledger records of every room after `after`, in log order
     /// (`None`: the node keeps no ledger).
     pub async fn ledger_after(
