@@ -264,6 +264,7 @@ impl Sluice {
             eta_max_secs: None,
             waiting: None,
             provisional: None,
+            held: None,
             next_check_secs: None,
             admission_token: None,
             expires_at: None,
@@ -278,6 +279,7 @@ impl Sluice {
                 lane,
                 ahead,
                 provisional,
+                held,
                 waiting,
                 next_check_secs,
                 eta_secs,
@@ -285,6 +287,7 @@ impl Sluice {
                 notice,
                 ..
             } => {
+                r.held = held.then_some(true);
                 r.notice = notice.clone();
                 r.position = *position;
                 r.lane = lane.clone();
@@ -555,6 +558,7 @@ impl Sluice {
                     eta_max_secs: None,
                     waiting: None,
                     provisional: None,
+                    held: None,
                     next_check_secs: None,
                     admission_token: None,
                     expires_at: None,

@@ -1500,6 +1500,7 @@ mod tests {
                     lane: None,
                     ahead: None,
                     provisional: false,
+                    held: false,
                     waiting: Some(4),
                     next_check_secs: 5,
                     eta_secs: None,

@@ -171,6 +171,7 @@ fn visitor(v: VisitorReply) -> pb::VisitorStatus {
         eta_secs: v.eta_secs,
         eta_max_secs: v.eta_max_secs,
         provisional: v.provisional,
+        held: v.held,
         next_check_secs: v.next_check_secs,
         waiting: v.waiting,
         admission_token: v.admission_token,

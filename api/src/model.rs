@@ -86,6 +86,11 @@ pub struct VisitorReply {
     /// yet.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub provisional: Option<bool>,
+    /// `true` while the visitor is passed over because its client network holds as many
+    /// sessions as the room lets one network hold: it keeps its place and goes in when one of
+    /// them ends; no estimate is given meanwhile.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held: Option<bool>,
     /// When waiting: seconds to wait before polling again (the room keeps its waiters' polling
     /// within a budget of status reads; live updates over SSE need no polling).
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -311,6 +311,9 @@ fn wait_html(
     let eta = fmt_wait(r.eta_secs, r.eta_max_secs, t.unknown);
     // Without an estimate, say why when the reason is the room's: paused, or its site down.
     let why = match room {
+        _ if r.held == Some(true) => {
+            format!("<p id=\"why\" role=\"status\">{}</p>", t.why_held)
+        }
         Some(v) if r.eta_secs.is_none() && v.config.paused => {
             format!("<p id=\"why\" role=\"status\">{}</p>", t.why_paused)
         }

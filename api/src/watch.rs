@@ -25,6 +25,7 @@ struct Sent {
     eta: (Option<u64>, Option<u64>),
     waiting: Option<u64>,
     provisional: Option<bool>,
+    held: Option<bool>,
     notice: Option<String>,
 }
 
@@ -36,6 +37,7 @@ fn sent_of(r: &VisitorReply) -> Sent {
         eta: (r.eta_secs, r.eta_max_secs),
         waiting: r.waiting,
         provisional: r.provisional,
+        held: r.held,
         notice: r.notice.clone(),
     }
 }

@@ -119,6 +119,24 @@ async fn one_network_holds_at_most_its_share_of_sessions() {
     assert_eq!(office[0]["state"], "admitted", "{}", office[0]);
     assert_eq!(office[1]["state"], "waiting", "{}", office[1]);
     assert_eq!(office[1]["position"], 1);
+    // Told it is held, with no estimate, and why on its page.
+    assert_eq!(office[1]["held"], true, "{}", office[1]);
+    assert!(office[1]["eta_secs"].is_null(), "{}", office[1]);
+    let page = c
+        .http
+        .get(c.node(1).url("/wait/ps"))
+        .header(
+            "cookie",
+            format!("sluice_ticket_ps={}", office[1]["ticket"].as_str().unwrap()),
+        )
+        .header("x-forwarded-for", "203.0.113.7")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains("already holds as many admissions"), "{page}");
     let other = join("198.51.100.1").await;
     assert_eq!(
         other["state"], "admitted",

@@ -40,8 +40,9 @@ pub const COMMANDS_PER_PROPOSAL_MAX: usize = 4_096;
 pub const FORCE_ADMIT_MAX: u64 = 100_000;
 /// Most admissions one command performs in one room; the rest follow on the next tick.
 pub const ADMITS_PER_APPLY_MAX: u64 = 100_000;
-/// Most waiters one command passes over in one room because their client network holds its
-/// share of sessions (`sessions_per_client_max`); past it, admission waits for the next command.
+/// Most waiters one command passes over in one room because they are held back (away within
+/// the grace period, or their client network holds its share of sessions); past it, admission
+/// looks on from there at the next command (a tick is asked for at once).
 pub const HELD_SKIPS_PER_APPLY_MAX: u64 = 4_096;
 /// Most times one lottery admission draws again because the draw fell on a waiter held back
 /// (away, or its network at its session limit); past it, the first after the last drawn that

@@ -297,3 +297,47 @@ fn a_lottery_gives_waiters_behind_held_ones_no_better_chance() {
     // One in five is 60 of 300; the walk to the next waiter gave 180.
     assert!((35..=90).contains(&behind), "{behind} of 300");
 }
+
+/// More away waiters at the head of the line than one command may look at (a bot's places left
+/// to wait out their grace): admission looks on from where the last command stopped, asks for
+/// the ticks to do so, and reaches the first waiter present, instead of stopping the line for
+/// the whole grace period. The away waiters keep their places; one that comes back is next.
+#[test]
+fn a_block_of_away_waiters_longer_than_one_look_does_not_stop_the_line() {
+    let mut h = H::new();
+    room_with_grace(&mut h, Some(3_600));
+    h.join("r", 1);
+    assert!(h.is_admitted("r", 1));
+    let block = HELD_SKIPS_PER_APPLY_MAX as u128 * 2 + 100;
+    h.join_many("r", 10, 10 + block - 1);
+    let (present, late) = (1_000_000, 1_000_001);
+    h.join("r", present);
+    h.join("r", late);
+    h.at(20_000);
+    touch(&mut h, present);
+    touch(&mut h, late);
+    h.at(31_000);
+    leave(&mut h, 1);
+    let mut ticks = 0;
+    while !h.is_admitted("r", present) {
+        assert!(
+            h.sm.next_due_ms().is_some_and(|t| t <= T0 + 31_000),
+            "a tick is asked for while admission looks on"
+        );
+        h.tick();
+        ticks += 1;
+        assert!(ticks <= 3, "admission does not move on");
+    }
+    assert_eq!(
+        h.position("r", 10),
+        Some(1),
+        "the away waiters keep their places"
+    );
+    let restored = h.restored();
+    assert_eq!(restored.sm.digest(), h.sm.digest());
+    // One of the block comes back: it goes in before the later waiter.
+    touch(&mut h, 500);
+    leave(&mut h, present);
+    assert!(h.is_admitted("r", 500), "{:?}", h.state("r", 500));
+    assert!(!h.is_admitted("r", late));
+}

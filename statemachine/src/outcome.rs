@@ -54,11 +54,16 @@ pub enum VisitorState {
         position: Option<u64>,
         /// The priority lane the visitor waits in (`None`: the room's own line).
         lane: Option<String>,
-        /// Waiters in the lanes that go before the visitor's (`None` where the room hides
-        /// counts, or has no lanes).
+        /// Waiters of the other lines let in before the visitor's turn: with strict priority
+        /// every waiter of the lanes before its own, with shares as many as the shares let in
+        /// meanwhile (`None` where the room hides counts, or has no lanes).
         ahead: Option<u64>,
         /// The room opens with a shuffle: places are drawn then, and none is kept from before.
         provisional: bool,
+        /// Passed over for now: the visitor's client network holds as many sessions as the
+        /// room lets one network hold (`sessions_per_client_max`). It keeps its place and goes
+        /// in when one of them ends; no estimate is given meanwhile.
+        held: bool,
         /// Waiters in the room (`None` where the room hides it).
         waiting: Option<u64>,
         /// Seconds to wait before polling again, so that the room's polling stays within its

@@ -133,8 +133,9 @@ pub(crate) struct Room {
     places_of: BTreeMap<ClientKey, u64>,
     /// Admitted sessions per client network (derived from `client_of` and `sessions`).
     sessions_of: BTreeMap<ClientKey, u64>,
-    /// Whether the last admission stopped because every waiter it looked at was held by
-    /// `sessions_per_client_max`: then only a change of state, not time, can admit more.
+    /// Whether the last admission stopped because every waiter of the lines it tried was held
+    /// (away, or by `sessions_per_client_max`): then only a change of state, not time, can
+    /// admit more. One that stopped because it ran out of looks asks for the next tick.
     /// Not state: derived by every admission, and only used to schedule ticks.
     held_back: bool,
     /// (deadline, seq, visitor) of admissions not yet used, under a first-use TTL; stale
@@ -177,6 +178,14 @@ pub(crate) struct Room {
     /// Whether the ledger has noted that the room's closing time came (once per closing time,
     /// whichever command first sees the log clock past it).
     pub closed_noted: bool,
+    /// For each line (by index; none listed: 0), how many waiters at its head were held back
+    /// (away, or their network at its session limit) when admission last looked: admission
+    /// looks on after them, so a block of held waiters longer than one command may look at is
+    /// crossed over several commands instead of stopping the line. Cleared by whatever may let
+    /// one of them go (a check-in of an away waiter, a session ending while the room counts
+    /// sessions per network, a change of policy or configuration, a shuffle); a waiter leaving
+    /// from among them shortens it.
+    pub held_head: BTreeMap<usize, u64>,
 }
 
 /// How long a room's sessions last, learned from the sessions that ended by themselves (left,
@@ -295,6 +304,8 @@ pub(crate) struct RoomParts {
     /// Whether the ledger has noted that the room's closing time came (once per closing time,
     /// whichever command first sees the log clock past it).
     pub closed_noted: bool,
+    /// The held waiters at the head of each line (line, count), counts above 0.
+    pub held_head: Vec<(u64, u64)>,
 }
 
 impl Room {
@@ -342,6 +353,7 @@ impl Room {
             notice: None,
             draws: Draws::default(),
             closed_noted: false,
+            held_head: BTreeMap::new(),
         }
     }
 
@@ -506,6 +518,15 @@ impl Room {
             return Err("origin: too many slots".into());
         }
         room.origin = p.origin;
+        for (l, n) in p.held_head {
+            let fits = usize::try_from(l)
+                .ok()
+                .filter(|&l| l <= room.public() && n > 0 && n <= room.line(l).len());
+            match fits {
+                Some(l) if room.held_head.insert(l, n).is_none() => {}
+                _ => return Err(format!("room {}: held waiters of line {l}", room.name)),
+            }
+        }
         Ok(room)
     }
 
@@ -551,7 +572,40 @@ impl Room {
 
     fn take_slot(&mut self, qidx: u64) -> Option<Slot> {
         let l = self.line_of(qidx)?;
+        self.unline(l, qidx)
+    }
+
+    /// Takes the waiter at `qidx` out of line `l`, keeping the count of held waiters at its
+    /// head.
+    fn unline(&mut self, l: usize, qidx: u64) -> Option<Slot> {
+        let held = self.held_head_of(l);
+        if held > 0 && self.line(l).get(qidx).is_some() && self.line(l).rank(qidx) < held {
+            self.set_held_head(l, held - 1);
+        }
         self.line_mut(l).remove(qidx)
+    }
+
+    /// The held waiters at the head of each line, as a snapshot writes them: (line, count),
+    /// counts above 0 and within the line.
+    pub(crate) fn held_heads(&self) -> Vec<(u64, u64)> {
+        self.held_head
+            .iter()
+            .map(|(&l, &n)| (l as u64, n.min(self.line(l).len())))
+            .filter(|&(_, n)| n > 0)
+            .collect()
+    }
+
+    /// How many waiters at the head of line `l` admission knows to be held.
+    fn held_head_of(&self, l: usize) -> u64 {
+        self.held_head.get(&l).copied().unwrap_or(0)
+    }
+
+    fn set_held_head(&mut self, l: usize, n: u64) {
+        if n == 0 {
+            self.held_head.remove(&l);
+        } else {
+            self.held_head.insert(l, n);
+        }
     }
 
     /// Waiters in every line.
@@ -855,6 +909,7 @@ impl Room {
         self.opened_at_ms = now;
         draw.note(Event::Opened);
         if shuffle && self.queue.len() > 1 {
+            self.held_head.clear();
             let mut order = self.queue.live_slots();
             let d = draw.get();
             d.shuffle(&mut order);
@@ -965,6 +1020,7 @@ impl Room {
             self.origin.reset();
         }
         self.policy = policy;
+        self.held_head.clear();
         if !self.policy.counts_clients() {
             self.client_of.clear();
             self.places_of.clear();
@@ -1036,7 +1092,9 @@ impl Room {
                 }
             }
             let Some((l, (qidx, walked))) = picked else {
-                self.held_back = true;
+                // Every waiter held: only a change of state lets one go. Out of looks: the
+                // next command looks on from where this one stopped.
+                self.held_back = skips_left > 0;
                 break;
             };
             let passed = redrawn + walked;
@@ -1078,7 +1136,7 @@ impl Room {
     /// while `sessions_per_client_max` or the grace period holds waiters back, the first after
     /// it (wrapping round) that is not away and whose network may take one more session.
     /// `None` when every waiter looked at is held or `skips_left` runs out.
-    fn pick(&self, l: usize, k: u64, now: u64, skips_left: &mut u64) -> Option<(u64, u64)> {
+    fn pick(&mut self, l: usize, k: u64, now: u64, skips_left: &mut u64) -> Option<(u64, u64)> {
         let queue = self.line(l);
         if self.policy.sessions_per_client_max.is_none() && self.policy.grace_secs.is_none() {
             let qidx = match k {
@@ -1087,17 +1145,31 @@ impl Room {
             };
             return Some((qidx, 0));
         }
-        let round = queue.iter_from(k).chain(queue.iter().take(k as usize));
-        for (passed, (qidx, slot)) in (0u64..).zip(round) {
+        // From the head, admission looks on after the waiters it knows to be held.
+        let start = if k == 0 {
+            self.held_head_of(l).min(queue.len())
+        } else {
+            k
+        };
+        let round = queue.iter_from(start).chain(queue.iter().take(k as usize));
+        let (mut found, mut held) = (None, 0u64);
+        for (qidx, slot) in round {
             if !self.held(slot, now) {
-                return Some((qidx, passed));
+                found = Some((qidx, held));
+                break;
             }
+            held += 1;
             if *skips_left == 0 {
-                return None;
+                break;
             }
             *skips_left -= 1;
         }
-        None
+        if k == 0 {
+            self.set_held_head(l, start + held);
+            found.map(|(qidx, passed)| (qidx, start + passed))
+        } else {
+            found
+        }
     }
 
     /// Whether the waiter at rank `k` of line `l` is held back (see [`Self::held`]).
@@ -1114,12 +1186,16 @@ impl Room {
     /// Whether admissions pass the waiter over for now: away within the grace period, or its
     /// network holding `sessions_per_client_max` sessions.
     fn held(&self, slot: &Slot, now: u64) -> bool {
-        self.away(slot.last_seen_ms, now)
-            || self.policy.sessions_per_client_max.is_some_and(|max| {
-                self.client_of
-                    .get(&slot.id)
-                    .is_some_and(|c| self.sessions_of.get(c).is_some_and(|&n| n >= max))
-            })
+        self.away(slot.last_seen_ms, now) || self.network_full(slot.id)
+    }
+
+    /// Whether the visitor's client network holds as many sessions as one network may.
+    fn network_full(&self, id: VisitorId) -> bool {
+        self.policy.sessions_per_client_max.is_some_and(|max| {
+            self.client_of
+                .get(&id)
+                .is_some_and(|c| self.sessions_of.get(c).is_some_and(|&n| n >= max))
+        })
     }
 
     /// How long a waiter that does not check in keeps its place: the waiter TTL and the
@@ -1264,7 +1340,7 @@ impl Room {
 
     /// Admits the waiter at `qidx` of line `l`; returns it and its sequence number.
     fn admit(&mut self, l: usize, qidx: u64, now: u64) -> (VisitorId, u64) {
-        let slot = self.line_mut(l).remove(qidx).expect("admitting a hole");
+        let slot = self.unline(l, qidx).expect("admitting a hole");
         if let Some(lane) = self.lanes.get_mut(l) {
             lane.admitted += 1;
         }
@@ -1458,6 +1534,10 @@ impl Room {
             count_down(&mut self.places_of, &c);
             if admitted_at.is_some() {
                 count_down(&mut self.sessions_of, &c);
+                if self.policy.sessions_per_client_max.is_some() {
+                    // Its network may take a session again: its waiters are no longer held.
+                    self.held_head.clear();
+                }
             }
         }
         match reason {
@@ -1524,7 +1604,7 @@ impl Room {
                 return Outcome::Rejected(r);
             }
             let qidx = *self.waiting.get(&id).expect("indexed waiter");
-            self.slot_mut(qidx).expect("indexed waiter").last_seen_ms = now;
+            self.check_in(qidx, now);
         } else {
             if self.config.closes_at_ms.is_some_and(|t| t <= now) {
                 return Outcome::Rejected(Rejection::RoomClosed);
@@ -1705,12 +1785,21 @@ impl Room {
         Ok(())
     }
 
+    /// Checks the waiter at `qidx` in: one that was away is no longer held back.
+    fn check_in(&mut self, qidx: u64, now: u64) {
+        let slot = self.slot(qidx).expect("indexed waiter");
+        if self.away(slot.last_seen_ms, now) {
+            self.held_head.clear();
+        }
+        self.slot_mut(qidx).expect("indexed waiter").last_seen_ms = now;
+    }
+
     /// Records activity: renews a session or checks a waiter in. Returns false for unknown visitors.
     fn touch_one(&mut self, id: VisitorId, now: u64) -> Option<bool> {
         if self.sessions.touch(&id, now) {
             Some(true)
         } else if let Some(&qidx) = self.waiting.get(&id) {
-            self.slot_mut(qidx).expect("indexed waiter").last_seen_ms = now;
+            self.check_in(qidx, now);
             Some(false)
         } else {
             None
@@ -1914,6 +2003,7 @@ impl Room {
         if config.closes_at_ms != self.config.closes_at_ms {
             self.closed_noted = false;
         }
+        self.held_head.clear();
         self.config = config;
         self.bucket_units = self.bucket_units.min(self.config.burst() * UNITS_PER_TOKEN);
         if self.config.opens_at_ms.is_some_and(|t| t > now) {
@@ -1990,10 +2080,14 @@ impl Room {
             let in_line = queue.len();
             let waiting = self.waiting_len();
             let lottery = self.line_lottery(l);
+            // Held by its network's sessions: no estimate is honest until one of them ends.
+            let held = self.network_full(id);
             // Positions before a shuffled opening are not kept: they are not shown, and the
             // estimate is the line's, as a lottery's, whatever the order of joining.
             let shuffled = l == self.public() && self.shuffles_at_open();
-            let estimate = if lottery || shuffled {
+            let estimate = if held {
+                None
+            } else if lottery || shuffled {
                 // Each draw picks one waiter of the line: an even chance after half the line
                 // has been drawn, nine in ten after nine tenths (late joiners only lengthen it).
                 self.estimate(self.admissions_until(l, in_line.div_ceil(2)), l, now)
@@ -2026,6 +2120,7 @@ impl Room {
                     lane: self.lane_name(l),
                     ahead: (line.show_waiting && !self.lanes.is_empty()).then_some(ahead),
                     provisional: shuffled,
+                    held,
                     waiting: line.show_waiting.then_some(waiting),
                     next_check_secs: line.next_check_secs(waiting, self.config.waiter_ttl_secs),
                     eta_secs: estimate.map(|e| e.secs),

@@ -266,6 +266,8 @@ struct ExtrasOut<'a> {
     webhooks: Vec<(&'a str, RecordKey)>,
     /// The rooms whose closing time the ledger has noted, by name.
     closed: Vec<&'a str>,
+    /// The held waiters at the head of each line (line, count), for each room with any.
+    held: Vec<(&'a str, Vec<(u64, u64)>)>,
 }
 
 /// A lane's waiters (visitor, seq, last seen), credit, places taken and admissions.
@@ -301,6 +303,7 @@ struct ExtrasIn {
     draws: Vec<(String, Draws)>,
     webhooks: Vec<(String, RecordKey)>,
     closed: Vec<String>,
+    held: Vec<(String, Vec<(u64, u64)>)>,
 }
 
 /// A room as decoded, whichever the version; version 1 wrote it so, all postcard.
@@ -351,6 +354,7 @@ struct RoomExtras {
     draws: BTreeMap<String, Draws>,
     closed: BTreeMap<String, ()>,
     bans: BTreeMap<String, Vec<(VisitorId, u64)>>,
+    held: BTreeMap<String, Vec<(u64, u64)>>,
 }
 
 impl RoomExtras {
@@ -366,6 +370,7 @@ impl RoomExtras {
             (e.draws.len(), "draws"),
             (e.closed.len(), "closed rooms"),
             (e.bans.len(), "bans of too many rooms"),
+            (e.held.len(), "held waiters of too many rooms"),
         ] {
             if len > ROOMS_MAX {
                 return Err(too_large(what));
@@ -434,6 +439,14 @@ impl RoomExtras {
             bans: by_room(take(&mut e.bans), "bans", |name, b| {
                 bounded(b, |b| b.len() <= BANS_PER_ROOM_MAX, name, "bans")
             })?,
+            held: by_room(take(&mut e.held), "held waiters", |name, h| {
+                bounded(
+                    h,
+                    |h| h.len() <= crate::lanes::LANES_MAX + 1,
+                    name,
+                    "held waiters",
+                )
+            })?,
         })
     }
 
@@ -451,6 +464,7 @@ impl RoomExtras {
             .chain(self.draws.keys())
             .chain(self.closed.keys())
             .chain(self.bans.keys())
+            .chain(self.held.keys())
             .next()
     }
 }
@@ -556,6 +570,7 @@ fn restore_room(r: RoomIn, x: &mut RoomExtras) -> Result<Room, DecodeError> {
         notice: x.notices.remove(&f_name),
         draws: x.draws.remove(&f_name).unwrap_or_default(),
         closed_noted: x.closed.remove(&f_name).is_some(),
+        held_head: x.held.remove(&f_name).unwrap_or_default(),
     };
     let (room_lanes, public_credit) = x.lanes.remove(&f_name).unwrap_or_default();
     let parts = RoomParts {
@@ -776,6 +791,12 @@ impl StateMachine {
                 .values()
                 .filter(|r| r.closed_noted)
                 .map(|r| r.name.as_str())
+                .collect(),
+            held: self
+                .rooms
+                .values()
+                .map(|r| (r.name.as_str(), r.held_heads()))
+                .filter(|(_, h)| !h.is_empty())
                 .collect(),
         };
         postcard::to_extend(&extras, out).expect("encoding into a Vec cannot fail")

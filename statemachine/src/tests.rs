@@ -547,6 +547,7 @@ fn health_scales_the_rate() {
             eta_max_secs: None,
             last_seen_ms: T0 + 2000,
             provisional: false,
+            held: false,
             next_check_secs: 5,
             lane: None,
             ahead: None,
@@ -1770,11 +1771,11 @@ fn version_2_snapshots_still_restore() {
     assert_eq!(v3[4], crate::snapshot::SNAPSHOT_VERSION);
     // With no bans, ended sessions, entry policies, client networks, used challenges,
     // identities, networks per session, session turnover, origin measurements, lanes, codes
-    // or notices, ledger records, draw secrets, webhooks or noted closings, the extras are
-    // twelve empty lists, a zero count, 32 zero bytes of chain and three empty lists: 48 zero
-    // bytes.
-    assert_eq!(&v3[v3.len() - 48..], &[0; 48]);
-    let mut v2 = v3[..v3.len() - 48].to_vec();
+    // or notices, ledger records, draw secrets, webhooks, noted closings or held waiters, the
+    // extras are twelve empty lists, a zero count, 32 zero bytes of chain and four empty lists:
+    // 49 zero bytes.
+    assert_eq!(&v3[v3.len() - 49..], &[0; 49]);
+    let mut v2 = v3[..v3.len() - 49].to_vec();
     v2[4] = 2;
     let back = StateMachine::restore(&v2).unwrap();
     assert_eq!(back.snapshot(), v3);
@@ -2042,12 +2043,8 @@ fn an_admission_not_used_in_time_is_lost() {
     );
 }
 
-/// One identity, one place: a room that asks identities gives a place only to a join that brings
-/// one; a second join with the same identity (another device: another visitor id) resumes the
-/// first place rather than take another; once that place ends, the identity may join again. The
-/// mapping is state: a restored replica resumes alike.
-#[test]
-fn one_identity_holds_one_place() {
+/// Room `r`, capacity 1, that asks every new place for an identity.
+fn identity_room() -> H {
     let mut h = H::new();
     h.create("r", cfg(1, 60));
     policy(
@@ -2057,6 +2054,16 @@ fn one_identity_holds_one_place() {
             ..EntryPolicy::default()
         },
     );
+    h
+}
+
+/// One identity, one place: a room that asks identities gives a place only to a join that brings
+/// one; a second join with the same identity (another device: another visitor id) resumes the
+/// first place rather than take another; once that place ends, the identity may join again. The
+/// mapping is state: a restored replica resumes alike.
+#[test]
+fn one_identity_holds_one_place() {
+    let mut h = identity_room();
     assert_eq!(rejected(&h.join("r", 1)), &Rejection::IdentityRequired);
     assert!(matches!(join_as(&mut h, 1, 7), Outcome::Visitor(v) if v.visitor == vid(1)));
     assert!(matches!(join_as(&mut h, 2, 8), Outcome::Visitor(v) if v.visitor == vid(2)));
@@ -2083,15 +2090,7 @@ fn one_identity_holds_one_place() {
 /// is lifted, or ends, the identity joins as anyone.
 #[test]
 fn a_ban_sticks_to_the_identity_not_only_to_the_visitor_id() {
-    let mut h = H::new();
-    h.create("r", cfg(1, 60));
-    policy(
-        &mut h,
-        EntryPolicy {
-            identity: Some(crate::policy::IdentityRule { salt: [1; 16] }),
-            ..EntryPolicy::default()
-        },
-    );
+    let mut h = identity_room();
     assert!(matches!(join_as(&mut h, 1, 7), Outcome::Visitor(_)));
     assert!(matches!(join_as(&mut h, 2, 8), Outcome::Visitor(_)));
     assert!(matches!(
@@ -2187,6 +2186,15 @@ fn a_client_network_holds_at_most_its_share_of_sessions() {
     assert!(h.is_admitted("r", 4), "network 8 was not held back by 7");
     assert_eq!(h.position("r", 2), Some(1));
     assert_eq!(h.position("r", 3), Some(2));
+    // Told so, with no estimate (not "first, in seconds"); network 8's next waiter is not held.
+    assert!(matches!(
+        h.state("r", 2),
+        VisitorState::Waiting {
+            held: true,
+            eta_secs: None,
+            ..
+        }
+    ));
     assert_eq!(
         h.room("r").active,
         2,

@@ -548,6 +548,7 @@ pub async fn preview(
         eta_max_secs: Some(720),
         waiting: Some(120),
         provisional: None,
+        held: None,
         next_check_secs: None,
         admission_token: None,
         expires_at: None,
