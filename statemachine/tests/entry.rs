@@ -2,8 +2,9 @@
 //! identities and challenges), leaves and time steps, checked after every command against what
 //! the rules promise: a network holds at most its share of live places, an identity at most one,
 //! a challenge mints at most one place while it is valid, a network holds at most its share of
-//! sessions without leaving a place free that another could use, and a replica restored from a
-//! snapshot is the same state.
+//! sessions without leaving a place free that another could use, waiters away within a grace
+//! period (and those of a network at its share) are passed over without leaving a place free
+//! that a waiter present could use, and a replica restored from a snapshot is the same state.
 
 use proptest::prelude::*;
 use sluice_statemachine::*;
@@ -283,4 +284,80 @@ proptest! {
         }
         prop_assert!(r.restores_alike());
     }
+
+    #[test]
+    fn waiters_held_back_never_keep_a_free_place_from_one_present(
+        ops in proptest::collection::vec(grace_op(), 1..150)
+    ) {
+        const CAPACITY: u64 = 3;
+        const TTL_MS: u64 = 30_000;
+        let mut r = replica_of(
+            RoomConfig {
+                capacity: CAPACITY,
+                admit_per_minute: 6_000_000,
+                admit_burst: 100_000,
+                waiter_ttl_secs: TTL_MS / 1000,
+                session_ttl_secs: 3_600,
+                ..RoomConfig::default()
+            },
+            &EntryPolicy {
+                grace_secs: Some(60),
+                sessions_per_client_max: Some(1),
+                ..EntryPolicy::default()
+            },
+        );
+        let mut network_of: BTreeMap<u8, u8> = BTreeMap::new();
+        for op in ops {
+            match op {
+                GraceOp::Join(v, n) => {
+                    let joined_before = r.joined();
+                    r.join(v, JoinEvidence { client: Some(ClientKey([n; 16])), ..JoinEvidence::default() });
+                    if r.joined() > joined_before {
+                        network_of.insert(v, n);
+                    }
+                }
+                GraceOp::Touch(v) => {
+                    r.apply(Command::Touch { room: "r".into(), visitors: vec![vid(v)] });
+                }
+                GraceOp::Other(op) => r.leave_or_step(&op),
+            }
+            let state = |v: u8| r.sm.visitor("r", vid(v)).map(|view| view.state);
+            let mut sessions: BTreeMap<u8, u64> = BTreeMap::new();
+            for (&v, &n) in &network_of {
+                if let Ok(VisitorState::Admitted { .. }) = state(v) {
+                    *sessions.entry(n).or_default() += 1;
+                }
+            }
+            if r.sm.room("r").unwrap().active < CAPACITY {
+                for (&v, &n) in &network_of {
+                    if let Ok(VisitorState::Waiting { last_seen_ms, .. }) = state(v) {
+                        let away = last_seen_ms + TTL_MS <= r.now;
+                        let network_full = sessions.get(&n).copied().unwrap_or(0) >= 1;
+                        prop_assert!(
+                            away || network_full,
+                            "a place is free while waiter {v}, present and under its share, waits"
+                        );
+                    }
+                }
+            }
+        }
+        prop_assert!(r.restores_alike());
+    }
+}
+
+#[derive(Clone, Debug)]
+enum GraceOp {
+    /// visitor, network
+    Join(u8, u8),
+    Touch(u8),
+    Other(Op),
+}
+
+fn grace_op() -> impl Strategy<Value = GraceOp> {
+    prop_oneof![
+        5 => (0u8..16, 0u8..4).prop_map(|(v, n)| GraceOp::Join(v, n)),
+        3 => (0u8..16).prop_map(GraceOp::Touch),
+        2 => (0u8..16).prop_map(|v| GraceOp::Other(Op::Leave(v))),
+        3 => (1u64..40_000).prop_map(|dt| GraceOp::Other(Op::Step(dt))),
+    ]
 }
