@@ -622,8 +622,13 @@ impl Sluice {
         src: &TicketSource,
         client: Option<IpAddr>,
     ) -> Result<VisitorReply, ApiError> {
-        self.touch(room, src, client)?;
-        self.status(room, src, false, None).await
+        let reply = self.status(room, src, false, None).await?;
+        // Only a visitor who holds a place is recorded: a ticket of an ended visit, or of a
+        // refused join, adds nothing to the batch (and so can never crowd real renewals out).
+        if reply.state != ReplyState::Rejected {
+            self.touch(room, src, client)?;
+        }
+        Ok(reply)
     }
 
     /// Records activity (batched): a waiter keeps its place, a session is renewed (in a room

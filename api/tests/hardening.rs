@@ -1317,3 +1317,86 @@ async fn one_address_cannot_hold_the_nodes_request_places() {
     assert_eq!(r.status(), StatusCode::OK);
     drop(held);
 }
+
+/// Heartbeats with tickets of visits that ended (or of refused joins, which also carry one)
+/// record nothing: only visitors who hold a place go into the batch of renewals, so such
+/// tickets, however many, never become log entries nor crowd real renewals out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heartbeats_of_ended_visits_record_nothing() {
+    let c = Cluster::start(1).await;
+    c.create_room("hb", held()).await;
+    let gone = c.join(1, "hb", None).await;
+    let gone_ticket = gone["ticket"].as_str().unwrap().to_string();
+    let (s, _) = c
+        .visitor(1, Method::POST, "/v1/rooms/hb/leave", Some(&gone_ticket))
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let live = c.join(1, "hb", None).await;
+    let live_ticket = live["ticket"].as_str().unwrap().to_string();
+    let (_, cluster) = c.admin(1, Method::GET, "/v1/cluster", None).await;
+    let from = cluster["applied_index"].as_u64().unwrap() + 1;
+    for _ in 0..20 {
+        let (s, v) = c
+            .visitor(
+                1,
+                Method::POST,
+                "/v1/rooms/hb/heartbeat",
+                Some(&gone_ticket),
+            )
+            .await;
+        assert_eq!(
+            (s, v["state"].as_str()),
+            (StatusCode::OK, Some("rejected")),
+            "{v}"
+        );
+    }
+    let (s, _) = c
+        .visitor(
+            1,
+            Method::POST,
+            "/v1/rooms/hb/heartbeat",
+            Some(&live_ticket),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let id = |v: &Value| {
+        sluice_statemachine::VisitorId::parse_hex(v["visitor_id"].as_str().unwrap()).unwrap()
+    };
+    let (gone_id, live_id) = (id(&gone), id(&live));
+    // The touches proposed since, once the live visitor's has been.
+    let touched = || async {
+        let (_, log) = c
+            .admin(
+                1,
+                Method::GET,
+                &format!("/v1/cluster/log?from={from}"),
+                None,
+            )
+            .await;
+        let mut touched = Vec::new();
+        for e in log["entries"].as_array().unwrap() {
+            let Some(p) = e["proposal"].as_str() else {
+                continue;
+            };
+            let bytes = base64::engine::general_purpose::STANDARD.decode(p).unwrap();
+            let proposal = sluice_statemachine::Proposal::decode(&bytes).unwrap();
+            for cmd in proposal.commands {
+                if let sluice_statemachine::Command::Touch { visitors, .. } = cmd {
+                    touched.extend(visitors);
+                }
+            }
+        }
+        touched
+    };
+    wait_for(
+        "the live visitor's touch is proposed",
+        Duration::from_secs(10),
+        || async { touched().await.contains(&live_id) },
+    )
+    .await;
+    let seen = touched().await;
+    assert!(
+        !seen.contains(&gone_id),
+        "an ended visit was touched: {seen:?}"
+    );
+}
