@@ -66,7 +66,7 @@ async fn a_purged_log_replays_from_the_archive_to_the_live_digest() {
                         .is_ok_and(|e| e.file_name().to_string_lossy().starts_with("seg-"))
                 })
                 .count()
-                    >= 2
+                    >= 3
             })
         }
     })
