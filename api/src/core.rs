@@ -588,8 +588,18 @@ impl Sluice {
         Self::check_room(room)?;
         let t = self.require(room, src)?;
         let read = |st: &sluice_raft::SmState| {
-            let net = client.and_then(|ip| counted_network(&st.sm, room, ip));
-            (st.sm.visitor(room, t.visitor), net)
+            let view = st.sm.visitor(room, t.visitor);
+            let admitted = matches!(
+                view,
+                Ok(VisitorView {
+                    state: VisitorState::Admitted { .. },
+                    ..
+                })
+            );
+            let net = client
+                .filter(|_| admitted)
+                .and_then(|ip| counted_network(&st.sm, room, ip));
+            (view, net)
         };
         // Both kinds of read wait for the visitor's own write first: a ticket from ahead of this
         // cluster (one restored from an older backup under the same keys) is answered
@@ -603,7 +613,7 @@ impl Sluice {
             self.node.read(read)?
         };
         let view = view?;
-        if let (Some(net), VisitorState::Admitted { .. }) = (net, &view.state) {
+        if let Some(net) = net {
             self.renew.touch_from(room, t.visitor, net);
         }
         // The visitor reads its own writes: the state read is never older than its ticket says.

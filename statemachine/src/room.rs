@@ -2085,6 +2085,8 @@ impl Room {
             // Positions before a shuffled opening are not kept: they are not shown, and the
             // estimate is the line's, as a lottery's, whatever the order of joining.
             let shuffled = l == self.public() && self.shuffles_at_open();
+            // Admissions until this waiter's turn, in line order (lines not drawn by lot).
+            let until = (!lottery).then(|| self.admissions_until(l, rank + 1));
             let estimate = if held {
                 None
             } else if lottery || shuffled {
@@ -2101,16 +2103,15 @@ impl Room {
                         max_secs: likely.max_secs,
                     })
             } else {
-                self.estimate(self.admissions_until(l, rank + 1), l, now)
+                self.estimate(until.expect("a line not drawn by lot"), l, now)
             };
             let line = &self.policy.line;
             // Waiters of the other lines admitted before this one's turn: with strict priority
             // every waiter of the lanes before it, with shares as many as the shares let in
             // meanwhile (what the estimate counts too).
-            let ahead: u64 = if lottery {
-                (0..l).map(|i| self.line(i).len()).sum()
-            } else {
-                self.admissions_until(l, rank + 1) - (rank + 1)
+            let ahead: u64 = match until {
+                Some(until) => until - (rank + 1),
+                None => (0..l).map(|i| self.line(i).len()).sum(),
             };
             return Some(VisitorView {
                 visitor: id,
