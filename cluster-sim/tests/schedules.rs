@@ -6,9 +6,13 @@ use sluice_raft::Broken;
 use std::time::Duration;
 
 fn schedule(seed: u64, broken: Option<Broken>) -> Report {
+    schedule_of(seed, broken, Duration::from_secs(3))
+}
+
+fn schedule_of(seed: u64, broken: Option<Broken>, run_for: Duration) -> Report {
     run(&Config {
         seed,
-        run_for: Duration::from_secs(3),
+        run_for,
         broken,
         ..Config::default()
     })
@@ -34,7 +38,7 @@ fn schedules() -> u64 {
     std::env::var("SLUICE_SIM_SCHEDULES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(60)
+        .unwrap_or(200)
 }
 
 #[test]
@@ -47,7 +51,7 @@ fn schedules_with_partitions_crashes_and_clock_steps_keep_every_invariant() {
                 s.spawn(move || {
                     (1..=schedules())
                         .filter(|seed| seed % threads == t)
-                        .map(|seed| schedule(seed, None))
+                        .map(|seed| schedule_of(seed, None, Duration::from_secs(2)))
                         .collect::<Vec<_>>()
                 })
             })
