@@ -180,7 +180,8 @@ pub struct Limits {
     pub visitor_burst: u32,
     /// Deadline for a write or linearizable read, ms.
     pub request_timeout_ms: u64,
-    /// Concurrent HTTP requests per node.
+    /// HTTP requests being handled at once per node, counted once a request's body has been
+    /// received (more wait): a client slow to send its body holds no place of the node's.
     pub concurrent_requests_max: usize,
     /// Open HTTP connections per node, and as many public gRPC connections; past it the node
     /// accepts a new connection only when one closes (the rest wait in the listen backlog).
@@ -209,9 +210,8 @@ pub struct Limits {
     /// HTTP requests one client address may have being handled at once (an IPv6 /64 counting
     /// as one), from their arrival to their answer's head (an open event stream counts no
     /// more once its answer has begun); past it a request is answered 429
-    /// `too_many_in_flight` at once. It keeps one address from holding the node's
-    /// `concurrent_requests_max` places, say with bodies it never sends. Trusted proxies
-    /// (`trusted_proxies`) are exempt.
+    /// `too_many_in_flight` at once. It bounds what one address holds while its bodies are
+    /// awaited. Trusted proxies (`trusted_proxies`) are exempt.
     pub requests_per_address_max: usize,
     /// Open status streams (`/events`, gRPC `Visitor/Watch`) per client address; one visitor
     /// has at most one (a new one replaces the old).

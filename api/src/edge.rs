@@ -180,9 +180,13 @@ impl Connection {
                 })
             });
         };
+        // The body is read before the request takes one of the node's places: a client that
+        // is slow to send it (within the body timeout) holds only its address's places, never
+        // the node's, so requests from elsewhere (the proxy's gate checks) never wait behind it.
+        let body = read_body(body_max, req).await;
         // The semaphore is never closed.
         let _permit = permits.acquire_owned().await.ok();
-        let mut resp = match read_body(body_max, req).await {
+        let mut resp = match body {
             Ok(req) => match HotRoute::of(&method, req.uri().path()) {
                 Some((hot, room)) => {
                     let room = room.to_owned();

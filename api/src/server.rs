@@ -263,10 +263,15 @@ async fn spawn_grpc(
     health_reporter
         .set_serving::<pb::cluster_server::ClusterServer<Grpc>>()
         .await;
+    // Requests are bounded as HTTP bodies are (tonic's default is 4 MiB), on the services
+    // anyone may call too.
+    let max = cfg.limits.body_bytes_max;
+    let health_service = health_service.max_decoding_message_size(max);
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1()?;
+        .build_v1()?
+        .max_decoding_message_size(max);
     let mut builder = tonic::transport::Server::builder()
         .tcp_nodelay(true)
         .concurrency_limit_per_connection(cfg.limits.streams_per_connection_max as usize)
@@ -284,8 +289,6 @@ async fn spawn_grpc(
                 .timeout(limits.header_read_timeout.min(TLS_HANDSHAKE_MAX)),
         )?;
     }
-    // Requests are bounded as HTTP bodies are (tonic's default is 4 MiB).
-    let max = cfg.limits.body_bytes_max;
     use tonic::service::interceptor::InterceptedService;
     let router = builder
         .layer(tower::util::MapRequestLayer::new(request_made))

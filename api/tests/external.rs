@@ -346,8 +346,37 @@ async fn grpc_flow_health_and_reflection() {
         h.status,
         tonic_health::pb::health_check_response::ServingStatus::Serving as i32
     );
+    // Anyone may call them, so their messages are bounded as every other service's are (the
+    // node's `body_bytes_max`, 64 KiB), not by tonic's 4 MiB.
+    let e = health
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: "x".repeat(100 * 1024),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::OutOfRange, "{e}");
     let mut refl =
         tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient::new(channel);
+    let huge = tonic_reflection::pb::v1::ServerReflectionRequest {
+        host: "x".repeat(100 * 1024),
+        message_request: Some(
+            tonic_reflection::pb::v1::server_reflection_request::MessageRequest::ListServices(
+                String::new(),
+            ),
+        ),
+    };
+    // Reflection's stream ends without an answer when a request cannot be read.
+    let answered = match refl
+        .server_reflection_info(tokio_stream::iter(vec![huge]))
+        .await
+    {
+        Err(e) => Err(e),
+        Ok(s) => s.into_inner().message().await,
+    };
+    assert!(
+        !matches!(answered, Ok(Some(_))),
+        "a 100 KiB reflection request was read: {answered:?}"
+    );
     let req = tonic_reflection::pb::v1::ServerReflectionRequest {
         host: String::new(),
         message_request: Some(

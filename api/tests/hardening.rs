@@ -1318,6 +1318,61 @@ async fn one_address_cannot_hold_the_nodes_request_places() {
     drop(held);
 }
 
+/// Clients that send request heads and never their bodies, each within its address's bound, do
+/// not hold the node's places while their bodies are awaited: with every place of the node so
+/// held, a gate check and a health check from another address are answered at once, not after
+/// the body timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_bodies_do_not_hold_the_nodes_request_places() {
+    use tokio::io::AsyncWriteExt;
+    let c = Cluster::start_with(
+        1,
+        "[limits]\nconcurrent_requests_max = 4\nrequests_per_address_max = 4\n",
+    )
+    .await;
+    c.create_room("slow", held()).await;
+    let addr = c.node(1).http.clone();
+    let mut held_heads = Vec::new();
+    for _ in 0..5 {
+        let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        s.write_all(
+            b"POST /v1/rooms/slow/join HTTP/1.1\r\nhost: x\r\ncontent-length: 1000\r\n\r\n",
+        )
+        .await
+        .unwrap();
+        held_heads.push(s);
+    }
+    // One of the five is refused at once: the other four are being handled.
+    let reads = held_heads.iter_mut().map(|s| {
+        Box::pin(async move {
+            let mut buf = vec![0u8; 4096];
+            let n = tokio::io::AsyncReadExt::read(s, &mut buf).await.unwrap();
+            String::from_utf8_lossy(&buf[..n]).to_string()
+        })
+    });
+    let (answer, _, _) = futures::future::select_all(reads).await;
+    assert!(answer.starts_with("HTTP/1.1 429"), "{answer}");
+    let other = reqwest::Client::builder()
+        .local_address("127.0.0.2".parse::<std::net::IpAddr>().unwrap())
+        .timeout(Duration::from_secs(3))
+        .build()
+        .unwrap();
+    for path in ["/healthz", "/gate/slow/check"] {
+        let r = other
+            .get(c.node(1).url(path))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{path} answered while bodies are awaited: {e}"));
+        let expected = if path == "/healthz" {
+            StatusCode::OK
+        } else {
+            StatusCode::UNAUTHORIZED
+        };
+        assert_eq!(r.status(), expected, "{path}");
+    }
+    drop(held_heads);
+}
+
 /// Heartbeats with tickets of visits that ended (or of refused joins, which also carry one)
 /// record nothing: only visitors who hold a place go into the batch of renewals, so such
 /// tickets, however many, never become log entries nor crowd real renewals out.
