@@ -173,12 +173,7 @@ impl Connection {
                 refused = closing(refused);
             }
             secure(refused.headers_mut());
-            return refused.map(|body| {
-                Body::new(Guarded {
-                    inner: body,
-                    _guard: guard,
-                })
-            });
+            return refused.map(|body| Body::new(Guarded { inner: body, guard }));
         };
         // The body is read before the request takes one of the node's places: a client that
         // is slow to send it (within the body timeout) holds only its address's places, never
@@ -211,12 +206,7 @@ impl Connection {
             }
         };
         secure(resp.headers_mut());
-        resp.map(|body| {
-            Body::new(Guarded {
-                inner: body,
-                _guard: guard,
-            })
-        })
+        resp.map(|body| Body::new(Guarded { inner: body, guard }))
     }
 }
 
@@ -322,15 +312,16 @@ fn closing(mut resp: Response) -> Response {
 }
 
 /// The requests of one connection in flight, the bodies of their answers included (an event
-/// stream is in flight while it is open), and since when there have been none. Counting costs
-/// two atomic operations per request; nothing is woken by it.
+/// stream is in flight while it is open), and when the connection last made progress: a request
+/// began, an answer's body gave a frame to send, or the last request in flight ended. Counting
+/// costs two atomic operations per request and one per frame; nothing is woken by it.
 #[derive(Clone)]
 pub(crate) struct InFlight(Arc<InFlightState>);
 
 struct InFlightState {
     open: AtomicUsize,
-    /// When the last request in flight ended, in nanoseconds after `opened`.
-    idle_since: AtomicU64,
+    /// When the connection last made progress, in nanoseconds after `opened`.
+    progress: AtomicU64,
     opened: tokio::time::Instant,
 }
 
@@ -338,7 +329,7 @@ impl Default for InFlight {
     fn default() -> Self {
         InFlight(Arc::new(InFlightState {
             open: AtomicUsize::new(0),
-            idle_since: AtomicU64::new(0),
+            progress: AtomicU64::new(0),
             opened: tokio::time::Instant::now(),
         }))
     }
@@ -347,25 +338,33 @@ impl Default for InFlight {
 impl InFlight {
     fn begin(&self) -> InFlightGuard {
         self.0.open.fetch_add(1, Ordering::SeqCst);
+        self.progressed();
         InFlightGuard(self.clone())
     }
 
-    /// Resolves once the connection has had nothing in flight for `idle`: it looks again when
-    /// that time would be up, so a busy connection costs one timer per `idle`, not one per
-    /// request.
+    /// Whether a request (or its answer's body) is in flight.
+    pub(crate) fn any_open(&self) -> bool {
+        self.0.open.load(Ordering::SeqCst) > 0
+    }
+
+    fn progressed(&self) {
+        let now = u64::try_from(self.0.opened.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.0.progress.fetch_max(now, Ordering::SeqCst);
+    }
+
+    /// Resolves once the connection has made no progress for `idle`: no request in flight and
+    /// none begun, or answers in flight whose bodies gave nothing to send (an HTTP/2 client
+    /// that never opens its flow-control window, or any client that stops reading, holds its
+    /// answers so; an event stream gives a frame at least every 15 s). It looks again when that
+    /// time would be up, so a busy connection costs one timer per `idle`, not one per request.
     pub(crate) async fn idle_for(&self, idle: Duration) {
         loop {
-            let wait = if self.0.open.load(Ordering::SeqCst) > 0 {
-                idle
-            } else {
-                let since = Duration::from_nanos(self.0.idle_since.load(Ordering::SeqCst));
-                let left = idle.saturating_sub(self.0.opened.elapsed().saturating_sub(since));
-                if left.is_zero() {
-                    return;
-                }
-                left
-            };
-            tokio::time::sleep(wait).await;
+            let since = Duration::from_nanos(self.0.progress.load(Ordering::SeqCst));
+            let left = idle.saturating_sub(self.0.opened.elapsed().saturating_sub(since));
+            if left.is_zero() {
+                return;
+            }
+            tokio::time::sleep(left).await;
         }
     }
 }
@@ -375,18 +374,16 @@ struct InFlightGuard(InFlight);
 
 impl Drop for InFlightGuard {
     fn drop(&mut self) {
-        let state = &(self.0).0;
-        if state.open.fetch_sub(1, Ordering::SeqCst) == 1 {
-            let now = u64::try_from(state.opened.elapsed().as_nanos()).unwrap_or(u64::MAX);
-            state.idle_since.store(now, Ordering::SeqCst);
-        }
+        self.0 .0.open.fetch_sub(1, Ordering::SeqCst);
+        self.0.progressed();
     }
 }
 
-/// A body that holds a guard until it is dropped.
+/// A body that holds a guard until it is dropped, and marks the connection's progress with
+/// each frame it gives.
 struct Guarded<B> {
     inner: B,
-    _guard: InFlightGuard,
+    guard: InFlightGuard,
 }
 
 impl<B: http_body::Body + Unpin> http_body::Body for Guarded<B> {
@@ -397,7 +394,12 @@ impl<B: http_body::Body + Unpin> http_body::Body for Guarded<B> {
         self: Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
-        Pin::new(&mut self.get_mut().inner).poll_frame(cx)
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        if matches!(polled, std::task::Poll::Ready(Some(_))) {
+            this.guard.0.progressed();
+        }
+        polled
     }
 
     fn is_end_stream(&self) -> bool {
@@ -414,30 +416,38 @@ mod tests {
     use super::InFlight;
     use std::time::Duration;
 
-    /// A connection is idle only once nothing has been in flight for the whole time: a request
-    /// that ends restarts the count, one in flight stops it.
+    /// A connection is idle once it has made no progress for the whole time: a request that
+    /// begins, gives a frame or ends restarts the count; one in flight that gives nothing does
+    /// not stop it.
     #[tokio::test(start_paused = true)]
-    async fn idle_counts_from_the_last_request_that_ended() {
+    async fn idle_counts_from_the_last_progress() {
         let idle = Duration::from_secs(10);
         let f = InFlight::default();
         let start = tokio::time::Instant::now();
         f.idle_for(idle).await;
         assert_eq!(start.elapsed(), idle, "idle from the start");
 
+        // A request in flight whose answer goes on giving frames keeps the connection.
         let g = f.begin();
         let waiting = tokio::spawn({
             let f = f.clone();
             async move { f.idle_for(idle).await }
         });
-        tokio::time::sleep(Duration::from_secs(25)).await;
-        assert!(
-            !waiting.is_finished(),
-            "never idle with a request in flight"
-        );
+        for _ in 0..5 {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            g.0.progressed();
+        }
+        assert!(!waiting.is_finished(), "idle while making progress");
+        // One that gives nothing more does not.
+        let stalled = tokio::time::Instant::now();
+        waiting.await.unwrap();
+        assert_eq!(stalled.elapsed(), idle, "idle once stalled");
+
+        // An ended request restarts the count.
+        tokio::time::sleep(Duration::from_secs(3)).await;
         drop(g);
         let ended = tokio::time::Instant::now();
-        waiting.await.unwrap();
-        assert!(ended.elapsed() >= idle, "{:?}", ended.elapsed());
-        assert!(ended.elapsed() < idle * 2, "{:?}", ended.elapsed());
+        f.idle_for(idle).await;
+        assert_eq!(ended.elapsed(), idle);
     }
 }

@@ -941,8 +941,15 @@ async fn jwks(State(app): AppState) -> Response {
         .into_response()
 }
 
+/// The OpenAPI document, built and encoded once: anyone may ask for it, as often as they like.
 async fn openapi() -> Response {
-    Json(ApiDoc::openapi()).into_response()
+    static DOC: std::sync::OnceLock<axum::body::Bytes> = std::sync::OnceLock::new();
+    let doc = DOC.get_or_init(|| {
+        serde_json::to_vec(&ApiDoc::openapi())
+            .expect("the OpenAPI document encodes")
+            .into()
+    });
+    ([(header::CONTENT_TYPE, "application/json")], doc.clone()).into_response()
 }
 
 /// `GET /assets/{name}`: the pages' scripts.

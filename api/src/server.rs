@@ -552,7 +552,8 @@ struct HttpLimits {
 /// A client gets `header_read_timeout` (at most [`TLS_HANDSHAKE_MAX`]) for its TLS handshake,
 /// `header_read_timeout` for its first bytes (the whole preface on HTTP/2), and
 /// `header_read_timeout` for each request's headers on HTTP/1 (idle keep-alive time included);
-/// a connection with no request in flight for `header_read_timeout` is closed, on HTTP/2 too.
+/// a connection that makes no progress for `header_read_timeout` (no request in flight, or
+/// answers whose bodies could not be sent) is closed, on HTTP/2 too.
 async fn serve_http(
     listener: tokio::net::TcpListener,
     edge: Edge,
@@ -788,8 +789,9 @@ impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for JsonErrors<S> {
     }
 }
 
-/// Serves one connection until it ends, `cancel` fires, or it has had no request in flight for
-/// `idle.1`; then finishes its requests in flight (up to 10 s) and closes it.
+/// Serves one connection until it ends, `cancel` fires, or it has made no progress for `idle.1`
+/// ([`InFlight::idle_for`]); then finishes its requests in flight (up to 10 s) and closes it,
+/// or, when answers in flight made no progress, closes it at once.
 async fn serve_connection<I, S>(
     builder: &hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor>,
     io: I,
@@ -812,7 +814,13 @@ async fn serve_connection<I, S>(
     tokio::select! {
         _ = conn.as_mut() => return,
         _ = cancel.cancelled() => {}
-        _ = idle.0.idle_for(idle.1) => {}
+        _ = idle.0.idle_for(idle.1) => {
+            // Answers that made no progress for as long (a client that stopped reading) would
+            // not finish within a graceful shutdown either: closed at once.
+            if idle.0.any_open() {
+                return;
+            }
+        }
     }
     conn.as_mut().graceful_shutdown();
     let _ = tokio::time::timeout(Duration::from_secs(10), conn).await;

@@ -578,6 +578,40 @@ async fn status_streams_are_one_per_visitor_and_bounded_per_address() {
     drop(second);
 }
 
+/// An HTTP/2 client that never opens its flow-control window holds its answers unsent, and with
+/// them its connection: many such streams per connection, many connections per address, held
+/// forever while the client answers pings. The node closes a connection whose answers make no
+/// progress for the header timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http2_client_that_never_reads_its_answers_is_closed() {
+    let c = Cluster::start_with(1, "[limits]\nheader_read_timeout_ms = 500\n").await;
+    let addr = c.node(1).http.clone();
+    let sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let (mut send, conn) =
+        hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+            .initial_stream_window_size(0)
+            .keep_alive_interval(None)
+            .handshake(hyper_util::rt::TokioIo::new(sock))
+            .await
+            .unwrap();
+    let conn = tokio::spawn(conn);
+    let mut answers = Vec::new();
+    for _ in 0..8 {
+        let req = hyper::Request::get(format!("http://{addr}/openapi.json"))
+            .body(http_body_util::Empty::<bytes::Bytes>::new())
+            .unwrap();
+        let answer = send.send_request(req).await.unwrap();
+        assert_eq!(answer.status(), 200);
+        answers.push(answer);
+    }
+    tokio::time::timeout(Duration::from_secs(10), conn)
+        .await
+        .expect("the connection whose answers make no progress is closed")
+        .unwrap()
+        .ok();
+    drop(answers);
+}
+
 /// Idle HTTP/2 connections are closed (before, they held their slot forever), and one address
 /// holds only so many connections.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
