@@ -453,7 +453,8 @@ impl Deliverer {
             .ok_or_else(|| NO_LEDGER.to_string())
     }
 
-    /// Posts one event until a 2xx answers; false if this node stopped leading meanwhile.
+    /// Posts one event until a 2xx answers or the event is a day old (log time); false if this
+    /// node stopped leading meanwhile.
     async fn deliver(&self, d: &Delivery) -> bool {
         let body = serde_json::to_vec(d).expect("an event encodes");
         let mut wait = BACKOFF_FIRST;
@@ -481,6 +482,9 @@ impl Deliverer {
                     tracing::warn!(webhook = %self.hook.name, id = %d.id, status = %r.status(), "webhook refused; retrying")
                 }
                 Err(e) => {
+                    // Without the URL, which may carry a secret (a user and password, or a
+                    // token in its path).
+                    let e = e.without_url();
                     tracing::warn!(webhook = %self.hook.name, id = %d.id, error = %e, "webhook unreachable; retrying")
                 }
             }
@@ -489,6 +493,14 @@ impl Deliverer {
             wait = (wait * 2).min(BACKOFF_MAX);
             if !self.node.is_leader() {
                 return false;
+            }
+            // An event retried for a day is given up, as one found that old is, so that the
+            // events after it are not held back for ever.
+            let now_ms = self.node.read(|st| st.sm.clock_ms()).map_or(0, |r| r.0);
+            if now_ms.saturating_sub(d.time_ms) > GIVE_UP_AFTER_MS {
+                self.metrics.given_up.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(webhook = %self.hook.name, id = %d.id, "webhook event retried for a day given up");
+                return true;
             }
         }
     }
