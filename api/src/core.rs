@@ -1463,6 +1463,8 @@ impl Sluice {
         getrandom::fill(&mut id).map_err(|e| {
             ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
         })?;
+        // Not a dashboard session's: its revocation never competes with sign-outs for places.
+        id[0] &= 0x7f;
         let t = StaffToken {
             room: room.to_string(),
             room_created_ms,

@@ -50,7 +50,7 @@ pub use bypass::{BypassKind, BypassRule, Network, PathRule};
 pub use codes::{CodeBatch, CodeBatchView, CodeHash, NewCode};
 pub use command::{Command, DecodeError, Proposal};
 pub use lanes::Lane;
-pub use machine::{LogPosition, QueueEntry, StateMachine};
+pub use machine::{is_session_credential, LogPosition, QueueEntry, StateMachine};
 pub use origin::{
     HealthChange, HealthSource, LineRule, OriginRule, OriginSamples, ProbeMethod, ProbeRule,
 };

@@ -62,6 +62,9 @@ pub const BANS_PER_ROOM_MAX: usize = 100_000;
 /// once, each until the time it would have ended anyway; past it a sign-out or a revocation is
 /// refused server-side (a sign-out's cookie is still cleared).
 pub const CREDENTIALS_ENDED_MAX: usize = 10_000;
+/// Most of those that are dashboard sessions: sign-outs (which any operator, a viewer too, can
+/// make as often as it signs in) never take the places revocations of staff tokens need.
+pub const SESSIONS_ENDED_MAX: usize = 5_000;
 /// Most entries one queue listing returns.
 pub const QUEUE_PAGE_MAX: usize = 10_000;
 /// Most rooms one room listing returns (a room with the longest branding is ~4 KB of JSON).

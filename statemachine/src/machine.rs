@@ -63,6 +63,12 @@ pub struct StateMachine {
     pub(crate) record_buf: Vec<u8>,
 }
 
+/// Whether an ended credential is a dashboard session's: their random ids have the first bit
+/// set, staff tokens' never ([`SESSIONS_ENDED_MAX`]).
+pub fn is_session_credential(id: &[u8; 16]) -> bool {
+    id[0] & 0x80 != 0
+}
+
 impl StateMachine {
     /// An empty machine.
     pub fn new() -> Self {
@@ -534,13 +540,30 @@ impl StateMachine {
                 if *until_ms <= now {
                     return Ok(Outcome::Count(0));
                 }
-                if !ended.contains_key(credential) && ended.len() >= CREDENTIALS_ENDED_MAX {
-                    ended.retain(|_, &mut until| until > now);
-                    if ended.len() >= CREDENTIALS_ENDED_MAX {
-                        return Err(Rejection::LimitReached {
-                            what: "ended credentials (sessions, bypass tokens)".into(),
-                            max: CREDENTIALS_ENDED_MAX as u64,
-                        });
+                if !ended.contains_key(credential) {
+                    let session = is_session_credential(credential);
+                    let full = |ended: &BTreeMap<[u8; 16], u64>| {
+                        ended.len() >= CREDENTIALS_ENDED_MAX
+                            || session
+                                && ended.keys().filter(|c| is_session_credential(c)).count()
+                                    >= SESSIONS_ENDED_MAX
+                    };
+                    if full(ended) {
+                        ended.retain(|_, &mut until| until > now);
+                        if full(ended) {
+                            return Err(Rejection::LimitReached {
+                                what: if session {
+                                    "ended dashboard sessions".into()
+                                } else {
+                                    "ended credentials (sessions, bypass tokens)".into()
+                                },
+                                max: if session {
+                                    SESSIONS_ENDED_MAX
+                                } else {
+                                    CREDENTIALS_ENDED_MAX
+                                } as u64,
+                            });
+                        }
                     }
                 }
                 ended.insert(*credential, *until_ms);

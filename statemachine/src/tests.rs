@@ -1762,6 +1762,41 @@ fn ended_operator_sessions_are_remembered_until_they_would_have_ended() {
     assert_eq!(end(&mut h, 0xee, T0 + 3_600_000), Outcome::Count(1));
 }
 
+/// Sign-outs, which any operator (a viewer too) can make as often as it signs in, take at most
+/// their share of the ended credentials: past it a sign-out is refused, and a staff token can
+/// still be revoked.
+#[test]
+fn sign_outs_never_take_the_places_revocations_need() {
+    let mut h = H::new();
+    let end = |h: &mut H, id: [u8; 16]| {
+        h.run(Command::EndCredential {
+            credential: id,
+            until_ms: T0 + 3_600_000,
+        })
+    };
+    let session = |i: u32| {
+        let mut id = [0u8; 16];
+        id[..4].copy_from_slice(&i.to_be_bytes());
+        id[0] |= 0x80;
+        id
+    };
+    for i in 0..SESSIONS_ENDED_MAX as u32 {
+        assert_eq!(end(&mut h, session(i)), Outcome::Count(1));
+    }
+    assert_eq!(
+        rejected(&end(&mut h, session(u32::MAX >> 1))).code(),
+        "limit_reached"
+    );
+    // A session already ended is ended again without a new place.
+    assert_eq!(end(&mut h, session(7)), Outcome::Count(1));
+    // A staff token's id (first bit clear) is revoked.
+    let mut staff = [0x11u8; 16];
+    staff[0] &= 0x7f;
+    assert!(!crate::is_session_credential(&staff));
+    assert_eq!(end(&mut h, staff), Outcome::Count(1));
+    assert!(h.sm.credential_ended(&staff));
+}
+
 /// A version 2 snapshot (before bans, ended operator sessions and entry policies) restores to the same state,
 /// which the current version writes with empty extras.
 #[test]

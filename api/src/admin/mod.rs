@@ -335,6 +335,9 @@ pub async fn login(
     };
     let mut id = [0u8; 16];
     getrandom::fill(&mut id).expect("OS randomness");
+    // A session's id is marked as one, so that its sign-out counts among ended sessions.
+    id[0] |= 0x80;
+    debug_assert!(sluice_statemachine::is_session_credential(&id));
     let t = now(&app);
     let s = Session {
         id,
