@@ -48,6 +48,9 @@ pub struct App {
     pub flash: Arc<Flash>,
     /// The rooms' recent figures, for the dashboard's charts.
     pub history: Arc<crate::history::History>,
+    /// The last state digest computed for `/v1/cluster/digest` (one at a time, at most one a
+    /// second: each encodes the whole state while applies wait).
+    pub(crate) digests: Arc<tokio::sync::Mutex<Option<crate::http::DigestRead>>>,
 }
 
 impl App {
@@ -74,6 +77,7 @@ impl App {
             demo_room: None,
             flash: Arc::default(),
             history: Arc::default(),
+            digests: Arc::default(),
         }
     }
 }

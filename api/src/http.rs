@@ -826,6 +826,18 @@ async fn membership(State(app): AppState, Body(body): Body) -> Response {
 /// The applied index and state digest of this node.
 #[utoipa::path(get, path = "/v1/cluster/digest", responses((status = 200, description = "{applied_index, digest}")), security(("bearer" = [])))]
 async fn digest(State(app): AppState) -> Response {
+    let asked = tokio::time::Instant::now();
+    // One computation at a time, each after the request arrived (never a stale answer), and at
+    // most one a second: each encodes the whole state twice while applies wait, so callers in
+    // between share the next one.
+    let mut last = app.digests.lock().await;
+    if let Some(r) = last.as_ref() {
+        if r.at >= asked {
+            return r.answer();
+        }
+        tokio::time::sleep_until(r.at + DIGEST_GAP).await;
+    }
+    let at = tokio::time::Instant::now();
     let read = app.sluice.node.read(|st| {
         (
             sluice_statemachine::digest_hex(&st.sm.digest()),
@@ -833,11 +845,38 @@ async fn digest(State(app): AppState) -> Response {
         )
     });
     match read {
-        Ok(((d, c), i)) => {
-            Json(serde_json::json!({"applied_index": i, "digest": d, "content_digest": c}))
-                .into_response()
-        }
+        Ok(((digest, content), applied_index)) => last
+            .insert(DigestRead {
+                at,
+                applied_index,
+                digest,
+                content,
+            })
+            .answer(),
         Err(e) => ApiError::from(e).into_response(),
+    }
+}
+
+/// Least time between two computations of the state digest on one node.
+const DIGEST_GAP: Duration = Duration::from_secs(1);
+
+/// A state digest computed for `/v1/cluster/digest`, and when.
+#[derive(Debug)]
+pub(crate) struct DigestRead {
+    at: tokio::time::Instant,
+    applied_index: u64,
+    digest: String,
+    content: String,
+}
+
+impl DigestRead {
+    fn answer(&self) -> Response {
+        Json(serde_json::json!({
+            "applied_index": self.applied_index,
+            "digest": self.digest,
+            "content_digest": self.content,
+        }))
+        .into_response()
     }
 }
 

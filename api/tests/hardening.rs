@@ -1407,6 +1407,40 @@ async fn slow_bodies_do_not_hold_the_nodes_request_places() {
     drop(held_heads);
 }
 
+/// Each state digest encodes the whole state while applies wait, so a node computes at most one
+/// a second, whoever asks and however often (a viewer may): callers in between wait for the
+/// next one, which is computed after they asked, so no answer is stale.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_digests_are_computed_at_most_once_a_second_and_never_stale() {
+    let c = Cluster::start(1).await;
+    c.create_room("d", held()).await;
+    let started = std::time::Instant::now();
+    let mut last = 0;
+    for _ in 0..3 {
+        let joined = c.join(1, "d", None).await;
+        let index = joined["applied_index"].as_u64().unwrap();
+        let (s, v) = c.admin(1, Method::GET, "/v1/cluster/digest", None).await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        let applied = v["applied_index"].as_u64().unwrap();
+        assert!(applied >= index, "a digest from before the join: {v}");
+        assert!(applied > last);
+        last = applied;
+    }
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "three digests in {:?}",
+        started.elapsed()
+    );
+    // Many at once share one computation.
+    let many = futures::future::join_all(
+        (0..8).map(|_| c.admin(1, Method::GET, "/v1/cluster/digest", None)),
+    )
+    .await;
+    let digests: std::collections::BTreeSet<String> =
+        many.iter().map(|(_, v)| v["digest"].to_string()).collect();
+    assert_eq!(digests.len(), 1, "{many:?}");
+}
+
 /// Heartbeats with tickets of visits that ended (or of refused joins, which also carry one)
 /// record nothing: only visitors who hold a place go into the batch of renewals, so such
 /// tickets, however many, never become log entries nor crowd real renewals out.
