@@ -339,12 +339,20 @@ impl Sluice {
         client: Option<IpAddr>,
         proof: &JoinProof<'_>,
     ) -> Result<Command, ApiError> {
-        let (policy, waiting) = self
-            .node
-            .read(|st| st.sm.join_terms(room))
-            .ok()
-            .and_then(|(t, _)| t)
-            .unwrap_or_default();
+        let terms = |st: &sluice_raft::SmState| st.sm.join_terms(room);
+        let (policy, waiting) = match self.node.read(terms) {
+            Ok((Some(t), _)) => t,
+            // A room this node does not know may have been made a moment ago: ask again at
+            // the leader's commit (a round trip). A room that does not exist costs no log
+            // entry, however many joins name it.
+            Ok((None, _)) => self
+                .node
+                .read_linearizable(terms)
+                .await?
+                .0
+                .ok_or_else(|| ApiError::from(Rejection::RoomNotFound))?,
+            Err(_) => Default::default(),
+        };
         let (identity, lane) = match (&policy.identity, proof.identity) {
             (Some(rule), Some(token)) => {
                 let keys = self.identity.as_ref().ok_or_else(|| {

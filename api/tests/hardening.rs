@@ -1441,6 +1441,58 @@ async fn state_digests_are_computed_at_most_once_a_second_and_never_stale() {
     assert_eq!(digests.len(), 1, "{many:?}");
 }
 
+/// Joins naming a room that does not exist are refused without a log entry (each was written,
+/// synced and replicated, then refused in apply); a room made a moment ago through another
+/// node is still found.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn joins_to_rooms_that_do_not_exist_write_nothing() {
+    use base64::Engine;
+    let c = Cluster::start(3).await;
+    let (_, cluster) = c.admin(1, Method::GET, "/v1/cluster", None).await;
+    let from = cluster["applied_index"].as_u64().unwrap() + 1;
+    for node in [1, 2, 3] {
+        for _ in 0..5 {
+            let (s, v) = c
+                .visitor(node, Method::POST, "/v1/rooms/nowhere/join", None)
+                .await;
+            assert_eq!(s, StatusCode::NOT_FOUND, "{v}");
+            assert_eq!(v["error"]["code"], "room_not_found", "{v}");
+        }
+    }
+    // Made through one node, joined at once through each of the others.
+    c.create_room("fresh", held()).await;
+    for node in [2, 3] {
+        let (s, v) = c
+            .visitor(node, Method::POST, "/v1/rooms/fresh/join", None)
+            .await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+    }
+    let (_, log) = c
+        .admin(
+            1,
+            Method::GET,
+            &format!("/v1/cluster/log?from={from}"),
+            None,
+        )
+        .await;
+    let mut joined = Vec::new();
+    for e in log["entries"].as_array().unwrap() {
+        let Some(p) = e["proposal"].as_str() else {
+            continue;
+        };
+        let bytes = base64::engine::general_purpose::STANDARD.decode(p).unwrap();
+        for cmd in sluice_statemachine::Proposal::decode(&bytes)
+            .unwrap()
+            .commands
+        {
+            if let sluice_statemachine::Command::Join { room, .. } = cmd {
+                joined.push(room);
+            }
+        }
+    }
+    assert_eq!(joined, ["fresh", "fresh"]);
+}
+
 /// Heartbeats with tickets of visits that ended (or of refused joins, which also carry one)
 /// record nothing: only visitors who hold a place go into the batch of renewals, so such
 /// tickets, however many, never become log entries nor crowd real renewals out.
