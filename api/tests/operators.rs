@@ -370,6 +370,74 @@ async fn a_viewer_reads_but_every_change_it_tries_is_forbidden() {
     assert_eq!(signed_out[0]["outcome"], "ok");
 }
 
+/// The leader fetches a room's origin probe URL from inside the cluster's network and shows
+/// how it answered: setting or changing that URL needs the admin role, so that an operator
+/// cannot make the cluster reach and map its internal addresses. An operator may still change
+/// the room's other settings, and keep or remove the probe an admin set.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_an_admin_points_the_origin_probe() {
+    let c = Cluster::start_with(1, &team()).await;
+    let with_probe = |url: &str, capacity: u64| {
+        json!({
+            "capacity": capacity,
+            "origin": {"probe": {"url": url, "interval_secs": 60}, "min_samples": 1, "down_error_permille": 500}
+        })
+    };
+    let metadata = with_probe("http://169.254.169.254/latest/meta-data/", 5);
+    let (s, v) = call(
+        &c,
+        ALICE,
+        Method::PUT,
+        "/v1/rooms/p",
+        Some(metadata.clone()),
+    )
+    .await;
+    forbidden(s, &v, "an operator's probe URL");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("origin.probe.url"),
+        "{v}"
+    );
+    // Nothing was written: the room does not exist.
+    let (s, _) = call(&c, ALICE, Method::GET, "/v1/rooms/p", None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let shop = with_probe("http://127.0.0.1:9/health", 5);
+    let (s, v) = call(&c, ADA, Method::PUT, "/v1/rooms/p", Some(shop)).await;
+    assert!(s.is_success(), "{v}");
+    // The operator changes the capacity and keeps the admin's probe.
+    let (s, v) = call(
+        &c,
+        ALICE,
+        Method::PUT,
+        "/v1/rooms/p",
+        Some(with_probe("http://127.0.0.1:9/health", 7)),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    // But cannot point it elsewhere.
+    let (s, v) = call(
+        &c,
+        ALICE,
+        Method::PUT,
+        "/v1/rooms/p",
+        Some(with_probe("http://127.0.0.1:2379/", 7)),
+    )
+    .await;
+    forbidden(s, &v, "an operator's changed probe URL");
+    // Removing it is the operator's to do.
+    let (s, v) = call(
+        &c,
+        ALICE,
+        Method::PUT,
+        "/v1/rooms/p",
+        Some(json!({"capacity": 7})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+}
+
 /// An operator runs rooms but may not change the cluster's membership (403, and the membership
 /// is unchanged); an admin may, over HTTP and gRPC.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
