@@ -189,7 +189,9 @@ pub struct Limits {
     /// How long an HTTP client may take to send its first bytes (on HTTP/2 its whole preface)
     /// and, on HTTP/1, each request's headers, ms, counted from the connection's start (or the
     /// end of its TLS handshake, which gets at most 10 s) or from the previous response; then the
-    /// connection is closed. A gRPC client has as long for its first 24 bytes. Longer than the
+    /// connection is closed; so is one that makes no progress for as long (no request in
+    /// flight, or answers its client does not read), public gRPC ones too. A gRPC client has as
+    /// long for its first 24 bytes. Longer than the
     /// idle timeout of a reverse proxy's kept-alive upstream connections (nginx 60 s, Traefik
     /// 90 s), so that the proxy closes an idle connection first and never sends a request on one
     /// that Sluice is closing.

@@ -236,7 +236,7 @@ fn spawn_http(
 
 /// Serves the public gRPC services (visitor, admin, cluster, health, reflection) on
 /// `listener`: operators' calls need their roles, and a connection must make its first call
-/// within the header timeout, as an HTTP one must send its headers (`request_made` tells the
+/// within the header timeout, as an HTTP one must send its headers ([`CallActivity`] tells the
 /// listener it has).
 async fn spawn_grpc(
     cfg: &ServerConfig,
@@ -291,7 +291,7 @@ async fn spawn_grpc(
     }
     use tonic::service::interceptor::InterceptedService;
     let router = builder
-        .layer(tower::util::MapRequestLayer::new(request_made))
+        .layer(tower::layer::layer_fn(CallActivity))
         .add_service(health_service)
         .add_service(reflection)
         .add_service(InterceptedService::new(
@@ -313,9 +313,12 @@ async fn spawn_grpc(
             auth,
             app.trusted_proxies.clone(),
         ));
+    // A connection whose calls make no progress for the header timeout is closed, as an HTTP
+    // one is ([`CallActivity`]).
     let incoming = gated_incoming(
         listener,
         ConnectionGate::new(connection_limits),
+        Some(limits.header_read_timeout),
         Some(limits.header_read_timeout),
         cancel.clone(),
     );
@@ -330,13 +333,75 @@ async fn spawn_grpc(
     }))
 }
 
-/// Tells the public gRPC listener that a connection has made a call (it is then no longer held
-/// to the deadline for its first one).
-fn request_made<B>(req: axum::http::Request<B>) -> axum::http::Request<B> {
-    if let Some(conn) = sluice_raft::listener::ConnInfo::in_extensions(req.extensions()) {
-        conn.mark_authenticated();
+/// What the public gRPC listener learns of each call on a connection: that one was made (the
+/// connection is no longer held to the deadline for its first one), and while it is in flight,
+/// whether it makes progress: its answer's body is asked for its next part (a streamed answer
+/// is asked each time its stream wakes; one whose client never opens its flow-control window,
+/// or stops reading, is not). The listener closes a connection that makes none for the header
+/// timeout ([`sluice_raft::listener::Activity`]).
+#[derive(Clone)]
+struct CallActivity<S>(S);
+
+impl<S, B, R> tower::Service<axum::http::Request<B>> for CallActivity<S>
+where
+    S: tower::Service<axum::http::Request<B>, Response = axum::http::Response<R>>,
+    S::Future: Send + 'static,
+{
+    type Response = axum::http::Response<Tracked<R>>;
+    type Error = S::Error;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Self::Response, S::Error>> + Send>,
+    >;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), S::Error>> {
+        self.0.poll_ready(cx)
     }
-    req
+
+    fn call(&mut self, req: axum::http::Request<B>) -> Self::Future {
+        let call = sluice_raft::listener::ConnInfo::in_extensions(req.extensions()).map(|conn| {
+            conn.mark_authenticated();
+            conn.activity.begin()
+        });
+        let answer = self.0.call(req);
+        Box::pin(async move {
+            let answer = answer.await?;
+            Ok(answer.map(|inner| Tracked { inner, call }))
+        })
+    }
+}
+
+/// An answer's body that marks its call's progress each time it is asked for more, and ends
+/// the call when dropped.
+struct Tracked<B> {
+    inner: B,
+    call: Option<sluice_raft::listener::CallGuard>,
+}
+
+impl<B: http_body::Body + Unpin> http_body::Body for Tracked<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        let this = self.get_mut();
+        if let Some(call) = &this.call {
+            call.progressed();
+        }
+        std::pin::Pin::new(&mut this.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 /// A rustls server configuration from PEM files (HTTP/2 and HTTP/1.1 by ALPN).

@@ -612,6 +612,35 @@ async fn an_http2_client_that_never_reads_its_answers_is_closed() {
     drop(answers);
 }
 
+/// A public gRPC connection that made a call and then idles is closed after the header timeout,
+/// as an HTTP one is (before, one call let it hold its slot for as long as it answered pings).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_grpc_connection_is_closed() {
+    let c = Cluster::start_with(1, "[limits]\nheader_read_timeout_ms = 500\n").await;
+    let addr = c.node(1).grpc.clone();
+    let sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let (mut send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(sock),
+    )
+    .await
+    .unwrap();
+    let conn = tokio::spawn(conn);
+    // One call (of no service: answered all the same, and counted as the first call).
+    let req = hyper::Request::post(format!("http://{addr}/grpc.health.v1.Health/Nothing"))
+        .header("content-type", "application/grpc")
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let answer = send.send_request(req).await.unwrap();
+    assert_eq!(answer.status(), 200);
+    drop(answer);
+    tokio::time::timeout(Duration::from_secs(10), conn)
+        .await
+        .expect("the idle gRPC connection is closed")
+        .unwrap()
+        .ok();
+}
+
 /// Idle HTTP/2 connections are closed (before, they held their slot forever), and one address
 /// holds only so many connections.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

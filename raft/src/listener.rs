@@ -199,11 +199,14 @@ impl ConnectionGate {
 /// gate's `first_bytes_timeout`; hyper's HTTP/2 server would wait for them forever. With
 /// `authenticate_within`, a connection none of whose requests has been let through by then
 /// ([`ConnInfo::authenticated`], which the service sets) is closed: a client without
-/// credentials, or one that stalls in its TLS handshake, cannot hold a slot.
+/// credentials, or one that stalls in its TLS handshake, cannot hold a slot. With `idle`, a
+/// connection whose calls make no progress for that long ([`ConnInfo::activity`], which the
+/// service keeps) is closed.
 pub fn gated_incoming(
     listener: TcpListener,
     gate: ConnectionGate,
     authenticate_within: Option<Duration>,
+    idle: Option<Duration>,
     cancel: CancellationToken,
 ) -> tokio_stream::wrappers::ReceiverStream<std::io::Result<Prefixed<TcpStream>>> {
     use tokio::io::AsyncReadExt;
@@ -218,6 +221,9 @@ pub fn gated_incoming(
                     let mut io = Prefixed::new(first, stream, Some(slot));
                     if let Some(within) = authenticate_within {
                         io = io.authenticate_within(within);
+                    }
+                    if let Some(idle) = idle {
+                        io = io.close_when_idle(idle);
                     }
                     let _ = tx.send(Ok(io)).await;
                 }
@@ -235,6 +241,72 @@ pub struct ConnInfo {
     pub tcp: tonic::transport::server::TcpConnectInfo,
     /// Set once a request on this connection has been authenticated.
     pub authenticated: Arc<std::sync::atomic::AtomicBool>,
+    /// The connection's calls in flight and its last progress, where a listener that closes
+    /// idle connections ([`gated_incoming`]'s `idle`) reads them.
+    pub activity: Arc<Activity>,
+}
+
+/// A connection's calls in flight, and when it last made progress: a call began, ended, or its
+/// answer's body was asked for its next part (a body its client has stopped reading is not
+/// asked). Two atomic operations a call and one a part; nothing is woken by it.
+#[derive(Debug)]
+pub struct Activity {
+    open: std::sync::atomic::AtomicUsize,
+    /// Nanoseconds after `opened`.
+    progress: std::sync::atomic::AtomicU64,
+    opened: tokio::time::Instant,
+}
+
+impl Default for Activity {
+    fn default() -> Self {
+        Self {
+            open: Default::default(),
+            progress: Default::default(),
+            opened: tokio::time::Instant::now(),
+        }
+    }
+}
+
+impl Activity {
+    /// A call begins; it is in flight until the guard is dropped (with its answer's body).
+    pub fn begin(self: &Arc<Self>) -> CallGuard {
+        self.open.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.progressed();
+        CallGuard(self.clone())
+    }
+
+    /// Marks progress now.
+    pub fn progressed(&self) {
+        let now = u64::try_from(self.opened.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.progress
+            .fetch_max(now, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// How long since the last progress.
+    pub fn since_progress(&self) -> Duration {
+        let at = Duration::from_nanos(self.progress.load(std::sync::atomic::Ordering::SeqCst));
+        self.opened.elapsed().saturating_sub(at)
+    }
+}
+
+/// One call in flight until dropped; see [`Activity::begin`].
+#[derive(Debug)]
+pub struct CallGuard(Arc<Activity>);
+
+impl CallGuard {
+    /// Marks progress of the call (its answer's body was asked for more).
+    pub fn progressed(&self) {
+        self.0.progressed();
+    }
+}
+
+impl Drop for CallGuard {
+    fn drop(&mut self) {
+        self.0
+            .open
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        self.0.progressed();
+    }
 }
 
 impl ConnInfo {
@@ -280,6 +352,10 @@ pub struct Prefixed<S> {
     authenticated: Arc<std::sync::atomic::AtomicBool>,
     /// Reads fail from then on unless `authenticated` is set.
     deadline: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+    activity: Arc<Activity>,
+    /// Reads fail once `activity` has made no progress for this long; the timer looks again
+    /// when that time would be up.
+    idle: Option<(Duration, std::pin::Pin<Box<tokio::time::Sleep>>)>,
 }
 
 impl<S> Prefixed<S> {
@@ -292,7 +368,17 @@ impl<S> Prefixed<S> {
             _slot: slot,
             authenticated: Arc::default(),
             deadline: None,
+            activity: Arc::default(),
+            idle: None,
         }
+    }
+
+    /// Fails the connection's reads (which closes it) once its calls have made no progress
+    /// for `idle` ([`Activity`]): no call in flight and none begun, or answers in flight that
+    /// its client does not read.
+    pub fn close_when_idle(mut self, idle: Duration) -> Self {
+        self.idle = Some((idle, Box::pin(tokio::time::sleep(idle))));
+        self
     }
 
     /// Fails the connection's reads (which closes it) if no request on it has been
@@ -315,6 +401,7 @@ impl tonic::transport::server::Connected for Prefixed<TcpStream> {
         ConnInfo {
             tcp: self.inner.connect_info(),
             authenticated: self.authenticated.clone(),
+            activity: self.activity.clone(),
         }
     }
 }
@@ -337,6 +424,20 @@ impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Prefixed<S> {
                     std::io::ErrorKind::PermissionDenied,
                     "no authenticated request in time",
                 )));
+            }
+        }
+        if let Some((idle, timer)) = &mut this.idle {
+            while timer.as_mut().poll(cx).is_ready() {
+                let since = this.activity.since_progress();
+                if since >= *idle {
+                    return std::task::Poll::Ready(Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "no progress on the connection's calls in time",
+                    )));
+                }
+                timer
+                    .as_mut()
+                    .reset(tokio::time::Instant::now() + (*idle - since));
             }
         }
         if this.at < this.prefix.len() {
@@ -444,6 +545,35 @@ mod tests {
             held.push(gate.accept(&listener, &cancel).await.unwrap());
         }
         assert_eq!(gate.open(), 3);
+    }
+
+    /// A connection whose calls make no progress for its idle time is cut off: reads fail once
+    /// nothing began, ended or was asked of an answer for that long; a call that goes on being
+    /// asked for its answer keeps it.
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_whose_calls_make_no_progress_is_cut_off() {
+        use tokio::io::AsyncReadExt;
+        let idle = Duration::from_secs(10);
+        let (_client, server) = tokio::io::duplex(64);
+        let io = Prefixed::new(Vec::new(), server, None).close_when_idle(idle);
+        let activity = io.activity.clone();
+        let mut io = io;
+        let started = tokio::time::Instant::now();
+        let call = activity.begin();
+        let reading = tokio::spawn(async move {
+            let mut buf = [0u8; 2];
+            io.read(&mut buf).await.unwrap_err().kind()
+        });
+        for _ in 0..6 {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            call.progressed();
+        }
+        assert!(!reading.is_finished(), "cut off while making progress");
+        let stalled = tokio::time::Instant::now();
+        assert_eq!(reading.await.unwrap(), std::io::ErrorKind::TimedOut);
+        assert_eq!(stalled.elapsed(), idle);
+        assert!(started.elapsed() >= Duration::from_secs(40));
+        drop(call);
     }
 
     /// A connection none of whose calls has been authenticated in time is cut off: its reads

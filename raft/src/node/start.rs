@@ -289,6 +289,7 @@ fn serve(
                     listener,
                     gate,
                     Some(RAFT_AUTHENTICATE_WITHIN),
+                    None,
                     cancel.clone(),
                 );
                 router
