@@ -806,9 +806,6 @@ impl Sluice {
         }
     }
 
-    /// Creates or replaces a room (only creates it, with `create_only`: an existing room is
-    /// refused with `room_exists` and left as it is). Returns the room and whether it was
-    /// created.
     /// Refuses, before anything is written, an origin probe URL that an operator below the
     /// `admin` role sets or changes: the leader fetches it every few seconds from inside the
     /// cluster's network, and its answers (errors, latency) show in the room, so whoever sets
@@ -850,6 +847,9 @@ impl Sluice {
         }
     }
 
+    /// Creates or replaces a room (only creates it, with `create_only`: an existing room is
+    /// refused with `room_exists` and left as it is). Returns the room and whether it was
+    /// created.
     pub async fn put_room(
         &self,
         room: &str,
@@ -894,6 +894,17 @@ impl Sluice {
             ));
         }
         self.may_probe(room, &policy)?;
+        // What the room's settings were, for the audit log's note of what this changed.
+        let before = self
+            .node
+            .read(|st| {
+                st.sm
+                    .room(room)
+                    .map(|v| (v.config, st.sm.entry_policy(room).unwrap_or_default()))
+            })
+            .ok()
+            .and_then(|(b, _)| b);
+        let new_config = config.clone();
         let (view, index, created) = self.create_or_update(room, config, create_only).await?;
         // The entry policy is a command of its own (its encoding grows on its own); it is
         // written only when it changes.
@@ -917,17 +928,57 @@ impl Sluice {
             };
             policy.identity = Some(sluice_statemachine::IdentityRule { salt });
         }
-        if current.as_ref() != Some(&policy) {
+        let put = if current.as_ref() != Some(&policy) {
             let set = Command::SetEntryPolicy {
                 room: room.into(),
                 policy: policy.encode(),
             };
-            return match self.write(set).await? {
-                (Outcome::Room(v), i) => Ok((RoomBody::new(&v, &policy, i), created)),
-                (o, _) => Err(unexpected(o)),
-            };
+            match self.write(set).await? {
+                (Outcome::Room(v), i) => RoomBody::new(&v, &policy, i),
+                (o, _) => return Err(unexpected(o)),
+            }
+        } else {
+            RoomBody::new(&view, &policy, index)
+        };
+        self.note_settings(room, before, (&new_config, &policy))
+            .await;
+        Ok((put, created))
+    }
+
+    /// Puts what an operator's change of a room's settings changed (from the settings `before`,
+    /// or a new room's defaults) in the audit log, as the operator's: the change's own entries
+    /// say only that the room was updated. Written after the change; one that cannot be
+    /// written is logged.
+    async fn note_settings(
+        &self,
+        room: &str,
+        before: Option<(
+            sluice_statemachine::RoomConfig,
+            sluice_statemachine::EntryPolicy,
+        )>,
+        after: (
+            &sluice_statemachine::RoomConfig,
+            &sluice_statemachine::EntryPolicy,
+        ),
+    ) {
+        if crate::operators::current().is_none() {
+            return;
         }
-        Ok((RoomBody::new(&view, &policy, index), created))
+        let before = before.unwrap_or_default();
+        let what = settings_changes(
+            &serde_json::json!({"config": before.0, "entry": before.1}),
+            &serde_json::json!({"config": after.0, "entry": after.1}),
+        );
+        if what.is_empty() {
+            return;
+        }
+        let note = Command::NoteRoomChange {
+            room: room.into(),
+            what,
+        };
+        if let Err(e) = self.write(note).await {
+            tracing::warn!(room, error = %e.message, "the audit log's note of a room's changed settings was not written");
+        }
     }
 
     /// Creates the room with `config`, or replaces an existing room's: the room, the log index,
@@ -1897,9 +1948,105 @@ fn unexpected(o: Outcome) -> ApiError {
     )
 }
 
+/// The settings that differ between `before` and `after` (JSON objects), each as
+/// `path: old → new` with long values shortened, in path order, joined by `; ` and at most
+/// [`sluice_statemachine::limits::CHANGE_NOTE_LEN_MAX`] bytes. Secrets (an identity rule's
+/// salt) are never named.
+pub(crate) fn settings_changes(before: &serde_json::Value, after: &serde_json::Value) -> String {
+    use serde_json::Value;
+    fn leaves(prefix: &str, v: &Value, out: &mut std::collections::BTreeMap<String, Value>) {
+        match v {
+            Value::Object(m) => {
+                for (k, v) in m {
+                    let path = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
+                    leaves(&path, v, out);
+                }
+            }
+            v => {
+                out.insert(prefix.to_string(), v.clone());
+            }
+        }
+    }
+    fn shown(v: Option<&Value>) -> String {
+        const VALUE_LEN_MAX: usize = 120;
+        let text = v.map_or_else(|| "none".to_string(), Value::to_string);
+        let text: String = text.chars().filter(|c| !c.is_control()).collect();
+        match text.char_indices().nth(VALUE_LEN_MAX) {
+            Some((at, _)) => format!("{}…", &text[..at]),
+            None => text,
+        }
+    }
+    let (mut old, mut new) = Default::default();
+    leaves("", before, &mut old);
+    leaves("", after, &mut new);
+    let paths: std::collections::BTreeSet<&String> = old.keys().chain(new.keys()).collect();
+    let max = sluice_statemachine::limits::CHANGE_NOTE_LEN_MAX;
+    let mut out = String::new();
+    for path in paths {
+        // Absent and null are the same: nothing set.
+        let (a, b) = (
+            old.get(path).filter(|v| !v.is_null()),
+            new.get(path).filter(|v| !v.is_null()),
+        );
+        if a == b || path.split('.').any(|part| part == "salt") {
+            continue;
+        }
+        let item = format!("{path}: {} → {}", shown(a), shown(b));
+        let sep = if out.is_empty() { "" } else { "; " };
+        if out.len() + sep.len() + item.len() > max - "; …".len() {
+            out.push_str("; …");
+            break;
+        }
+        out.push_str(sep);
+        out.push_str(&item);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each changed setting is named with what it was and what it became, a new one and a
+    /// removed one too; what did not change is not; a salt never is; and the note is bounded.
+    #[test]
+    fn settings_changes_name_each_changed_setting_and_no_secret() {
+        let before = serde_json::json!({
+            "config": {"capacity": 10, "mode": "fifo", "branding": {"title": "Sale"}},
+            "entry": {"bypass": {"networks": []}, "identity": {"salt": [1, 2]}, "origin": null}
+        });
+        let after = serde_json::json!({
+            "config": {"capacity": 20, "mode": "fifo", "branding": {"title": "Sale"}},
+            "entry": {
+                "bypass": {"networks": ["10.0.0.0/8"]},
+                "identity": {"salt": [3, 4]},
+                "origin": {"probe": {"url": "http://shop/health"}}
+            }
+        });
+        let what = settings_changes(&before, &after);
+        assert_eq!(
+            what,
+            "config.capacity: 10 → 20; entry.bypass.networks: [] → [\"10.0.0.0/8\"]; \
+             entry.origin.probe.url: none → \"http://shop/health\""
+        );
+        assert_eq!(settings_changes(&before, &before), "");
+        let long = serde_json::json!({
+            "config": (0..200).map(|i| (format!("k{i:03}"), serde_json::json!("x".repeat(200))))
+                .collect::<serde_json::Map<_, _>>()
+        });
+        let what = settings_changes(&serde_json::json!({}), &long);
+        assert!(
+            what.len() <= sluice_statemachine::limits::CHANGE_NOTE_LEN_MAX,
+            "{}",
+            what.len()
+        );
+        assert!(what.ends_with("; …"), "{what}");
+        assert!(what.contains("config.k000: none → \"xxx"), "{what}");
+    }
 
     #[test]
     fn a_network_is_its_prefix_hashed_with_the_room() {

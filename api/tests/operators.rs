@@ -370,6 +370,51 @@ async fn a_viewer_reads_but_every_change_it_tries_is_forbidden() {
     assert_eq!(signed_out[0]["outcome"], "ok");
 }
 
+/// The audit log says what an operator's change of a room's settings changed, from what to
+/// what (the change's own entry says only that the room was updated): a doubled capacity and a
+/// network let past the line are there under the operator's name, and a change that changes
+/// nothing adds no note.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_log_says_what_a_change_of_settings_changed() {
+    let c = Cluster::start_with(1, &team()).await;
+    let room = |capacity: u64, bypass: Value| json!({"capacity": capacity, "admit_per_minute": 600, "bypass": bypass});
+    let (s, v) = call(
+        &c,
+        ALICE,
+        Method::PUT,
+        "/v1/rooms/sale",
+        Some(room(10, json!({}))),
+    )
+    .await;
+    assert!(s.is_success(), "{v}");
+    let widened = room(20, json!({"networks": ["203.0.113.0/24"]}));
+    let (s, v) = call(
+        &c,
+        BOB,
+        Method::PUT,
+        "/v1/rooms/sale",
+        Some(widened.clone()),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    // The same again changes nothing.
+    let (s, v) = call(&c, BOB, Method::PUT, "/v1/rooms/sale", Some(widened)).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let notes = audit(&c, VERA, "room=sale&operator=bob", 2).await;
+    let notes: Vec<&Value> = notes
+        .iter()
+        .filter(|e| e["command"] == "room_settings")
+        .collect();
+    assert_eq!(notes.len(), 1, "{notes:#?}");
+    let what = notes[0]["detail"].as_str().unwrap();
+    assert!(what.contains("config.capacity: 10 → 20"), "{what}");
+    assert!(
+        what.contains("\"addr\":\"203.0.113.0\",\"prefix\":24"),
+        "{what}"
+    );
+    assert!(!what.contains("admit_per_minute"), "{what}");
+}
+
 /// The leader fetches a room's origin probe URL from inside the cluster's network and shows
 /// how it answered: setting or changing that URL needs the admin role, so that an operator
 /// cannot make the cluster reach and map its internal addresses. An operator may still change
@@ -711,6 +756,7 @@ async fn the_audit_log_names_who_did_what_when_and_with_what_outcome() {
         made,
         [
             ("admin", "sale", "create_room", "ok"),
+            ("admin", "sale", "room_settings", "ok"),
             ("alice", "sale", "force_admit", "ok"),
             ("bob", "sale", "revoke_all", "ok"),
             ("alice", "ghost", "pause", "room_not_found"),
@@ -722,6 +768,13 @@ async fn the_audit_log_names_who_did_what_when_and_with_what_outcome() {
     let forced = &all[at("force_admit")];
     assert_eq!(forced["index"], admitted["applied_index"], "{forced}");
     assert_eq!(forced["detail"], "2 waiters");
+    // A new room's note names what it set apart from the defaults.
+    let made_with = all[at("room_settings")]["detail"].as_str().unwrap();
+    assert!(
+        made_with.contains("config.capacity: 100 → 10")
+            && made_with.contains("config.paused: false → true"),
+        "{made_with}"
+    );
     assert_eq!(all[at("revoke_all")]["index"], revoked["applied_index"]);
     let time = forced["time"].as_str().unwrap();
     assert!(

@@ -287,6 +287,15 @@ pub enum Command {
         /// Whom it was issued to, in words (at most [`NOTICE_LEN_MAX`] bytes of one line).
         label: String,
     },
+    /// Changes nothing: puts what an operator's change of a room's settings changed (each
+    /// setting, from what to what) in the operator audit log, wrapped in
+    /// [`Command::AsOperator`] with who made it. Written after the change itself.
+    NoteRoomChange {
+        /// The room.
+        room: String,
+        /// The settings changed, in words (at most [`CHANGE_NOTE_LEN_MAX`] bytes of one line).
+        what: String,
+    },
 }
 
 impl Command {
@@ -319,7 +328,8 @@ impl Command {
             | AddCodes { room, .. }
             | EndCodes { room, .. }
             | SetNotice { room, .. }
-            | NoteStaffToken { room, .. } => Some(room),
+            | NoteStaffToken { room, .. }
+            | NoteRoomChange { room, .. } => Some(room),
             PutPool { pool, .. }
             | DeletePool { pool }
             | PoolAssign { pool }
@@ -397,6 +407,7 @@ impl Command {
             AsOperator { command, .. } => command.describe(),
             SetWebhookCursor { hook, .. } => ("set_webhook_cursor", hook.clone()),
             NoteClusterChange { what } => ("cluster_change", what.clone()),
+            NoteRoomChange { what, .. } => ("room_settings", what.clone()),
             NoteStaffToken {
                 id,
                 expires_at_ms,

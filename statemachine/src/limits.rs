@@ -83,6 +83,9 @@ pub const BRANDING_MESSAGE_LEN_MAX: usize = 1_000;
 pub const BRANDING_URL_LEN_MAX: usize = 2_048;
 /// Longest operator's notice to a room's waiters, in bytes.
 pub const NOTICE_LEN_MAX: usize = 500;
+/// Longest note of a room's changed settings in the audit log
+/// ([`Command::NoteRoomChange`](crate::Command::NoteRoomChange)).
+pub const CHANGE_NOTE_LEN_MAX: usize = 2_000;
 /// Webhooks whose delivery state the cluster keeps.
 pub const WEBHOOKS_MAX: usize = 64;
 

@@ -242,7 +242,8 @@ impl StateMachine {
             EndCredential { .. }
             | NoteClusterChange { .. }
             | SetWebhookCursor { .. }
-            | NoteStaffToken { .. } => self.cluster_command(cmd),
+            | NoteStaffToken { .. }
+            | NoteRoomChange { .. } => self.cluster_command(cmd),
             AsOperator { operator, command } => self.as_operator(pos, operator, command),
             Tick => Ok(self.tick(pos)),
         }
@@ -583,6 +584,18 @@ impl StateMachine {
                     return Err(Rejection::invalid(
                         "label",
                         format!("at most {NOTICE_LEN_MAX} bytes of one line of text"),
+                    ));
+                }
+                if !self.rooms.contains_key(room.as_str()) {
+                    return Err(Rejection::RoomNotFound);
+                }
+                Ok(Outcome::Count(0))
+            }
+            NoteRoomChange { room, what } => {
+                if what.len() > CHANGE_NOTE_LEN_MAX || what.chars().any(char::is_control) {
+                    return Err(Rejection::invalid(
+                        "what",
+                        format!("at most {CHANGE_NOTE_LEN_MAX} bytes of one line of text"),
                     ));
                 }
                 if !self.rooms.contains_key(room.as_str()) {
