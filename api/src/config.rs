@@ -203,8 +203,9 @@ pub struct Limits {
     /// HTTP/2 and public gRPC, bytes. Past it HTTP/1 is answered 431 and the connection closed;
     /// HTTP/2 refuses the stream. It also bounds the buffer each HTTP/1 connection may grow to.
     pub header_bytes_max: usize,
-    /// Open connections from one client address, on the HTTP and the public gRPC listener
-    /// each; past it a new connection from that address is closed at once. Trusted proxies
+    /// Open connections from one client address (an IPv6 /64 counting as one), on the HTTP and
+    /// the public gRPC listener each, and sixteen times as many from one IPv4 /24 or IPv6 /48;
+    /// past it a new connection from that address is closed at once. Trusted proxies
     /// (`trusted_proxies`) are exempt: they speak for many clients.
     pub connections_per_address_max: usize,
     /// Requests one HTTP/2 or gRPC connection may have open at once.

@@ -3,8 +3,9 @@
 //! node-to-node listener here and by the public HTTP and gRPC listeners of the API.
 //!
 //! Past the total bound the listener is not accepted from until a connection closes (new ones
-//! wait in the kernel's backlog); past the per-address bound a new connection from that address
-//! is closed at once, so that one client cannot take every slot.
+//! wait in the kernel's backlog); past the per-address bound (or its network's, sixteen times
+//! it) a new connection from that address is closed at once, so that one client, or one
+//! customer's block of addresses, cannot take every slot.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -50,23 +51,47 @@ impl std::fmt::Debug for ConnectionLimits {
     }
 }
 
+/// The wider network an address is also counted under: an IPv4 /24 or an IPv6 /48 (what one
+/// site or customer is usually given: a /56 holds 256 /64s, which would otherwise each get the
+/// per-address bound).
+pub fn network_key(ip: IpAddr) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => IpAddr::V6((u128::from(v6) & !((1u128 << 80) - 1)).into()),
+        IpAddr::V4(v4) => IpAddr::V4((u32::from(v4) & !0xff).into()),
+    }
+}
+
+/// How many times the per-address bound one wider network ([`network_key`]) may hold in all.
+pub const NETWORK_SHARE: usize = 16;
+
 /// What one client address holds (open connections, requests being handled), an IPv6 /64
-/// counting as one: each taken as an [`AddressSlot`], given back when that is dropped.
+/// counting as one, and what its wider network ([`network_key`]) holds: each taken as an
+/// [`AddressSlot`], given back when that is dropped.
 #[derive(Clone, Debug, Default)]
-pub struct AddressCounts(Arc<Mutex<HashMap<IpAddr, usize>>>);
+pub struct AddressCounts(Arc<Mutex<Counts>>);
+
+#[derive(Debug, Default)]
+struct Counts {
+    addresses: HashMap<IpAddr, usize>,
+    networks: HashMap<IpAddr, usize>,
+}
 
 impl AddressCounts {
-    /// One more for `ip`'s address, unless it holds `max` already.
+    /// One more for `ip`'s address, unless it holds `max` already or its network holds
+    /// `max` × [`NETWORK_SHARE`].
     pub fn take(&self, ip: IpAddr, max: usize) -> Option<AddressSlot> {
-        let key = address_key(ip);
-        let mut map = self.0.lock().expect("per-address counts lock");
-        let n = map.get(&key).copied().unwrap_or(0);
-        if n >= max {
+        let (key, network) = (address_key(ip), network_key(ip));
+        let mut counts = self.0.lock().expect("per-address counts lock");
+        let n = counts.addresses.get(&key).copied().unwrap_or(0);
+        let m = counts.networks.get(&network).copied().unwrap_or(0);
+        if n >= max || m >= max.saturating_mul(NETWORK_SHARE) {
             return None;
         }
-        map.insert(key, n + 1);
+        counts.addresses.insert(key, n + 1);
+        counts.networks.insert(network, m + 1);
         Some(AddressSlot {
             key,
+            network,
             counts: self.clone(),
         })
     }
@@ -76,16 +101,23 @@ impl AddressCounts {
 #[derive(Debug)]
 pub struct AddressSlot {
     key: IpAddr,
+    network: IpAddr,
     counts: AddressCounts,
 }
 
 impl Drop for AddressSlot {
     fn drop(&mut self) {
-        let mut map = self.counts.0.lock().expect("per-address counts lock");
-        if let Some(n) = map.get_mut(&self.key) {
-            *n -= 1;
-            if *n == 0 {
-                map.remove(&self.key);
+        let mut counts = self.counts.0.lock().expect("per-address counts lock");
+        let Counts {
+            addresses,
+            networks,
+        } = &mut *counts;
+        for (map, key) in [(addresses, self.key), (networks, self.network)] {
+            if let Some(n) = map.get_mut(&key) {
+                *n -= 1;
+                if *n == 0 {
+                    map.remove(&key);
+                }
             }
         }
     }
@@ -497,6 +529,37 @@ mod tests {
             first_bytes_timeout: Duration::from_secs(5),
             exempt: None,
         }
+    }
+
+    /// The addresses of one wider network (an IPv6 /48, an IPv4 /24) hold at most sixteen times
+    /// the per-address bound in all, whichever of them asks; another network is not held back.
+    #[test]
+    fn one_network_holds_sixteen_addresses_worth() {
+        let counts = AddressCounts::default();
+        let ip = |s: String| s.parse::<IpAddr>().unwrap();
+        let mut held = Vec::new();
+        // Each /64 of one /48 (and each address of one /24) takes two.
+        for i in 0..NETWORK_SHARE {
+            for _ in 0..2 {
+                held.push(counts.take(ip(format!("2001:db8:7:{i:x}::1")), 2).unwrap());
+                held.push(counts.take(ip(format!("192.0.2.{i}")), 2).unwrap());
+            }
+        }
+        assert!(counts.take(ip("2001:db8:7:ff::1".into()), 2).is_none());
+        assert!(counts.take(ip("192.0.2.200".into()), 2).is_none());
+        assert!(counts.take(ip("2001:db8:8::1".into()), 2).is_some());
+        assert!(counts.take(ip("192.0.3.1".into()), 2).is_some());
+        // One given back: its network takes one more.
+        drop(held.pop());
+        drop(held.pop());
+        assert!(counts.take(ip("192.0.2.200".into()), 2).is_some());
+        assert!(counts.take(ip("2001:db8:7:ff::1".into()), 2).is_some());
+        drop(held);
+        let left = counts.0.lock().unwrap();
+        assert!(
+            left.networks.is_empty() && left.addresses.is_empty(),
+            "{left:?}"
+        );
     }
 
     #[test]
