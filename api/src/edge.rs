@@ -313,8 +313,9 @@ fn closing(mut resp: Response) -> Response {
 
 /// The requests of one connection in flight, the bodies of their answers included (an event
 /// stream is in flight while it is open), and when the connection last made progress: a request
-/// began, an answer's body gave a frame to send, or the last request in flight ended. Counting
-/// costs two atomic operations per request and one per frame; nothing is woken by it.
+/// began or ended, or an answer's body was asked for its next frame (which hyper does only while
+/// it can send). Counting costs two atomic operations per request and one per frame; nothing is
+/// woken by it.
 #[derive(Clone)]
 pub(crate) struct InFlight(Arc<InFlightState>);
 
@@ -353,10 +354,11 @@ impl InFlight {
     }
 
     /// Resolves once the connection has made no progress for `idle`: no request in flight and
-    /// none begun, or answers in flight whose bodies gave nothing to send (an HTTP/2 client
+    /// none begun, or answers in flight whose bodies hyper stopped asking for (an HTTP/2 client
     /// that never opens its flow-control window, or any client that stops reading, holds its
-    /// answers so; an event stream gives a frame at least every 15 s). It looks again when that
-    /// time would be up, so a busy connection costs one timer per `idle`, not one per request.
+    /// answers so; an open event stream is asked each time it looks for news, four times a
+    /// second). It looks again when that time would be up, so a busy connection costs one timer
+    /// per `idle`, not one per request.
     pub(crate) async fn idle_for(&self, idle: Duration) {
         loop {
             let since = Duration::from_nanos(self.0.progress.load(Ordering::SeqCst));
@@ -379,8 +381,9 @@ impl Drop for InFlightGuard {
     }
 }
 
-/// A body that holds a guard until it is dropped, and marks the connection's progress with
-/// each frame it gives.
+/// A body that holds a guard until it is dropped, and marks the connection's progress each
+/// time it is asked for its next frame (hyper asks only while it can send; a streamed answer is
+/// asked each time its stream wakes).
 struct Guarded<B> {
     inner: B,
     guard: InFlightGuard,
@@ -395,11 +398,8 @@ impl<B: http_body::Body + Unpin> http_body::Body for Guarded<B> {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
         let this = self.get_mut();
-        let polled = Pin::new(&mut this.inner).poll_frame(cx);
-        if matches!(polled, std::task::Poll::Ready(Some(_))) {
-            this.guard.0.progressed();
-        }
-        polled
+        this.guard.0.progressed();
+        Pin::new(&mut this.inner).poll_frame(cx)
     }
 
     fn is_end_stream(&self) -> bool {

@@ -612,6 +612,31 @@ async fn an_http2_client_that_never_reads_its_answers_is_closed() {
     drop(answers);
 }
 
+/// An open event stream that has no news for longer than the header timeout is not an idle
+/// connection: its client reads it, and the node looks for news four times a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiet_event_stream_outlives_the_header_timeout() {
+    use futures::StreamExt;
+    let c = Cluster::start_with(1, "[limits]\nheader_read_timeout_ms = 300\n").await;
+    c.create_room("quiet", held()).await;
+    let waiter = c.join(1, "quiet", None).await;
+    let ticket = waiter["ticket"].as_str().unwrap().to_string();
+    let resp = c
+        .http
+        .get(c.node(1).url("/v1/rooms/quiet/events"))
+        .header("authorization", format!("Ticket {ticket}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let mut body = resp.bytes_stream();
+    let first = body.next().await.expect("the first status").unwrap();
+    assert!(String::from_utf8_lossy(&first).contains("status"));
+    // Nothing more comes for six header timeouts, and the stream stays open.
+    let quiet = tokio::time::timeout(Duration::from_millis(1_800), body.next()).await;
+    assert!(quiet.is_err(), "the stream ended or sent: {quiet:?}");
+}
+
 /// A public gRPC connection that made a call and then idles is closed after the header timeout,
 /// as an HTTP one is (before, one call let it hold its slot for as long as it answered pings).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
