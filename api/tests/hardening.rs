@@ -1500,7 +1500,6 @@ async fn state_digests_are_computed_at_most_once_a_second_and_never_stale() {
 /// node is still found.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn joins_to_rooms_that_do_not_exist_write_nothing() {
-    use base64::Engine;
     let c = Cluster::start(3).await;
     let (_, cluster) = c.admin(1, Method::GET, "/v1/cluster", None).await;
     let from = cluster["applied_index"].as_u64().unwrap() + 1;
@@ -1521,6 +1520,19 @@ async fn joins_to_rooms_that_do_not_exist_write_nothing() {
             .await;
         assert_eq!(s, StatusCode::OK, "{v}");
     }
+    let joined: Vec<String> = logged_commands(&c, from)
+        .await
+        .into_iter()
+        .filter_map(|cmd| match cmd {
+            sluice_statemachine::Command::Join { room, .. } => Some(room),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(joined, ["fresh", "fresh"]);
+}
+
+/// The commands of the log entries node 1 holds from index `from` on.
+async fn logged_commands(c: &Cluster, from: u64) -> Vec<sluice_statemachine::Command> {
     let (_, log) = c
         .admin(
             1,
@@ -1529,22 +1541,18 @@ async fn joins_to_rooms_that_do_not_exist_write_nothing() {
             None,
         )
         .await;
-    let mut joined = Vec::new();
+    let mut commands = Vec::new();
     for e in log["entries"].as_array().unwrap() {
-        let Some(p) = e["proposal"].as_str() else {
-            continue;
-        };
-        let bytes = base64::engine::general_purpose::STANDARD.decode(p).unwrap();
-        for cmd in sluice_statemachine::Proposal::decode(&bytes)
-            .unwrap()
-            .commands
-        {
-            if let sluice_statemachine::Command::Join { room, .. } = cmd {
-                joined.push(room);
-            }
+        if let Some(p) = e["proposal"].as_str() {
+            let bytes = base64::engine::general_purpose::STANDARD.decode(p).unwrap();
+            commands.extend(
+                sluice_statemachine::Proposal::decode(&bytes)
+                    .unwrap()
+                    .commands,
+            );
         }
     }
-    assert_eq!(joined, ["fresh", "fresh"]);
+    commands
 }
 
 /// Heartbeats with tickets of visits that ended (or of refused joins, which also carry one)
@@ -1594,25 +1602,10 @@ async fn heartbeats_of_ended_visits_record_nothing() {
     let (gone_id, live_id) = (id(&gone), id(&live));
     // The touches proposed since, once the live visitor's has been.
     let touched = || async {
-        let (_, log) = c
-            .admin(
-                1,
-                Method::GET,
-                &format!("/v1/cluster/log?from={from}"),
-                None,
-            )
-            .await;
         let mut touched = Vec::new();
-        for e in log["entries"].as_array().unwrap() {
-            let Some(p) = e["proposal"].as_str() else {
-                continue;
-            };
-            let bytes = base64::engine::general_purpose::STANDARD.decode(p).unwrap();
-            let proposal = sluice_statemachine::Proposal::decode(&bytes).unwrap();
-            for cmd in proposal.commands {
-                if let sluice_statemachine::Command::Touch { visitors, .. } = cmd {
-                    touched.extend(visitors);
-                }
+        for cmd in logged_commands(&c, from).await {
+            if let sluice_statemachine::Command::Touch { visitors, .. } = cmd {
+                touched.extend(visitors);
             }
         }
         touched

@@ -63,6 +63,17 @@ pub struct StateMachine {
     pub(crate) record_buf: Vec<u8>,
 }
 
+/// Refuses a note's `text` longer than `max` bytes or of more than one line.
+fn one_line(field: &'static str, text: &str, max: usize) -> Result<(), Rejection> {
+    if text.len() > max || text.chars().any(char::is_control) {
+        return Err(Rejection::invalid(
+            field,
+            format!("at most {max} bytes of one line of text"),
+        ));
+    }
+    Ok(())
+}
+
 /// Whether an ended credential is a dashboard session's: their random ids have the first bit
 /// set, staff tokens' never ([`SESSIONS_ENDED_MAX`]).
 pub fn is_session_credential(id: &[u8; 16]) -> bool {
@@ -571,36 +582,21 @@ impl StateMachine {
                 Ok(Outcome::Count(1))
             }
             NoteClusterChange { what } => {
-                if what.len() > NOTICE_LEN_MAX || what.chars().any(char::is_control) {
-                    return Err(Rejection::invalid(
-                        "what",
-                        format!("at most {NOTICE_LEN_MAX} bytes of one line of text"),
-                    ));
-                }
+                one_line("what", what, NOTICE_LEN_MAX)?;
                 Ok(Outcome::Count(0))
             }
             NoteStaffToken { room, label, .. } => {
-                if label.len() > NOTICE_LEN_MAX || label.chars().any(char::is_control) {
-                    return Err(Rejection::invalid(
-                        "label",
-                        format!("at most {NOTICE_LEN_MAX} bytes of one line of text"),
-                    ));
-                }
-                if !self.rooms.contains_key(room.as_str()) {
-                    return Err(Rejection::RoomNotFound);
-                }
+                one_line("label", label, NOTICE_LEN_MAX)?;
+                self.rooms
+                    .get(room.as_str())
+                    .ok_or(Rejection::RoomNotFound)?;
                 Ok(Outcome::Count(0))
             }
             NoteRoomChange { room, what } => {
-                if what.len() > CHANGE_NOTE_LEN_MAX || what.chars().any(char::is_control) {
-                    return Err(Rejection::invalid(
-                        "what",
-                        format!("at most {CHANGE_NOTE_LEN_MAX} bytes of one line of text"),
-                    ));
-                }
-                if !self.rooms.contains_key(room.as_str()) {
-                    return Err(Rejection::RoomNotFound);
-                }
+                one_line("what", what, CHANGE_NOTE_LEN_MAX)?;
+                self.rooms
+                    .get(room.as_str())
+                    .ok_or(Rejection::RoomNotFound)?;
                 Ok(Outcome::Count(0))
             }
             SetWebhookCursor { hook, through } => {
