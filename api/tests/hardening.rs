@@ -578,6 +578,37 @@ async fn status_streams_are_one_per_visitor_and_bounded_per_address() {
     drop(second);
 }
 
+/// An HTTP/2 connection to `addr` (each stream's flow-control window `stream_window` when
+/// given), driven by a task of its own, which ends when the connection is closed.
+async fn h2_connection(
+    addr: &str,
+    stream_window: Option<u32>,
+) -> (
+    hyper::client::conn::http2::SendRequest<http_body_util::Empty<bytes::Bytes>>,
+    tokio::task::JoinHandle<hyper::Result<()>>,
+) {
+    let sock = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut builder =
+        hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
+    if let Some(window) = stream_window {
+        builder.initial_stream_window_size(window);
+    }
+    let (send, conn) = builder
+        .handshake(hyper_util::rt::TokioIo::new(sock))
+        .await
+        .unwrap();
+    (send, tokio::spawn(conn))
+}
+
+/// Waits, 10 s at most, for the node to close the connection `conn` drives.
+async fn closed_by_node(conn: tokio::task::JoinHandle<hyper::Result<()>>, what: &str) {
+    tokio::time::timeout(Duration::from_secs(10), conn)
+        .await
+        .unwrap_or_else(|_| panic!("{what} is not closed"))
+        .unwrap()
+        .ok();
+}
+
 /// An HTTP/2 client that never opens its flow-control window holds its answers unsent, and with
 /// them its connection: many such streams per connection, many connections per address, held
 /// forever while the client answers pings. The node closes a connection whose answers make no
@@ -586,15 +617,7 @@ async fn status_streams_are_one_per_visitor_and_bounded_per_address() {
 async fn an_http2_client_that_never_reads_its_answers_is_closed() {
     let c = Cluster::start_with(1, "[limits]\nheader_read_timeout_ms = 500\n").await;
     let addr = c.node(1).http.clone();
-    let sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
-    let (mut send, conn) =
-        hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
-            .initial_stream_window_size(0)
-            .keep_alive_interval(None)
-            .handshake(hyper_util::rt::TokioIo::new(sock))
-            .await
-            .unwrap();
-    let conn = tokio::spawn(conn);
+    let (mut send, conn) = h2_connection(&addr, Some(0)).await;
     let mut answers = Vec::new();
     for _ in 0..8 {
         let req = hyper::Request::get(format!("http://{addr}/openapi.json"))
@@ -604,11 +627,7 @@ async fn an_http2_client_that_never_reads_its_answers_is_closed() {
         assert_eq!(answer.status(), 200);
         answers.push(answer);
     }
-    tokio::time::timeout(Duration::from_secs(10), conn)
-        .await
-        .expect("the connection whose answers make no progress is closed")
-        .unwrap()
-        .ok();
+    closed_by_node(conn, "the connection whose answers make no progress").await;
     drop(answers);
 }
 
@@ -643,14 +662,7 @@ async fn a_quiet_event_stream_outlives_the_header_timeout() {
 async fn an_idle_grpc_connection_is_closed() {
     let c = Cluster::start_with(1, "[limits]\nheader_read_timeout_ms = 500\n").await;
     let addr = c.node(1).grpc.clone();
-    let sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
-    let (mut send, conn) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(sock),
-    )
-    .await
-    .unwrap();
-    let conn = tokio::spawn(conn);
+    let (mut send, conn) = h2_connection(&addr, None).await;
     // One call (of no service: answered all the same, and counted as the first call).
     let req = hyper::Request::post(format!("http://{addr}/grpc.health.v1.Health/Nothing"))
         .header("content-type", "application/grpc")
@@ -659,11 +671,7 @@ async fn an_idle_grpc_connection_is_closed() {
     let answer = send.send_request(req).await.unwrap();
     assert_eq!(answer.status(), 200);
     drop(answer);
-    tokio::time::timeout(Duration::from_secs(10), conn)
-        .await
-        .expect("the idle gRPC connection is closed")
-        .unwrap()
-        .ok();
+    closed_by_node(conn, "the idle gRPC connection").await;
 }
 
 /// Idle HTTP/2 connections are closed (before, they held their slot forever), and one address
@@ -677,23 +685,12 @@ async fn idle_http2_connections_close_and_one_address_holds_only_its_share() {
     .await;
     let addr = c.node(1).http.clone();
     // An HTTP/2 connection that made one request and then idles is closed.
-    let sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
-    let (mut send, conn) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(sock),
-    )
-    .await
-    .unwrap();
-    let conn = tokio::spawn(conn);
+    let (mut send, conn) = h2_connection(&addr, None).await;
     let req = hyper::Request::get(format!("http://{addr}/healthz"))
         .body(http_body_util::Empty::<bytes::Bytes>::new())
         .unwrap();
     assert_eq!(send.send_request(req).await.unwrap().status(), 200);
-    tokio::time::timeout(Duration::from_secs(10), conn)
-        .await
-        .expect("the idle connection is closed")
-        .unwrap()
-        .ok();
+    closed_by_node(conn, "the idle connection").await;
     // Four connections from this address are held; a fifth is closed at once.
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut held = Vec::new();
