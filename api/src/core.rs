@@ -806,47 +806,6 @@ impl Sluice {
         }
     }
 
-    /// Refuses, before anything is written, an origin probe URL that an operator below the
-    /// `admin` role sets or changes: the leader fetches it every few seconds from inside the
-    /// cluster's network, and its answers (errors, latency) show in the room, so whoever sets
-    /// it can reach and map addresses the cluster can (cloud metadata, loopback ports). Keeping
-    /// or removing the room's probe, and its other settings, need no more than `operator`.
-    fn may_probe(
-        &self,
-        room: &str,
-        policy: &sluice_statemachine::EntryPolicy,
-    ) -> Result<(), ApiError> {
-        let url = |p: Option<&sluice_statemachine::EntryPolicy>| {
-            p.and_then(|p| p.origin.as_ref())
-                .and_then(|o| o.probe.as_ref())
-                .map(|p| p.url.clone())
-        };
-        let Some(wanted) = url(Some(policy)) else {
-            return Ok(());
-        };
-        let current = self
-            .node
-            .read(|st| st.sm.entry_policy(room))
-            .ok()
-            .and_then(|(p, _)| p);
-        match crate::operators::current() {
-            Some(op)
-                if op.role < crate::operators::Role::Admin
-                    && url(current.as_ref()) != Some(wanted) =>
-            {
-                Err(ApiError::new(
-                    StatusCode::FORBIDDEN,
-                    "forbidden",
-                    format!(
-                        "{} has the role {}: setting or changing origin.probe.url needs the role admin",
-                        op.name, op.role
-                    ),
-                ))
-            }
-            _ => Ok(()),
-        }
-    }
-
     /// Creates or replaces a room (only creates it, with `create_only`: an existing room is
     /// refused with `room_exists` and left as it is). Returns the room and whether it was
     /// created.
@@ -893,8 +852,8 @@ impl Sluice {
                 "this node has no [identity] keys to verify assertions with".to_string(),
             ));
         }
-        self.may_probe(room, &policy)?;
-        // What the room's settings were, for the audit log's note of what this changed.
+        // What the room's settings were: whether the probe changes, and the audit log's note
+        // of what this changed.
         let before = self
             .node
             .read(|st| {
@@ -904,6 +863,7 @@ impl Sluice {
             })
             .ok()
             .and_then(|(b, _)| b);
+        may_probe(before.as_ref().map(|b| &b.1), &policy)?;
         let new_config = config.clone();
         let (view, index, created) = self.create_or_update(room, config, create_only).await?;
         // The entry policy is a command of its own (its encoding grows on its own); it is
@@ -1946,6 +1906,38 @@ fn unexpected(o: Outcome) -> ApiError {
         "internal",
         format!("unexpected outcome {o:?}"),
     )
+}
+
+/// Refuses an origin probe URL that an operator below the `admin` role sets or changes (from
+/// the room's `current` policy): the leader fetches it every few seconds from inside the
+/// cluster's network, and its answers (errors, latency) show in the room, so whoever sets it can
+/// reach and map addresses the cluster can (cloud metadata, loopback ports). Keeping or
+/// removing the room's probe, and its other settings, need no more than `operator`.
+fn may_probe(
+    current: Option<&sluice_statemachine::EntryPolicy>,
+    wanted: &sluice_statemachine::EntryPolicy,
+) -> Result<(), ApiError> {
+    fn url(p: Option<&sluice_statemachine::EntryPolicy>) -> Option<&str> {
+        p.and_then(|p| p.origin.as_ref())
+            .and_then(|o| o.probe.as_ref())
+            .map(|p| p.url.as_str())
+    }
+    let Some(wanted) = url(Some(wanted)) else {
+        return Ok(());
+    };
+    match crate::operators::current() {
+        Some(op) if op.role < crate::operators::Role::Admin && url(current) != Some(wanted) => {
+            Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                format!(
+                    "{} has the role {}: setting or changing origin.probe.url needs the role admin",
+                    op.name, op.role
+                ),
+            ))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// The settings that differ between `before` and `after` (JSON objects), each as
