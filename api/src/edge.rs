@@ -15,12 +15,11 @@ use axum::extract::{ConnectInfo, DefaultBodyLimit, Request};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
-use sluice_raft::listener::{AddressCounts, AddressSlot, Exempt};
+use sluice_raft::listener::{Activity, AddressCounts, AddressSlot, CallGuard, Exempt};
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tower::{Layer, ServiceExt};
@@ -173,7 +172,12 @@ impl Connection {
                 refused = closing(refused);
             }
             secure(refused.headers_mut());
-            return refused.map(|body| Body::new(Guarded { inner: body, guard }));
+            return refused.map(|body| {
+                Body::new(Guarded {
+                    inner: body,
+                    guard: Some(guard),
+                })
+            });
         };
         // The body is read before the request takes one of the node's places: a client that
         // is slow to send it (within the body timeout) holds only its address's places, never
@@ -206,7 +210,12 @@ impl Connection {
             }
         };
         secure(resp.headers_mut());
-        resp.map(|body| Body::new(Guarded { inner: body, guard }))
+        resp.map(|body| {
+            Body::new(Guarded {
+                inner: body,
+                guard: Some(guard),
+            })
+        })
     }
 }
 
@@ -312,45 +321,20 @@ fn closing(mut resp: Response) -> Response {
 }
 
 /// The requests of one connection in flight, the bodies of their answers included (an event
-/// stream is in flight while it is open), and when the connection last made progress: a request
-/// began or ended, or an answer's body was asked for its next frame (which hyper does only while
-/// it can send). Counting costs two atomic operations per request and one per frame; nothing is
-/// woken by it.
-#[derive(Clone)]
-pub(crate) struct InFlight(Arc<InFlightState>);
-
-struct InFlightState {
-    open: AtomicUsize,
-    /// When the connection last made progress, in nanoseconds after `opened`.
-    progress: AtomicU64,
-    opened: tokio::time::Instant,
-}
-
-impl Default for InFlight {
-    fn default() -> Self {
-        InFlight(Arc::new(InFlightState {
-            open: AtomicUsize::new(0),
-            progress: AtomicU64::new(0),
-            opened: tokio::time::Instant::now(),
-        }))
-    }
-}
+/// stream is in flight while it is open), and when the connection last made progress
+/// ([`Activity`]: a request began or ended, or an answer's body was asked for its next frame,
+/// which hyper does only while it can send).
+#[derive(Clone, Default)]
+pub(crate) struct InFlight(Arc<Activity>);
 
 impl InFlight {
-    fn begin(&self) -> InFlightGuard {
-        self.0.open.fetch_add(1, Ordering::SeqCst);
-        self.progressed();
-        InFlightGuard(self.clone())
+    fn begin(&self) -> CallGuard {
+        self.0.begin()
     }
 
     /// Whether a request (or its answer's body) is in flight.
     pub(crate) fn any_open(&self) -> bool {
-        self.0.open.load(Ordering::SeqCst) > 0
-    }
-
-    fn progressed(&self) {
-        let now = u64::try_from(self.0.opened.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.0.progress.fetch_max(now, Ordering::SeqCst);
+        self.0.in_flight() > 0
     }
 
     /// Resolves once the connection has made no progress for `idle`: no request in flight and
@@ -361,8 +345,7 @@ impl InFlight {
     /// per `idle`, not one per request.
     pub(crate) async fn idle_for(&self, idle: Duration) {
         loop {
-            let since = Duration::from_nanos(self.0.progress.load(Ordering::SeqCst));
-            let left = idle.saturating_sub(self.0.opened.elapsed().saturating_sub(since));
+            let left = idle.saturating_sub(self.0.since_progress());
             if left.is_zero() {
                 return;
             }
@@ -371,22 +354,13 @@ impl InFlight {
     }
 }
 
-/// One request in flight until dropped (with the body of its answer).
-struct InFlightGuard(InFlight);
-
-impl Drop for InFlightGuard {
-    fn drop(&mut self) {
-        self.0 .0.open.fetch_sub(1, Ordering::SeqCst);
-        self.0.progressed();
-    }
-}
-
-/// A body that holds a guard until it is dropped, and marks the connection's progress each
-/// time it is asked for its next frame (hyper asks only while it can send; a streamed answer is
-/// asked each time its stream wakes).
-struct Guarded<B> {
-    inner: B,
-    guard: InFlightGuard,
+/// A body that holds its request's [`CallGuard`] until it is dropped, and marks the
+/// connection's progress each time it is asked for its next frame (hyper asks only while it can
+/// send; a streamed answer is asked each time its stream wakes). The public gRPC listener's
+/// answers are wrapped in it too.
+pub(crate) struct Guarded<B> {
+    pub(crate) inner: B,
+    pub(crate) guard: Option<CallGuard>,
 }
 
 impl<B: http_body::Body + Unpin> http_body::Body for Guarded<B> {
@@ -398,7 +372,9 @@ impl<B: http_body::Body + Unpin> http_body::Body for Guarded<B> {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
         let this = self.get_mut();
-        this.guard.0.progressed();
+        if let Some(guard) = &this.guard {
+            guard.progressed();
+        }
         Pin::new(&mut this.inner).poll_frame(cx)
     }
 
@@ -435,7 +411,7 @@ mod tests {
         });
         for _ in 0..5 {
             tokio::time::sleep(Duration::from_secs(5)).await;
-            g.0.progressed();
+            g.progressed();
         }
         assert!(!waiting.is_finished(), "idle while making progress");
         // One that gives nothing more does not.

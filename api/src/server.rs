@@ -347,7 +347,7 @@ where
     S: tower::Service<axum::http::Request<B>, Response = axum::http::Response<R>>,
     S::Future: Send + 'static,
 {
-    type Response = axum::http::Response<Tracked<R>>;
+    type Response = axum::http::Response<crate::edge::Guarded<R>>;
     type Error = S::Error;
     type Future = std::pin::Pin<
         Box<dyn std::future::Future<Output = Result<Self::Response, S::Error>> + Send>,
@@ -368,39 +368,8 @@ where
         let answer = self.0.call(req);
         Box::pin(async move {
             let answer = answer.await?;
-            Ok(answer.map(|inner| Tracked { inner, call }))
+            Ok(answer.map(|inner| crate::edge::Guarded { inner, guard: call }))
         })
-    }
-}
-
-/// An answer's body that marks its call's progress each time it is asked for more, and ends
-/// the call when dropped.
-struct Tracked<B> {
-    inner: B,
-    call: Option<sluice_raft::listener::CallGuard>,
-}
-
-impl<B: http_body::Body + Unpin> http_body::Body for Tracked<B> {
-    type Data = B::Data;
-    type Error = B::Error;
-
-    fn poll_frame(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
-        let this = self.get_mut();
-        if let Some(call) = &this.call {
-            call.progressed();
-        }
-        std::pin::Pin::new(&mut this.inner).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.inner.size_hint()
     }
 }
 

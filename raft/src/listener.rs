@@ -314,6 +314,11 @@ impl Activity {
             .fetch_max(now, std::sync::atomic::Ordering::SeqCst);
     }
 
+    /// Calls in flight.
+    pub fn in_flight(&self) -> usize {
+        self.open.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// How long since the last progress.
     pub fn since_progress(&self) -> Duration {
         let at = Duration::from_nanos(self.progress.load(std::sync::atomic::Ordering::SeqCst));
