@@ -139,16 +139,35 @@ impl NodeInner {
                     if tokio::time::Instant::now() + Duration::from_millis(50) < deadline
                         && !self.cut_off_from_leader() =>
                 {
-                    // A fresh receiver has seen only what openraft's own had: without marking the
-                    // current metrics seen, `changed` returns at once and this loop spins until
-                    // the deadline (found by the whole-cluster simulation, where time stood still).
-                    let mut m = self.raft.metrics();
-                    m.borrow_and_update();
-                    let _ = tokio::time::timeout(Duration::from_millis(50), m.changed()).await;
+                    self.leadership_changed(Duration::from_millis(50)).await;
                 }
                 other => return other,
             }
         }
+    }
+
+    /// Waits until the term or the known leader changes, or `at_most`. Other changes of
+    /// openraft's metrics do not end the wait: a refused proposal changes them itself, and a
+    /// write retried on every change spun (found by the whole-cluster simulation, where time
+    /// stood still while it did). A fresh receiver has seen only what openraft's own had, so
+    /// the current metrics are marked seen first (without that, `changed` returns at once).
+    pub(super) async fn leadership_changed(&self, at_most: Duration) {
+        let mut m = self.raft.metrics();
+        let seen = {
+            let now = m.borrow_and_update();
+            (now.current_term, now.current_leader)
+        };
+        let _ = tokio::time::timeout(at_most, async {
+            while m.changed().await.is_ok() {
+                let now = m.borrow_and_update();
+                if (now.current_term, now.current_leader) != seen {
+                    return;
+                }
+            }
+            // openraft stopped: nothing changes any more.
+            std::future::pending::<()>().await
+        })
+        .await;
     }
 
     /// The time for the next proposal: the cluster's time, never less than the applied clock or
@@ -303,5 +322,73 @@ impl NodeInner {
                 slot,
             )
             .await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::types::NodeAddr;
+    use crate::{NodeConfig, RaftNode};
+    use openraft::async_runtime::WatchReceiver;
+    use sluice_statemachine::Command;
+    use std::collections::BTreeMap;
+    use std::time::{Duration, Instant};
+
+    /// A write refused for want of a leader waits for the term or the leader to change before it
+    /// tries again, not for any change of openraft's metrics (applies and appends change them
+    /// all the time, and so did the refusals themselves: the write spun).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_refused_write_waits_for_a_change_of_leadership_not_of_any_metric() {
+        let dir = tempfile::tempdir().unwrap();
+        let node = RaftNode::start(NodeConfig::new(
+            1,
+            dir.path(),
+            "127.0.0.1:0".parse().unwrap(),
+        ))
+        .await
+        .unwrap();
+        let addr = NodeAddr {
+            raft: node.raft_addr().to_string(),
+            http: String::new(),
+            grpc: String::new(),
+        };
+
+        // A leader elected ends the wait.
+        let started = Instant::now();
+        let wait = node.inner.leadership_changed(Duration::from_secs(30));
+        tokio::pin!(wait);
+        assert!(futures::poll!(&mut wait).is_pending());
+        let (init, ()) = tokio::join!(node.initialize(BTreeMap::from([(1, addr)])), wait);
+        init.unwrap();
+        let waited = started.elapsed();
+        assert!(waited < Duration::from_secs(30), "ended after {waited:?}");
+        assert_eq!(
+            node.raft().metrics().borrow_watched().current_leader,
+            Some(1)
+        );
+
+        // Writes go on (each one changes the metrics) while the wait runs: it runs its course.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while node.write(Command::Tick).await.is_err() {
+            assert!(Instant::now() < deadline, "no leader");
+        }
+        let waiting = node.inner.clone();
+        let started = Instant::now();
+        let wait = tokio::spawn(async move {
+            waiting.leadership_changed(Duration::from_millis(600)).await;
+            started.elapsed()
+        });
+        let mut writes = 0;
+        while !wait.is_finished() {
+            node.write(Command::Tick).await.unwrap();
+            writes += 1;
+        }
+        let waited = wait.await.unwrap();
+        assert!(writes > 1, "{writes} writes");
+        assert!(
+            waited >= Duration::from_millis(600),
+            "ended after {waited:?}"
+        );
+        node.shutdown().await;
     }
 }
