@@ -527,13 +527,25 @@ async fn administer(shared: Arc<Shared>) {
     }
 }
 
+/// What a cut between nodes does to the bytes sent across it.
+#[derive(Clone, Copy, Debug)]
+enum Cut {
+    /// Held and delivered when the cut heals, as TCP sees a partition: it sends them again
+    /// until they arrive, and the connection survives.
+    Held,
+    /// Lost: every connection across the cut is silently dead, with bytes missing from its
+    /// middle, until HTTP/2's keepalive (10 s) gives it up (a middlebox that forgot the
+    /// connections, a peer restarted without its resets arriving). Rarer: each costs that wait.
+    Dropped,
+}
+
 /// A fault the nemesis can apply, and how to undo it.
 #[derive(Clone, Debug)]
 enum Fault {
     /// Cut one node off from the others.
-    Isolate(u64),
+    Isolate(u64, Cut),
     /// Split the nodes in two.
-    Split(Vec<u64>),
+    Split(Vec<u64>, Cut),
     /// Crash nodes; with `lose`, everything they had not synced is gone when they restart.
     Crash(Vec<u64>, bool),
     /// Step one node's wall clock by ms.
@@ -548,6 +560,11 @@ enum Fault {
 
 fn pick(rng: &mut ChaCha8Rng, nodes: u64, shared: &Shared) -> Fault {
     let one = 1 + rng.next_u64() % nodes;
+    let cut = if rng.next_u64().is_multiple_of(32) {
+        Cut::Dropped
+    } else {
+        Cut::Held
+    };
     let spare = shared.voters + 1;
     match rng.next_u64() % 10 {
         8 | 9 => {
@@ -557,10 +574,10 @@ fn pick(rng: &mut ChaCha8Rng, nodes: u64, shared: &Shared) -> Fault {
             } else if members.len() as u64 > shared.voters {
                 Fault::Remove(members[(rng.next_u64() % members.len() as u64) as usize])
             } else {
-                Fault::Isolate(one)
+                Fault::Isolate(one, cut)
             }
         }
-        0 | 1 => Fault::Isolate(one),
+        0 | 1 => Fault::Isolate(one, cut),
         2 => {
             let mut side: Vec<u64> = (1..=nodes)
                 .filter(|_| rng.next_u64().is_multiple_of(2))
@@ -568,7 +585,7 @@ fn pick(rng: &mut ChaCha8Rng, nodes: u64, shared: &Shared) -> Fault {
             if side.is_empty() {
                 side.push(one);
             }
-            Fault::Split(side)
+            Fault::Split(side, cut)
         }
         3 => Fault::Crash(vec![one], false),
         4 => Fault::Crash(vec![one], true),
@@ -653,7 +670,11 @@ pub fn run(cfg: &Config) -> anyhow::Result<Report> {
 
     let mut faults = Vec::new();
     let mut active: Option<(Fault, Duration)> = None;
-    let mut next_fault = Duration::from_millis(500 + rng.next_u64() % 1_000);
+    // The first fault comes between a twelfth and a quarter of the load's time (0.5–1.5 s of
+    // the default 6 s), so that short schedules have faults too.
+    let load_ms = cfg.run_for.as_millis() as u64;
+    let mut next_fault =
+        Duration::from_millis(load_ms / 12 + rng.next_u64() % (load_ms / 6).max(1));
     let mut down: BTreeSet<u64> = BTreeSet::new();
     // A node whose software fails (for example one that cannot restart on what a crash left)
     // or a driver that cannot finish its final reads ends the schedule as invalid.
@@ -743,10 +764,13 @@ fn others(ids: &[u64], side: &[u64]) -> Vec<u64> {
     ids.iter().copied().filter(|i| !side.contains(i)).collect()
 }
 
-fn cut(sim: &mut turmoil::Sim<'_>, a: &[u64], b: &[u64]) {
+fn cut(sim: &mut turmoil::Sim<'_>, a: &[u64], b: &[u64], how: Cut) {
     for &x in a {
         for &y in b {
-            sim.partition(name(x), name(y));
+            match how {
+                Cut::Held => sim.hold(name(x), name(y)),
+                Cut::Dropped => sim.partition(name(x), name(y)),
+            }
         }
     }
 }
@@ -759,8 +783,8 @@ fn apply(
     down: &mut BTreeSet<u64>,
 ) {
     match f {
-        Fault::Isolate(id) => cut(sim, &[*id], &others(ids, &[*id])),
-        Fault::Split(side) => cut(sim, side, &others(ids, side)),
+        Fault::Isolate(id, how) => cut(sim, &[*id], &others(ids, &[*id]), *how),
+        Fault::Split(side, how) => cut(sim, side, &others(ids, side), *how),
         Fault::Crash(nodes, lose) => {
             for &id in nodes {
                 if down.insert(id) {
@@ -797,7 +821,16 @@ fn apply(
 
 fn heal(sim: &mut turmoil::Sim<'_>, f: &Fault, ids: &[u64], down: &mut BTreeSet<u64>) {
     match f {
-        Fault::Isolate(_) | Fault::Split(_) => {
+        Fault::Isolate(_, Cut::Held) | Fault::Split(_, Cut::Held) => {
+            for &a in ids {
+                for &b in ids {
+                    if a < b {
+                        sim.release(name(a), name(b));
+                    }
+                }
+            }
+        }
+        Fault::Isolate(_, Cut::Dropped) | Fault::Split(_, Cut::Dropped) => {
             for &a in ids {
                 for &b in ids {
                     if a < b {

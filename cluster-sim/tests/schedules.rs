@@ -38,7 +38,7 @@ fn schedules() -> u64 {
     std::env::var("SLUICE_SIM_SCHEDULES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(200)
+        .unwrap_or(300)
 }
 
 #[test]
@@ -51,7 +51,7 @@ fn schedules_with_partitions_crashes_and_clock_steps_keep_every_invariant() {
                 s.spawn(move || {
                     (1..=schedules())
                         .filter(|seed| seed % threads == t)
-                        .map(|seed| schedule_of(seed, None, Duration::from_secs(2)))
+                        .map(|seed| schedule_of(seed, None, Duration::from_secs(1)))
                         .collect::<Vec<_>>()
                 })
             })
