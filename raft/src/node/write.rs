@@ -110,10 +110,16 @@ pub(super) async fn batcher(inner: Arc<NodeInner>, mut rx: mpsc::Receiver<Pendin
     }
 }
 
+/// The term, the known leader and the index of the membership's log entry.
+pub(super) type Leadership = (u64, Option<u64>, Option<u64>);
+
 impl NodeInner {
     pub(super) async fn write(&self, cmd: Command) -> Result<(Outcome, u64), ClusterError> {
         let deadline = tokio::time::Instant::now() + self.cfg.request_timeout;
         loop {
+            // What the attempt starts from: a change after this, even one published before the
+            // refusal arrives, is worth another attempt at once.
+            let tried_under = self.leadership();
             let (tx, rx) = oneshot::channel();
             self.queue
                 .try_send(Pending {
@@ -139,33 +145,45 @@ impl NodeInner {
                     if tokio::time::Instant::now() + Duration::from_millis(50) < deadline
                         && !self.cut_off_from_leader() =>
                 {
-                    self.leadership_changed(Duration::from_millis(50)).await;
+                    self.leadership_changed(tried_under, Duration::from_millis(50))
+                        .await;
                 }
                 other => return other,
             }
         }
     }
 
-    /// Waits until the term or the known leader changes, or `at_most`. Other changes of
-    /// openraft's metrics do not end the wait: a refused proposal changes them itself, and a
-    /// write retried on every change spun (found by the whole-cluster simulation, where time
-    /// stood still while it did). A fresh receiver has seen only what openraft's own had, so
-    /// the current metrics are marked seen first (without that, `changed` returns at once).
-    pub(super) async fn leadership_changed(&self, at_most: Duration) {
+    /// Who leads as far as this node knows, and under which membership: the term, the leader,
+    /// and the index of the membership's log entry (a change of which can bring the leader's
+    /// address).
+    pub(super) fn leadership(&self) -> Leadership {
+        let m = self.raft.metrics();
+        let m = m.borrow_watched();
+        (
+            m.current_term,
+            m.current_leader,
+            m.membership_config.log_id().as_ref().map(|l| l.index),
+        )
+    }
+
+    /// Waits until [`leadership`](Self::leadership) differs from `from` (at once if it does
+    /// already), or `at_most`. Other changes of openraft's metrics do not end the wait: they
+    /// come on every turn of openraft's loop, and a write retried on each one spun (found by the
+    /// whole-cluster simulation, where time stood still while it did).
+    pub(super) async fn leadership_changed(&self, from: Leadership, at_most: Duration) {
         let mut m = self.raft.metrics();
-        let seen = {
-            let now = m.borrow_and_update();
-            (now.current_term, now.current_leader)
-        };
         let _ = tokio::time::timeout(at_most, async {
-            while m.changed().await.is_ok() {
-                let now = m.borrow_and_update();
-                if (now.current_term, now.current_leader) != seen {
+            loop {
+                // Marked seen before it is compared, so that `changed` waits for the next one.
+                m.borrow_and_update();
+                if self.leadership() != from {
                     return;
                 }
+                if m.changed().await.is_err() {
+                    // openraft stopped: nothing changes any more.
+                    std::future::pending::<()>().await
+                }
             }
-            // openraft stopped: nothing changes any more.
-            std::future::pending::<()>().await
         })
         .await;
     }
@@ -329,7 +347,6 @@ impl NodeInner {
 mod tests {
     use crate::types::NodeAddr;
     use crate::{NodeConfig, RaftNode};
-    use openraft::async_runtime::WatchReceiver;
     use sluice_statemachine::Command;
     use std::collections::BTreeMap;
     use std::time::{Duration, Instant};
@@ -355,17 +372,22 @@ mod tests {
 
         // A leader elected ends the wait.
         let started = Instant::now();
-        let wait = node.inner.leadership_changed(Duration::from_secs(30));
+        let before = node.inner.leadership();
+        let wait = node
+            .inner
+            .leadership_changed(before, Duration::from_secs(30));
         tokio::pin!(wait);
         assert!(futures::poll!(&mut wait).is_pending());
         let (init, ()) = tokio::join!(node.initialize(BTreeMap::from([(1, addr)])), wait);
         init.unwrap();
         let waited = started.elapsed();
         assert!(waited < Duration::from_secs(30), "ended after {waited:?}");
-        assert_eq!(
-            node.raft().metrics().borrow_watched().current_leader,
-            Some(1)
-        );
+        // A change made before a wait begins ends it at once.
+        let started = Instant::now();
+        node.inner
+            .leadership_changed(before, Duration::from_secs(30))
+            .await;
+        assert!(started.elapsed() < Duration::from_secs(1));
 
         // Writes go on (each one changes the metrics) while the wait runs: it runs its course.
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -375,7 +397,10 @@ mod tests {
         let waiting = node.inner.clone();
         let started = Instant::now();
         let wait = tokio::spawn(async move {
-            waiting.leadership_changed(Duration::from_millis(600)).await;
+            let now = waiting.leadership();
+            waiting
+                .leadership_changed(now, Duration::from_millis(600))
+                .await;
             started.elapsed()
         });
         let mut writes = 0;
