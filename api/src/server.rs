@@ -194,6 +194,7 @@ fn listener_limits(cfg: &ServerConfig) -> anyhow::Result<(HttpLimits, Connection
         per_address_max: cfg.limits.connections_per_address_max,
         first_bytes_timeout: limits.header_read_timeout,
         exempt: Some(exempt),
+        reserve: None,
     };
     Ok((limits, connections))
 }

@@ -39,6 +39,24 @@ pub struct ConnectionLimits {
     pub first_bytes_timeout: Duration,
     /// Addresses the per-address bound does not apply to.
     pub exempt: Option<Exempt>,
+    /// Slots only some addresses may take (a cluster's own members), kept for them whatever
+    /// the others hold; `connections_max` counts them too.
+    pub reserve: Option<Reserve>,
+}
+
+/// Slots of a listener kept for the addresses `holders` accepts.
+#[derive(Clone)]
+pub struct Reserve {
+    /// How many (at most `connections_max`).
+    pub slots: usize,
+    /// Whose they are.
+    pub holders: Exempt,
+}
+
+impl std::fmt::Debug for Reserve {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Reserve({} slots)", self.slots)
+    }
 }
 
 impl std::fmt::Debug for ConnectionLimits {
@@ -47,6 +65,7 @@ impl std::fmt::Debug for ConnectionLimits {
             .field("connections_max", &self.connections_max)
             .field("per_address_max", &self.per_address_max)
             .field("first_bytes_timeout", &self.first_bytes_timeout)
+            .field("reserved", &self.reserve.as_ref().map(|r| r.slots))
             .finish()
     }
 }
@@ -127,9 +146,13 @@ impl Drop for AddressSlot {
 #[derive(Clone)]
 pub struct ConnectionGate {
     limits: ConnectionLimits,
+    /// Slots anyone may take (all of them without a reserve).
     open: Arc<Semaphore>,
+    /// The reserve's slots.
+    reserved: Option<Arc<Semaphore>>,
     per_address: AddressCounts,
-    /// Connections closed at once because their address had too many open.
+    /// Connections closed at once because their address had too many open, or (with a reserve)
+    /// no slot they may take was free.
     pub refused: Arc<std::sync::atomic::AtomicU64>,
 }
 
@@ -149,8 +172,17 @@ pub struct Slot {
 impl ConnectionGate {
     /// A gate with `limits`.
     pub fn new(limits: ConnectionLimits) -> Self {
+        let total = limits.connections_max.max(1);
+        let reserved = limits
+            .reserve
+            .as_ref()
+            .map_or(0, |r| r.slots.min(total - 1));
         Self {
-            open: Arc::new(Semaphore::new(limits.connections_max.max(1))),
+            open: Arc::new(Semaphore::new(total - reserved)),
+            reserved: limits
+                .reserve
+                .as_ref()
+                .map(|_| Arc::new(Semaphore::new(reserved))),
             limits,
             per_address: AddressCounts::default(),
             refused: Arc::default(),
@@ -164,7 +196,19 @@ impl ConnectionGate {
 
     /// Connections open now.
     pub fn open(&self) -> usize {
-        self.limits.connections_max.max(1) - self.open.available_permits()
+        let free = self.open.available_permits()
+            + self.reserved.as_ref().map_or(0, |r| r.available_permits());
+        self.limits.connections_max.max(1) - free
+    }
+
+    /// A slot for a connection from `ip`, taken now: the reserve's if `ip` holds it and one is
+    /// free, else one of anyone's.
+    fn slot_for(&self, ip: IpAddr) -> Option<OwnedSemaphorePermit> {
+        let reserve = self.limits.reserve.as_ref().zip(self.reserved.as_ref());
+        reserve
+            .filter(|(r, _)| (r.holders)(ip))
+            .and_then(|(_, s)| s.clone().try_acquire_owned().ok())
+            .or_else(|| self.open.clone().try_acquire_owned().ok())
     }
 
     /// The next connection within the bounds, or `None` once `cancel` fires.
@@ -174,9 +218,15 @@ impl ConnectionGate {
         cancel: &CancellationToken,
     ) -> Option<(TcpStream, SocketAddr, Slot)> {
         loop {
-            let permit = tokio::select! {
-                _ = cancel.cancelled() => return None,
-                p = self.open.clone().acquire_owned() => p.expect("semaphore never closed"),
+            // Without a reserve, the listener waits for a slot before it accepts (the kernel's
+            // backlog holds the rest). With one, whose slot it is depends on who connects, so
+            // it accepts, then gives the connection a slot or closes it.
+            let waited = match self.reserved {
+                Some(_) => None,
+                None => Some(tokio::select! {
+                    _ = cancel.cancelled() => return None,
+                    p = self.open.clone().acquire_owned() => p.expect("semaphore never closed"),
+                }),
             };
             let (stream, peer) = tokio::select! {
                 _ = cancel.cancelled() => return None,
@@ -190,11 +240,14 @@ impl ConnectionGate {
                     }
                 },
             };
-            let exempt = self
-                .limits
-                .exempt
-                .as_ref()
-                .is_some_and(|f| f(peer.ip().to_canonical()));
+            let ip = peer.ip().to_canonical();
+            let Some(permit) = waited.or_else(|| self.slot_for(ip)) else {
+                self.refused
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                drop(stream);
+                continue;
+            };
+            let exempt = self.limits.exempt.as_ref().is_some_and(|f| f(ip));
             let address = if exempt {
                 None
             } else {
@@ -533,7 +586,74 @@ mod tests {
             per_address_max: per_address,
             first_bytes_timeout: Duration::from_secs(5),
             exempt: None,
+            reserve: None,
         }
+    }
+
+    /// The gate's next connection (the test fails, rather than hangs, without one).
+    async fn accepted(
+        gate: &ConnectionGate,
+        listener: &TcpListener,
+        cancel: &CancellationToken,
+    ) -> (TcpStream, SocketAddr, Slot) {
+        tokio::time::timeout(Duration::from_secs(10), gate.accept(listener, cancel))
+            .await
+            .expect("a connection within its slots was closed")
+            .unwrap()
+    }
+
+    async fn connect_from(source: &str, to: SocketAddr) -> TcpStream {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(format!("{source}:0").parse().unwrap()).unwrap();
+        socket.connect(to).await.unwrap()
+    }
+
+    /// Slots kept for a cluster's members stay theirs however many connections others open:
+    /// the others get the rest, and are closed at once when those are taken; a member takes
+    /// one of the others' slots too when its own are taken.
+    #[tokio::test]
+    async fn slots_kept_for_members_stay_theirs() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let member: IpAddr = "127.0.0.2".parse().unwrap();
+        let mut l = limits(4, 10);
+        l.reserve = Some(Reserve {
+            slots: 2,
+            holders: Arc::new(move |ip| ip == member),
+        });
+        let gate = ConnectionGate::new(l);
+        let cancel = CancellationToken::new();
+        let refused = || gate.refused.load(std::sync::atomic::Ordering::Relaxed);
+        let mut clients = Vec::new();
+        let mut held = Vec::new();
+        for _ in 0..3 {
+            clients.push(connect_from("127.0.0.3", addr).await);
+        }
+        clients.push(connect_from("127.0.0.2", addr).await);
+        for want in ["127.0.0.3", "127.0.0.3", "127.0.0.2"] {
+            let (_, peer, slot) = accepted(&gate, &listener, &cancel).await;
+            assert_eq!(peer.ip().to_string(), want);
+            held.push(slot);
+        }
+        // The third of the others found no slot it may take and was closed.
+        assert_eq!(refused(), 1);
+        clients.push(connect_from("127.0.0.2", addr).await);
+        held.push(accepted(&gate, &listener, &cancel).await.2);
+        assert_eq!(gate.open(), 4);
+        // Full: a member and another are closed; once another's slot is given back, a member
+        // takes it.
+        clients.push(connect_from("127.0.0.2", addr).await);
+        clients.push(connect_from("127.0.0.3", addr).await);
+        let next =
+            tokio::time::timeout(Duration::from_millis(300), gate.accept(&listener, &cancel)).await;
+        assert!(next.is_err(), "a slot past the bound");
+        assert_eq!(refused(), 3);
+        drop(held.remove(0));
+        assert_eq!(gate.open(), 3);
+        clients.push(connect_from("127.0.0.2", addr).await);
+        let (_, peer, _slot) = accepted(&gate, &listener, &cancel).await;
+        assert_eq!(peer.ip(), member);
+        assert_eq!(gate.open(), 4);
     }
 
     /// The addresses of one wider network (an IPv6 /48, an IPv4 /24) hold at most sixteen times

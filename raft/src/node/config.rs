@@ -19,6 +19,13 @@ pub(super) const LEADER_SNAPSHOT_FACTOR: u64 = 4;
 /// share it), so this leaves room for many more nodes, tools and reconnects, and for clients
 /// without credentials, each closed within [`RAFT_AUTHENTICATE_WITHIN`].
 pub const RAFT_CONNECTIONS_MAX: usize = 1_024;
+/// Of [`RAFT_CONNECTIONS_MAX`], the connections kept for the cluster's members (from the
+/// addresses their Raft addresses resolve to): connections from anywhere else, which may take
+/// all the rest, never keep the nodes from reaching each other.
+pub const RAFT_CONNECTIONS_RESERVED: usize = 64;
+/// How often a node looks up its members' Raft addresses again (a name may move to another
+/// address), for [`RAFT_CONNECTIONS_RESERVED`].
+pub const MEMBER_ADDRESSES_EVERY: Duration = Duration::from_secs(10);
 /// Connections the node-to-node listener holds open from one address (nodes on one machine
 /// share an address).
 pub const RAFT_CONNECTIONS_PER_ADDRESS_MAX: usize = 32;

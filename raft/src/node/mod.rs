@@ -23,8 +23,8 @@ mod write;
 pub use crate::clock::wall_ms;
 pub use config::{
     ArchiveConfig, Broken, LedgerRetention, NodeConfig, Simulation, LEDGER_RECORDS_MAX,
-    RAFT_AUTHENTICATE_WITHIN, RAFT_CONNECTIONS_MAX, RAFT_CONNECTIONS_PER_ADDRESS_MAX,
-    RAFT_STREAMS_PER_CONNECTION_MAX,
+    MEMBER_ADDRESSES_EVERY, RAFT_AUTHENTICATE_WITHIN, RAFT_CONNECTIONS_MAX,
+    RAFT_CONNECTIONS_PER_ADDRESS_MAX, RAFT_CONNECTIONS_RESERVED, RAFT_STREAMS_PER_CONNECTION_MAX,
 };
 pub use membership::MembershipOp;
 pub use read::{ClusterStatus, Replication};
@@ -94,6 +94,8 @@ pub(crate) struct NodeInner {
     pub(crate) cancel: CancellationToken,
     /// Set with the reason when the Raft core stops without [`RaftNode::shutdown`].
     stopped: tokio::sync::watch::Sender<Option<String>>,
+    /// Where the members' connections come from, for the Raft listener's slots kept for them.
+    member_addresses: tasks::MemberAddresses,
     pub(crate) cfg: NodeConfig,
     db: Arc<rocksdb::DB>,
     log: LogStore,

@@ -2,7 +2,7 @@
 
 use super::config::{
     Broken, NodeConfig, LEADER_SNAPSHOT_FACTOR, RAFT_AUTHENTICATE_WITHIN, RAFT_CONNECTIONS_MAX,
-    RAFT_CONNECTIONS_PER_ADDRESS_MAX, RAFT_STREAMS_PER_CONNECTION_MAX,
+    RAFT_CONNECTIONS_PER_ADDRESS_MAX, RAFT_CONNECTIONS_RESERVED, RAFT_STREAMS_PER_CONNECTION_MAX,
 };
 use super::Raft;
 use super::{contact, tasks, write, NodeInner, RaftNode};
@@ -12,7 +12,7 @@ use crate::error::ClusterError;
 use crate::forward::Forwarder;
 use crate::leader_contact::LeaderContact;
 use crate::ledger_store::LedgerStore;
-use crate::listener::{ConnectionGate, ConnectionLimits};
+use crate::listener::{ConnectionGate, ConnectionLimits, Reserve};
 use crate::log_store::{open_db_retrying, LogStore, StorageThread};
 use crate::network::{NetworkFactory, Peers};
 use crate::pb::raft_service_server::RaftServiceServer;
@@ -63,11 +63,16 @@ impl RaftNode {
                 .cloned()
                 .collect(),
         );
+        let members = tasks::MemberAddresses::default();
         let gate = ConnectionGate::new(ConnectionLimits {
             connections_max: RAFT_CONNECTIONS_MAX,
             per_address_max: RAFT_CONNECTIONS_PER_ADDRESS_MAX,
             first_bytes_timeout: RAFT_AUTHENTICATE_WITHIN,
             exempt: None,
+            reserve: Some(Reserve {
+                slots: RAFT_CONNECTIONS_RESERVED,
+                holders: members.holders(),
+            }),
         });
 
         let (queue, queued) = mpsc::channel(cfg.write_queue_max);
@@ -94,14 +99,20 @@ impl RaftNode {
             cut_off: tokio::sync::watch::Sender::new(false),
             cancel: CancellationToken::new(),
             stopped: tokio::sync::watch::Sender::new(None),
+            member_addresses: members,
             cfg,
             db: storage.db,
             log: storage.log,
             ledger: storage.ledger,
             storage_threads: storage.threads,
         });
+        // A simulated network has names of its own, not the resolver's.
+        let tcp = matches!(listener, Listening::Tcp(_));
         let server = serve(&inner, listener, gate, gatekeeper)?;
         spawn_duties(&inner, queued, storage.deferral);
+        if tcp {
+            tokio::spawn(tasks::resolve_members(inner.clone()));
+        }
         Ok(Self {
             inner,
             raft_addr,

@@ -6,6 +6,8 @@ use crate::sm_store::SnapshotDeferral;
 use openraft::async_runtime::WatchReceiver;
 use openraft::ServerState;
 use sluice_statemachine::Command;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::net::IpAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -179,6 +181,56 @@ pub(super) async fn keep_ledger(inner: Arc<NodeInner>) {
     }
 }
 
+/// The addresses the cluster's members' Raft addresses resolve to, for the listener's slots
+/// kept for them ([`super::RAFT_CONNECTIONS_RESERVED`]).
+#[derive(Clone, Debug, Default)]
+pub(super) struct MemberAddresses(Arc<std::sync::RwLock<HashSet<IpAddr>>>);
+
+impl MemberAddresses {
+    /// The listener's test of a connecting address.
+    pub(super) fn holders(&self) -> crate::listener::Exempt {
+        let set = self.0.clone();
+        Arc::new(move |ip| set.read().expect("member addresses lock").contains(&ip))
+    }
+}
+
+/// How long one lookup of a member's address may take.
+const MEMBER_LOOKUP_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Keeps the node's [`MemberAddresses`] up to date: the members' Raft addresses are looked up now and every
+/// [`super::MEMBER_ADDRESSES_EVERY`]. An address whose lookup fails keeps what it resolved to
+/// before (a resolver's hiccup does not take a member's slots away).
+pub(super) async fn resolve_members(inner: Arc<NodeInner>) {
+    let mut known: BTreeMap<String, Vec<IpAddr>> = BTreeMap::new();
+    loop {
+        let addrs: BTreeSet<String> = {
+            let m = inner.raft.metrics();
+            let m = m.borrow_watched();
+            m.membership_config
+                .membership()
+                .nodes()
+                .map(|(_, n)| n.raft.clone())
+                .collect()
+        };
+        known.retain(|a, _| addrs.contains(a));
+        for a in addrs {
+            let lookup = tokio::net::lookup_host(a.clone());
+            if let Ok(Ok(found)) = tokio::time::timeout(MEMBER_LOOKUP_TIMEOUT, lookup).await {
+                known.insert(a, found.map(|s| s.ip().to_canonical()).collect());
+            }
+        }
+        *inner
+            .member_addresses
+            .0
+            .write()
+            .expect("member addresses lock") = known.values().flatten().copied().collect();
+        tokio::select! {
+            _ = inner.cancel.cancelled() => return,
+            _ = tokio::time::sleep(super::MEMBER_ADDRESSES_EVERY) => {}
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::Leaderships;
@@ -191,5 +243,50 @@ mod tests {
         assert!(!seen.observe(4, None), "an election under way");
         assert!(seen.observe(4, Some(1)), "node 1 won term 4");
         assert!(seen.observe(5, Some(2)), "node 2 won term 5");
+    }
+}
+
+#[cfg(test)]
+mod member_tests {
+    use crate::types::NodeAddr;
+    use crate::{NodeConfig, RaftNode};
+    use std::collections::BTreeMap;
+    use std::net::IpAddr;
+    use std::time::{Duration, Instant};
+
+    /// Once a node knows its cluster, the addresses its members' Raft addresses resolve to
+    /// (names too) hold the listener's reserved slots; other addresses do not.
+    #[tokio::test]
+    async fn the_members_addresses_hold_the_reserved_slots() {
+        let dir = tempfile::tempdir().unwrap();
+        let node = RaftNode::start(NodeConfig::new(
+            1,
+            dir.path(),
+            "127.0.0.1:0".parse().unwrap(),
+        ))
+        .await
+        .unwrap();
+        let holds = node.inner.member_addresses.holders();
+        let (member, other): (IpAddr, IpAddr) =
+            ("127.0.0.1".parse().unwrap(), "127.0.0.9".parse().unwrap());
+        assert!(!holds(member), "no members known yet");
+        let addr = NodeAddr {
+            raft: format!("localhost:{}", node.raft_addr().port()),
+            http: String::new(),
+            grpc: String::new(),
+        };
+        node.initialize(BTreeMap::from([(1, addr)])).await.unwrap();
+        // Looked up again every MEMBER_ADDRESSES_EVERY; the test's clock moves on by itself.
+        tokio::time::pause();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !holds(member) {
+            assert!(
+                Instant::now() < deadline,
+                "the member's address never held a slot"
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        assert!(!holds(other));
+        node.shutdown().await;
     }
 }
