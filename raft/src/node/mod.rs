@@ -491,6 +491,14 @@ impl RaftNode {
     }
 }
 
+/// A node of its own on loopback, for this crate's unit tests: started, not yet initialized.
+#[cfg(test)]
+pub(crate) async fn start_alone(dir: &std::path::Path) -> RaftNode {
+    RaftNode::start(NodeConfig::new(1, dir, "127.0.0.1:0".parse().unwrap()))
+        .await
+        .unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::raft_err;

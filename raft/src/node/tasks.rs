@@ -249,7 +249,6 @@ mod tests {
 #[cfg(test)]
 mod member_tests {
     use crate::types::NodeAddr;
-    use crate::{NodeConfig, RaftNode};
     use std::collections::BTreeMap;
     use std::net::IpAddr;
     use std::time::{Duration, Instant};
@@ -259,13 +258,7 @@ mod member_tests {
     #[tokio::test]
     async fn the_members_addresses_hold_the_reserved_slots() {
         let dir = tempfile::tempdir().unwrap();
-        let node = RaftNode::start(NodeConfig::new(
-            1,
-            dir.path(),
-            "127.0.0.1:0".parse().unwrap(),
-        ))
-        .await
-        .unwrap();
+        let node = crate::node::start_alone(dir.path()).await;
         let holds = node.inner.member_addresses.holders();
         let (member, other): (IpAddr, IpAddr) =
             ("127.0.0.1".parse().unwrap(), "127.0.0.9".parse().unwrap());

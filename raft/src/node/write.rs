@@ -346,24 +346,17 @@ impl NodeInner {
 #[cfg(test)]
 mod tests {
     use crate::types::NodeAddr;
-    use crate::{NodeConfig, RaftNode};
     use sluice_statemachine::Command;
     use std::collections::BTreeMap;
     use std::time::{Duration, Instant};
 
-    /// A write refused for want of a leader waits for the term or the leader to change before it
-    /// tries again, not for any change of openraft's metrics (applies and appends change them
-    /// all the time, and so did the refusals themselves: the write spun).
+    /// A write refused for want of a leader waits for the term, the leader or the membership to
+    /// change before it tries again, not for any change of openraft's metrics (they change on
+    /// every turn of openraft's loop: the write spun).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_refused_write_waits_for_a_change_of_leadership_not_of_any_metric() {
         let dir = tempfile::tempdir().unwrap();
-        let node = RaftNode::start(NodeConfig::new(
-            1,
-            dir.path(),
-            "127.0.0.1:0".parse().unwrap(),
-        ))
-        .await
-        .unwrap();
+        let node = crate::node::start_alone(dir.path()).await;
         let addr = NodeAddr {
             raft: node.raft_addr().to_string(),
             http: String::new(),
