@@ -21,7 +21,8 @@ use sluice_statemachine::BypassKind;
 /// Longest staff token accepted.
 pub const STAFF_TOKEN_LEN_MAX: usize = 512;
 /// Longest a staff token may last (a week).
-pub const STAFF_TOKEN_TTL_SECS_MAX: u64 = 7 * 86_400;
+pub const STAFF_TOKEN_TTL_SECS_MAX: u64 =
+    sluice_statemachine::limits::STAFF_TOKEN_TTL_MS_MAX / 1000;
 /// Longest label (who it is for).
 pub const STAFF_LABEL_LEN_MAX: usize = 64;
 /// The header a script sends a staff token in.

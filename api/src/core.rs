@@ -1591,11 +1591,15 @@ impl Sluice {
                 }
                 (t.id, t.expires_at)
             }
-            (None, Some(id)) => (
-                crate::bypass::unhex16(id)
-                    .ok_or_else(|| ApiError::invalid("id", "must be 32 hex digits"))?,
-                now_s + crate::bypass::STAFF_TOKEN_TTL_SECS_MAX,
-            ),
+            (None, Some(id)) => {
+                let id = crate::bypass::unhex16(id)
+                    .ok_or_else(|| ApiError::invalid("id", "must be 32 hex digits"))?;
+                // Staff tokens' ids never have the first bit set; dashboard sessions' always do.
+                if sluice_statemachine::is_session_credential(&id) {
+                    return Err(ApiError::invalid("id", "not the id of a staff token"));
+                }
+                (id, now_s + crate::bypass::STAFF_TOKEN_TTL_SECS_MAX)
+            }
             _ => {
                 return Err(ApiError::invalid(
                     "token",
@@ -1603,8 +1607,9 @@ impl Sluice {
                 ))
             }
         };
-        let cmd = Command::EndCredential {
-            credential: id,
+        let cmd = Command::RevokeStaffToken {
+            room: room.to_string(),
+            id,
             until_ms: until.saturating_mul(1000),
         };
         match self.write(cmd).await? {

@@ -467,6 +467,53 @@ async fn staff_tokens_pass_on_every_node_until_revoked_and_forgeries_never() {
             .await;
         assert_eq!(s, StatusCode::BAD_REQUEST, "{body} {v}");
     }
+    // A dashboard session's id (first bit set) is no staff token's: refused before it is
+    // written, so that revocations cannot end (or take the places of) sign-outs. A room that
+    // does not exist has no tokens to revoke.
+    let session_id = format!("80{}", "11".repeat(15));
+    let (s, v) = c
+        .admin(
+            1,
+            Method::POST,
+            "/v1/rooms/s/bypass/revoke",
+            Some(json!({ "id": session_id })),
+        )
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    assert_eq!(v["error"]["field"], "id", "{v}");
+    let (s, v) = c
+        .admin(
+            1,
+            Method::POST,
+            "/v1/rooms/nowhere/bypass/revoke",
+            Some(json!({ "id": "11".repeat(16) })),
+        )
+        .await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "{v}");
+    // The audit log names the room and the token each revocation ended.
+    let revoked = |v: &Value| -> Vec<Value> {
+        v["entries"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| e["command"] == "revoke_staff_token")
+            .cloned()
+            .collect()
+    };
+    wait_for(
+        "the revocation in node 1's audit log",
+        Duration::from_secs(10),
+        || async {
+            !revoked(&c.admin(1, Method::GET, "/v1/audit?room=s", None).await.1).is_empty()
+        },
+    )
+    .await;
+    let (_, v) = c.admin(1, Method::GET, "/v1/audit?room=s", None).await;
+    let revoked = revoked(&v);
+    assert_eq!(revoked.len(), 1, "{v}");
+    assert_eq!(revoked[0]["detail"], id.as_str(), "{v}");
+    assert_eq!(revoked[0]["room"], "s", "{v}");
+    assert_eq!(revoked[0]["outcome"], "ok", "{v}");
 
     // A short-lived token ends by itself.
     let (_, short) = c

@@ -1101,6 +1101,20 @@ async fn issuing_a_staff_token_is_in_the_audit_log_under_its_operator() {
         .filter(|e| e["command"] == "issue_staff_token")
         .count();
     assert_eq!(issues, 1);
+    // Its revocation is there too, under whoever revoked it, naming the room and the token.
+    let (s, v) = call(
+        &c,
+        BOB,
+        Method::POST,
+        "/v1/rooms/sale/bypass/revoke",
+        Some(json!({ "id": id })),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let by_bob = audit(&c, VERA, "operator=bob", 1).await;
+    assert_eq!(by_bob[0]["command"], "revoke_staff_token", "{by_bob:?}");
+    assert_eq!(by_bob[0]["detail"], id, "{by_bob:?}");
+    assert_eq!(by_bob[0]["room"], "sale", "{by_bob:?}");
 }
 
 /// Behind a trusted proxy, gRPC knows its clients by the address the proxy names in

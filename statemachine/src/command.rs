@@ -296,6 +296,20 @@ pub enum Command {
         /// The settings changed, in words (at most [`CHANGE_NOTE_LEN_MAX`] bytes of one line).
         what: String,
     },
+    /// Revoke a staff bypass token of `room` everywhere: every node refuses it from then on.
+    /// Remembered until `until_ms` (at most [`STAFF_TOKEN_TTL_MS_MAX`] ahead, when the token
+    /// would have ended anyway). What revocations wrote as [`Command::EndCredential`] before:
+    /// this names the room and the token in the audit log, refuses a dashboard session's id,
+    /// and takes at most [`STAFF_TOKENS_ENDED_MAX`] places among the ended credentials, so that
+    /// revocations never take the places sign-outs need.
+    RevokeStaffToken {
+        /// The room the token lets its holder into (it must exist).
+        room: String,
+        /// The token's id.
+        id: [u8; 16],
+        /// When it would have ended, ms since the epoch.
+        until_ms: u64,
+    },
 }
 
 impl Command {
@@ -329,6 +343,7 @@ impl Command {
             | EndCodes { room, .. }
             | SetNotice { room, .. }
             | NoteStaffToken { room, .. }
+            | RevokeStaffToken { room, .. }
             | NoteRoomChange { room, .. } => Some(room),
             PutPool { pool, .. }
             | DeletePool { pool }
@@ -408,6 +423,7 @@ impl Command {
             SetWebhookCursor { hook, .. } => ("set_webhook_cursor", hook.clone()),
             NoteClusterChange { what } => ("cluster_change", what.clone()),
             NoteRoomChange { what, .. } => ("room_settings", what.clone()),
+            RevokeStaffToken { id, .. } => ("revoke_staff_token", hex16(id)),
             NoteStaffToken {
                 id,
                 expires_at_ms,
@@ -415,13 +431,15 @@ impl Command {
                 ..
             } => (
                 "issue_staff_token",
-                format!(
-                    "{} ({label}) until {expires_at_ms}",
-                    id.iter().map(|b| format!("{b:02x}")).collect::<String>()
-                ),
+                format!("{} ({label}) until {expires_at_ms}", hex16(id)),
             ),
         }
     }
+}
+
+/// A credential's id as the audit log shows it: 32 lowercase hex digits.
+fn hex16(id: &[u8; 16]) -> String {
+    id.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// One log entry's worth of commands, stamped by the leader.

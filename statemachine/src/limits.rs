@@ -65,6 +65,13 @@ pub const CREDENTIALS_ENDED_MAX: usize = 10_000;
 /// Most of those that are dashboard sessions: sign-outs (which any operator, a viewer too, can
 /// make as often as it signs in) never take the places revocations of staff tokens need.
 pub const SESSIONS_ENDED_MAX: usize = 5_000;
+/// Most of those that are staff tokens revoked with [`crate::Command::RevokeStaffToken`]: the
+/// rest of the ended credentials, so that revocations (which any operator can make, by any id)
+/// never take the places sign-outs need either.
+pub const STAFF_TOKENS_ENDED_MAX: usize = CREDENTIALS_ENDED_MAX - SESSIONS_ENDED_MAX;
+const _: () = assert!(STAFF_TOKENS_ENDED_MAX > 0 && SESSIONS_ENDED_MAX > 0);
+/// Longest a staff bypass token lasts (a week): a revocation is remembered at most this long.
+pub const STAFF_TOKEN_TTL_MS_MAX: u64 = 7 * 86_400_000;
 /// Most entries one queue listing returns.
 pub const QUEUE_PAGE_MAX: usize = 10_000;
 /// Most rooms one room listing returns (a room with the longest branding is ~4 KB of JSON).

@@ -254,6 +254,7 @@ impl StateMachine {
             | NoteClusterChange { .. }
             | SetWebhookCursor { .. }
             | NoteStaffToken { .. }
+            | RevokeStaffToken { .. }
             | NoteRoomChange { .. } => self.cluster_command(cmd),
             AsOperator { operator, command } => self.as_operator(pos, operator, command),
             Tick => Ok(self.tick(pos)),
@@ -579,6 +580,43 @@ impl StateMachine {
                     }
                 }
                 ended.insert(*credential, *until_ms);
+                Ok(Outcome::Count(1))
+            }
+            RevokeStaffToken { room, id, until_ms } => {
+                if is_session_credential(id) {
+                    return Err(Rejection::invalid(
+                        "id",
+                        "a dashboard session's id, not a staff token's".into(),
+                    ));
+                }
+                self.rooms
+                    .get(room.as_str())
+                    .ok_or(Rejection::RoomNotFound)?;
+                // Never remembered longer than a token can last (with an hour for the nodes'
+                // clocks being ahead of the log's).
+                let until_ms = (*until_ms).min(now + STAFF_TOKEN_TTL_MS_MAX + 3_600_000);
+                if until_ms <= now {
+                    return Ok(Outcome::Count(0));
+                }
+                let ended = &mut self.credentials_ended;
+                if !ended.contains_key(id) {
+                    let full = |ended: &BTreeMap<[u8; 16], u64>| {
+                        ended.len() >= CREDENTIALS_ENDED_MAX
+                            || ended.keys().filter(|c| !is_session_credential(c)).count()
+                                >= STAFF_TOKENS_ENDED_MAX
+                    };
+                    if full(ended) {
+                        ended.retain(|_, &mut until| until > now);
+                        if full(ended) {
+                            return Err(Rejection::LimitReached {
+                                what: "revoked staff tokens".into(),
+                                max: STAFF_TOKENS_ENDED_MAX as u64,
+                            });
+                        }
+                    }
+                }
+                let kept = ended.entry(*id).or_insert(until_ms);
+                *kept = (*kept).max(until_ms);
                 Ok(Outcome::Count(1))
             }
             NoteClusterChange { what } => {

@@ -1797,6 +1797,82 @@ fn sign_outs_never_take_the_places_revocations_need() {
     assert!(h.sm.credential_ended(&staff));
 }
 
+/// Revocations of staff tokens, which any operator can send with any id, take at most their
+/// share of the ended credentials: past it a revocation is refused and a sign-out still ends
+/// its session. A dashboard session's id is no staff token's, a room that does not exist has no
+/// tokens, and a revocation is never remembered longer than a token can last.
+#[test]
+fn revocations_never_take_the_places_sign_outs_need() {
+    let mut h = H::new();
+    h.create("r", cfg(1, 60));
+    let revoke = |h: &mut H, room: &str, id: [u8; 16]| {
+        h.run(Command::RevokeStaffToken {
+            room: room.into(),
+            id,
+            until_ms: T0 + 3_600_000,
+        })
+    };
+    let staff = |i: u32| {
+        let mut id = [0u8; 16];
+        id[..4].copy_from_slice(&i.to_be_bytes());
+        id[0] &= 0x7f;
+        id
+    };
+    let mut session = [0x22u8; 16];
+    session[0] |= 0x80;
+    let refused = revoke(&mut h, "r", session);
+    assert_eq!(rejected(&refused).code(), "invalid_field", "{refused:?}");
+    assert!(!h.sm.credential_ended(&session));
+    assert_eq!(
+        rejected(&revoke(&mut h, "nowhere", staff(1))).code(),
+        "room_not_found"
+    );
+    for i in 0..STAFF_TOKENS_ENDED_MAX as u32 {
+        assert_eq!(revoke(&mut h, "r", staff(i)), Outcome::Count(1));
+    }
+    assert_eq!(
+        rejected(&revoke(&mut h, "r", staff(u32::MAX >> 1))).code(),
+        "limit_reached"
+    );
+    // A token already revoked is revoked again without a new place.
+    assert_eq!(revoke(&mut h, "r", staff(7)), Outcome::Count(1));
+    // A sign-out still ends its session.
+    assert_eq!(
+        h.run(Command::EndCredential {
+            credential: session,
+            until_ms: T0 + 3_600_000,
+        }),
+        Outcome::Count(1)
+    );
+    assert!(h.sm.credential_ended(&session));
+    // Once revocations would have ended, they make room again; one asked to be remembered for
+    // a year is kept only as long as a token can last.
+    let mut h = H::new();
+    h.create("r", cfg(1, 60));
+    assert_eq!(
+        h.run(Command::RevokeStaffToken {
+            room: "r".into(),
+            id: staff(1),
+            until_ms: T0 + 365 * 86_400_000,
+        }),
+        Outcome::Count(1)
+    );
+    h.at(STAFF_TOKEN_TTL_MS_MAX + 3_600_000).tick();
+    assert!(
+        !h.sm.credential_ended(&staff(1)),
+        "kept past a token's life"
+    );
+    assert_eq!(
+        Command::RevokeStaffToken {
+            room: "r".into(),
+            id: staff(1),
+            until_ms: 0
+        }
+        .describe(),
+        ("revoke_staff_token", format!("00000001{}", "00".repeat(12)))
+    );
+}
+
 /// A version 2 snapshot (before bans, ended operator sessions and entry policies) restores to the same state,
 /// which the current version writes with empty extras.
 #[test]

@@ -370,26 +370,56 @@ pub async fn logout(State(app): AppState, headers: HeaderMap, AdminForm(f): Admi
                 },
             ))
             .await;
-        if let Err(e) = ended {
-            tracing::warn!(error = %e, "signing out: the session could not be ended everywhere");
-            return (
-                StatusCode::SERVICE_UNAVAILABLE,
-                page(
-                    "Sign out",
-                    "<p class=\"err\" role=\"alert\">Signing out failed: the cluster could not record it. Try again.</p><p><a href=\"/admin\">Back</a></p>",
-                ),
-            )
-                .into_response();
+        match ended {
+            Err(e) => {
+                tracing::warn!(error = %e, "signing out: the session could not be ended everywhere");
+                return (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    page(
+                        "Sign out",
+                        "<p class=\"err\" role=\"alert\">Signing out failed: the cluster could not record it. Try again.</p><p><a href=\"/admin\">Back</a></p>",
+                    ),
+                )
+                    .into_response();
+            }
+            // Refused (too many sessions ended at once): this browser forgets the session, and
+            // the operator learns that a copy of its cookie would still work elsewhere.
+            Ok((sluice_statemachine::Outcome::Rejected(why), _)) => {
+                tracing::warn!(reason = %why, "signing out: the cluster refused to end the session");
+                let until = crate::ledger::rfc3339(
+                    s.issued.saturating_add(SESSION_SECS).saturating_mul(1000),
+                );
+                let mut r = (
+                    StatusCode::CONFLICT,
+                    page(
+                        "Sign out",
+                        &format!(
+                            "<p class=\"err\" role=\"alert\">This browser is signed out, but the cluster refused to end the session everywhere ({}): a copy of its cookie would still work until {}. Tell an admin; rotating the admin token ends every session.</p><p><a href=\"/admin\">Sign in</a></p>",
+                            esc(&why.to_string()),
+                            esc(&until),
+                        ),
+                    ),
+                )
+                    .into_response();
+                clear_session_cookie(&mut r);
+                return r;
+            }
+            Ok(_) => {}
         }
     }
     let mut r = see_other("/admin");
+    clear_session_cookie(&mut r);
+    r
+}
+
+/// Makes the browser forget its dashboard session.
+fn clear_session_cookie(r: &mut Response) {
     r.headers_mut().insert(
         header::SET_COOKIE,
         HeaderValue::from_static(
             "sluice_admin=; Path=/admin; HttpOnly; SameSite=Strict; Max-Age=0",
         ),
     );
-    r
 }
 
 /// `GET /admin`: rooms and cluster, or the sign-in form.
