@@ -31,6 +31,19 @@ use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity
 
 /// Largest single gRPC message between nodes.
 pub const MESSAGE_BYTES_MAX: usize = 64 << 20;
+/// Most log entries in one replication message. An entry holds at most
+/// [`PROPOSAL_BYTES_MAX`](sluice_statemachine::limits::PROPOSAL_BYTES_MAX) of commands, so a
+/// message of this many stays under [`MESSAGE_BYTES_MAX`] however large the entries are: a
+/// follower never meets a message too large to send, which it would be sent again and again.
+pub const REPLICATION_ENTRIES_MAX: u64 = 48;
+/// What an entry adds to its commands on the wire, at most: its log id, the proposal's stamp,
+/// lengths (a membership entry, which holds no commands, is far smaller than a full proposal).
+const ENTRY_OVERHEAD_BYTES_MAX: usize = 4_096;
+const _: () = assert!(
+    REPLICATION_ENTRIES_MAX as usize
+        * (sluice_statemachine::limits::PROPOSAL_BYTES_MAX + ENTRY_OVERHEAD_BYTES_MAX)
+        <= MESSAGE_BYTES_MAX
+);
 
 /// A client of the node-to-node service, carrying this cluster's credential.
 pub type RaftClient = RaftServiceClient<InterceptedService<Channel, Credential>>;

@@ -256,6 +256,55 @@ async fn follower_restart_recovers_from_snapshot_and_log() {
     c.shutdown().await;
 }
 
+/// A follower that was down while commands of the largest size were written catches up: the
+/// write path cuts proposals at their byte bound and replication sends few enough entries at a
+/// time that no message is over the nodes' size limit (with 256 entries a message, a run of
+/// full proposals made one, which the follower was sent again and again without end).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_catches_up_over_entries_of_the_largest_size() {
+    use sluice_statemachine::limits::{PROPOSAL_BYTES_MAX, TOUCH_BATCH_MAX};
+    use sluice_statemachine::ClientKey;
+    let mut c = TestCluster::start(3, quick).await;
+    c.create_room("r").await;
+    let leader = c.wait_leader().await;
+    let follower = *c.nodes.keys().find(|&&id| id != leader).unwrap();
+    c.stop_node(follower).await;
+    let leader_node = c.nodes[&leader].clone();
+    let renewals = |w: u64| Command::TouchFrom {
+        room: "r".into(),
+        visits: (0..TOUCH_BATCH_MAX as u64)
+            .map(|i| (visitor(w * 100_000 + i), ClientKey([w as u8; 16])))
+            .collect(),
+    };
+    // 80 MB of commands, written at once: they fill proposals to their bound.
+    let writers: usize = 240;
+    assert!(writers * renewals(0).encoded_len() > 64 << 20);
+    let before = leader_node.status().last_log_index;
+    let c = Arc::new(c);
+    let mut tasks = Vec::new();
+    for w in 0..writers as u64 {
+        let (c, l, cmd) = (c.clone(), leader_node.clone(), renewals(w));
+        tasks.push(tokio::spawn(async move { c.write_via(&l, cmd).await }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let entries = leader_node.status().last_log_index - before;
+    let per_entry = renewals(0).encoded_len() * writers / entries as usize;
+    assert!(
+        per_entry <= PROPOSAL_BYTES_MAX,
+        "{entries} entries, {per_entry} bytes each"
+    );
+    let mut c = Arc::into_inner(c).expect("the writers are done");
+    let node = c.start_node(follower).await;
+    c.wait_converged().await;
+    assert_eq!(
+        node.status().applied_index,
+        leader_node.status().applied_index
+    );
+    c.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_node_lets_go_of_its_database_while_its_peers_keep_calling() {
     // Its peers' connections stay open after it stops (they keep sending heartbeats and

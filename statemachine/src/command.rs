@@ -313,6 +313,11 @@ pub enum Command {
 }
 
 impl Command {
+    /// How many bytes the command takes in an encoded proposal.
+    pub fn encoded_len(&self) -> usize {
+        postcard::experimental::serialized_size(self).expect("sizing cannot fail")
+    }
+
     /// The room or pool a command addresses, if any.
     pub fn target(&self) -> Option<&str> {
         use Command::*;

@@ -1873,6 +1873,45 @@ fn revocations_never_take_the_places_sign_outs_need() {
     );
 }
 
+/// The largest commands the edge lets through fit a proposal's byte budget with room to spare,
+/// so that the write path never proposes one alone past it, and a command's size is what it
+/// adds to an encoded proposal.
+#[test]
+fn the_largest_commands_fit_a_proposal() {
+    use crate::codes::{CodeHash, NewCode, CODES_PER_COMMAND_MAX};
+    let room = "r".repeat(NAME_LEN_MAX);
+    let touch = Command::TouchFrom {
+        room: room.clone(),
+        visits: vec![(VisitorId([0xff; 16]), ClientKey([0xff; 16])); TOUCH_BATCH_MAX],
+    };
+    let code = NewCode {
+        hash: CodeHash([0xff; 16]),
+        identity: Some(IdentityKey([0xff; 16])),
+    };
+    let add = Command::AsOperator {
+        operator: "o".repeat(NAME_LEN_MAX),
+        command: Box::new(Command::AddCodes {
+            room,
+            batch: u32::MAX,
+            codes: vec![code; CODES_PER_COMMAND_MAX],
+        }),
+    };
+    for c in [touch, add] {
+        let n = c.encoded_len();
+        assert!(n <= PROPOSAL_BYTES_MAX / 2, "{} bytes", n);
+        let alone = Proposal {
+            time_ms: u64::MAX,
+            commands: vec![c.clone()],
+        };
+        let two = Proposal {
+            time_ms: u64::MAX,
+            commands: vec![c.clone(), c],
+        };
+        assert!(alone.encode().len() > n && alone.encode().len() <= n + 16);
+        assert_eq!(two.encode().len() - alone.encode().len(), n);
+    }
+}
+
 /// A version 2 snapshot (before bans, ended operator sessions and entry policies) restores to the same state,
 /// which the current version writes with empty extras.
 #[test]

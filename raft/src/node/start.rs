@@ -249,7 +249,7 @@ fn raft_config(cfg: &NodeConfig) -> Result<openraft::Config, ClusterError> {
                 .is_some_and(|s| s.broken == Some(Broken::LeaderRestore)),
         ),
         install_snapshot_timeout: 120_000,
-        max_payload_entries: 256,
+        max_payload_entries: crate::network::REPLICATION_ENTRIES_MAX,
         snapshot_policy: snapshot_policy(cfg.snapshot_every, cfg.id),
         max_in_snapshot_log_to_keep: cfg.logs_kept_after_snapshot,
         purge_batch_size: 256,

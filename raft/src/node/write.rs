@@ -10,6 +10,7 @@ use openraft::async_runtime::WatchReceiver;
 use openraft::errors::ClientWriteError;
 use openraft::impls::ProgressResponder;
 use openraft::raft::ClientWriteResult;
+use sluice_statemachine::limits::PROPOSAL_BYTES_MAX;
 use sluice_statemachine::{Command, Outcome, Proposal};
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,20 +33,59 @@ const CLOCK_AGREEMENT_WAIT: Duration = Duration::from_millis(500);
 /// A write waiting in the queue for its proposal.
 pub(super) struct Pending {
     cmd: Command,
+    /// Its encoded size, counted against [`PROPOSAL_BYTES_MAX`].
+    bytes: usize,
     /// Forwarded here by a follower: proposed only while this node leads, never forwarded on.
     forwarded: bool,
     tx: Waiter,
     queued: Instant,
 }
 
+impl Pending {
+    /// `cmd`, queued now (sized by the writer's task, not the batcher's).
+    fn new(cmd: Command, forwarded: bool, tx: Waiter) -> Self {
+        Pending {
+            bytes: cmd.encoded_len(),
+            cmd,
+            forwarded,
+            tx,
+            queued: Instant::now(),
+        }
+    }
+}
+
+/// Adds what is queued to `batch`, which holds `bytes`, while it has fewer than
+/// [`BATCH_COMMANDS_MAX`] commands and the next fits in [`PROPOSAL_BYTES_MAX`]: the one that
+/// does not fit is returned, to begin the next batch.
+fn fill(
+    batch: &mut Vec<Pending>,
+    mut bytes: usize,
+    rx: &mut mpsc::Receiver<Pending>,
+) -> Option<Pending> {
+    while batch.len() < BATCH_COMMANDS_MAX {
+        let Ok(p) = rx.try_recv() else { return None };
+        if bytes + p.bytes > PROPOSAL_BYTES_MAX {
+            return Some(p);
+        }
+        bytes += p.bytes;
+        batch.push(p);
+    }
+    None
+}
+
 /// Drains the write queue into proposals.
 pub(super) async fn batcher(inner: Arc<NodeInner>, mut rx: mpsc::Receiver<Pending>) {
     let slots = Arc::new(Semaphore::new(inner.cfg.proposals_in_flight.max(1)));
     let forward_slots = Arc::new(Semaphore::new(FORWARDS_IN_FLIGHT));
+    // The command that did not fit in the last batch begins the next.
+    let mut carried: Option<Pending> = None;
     loop {
-        let first = tokio::select! {
-            _ = inner.cancel.cancelled() => break,
-            p = rx.recv() => match p { Some(p) => p, None => break },
+        let first = match carried.take() {
+            Some(p) => p,
+            None => tokio::select! {
+                _ = inner.cancel.cancelled() => break,
+                p = rx.recv() => match p { Some(p) => p, None => break },
+            },
         };
         let sem = if inner.raft.is_leader() {
             &slots
@@ -56,14 +96,11 @@ pub(super) async fn batcher(inner: Arc<NodeInner>, mut rx: mpsc::Receiver<Pendin
             _ = inner.cancel.cancelled() => break,
             p = sem.clone().acquire_owned() => p.expect("semaphore never closed"),
         };
-        // Everything that queued while we waited for a slot joins this proposal.
+        // Everything that queued while we waited for a slot joins this proposal, as far as it
+        // fits.
+        let bytes = first.bytes;
         let mut batch = vec![first];
-        while batch.len() < BATCH_COMMANDS_MAX {
-            match rx.try_recv() {
-                Ok(p) => batch.push(p),
-                Err(_) => break,
-            }
-        }
+        carried = fill(&mut batch, bytes, &mut rx);
         assert!(batch.len() <= BATCH_COMMANDS_MAX, "a batch past its bound");
         for p in &batch {
             inner.queue_wait.observe(p.queued.elapsed());
@@ -122,12 +159,7 @@ impl NodeInner {
             let tried_under = self.leadership();
             let (tx, rx) = oneshot::channel();
             self.queue
-                .try_send(Pending {
-                    cmd: cmd.clone(),
-                    forwarded: false,
-                    tx,
-                    queued: Instant::now(),
-                })
+                .try_send(Pending::new(cmd.clone(), false, tx))
                 .map_err(|e| match e {
                     mpsc::error::TrySendError::Full(_) => ClusterError::Busy,
                     mpsc::error::TrySendError::Closed(_) => ClusterError::ShuttingDown,
@@ -290,12 +322,7 @@ impl NodeInner {
         let mut waiting = Vec::with_capacity(n);
         for cmd in cmds {
             let (tx, rx) = oneshot::channel();
-            let queued = self.queue.try_send(Pending {
-                cmd,
-                forwarded: true,
-                tx,
-                queued: Instant::now(),
-            });
+            let queued = self.queue.try_send(Pending::new(cmd, true, tx));
             waiting.push(match queued {
                 Ok(()) => Ok(rx),
                 Err(mpsc::error::TrySendError::Full(_)) => Err(ClusterError::Busy),
@@ -408,5 +435,58 @@ mod tests {
             "ended after {waited:?}"
         );
         node.shutdown().await;
+    }
+
+    /// A batch takes what is queued while it fits in a proposal's bytes and commands; the first
+    /// command that does not fit begins the next batch, and one too large for any batch still
+    /// gets a batch of its own.
+    #[test]
+    fn batches_are_cut_at_a_proposals_bytes() {
+        use super::{fill, Pending, BATCH_COMMANDS_MAX, PROPOSAL_BYTES_MAX};
+        use sluice_statemachine::{ClientKey, VisitorId};
+        let touch = |visits: usize| {
+            let (tx, _) = tokio::sync::oneshot::channel();
+            Pending::new(
+                Command::TouchFrom {
+                    room: "r".into(),
+                    visits: vec![(VisitorId([1; 16]), ClientKey([2; 16])); visits],
+                },
+                false,
+                tx,
+            )
+        };
+        let big = touch(10_000);
+        let per = big.bytes;
+        let fit = PROPOSAL_BYTES_MAX / per;
+        assert!((2..=4).contains(&fit), "{per} bytes");
+        let (q, mut rx) = tokio::sync::mpsc::channel(64);
+        for _ in 0..fit + 2 {
+            q.try_send(touch(10_000)).ok().unwrap();
+        }
+        let mut batch = vec![touch(10_000)];
+        let carried = fill(&mut batch, per, &mut rx).expect("one left over");
+        assert_eq!(batch.len(), fit);
+        assert!(batch.iter().map(|p| p.bytes).sum::<usize>() <= PROPOSAL_BYTES_MAX);
+        // The left-over one begins the next batch, which takes the rest.
+        let mut next = vec![carried];
+        assert!(fill(&mut next, per, &mut rx).is_none());
+        assert_eq!(next.len(), 3);
+        // Small commands are bounded by their count.
+        let (q, mut rx) = tokio::sync::mpsc::channel(BATCH_COMMANDS_MAX + 10);
+        for _ in 0..BATCH_COMMANDS_MAX + 10 {
+            q.try_send(touch(1)).ok().unwrap();
+        }
+        let mut batch = vec![touch(1)];
+        assert!(fill(&mut batch, 0, &mut rx).is_none());
+        assert_eq!(batch.len(), BATCH_COMMANDS_MAX);
+        // A command over the budget by itself is carried to a batch of its own.
+        let (q, mut rx) = tokio::sync::mpsc::channel(4);
+        q.try_send(touch(40_000)).ok().unwrap();
+        let mut batch = vec![touch(1)];
+        let alone = fill(&mut batch, 40, &mut rx).expect("carried");
+        assert!(alone.bytes > PROPOSAL_BYTES_MAX);
+        let mut own = vec![alone];
+        assert!(fill(&mut own, PROPOSAL_BYTES_MAX + 1, &mut rx).is_none());
+        assert_eq!((batch.len(), own.len()), (1, 1));
     }
 }
