@@ -1203,6 +1203,7 @@ impl Sluice {
     /// Force-admit.
     pub async fn admit(&self, room: &str, count: u64) -> Result<CountReply, ApiError> {
         Self::check_room(room)?;
+        sluice_statemachine::check_force_admit(count)?;
         match self
             .write(Command::ForceAdmit {
                 room: room.into(),
@@ -1671,6 +1672,7 @@ impl Sluice {
     /// Create or reconfigure a pool.
     pub async fn put_pool(&self, pool: &str, body: &PoolBody) -> Result<PoolReply, ApiError> {
         validate_name("pool", pool)?;
+        sluice_statemachine::validate_pool(body.room_capacity, body.rooms_max)?;
         match self
             .write(Command::PutPool {
                 pool: pool.into(),
@@ -1768,6 +1770,7 @@ impl Sluice {
             let count = body
                 .count
                 .ok_or_else(|| ApiError::invalid("count", "is required"))?;
+            sluice_statemachine::check_pool_report(count)?;
             Command::PoolReport {
                 pool: pool.into(),
                 room_index,

@@ -17,6 +17,78 @@ async fn room_state(c: &Cluster) -> Value {
     v
 }
 
+/// Operator values out of range (a force-admit of nobody or of too many, a pool's settings, a
+/// count reported for a pool's room) are refused at the edge, with the state machine's own
+/// rule, before anything is written: the log does not grow.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn out_of_range_operator_values_are_refused_before_they_are_written() {
+    let c = Cluster::start(1).await;
+    c.create_room("r", room_config(1)).await;
+    let (s, v) = c
+        .admin(
+            1,
+            Method::PUT,
+            "/v1/pools/p",
+            Some(json!({"room_capacity": 5, "rooms_max": 2})),
+        )
+        .await;
+    assert!(s.is_success(), "{v}");
+    let last = || async {
+        let (_, v) = c.admin(1, Method::GET, "/v1/cluster", None).await;
+        v["last_log_index"].as_u64().unwrap()
+    };
+    let before = last().await;
+    for (method, path, body, field) in [
+        (
+            Method::POST,
+            "/v1/rooms/r/admit",
+            json!({"count": 0}),
+            "count",
+        ),
+        (
+            Method::POST,
+            "/v1/rooms/r/admit",
+            json!({"count": 100_001}),
+            "count",
+        ),
+        (
+            Method::PUT,
+            "/v1/pools/p",
+            json!({"room_capacity": 0, "rooms_max": 2}),
+            "room_capacity",
+        ),
+        (
+            Method::PUT,
+            "/v1/pools/q",
+            json!({"room_capacity": 5, "rooms_max": 10_001}),
+            "rooms_max",
+        ),
+        (
+            Method::POST,
+            "/v1/pools/p/report",
+            json!({"room_index": 0, "count": 10_000_001}),
+            "count",
+        ),
+    ] {
+        let (s, v) = c.admin(1, method, path, Some(body.clone())).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{path} {body}: {v}");
+        assert_eq!(v["error"]["code"], "invalid_field", "{path} {body}: {v}");
+        assert_eq!(v["error"]["field"], field, "{path} {body}: {v}");
+    }
+    assert_eq!(last().await, before, "a refused value was written");
+    // In range, the same calls are written.
+    let (s, v) = c
+        .admin(
+            1,
+            Method::POST,
+            "/v1/rooms/r/admit",
+            Some(json!({"count": 1})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert!(last().await > before);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_table_of_bad_inputs() {
     let c = Cluster::start(1).await;

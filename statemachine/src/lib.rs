@@ -50,7 +50,9 @@ pub use bypass::{BypassKind, BypassRule, Network, PathRule};
 pub use codes::{CodeBatch, CodeBatchView, CodeHash, NewCode};
 pub use command::{Command, DecodeError, Proposal};
 pub use lanes::Lane;
-pub use machine::{is_session_credential, LogPosition, QueueEntry, StateMachine};
+pub use machine::{
+    check_force_admit, is_session_credential, LogPosition, QueueEntry, StateMachine,
+};
 pub use origin::{
     HealthChange, HealthSource, LineRule, OriginRule, OriginSamples, ProbeMethod, ProbeRule,
 };
@@ -61,6 +63,7 @@ pub use outcome::{
 pub use policy::{
     ChallengeUse, ClientKey, EntryPolicy, IdentityKey, IdentityRule, JoinEvidence, PowRule,
 };
+pub use pool::{check_report as check_pool_report, validate as validate_pool};
 pub use snapshot::{digest_hex, Digest};
 pub use types::{Branding, Health, Mode, RoomConfig, VisitorId};
 

@@ -74,6 +74,18 @@ fn one_line(field: &'static str, text: &str, max: usize) -> Result<(), Rejection
     Ok(())
 }
 
+/// Checks how many waiters a force-admit asks for (what the edge checks too, before anything
+/// is written).
+pub fn check_force_admit(count: u64) -> Result<(), Rejection> {
+    if count == 0 || count > FORCE_ADMIT_MAX {
+        return Err(Rejection::invalid(
+            "count",
+            format!("must be between 1 and {FORCE_ADMIT_MAX}"),
+        ));
+    }
+    Ok(())
+}
+
 /// Whether an ended credential is a dashboard session's: their random ids have the first bit
 /// set, staff tokens' never ([`SESSIONS_ENDED_MAX`]).
 pub fn is_session_credential(id: &[u8; 16]) -> bool {
@@ -388,12 +400,7 @@ impl StateMachine {
             }
             RevokeAll { room } => self.room_op(pos, room, &mut |r, d| r.revoke_all(now, d)),
             ForceAdmit { room, count } => {
-                if *count == 0 || *count > FORCE_ADMIT_MAX {
-                    return Err(Rejection::invalid(
-                        "count",
-                        format!("must be between 1 and {FORCE_ADMIT_MAX}"),
-                    ));
-                }
+                check_force_admit(*count)?;
                 self.room_op(pos, room, &mut |r, d| r.force_admit(*count, now, d))
             }
             Pause { room } | Resume { room } => {

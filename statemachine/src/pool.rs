@@ -12,7 +12,8 @@ pub(crate) struct Pool {
     pub counts: Vec<u64>,
 }
 
-pub(crate) fn validate(room_capacity: u64, rooms_max: u64) -> Result<(), Rejection> {
+/// Checks a pool's settings (what the edge checks too, before anything is written).
+pub fn validate(room_capacity: u64, rooms_max: u64) -> Result<(), Rejection> {
     if room_capacity == 0 || room_capacity > POOL_ROOM_CAPACITY_MAX {
         return Err(Rejection::invalid(
             "room_capacity",
@@ -23,6 +24,17 @@ pub(crate) fn validate(room_capacity: u64, rooms_max: u64) -> Result<(), Rejecti
         return Err(Rejection::invalid(
             "rooms_max",
             format!("must be between 1 and {POOL_ROOMS_MAX}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a reported count of a pool's room (what the edge checks too).
+pub fn check_report(count: u64) -> Result<(), Rejection> {
+    if count > POOL_ROOM_CAPACITY_MAX {
+        return Err(Rejection::invalid(
+            "count",
+            format!("must be at most {POOL_ROOM_CAPACITY_MAX}"),
         ));
     }
     Ok(())
@@ -84,11 +96,8 @@ impl Pool {
     }
 
     pub fn report(&mut self, name: &str, room_index: u64, count: u64) -> Outcome {
-        if count > POOL_ROOM_CAPACITY_MAX {
-            return Outcome::Rejected(Rejection::invalid(
-                "count",
-                format!("must be at most {POOL_ROOM_CAPACITY_MAX}"),
-            ));
+        if let Err(r) = check_report(count) {
+            return Outcome::Rejected(r);
         }
         match self.index(room_index) {
             Ok(i) => {
