@@ -342,9 +342,13 @@ impl LedgerStore {
             (None, true) => AUDIT_PREFIX.to_vec(),
             (None, false) => room_prefix(&q.room),
         };
+        // A time to start from is a place to start from: records before it are not scanned.
+        let after = match q.from_ms.filter(|&t| t > 0) {
+            Some(t) => q.after.max(Some(self.position_before_time(t)?)),
+            None => q.after,
+        };
         // The block that holds `after` may hold records after it too.
-        let from = q
-            .after
+        let from = after
             .and_then(|a| self.at_or_before(&prefix, a))
             .unwrap_or_else(|| prefix.clone());
         let mut page = LedgerPage {
@@ -366,7 +370,7 @@ impl LedgerStore {
                 continue;
             };
             for r in block {
-                if q.after.is_some_and(|a| r.key() <= a) {
+                if after.is_some_and(|a| r.key() <= a) {
                     continue;
                 }
                 scanned += 1;
@@ -816,6 +820,60 @@ mod tests {
         assert_eq!(s.after(None, 100).unwrap(), records);
         assert_eq!(s.after(Some(records[1].key()), 2).unwrap(), records[2..4]);
         assert!(s.after(Some(records[4].key()), 10).unwrap().is_empty());
+    }
+
+    /// A query from a time starts where that time begins: with more records before it than
+    /// one request scans, it still answers at once, rather than a page of nothing with a
+    /// `next` to go on from (which made a query for the present scan the whole ledger a page
+    /// at a time).
+    #[test]
+    fn a_query_from_a_time_starts_there_rather_than_scanning_up_to_it() {
+        let (_d, s) = store();
+        let n = LEDGER_SCAN_MAX as u64 + 1_000;
+        let records: Vec<Record> = (1..=n).map(|i| rec(i, 0, "a", 1, i)).collect();
+        s.write(1, n, &records).unwrap();
+        let page = s
+            .query(&LedgerQuery {
+                from_ms: Some(n - 4),
+                ..q("a")
+            })
+            .unwrap();
+        assert_eq!(
+            page.records.iter().map(|r| r.index).collect::<Vec<_>>(),
+            [n - 4, n - 3, n - 2, n - 1, n]
+        );
+        assert_eq!(page.next, None);
+        // Past the last record: nothing, and nothing to go on from.
+        let later = s
+            .query(&LedgerQuery {
+                from_ms: Some(n + 1_000),
+                ..q("a")
+            })
+            .unwrap();
+        assert!(
+            later.records.is_empty() && later.next.is_none(),
+            "{later:?}"
+        );
+        // A cursor before the time goes on from the time; one after it, from the cursor.
+        let p = s
+            .query(&LedgerQuery {
+                from_ms: Some(n - 1),
+                after: Some(records[10].key()),
+                ..q("a")
+            })
+            .unwrap();
+        assert_eq!(p.records.len(), 2);
+        let p = s
+            .query(&LedgerQuery {
+                from_ms: Some(5),
+                after: Some(records[(n - 3) as usize].key()),
+                ..q("a")
+            })
+            .unwrap();
+        assert_eq!(
+            p.records.iter().map(|r| r.index).collect::<Vec<_>>(),
+            [n - 1, n]
+        );
     }
 
     #[test]

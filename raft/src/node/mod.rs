@@ -100,6 +100,8 @@ pub(crate) struct NodeInner {
     db: Arc<rocksdb::DB>,
     log: LogStore,
     ledger: Option<LedgerStore>,
+    /// Ledger queries being scanned at once, at most [`LEDGER_SCANS_MAX`].
+    ledger_scans: Arc<tokio::sync::Semaphore>,
     /// Stopped and joined at shutdown, so that the database closes on the thread that drops the
     /// node.
     storage_threads: Vec<crate::log_store::StorageThread>,
@@ -118,6 +120,25 @@ pub struct LogRecord {
 
 /// Most entries one log read returns.
 pub const LOG_PAGE_MAX: u64 = 10_000;
+/// Ledger queries (pages of the ledger, the audit log, an explanation's reads) a node scans at
+/// once: each may read up to [`LEDGER_SCAN_MAX`](crate::ledger_store::LEDGER_SCAN_MAX) records
+/// on a thread of its own, so more at once would take the cores that gate checks and joins run
+/// on. The rest wait their turn, up to [`LEDGER_SCAN_WAIT`].
+pub const LEDGER_SCANS_MAX: usize = 1;
+/// How long a ledger query waits for its turn before it is refused as busy.
+pub const LEDGER_SCAN_WAIT: Duration = Duration::from_secs(5);
+
+/// A turn of `turns`, waited for at most `wait` (then [`ClusterError::Busy`]); turns are given
+/// in the order they were asked for.
+async fn take_turn(
+    turns: &Arc<tokio::sync::Semaphore>,
+    wait: Duration,
+) -> Result<tokio::sync::OwnedSemaphorePermit, ClusterError> {
+    tokio::time::timeout(wait, turns.clone().acquire_owned())
+        .await
+        .map_err(|_| ClusterError::Busy)?
+        .map_err(|_| ClusterError::ShuttingDown)
+}
 
 /// What a node has counted and timed since it started, for its metrics.
 #[derive(Clone, Debug)]
@@ -327,11 +348,16 @@ impl RaftNode {
         if !self.inner.ready.load(Ordering::SeqCst) {
             return Err(ClusterError::NotReady);
         }
-        tokio::task::spawn_blocking(move || store.query(&q))
-            .await
-            .map_err(|e| ClusterError::Fatal(e.to_string()))?
-            .map(Some)
-            .map_err(|e| ClusterError::Fatal(e.to_string()))
+        let turn = take_turn(&self.inner.ledger_scans, LEDGER_SCAN_WAIT).await?;
+        tokio::task::spawn_blocking(move || {
+            let page = store.query(&q);
+            drop(turn);
+            page
+        })
+        .await
+        .map_err(|e| ClusterError::Fatal(e.to_string()))?
+        .map(Some)
+        .map_err(|e| ClusterError::Fatal(e.to_string()))
     }
 
     /// Where this node's ledger records are whole: `(complete_from, through)`, the first and the
@@ -504,6 +530,35 @@ mod tests {
     use super::raft_err;
     use crate::ClusterError;
     use openraft::errors::{ClientWriteError, ForwardToLeader, RaftError};
+
+    /// Ledger scans take turns: while every turn is taken the next waits, in order, and is
+    /// refused as busy once it has waited its time.
+    #[tokio::test(start_paused = true)]
+    async fn ledger_scans_take_turns_and_a_long_wait_is_refused_as_busy() {
+        use super::{take_turn, LEDGER_SCANS_MAX, LEDGER_SCAN_WAIT};
+        use std::sync::Arc;
+        use std::time::Duration;
+        let turns = Arc::new(tokio::sync::Semaphore::new(LEDGER_SCANS_MAX));
+        let mut held = Vec::new();
+        for _ in 0..LEDGER_SCANS_MAX {
+            held.push(take_turn(&turns, LEDGER_SCAN_WAIT).await.unwrap());
+        }
+        let started = tokio::time::Instant::now();
+        assert!(matches!(
+            take_turn(&turns, LEDGER_SCAN_WAIT).await,
+            Err(ClusterError::Busy)
+        ));
+        assert_eq!(started.elapsed(), LEDGER_SCAN_WAIT);
+        // One that waits gets the turn as soon as one is given back.
+        let waiting = tokio::spawn({
+            let turns = turns.clone();
+            async move { take_turn(&turns, LEDGER_SCAN_WAIT).await.is_ok() }
+        });
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(!waiting.is_finished());
+        held.pop();
+        assert!(waiting.await.unwrap());
+    }
 
     #[test]
     fn a_discarded_membership_change_is_indeterminate_a_refused_one_retriable() {

@@ -104,6 +104,7 @@ impl RaftNode {
             db: storage.db,
             log: storage.log,
             ledger: storage.ledger,
+            ledger_scans: Arc::new(tokio::sync::Semaphore::new(super::LEDGER_SCANS_MAX)),
             storage_threads: storage.threads,
         });
         // A simulated network has names of its own, not the resolver's.
