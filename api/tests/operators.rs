@@ -370,6 +370,41 @@ async fn a_viewer_reads_but_every_change_it_tries_is_forbidden() {
     assert_eq!(signed_out[0]["outcome"], "ok");
 }
 
+/// A sign-in that another site's page sent (login CSRF: the attacker's own token, so that what
+/// the victim does next is recorded as the attacker's) is refused before the token is looked
+/// at; one from the dashboard's own page, a typed address or a client that is not a browser is
+/// not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sign_in_sent_from_another_site_is_refused() {
+    let c = Cluster::start_with(1, &team()).await;
+    let sign_in = |site: Option<&'static str>| {
+        let mut r = no_redirect()
+            .post(c.node(1).url("/admin/login"))
+            .form(&[("token", ALICE)]);
+        if let Some(site) = site {
+            r = r.header("sec-fetch-site", site);
+        }
+        async move {
+            let r = r.send().await.unwrap();
+            (r.status(), r.headers().get("set-cookie").is_some())
+        }
+    };
+    for site in ["cross-site", "same-site"] {
+        assert_eq!(
+            sign_in(Some(site)).await,
+            (StatusCode::FORBIDDEN, false),
+            "{site}"
+        );
+    }
+    for site in [Some("same-origin"), Some("none"), None] {
+        assert_eq!(
+            sign_in(site).await,
+            (StatusCode::SEE_OTHER, true),
+            "{site:?}"
+        );
+    }
+}
+
 /// The audit log says what an operator's change of a room's settings changed, from what to
 /// what (the change's own entry says only that the room was updated): a doubled capacity and a
 /// network let past the line are there under the operator's name, and a change that changes

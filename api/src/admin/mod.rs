@@ -313,6 +313,24 @@ pub async fn login(
     >,
     AdminForm(f): AdminForm,
 ) -> Response {
+    // A sign-in sent by another site's page (login CSRF: the attacker's own token, so that
+    // what the victim then does is recorded as the attacker's, and what is shown once is shown
+    // in the attacker's session) is refused before the token is even looked at. Browsers say
+    // where a form came from; clients that are not browsers say nothing and are not refused.
+    if let Some(site) = headers
+        .get("sec-fetch-site")
+        .and_then(|v| v.to_str().ok())
+        .filter(|s| !matches!(*s, "same-origin" | "none"))
+    {
+        tracing::warn!(site, "dashboard sign-in sent from another site: refused");
+        return (
+            StatusCode::FORBIDDEN,
+            login_form(Some(
+                "This sign-in was sent from another site's page: sign in from this page.",
+            )),
+        )
+            .into_response();
+    }
     let mut extensions = axum::http::Extensions::new();
     extensions.insert(axum::extract::ConnectInfo(peer));
     let client = crate::app::client_ip_of(&app, &headers, &extensions);
