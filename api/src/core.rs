@@ -853,16 +853,16 @@ impl Sluice {
             ));
         }
         // What the room's settings were: whether the probe changes, and the audit log's note
-        // of what this changed.
-        let before = self
+        // of what this changed. Read at the leader's index: on a follower that lags, a probe an
+        // admin has just removed would look unchanged to an operator putting it back.
+        let (before, _) = self
             .node
-            .read(|st| {
+            .read_linearizable(|st| {
                 st.sm
                     .room(room)
                     .map(|v| (v.config, st.sm.entry_policy(room).unwrap_or_default()))
             })
-            .ok()
-            .and_then(|(b, _)| b);
+            .await?;
         may_probe(before.as_ref().map(|b| &b.1), &policy)?;
         let new_config = config.clone();
         let (view, index, created) = self.create_or_update(room, config, create_only).await?;
