@@ -30,6 +30,8 @@ use tower::{Layer, ServiceExt};
 const DRAIN_BYTES_MAX: usize = 1024 * 1024;
 /// How long a client may take to send its body.
 const BODY_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Most bytes set aside for a body before any of it arrives; it grows as it comes.
+const BODY_PREALLOCATED_MAX: usize = 8 * 1024;
 
 /// The headers every answer carries unless it set them itself: never inside another site's
 /// frame (clickjacking), no content sniffing, no referrer to other sites, and a
@@ -281,7 +283,12 @@ async fn read_body(max: usize, req: Request) -> Result<Request, Response> {
     }
     let (parts, body) = req.into_parts();
     let mut stream = body.into_data_stream();
-    let mut kept = Vec::with_capacity(declared.map_or(0, |n| (n as usize).min(max)));
+    // Room for what has come, not for what is announced: a declared length costs the client
+    // nothing to send, and connections that announce bodies they never send must not hold
+    // memory for them.
+    let mut kept = Vec::with_capacity(
+        declared.map_or(0, |n| (n as usize).min(max).min(BODY_PREALLOCATED_MAX)),
+    );
     let mut seen = 0usize;
     let read = tokio::time::timeout(BODY_READ_TIMEOUT, async {
         while let Some(chunk) = stream.next().await {
