@@ -468,7 +468,8 @@ fn node_config(
         tracing::warn!(
             raft_addr = %cfg.raft_addr,
             "node-to-node calls are not authenticated (no tokens.cluster_secret, no [tls]): \
-             keep this node's raft_addr on loopback"
+             any user of this machine who reaches raft_addr controls the cluster, and can write \
+             commands in any operator's name; set tokens.cluster_secret (`sluice keygen`)"
         );
     }
     Ok(nc)
