@@ -154,6 +154,29 @@ impl OperatorAuth {
         !self.backend_tokens.is_empty()
     }
 
+    /// A digest of the operator credentials this node accepts (each one's name, role and
+    /// token hash, in name order; the break-glass credential included): the same on every node
+    /// configured alike, whatever the order of their `[[operators]]`, so that nodes still
+    /// accepting a removed or demoted operator show. 16 hex digits.
+    pub fn credentials_digest(&self) -> String {
+        use sha2::Digest;
+        let mut all: Vec<&([u8; 32], Operator)> = self.credentials.iter().collect();
+        all.sort_by(|a, b| a.1.name.cmp(&b.1.name));
+        let mut h = sha2::Sha256::new();
+        for (hash, op) in all {
+            h.update((op.name.len() as u64).to_be_bytes());
+            h.update(op.name.as_bytes());
+            h.update(op.role.as_str().as_bytes());
+            h.update(hash);
+        }
+        crate::operators::hex(&h.finalize()[..8])
+    }
+
+    /// How many operator credentials this node accepts (the break-glass one included).
+    pub fn credentials_count(&self) -> usize {
+        self.credentials.len()
+    }
+
     /// The break-glass token (the dashboard signs its sessions with it).
     pub fn token(&self) -> &str {
         &self.token
@@ -541,6 +564,39 @@ mod tests {
         }
         assert_eq!(a.credential("alice").map(|(r, _)| r), Some(Role::Operator));
         assert_eq!(a.credential("nobody"), None);
+    }
+
+    /// Nodes configured with the same credentials, in any order, show the same digest; a
+    /// removed operator, a changed role or a changed token changes it.
+    #[test]
+    fn the_credentials_digest_shows_nodes_configured_differently() {
+        let team = [
+            named("alice", Role::Operator, "alice-token-0123456789abcdef0123"),
+            named("vera", Role::Viewer, "vera-token-0123456789abcdef01234"),
+        ];
+        let auth = |ops: &[OperatorConfig]| {
+            OperatorAuth::new("the-admin-token-0123456789abcdef".into(), None)
+                .with_operators(ops)
+                .unwrap()
+        };
+        let digest = auth(&team).credentials_digest();
+        assert_eq!(digest.len(), 16);
+        assert_eq!(
+            auth(&[team[1].clone(), team[0].clone()]).credentials_digest(),
+            digest
+        );
+        assert_eq!(auth(&team).credentials_count(), 3);
+        let mut demoted = team.clone();
+        demoted[0].role = Role::Viewer;
+        let mut rekeyed = team.clone();
+        rekeyed[1] = named("vera", Role::Viewer, "vera-new-token-0123456789abcdef0");
+        for other in [auth(&team[..1]), auth(&demoted), auth(&rekeyed)] {
+            assert_ne!(other.credentials_digest(), digest);
+        }
+        let other_admin = OperatorAuth::new("another-admin-token-0123456789ab".into(), None)
+            .with_operators(&team)
+            .unwrap();
+        assert_ne!(other_admin.credentials_digest(), digest);
     }
 
     #[test]

@@ -501,6 +501,18 @@ fn render_defences(
     }
     header(
         w,
+        "sluice_operators_config_info",
+        "The operator credentials this node accepts (its [[operators]] and admin token), as a digest: nodes that show different digests accept different operators or roles.",
+        "gauge",
+    );
+    let _ = writeln!(
+        w,
+        "sluice_operators_config_info{{sha256=\"{}\",credentials=\"{}\"}} 1",
+        auth.credentials_digest(),
+        auth.credentials_count()
+    );
+    header(
+        w,
         "sluice_event_streams_open",
         "Status streams (/events, gRPC Watch) open on this node.",
         "gauge",

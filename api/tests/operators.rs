@@ -370,6 +370,37 @@ async fn a_viewer_reads_but_every_change_it_tries_is_forbidden() {
     assert_eq!(signed_out[0]["outcome"], "ok");
 }
 
+/// Each node's metrics show a digest of the operator credentials it accepts, so that nodes
+/// still accepting a removed or demoted operator (their configuration not changed yet) stand
+/// out: nodes configured alike show the same one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_show_which_operator_credentials_they_accept() {
+    let info = |m: String| {
+        m.lines()
+            .find(|l| l.starts_with("sluice_operators_config_info{"))
+            .unwrap_or_else(|| panic!("no credentials digest: {m}"))
+            .to_string()
+    };
+    let c = Cluster::start_with(2, &team()).await;
+    let (one, two) = (info(c.metrics(1).await), info(c.metrics(2).await));
+    assert_eq!(one, two);
+    assert!(
+        one.contains("credentials=\"5\"") && one.ends_with(" 1"),
+        "{one}"
+    );
+    drop(c);
+    let demoted = operators(&[
+        ("alice", "viewer", ALICE),
+        ("bob", "operator", BOB),
+        ("vera", "viewer", VERA),
+        ("ada", "admin", ADA),
+    ]);
+    let c = Cluster::start_with(1, &demoted).await;
+    let other = info(c.metrics(1).await);
+    assert!(other.contains("credentials=\"5\""), "{other}");
+    assert_ne!(other, one, "alice's role changed");
+}
+
 /// A sign-in that another site's page sent (login CSRF: the attacker's own token, so that what
 /// the victim does next is recorded as the attacker's) is refused before the token is looked
 /// at; one from the dashboard's own page, a typed address or a client that is not a browser is
