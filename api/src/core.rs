@@ -1608,10 +1608,23 @@ impl Sluice {
                 ))
             }
         };
-        let cmd = Command::RevokeStaffToken {
-            room: room.to_string(),
-            id,
-            until_ms: until.saturating_mul(1000),
+        // No room, no tokens of it: refused before anything is written.
+        if self.node.read(|st| st.sm.room(room).is_none())?.0 {
+            return Err(Rejection::RoomNotFound.into());
+        }
+        let cmd = if sluice_statemachine::is_session_credential(&id) {
+            // A token signed before staff tokens' ids were kept apart from sessions' (its
+            // signature proves what it is): ended as such tokens always were.
+            Command::EndCredential {
+                credential: id,
+                until_ms: until.saturating_mul(1000),
+            }
+        } else {
+            Command::RevokeStaffToken {
+                room: room.to_string(),
+                id,
+                until_ms: until.saturating_mul(1000),
+            }
         };
         match self.write(cmd).await? {
             (Outcome::Count(n), i) => {
