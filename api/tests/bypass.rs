@@ -470,11 +470,7 @@ async fn staff_tokens_pass_on_every_node_until_revoked_and_forgeries_never() {
     // A dashboard session's id (first bit set) is no staff token's: refused before it is
     // written, so that revocations cannot end (or take the places of) sign-outs. A room that
     // does not exist has no tokens to revoke.
-    let last = || async {
-        let (_, v) = c.admin(1, Method::GET, "/v1/cluster", None).await;
-        v["last_log_index"].as_u64().unwrap()
-    };
-    let before = last().await;
+    let before = c.last_log_index(1).await;
     let session_id = format!("80{}", "11".repeat(15));
     let (s, v) = c
         .admin(
@@ -495,7 +491,11 @@ async fn staff_tokens_pass_on_every_node_until_revoked_and_forgeries_never() {
         )
         .await;
     assert_eq!(s, StatusCode::NOT_FOUND, "{v}");
-    assert_eq!(last().await, before, "nothing written for either");
+    assert_eq!(
+        c.last_log_index(1).await,
+        before,
+        "nothing written for either"
+    );
     // The audit log names the room and the token each revocation ended.
     let revoked = |v: &Value| -> Vec<Value> {
         v["entries"]

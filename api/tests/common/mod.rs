@@ -201,6 +201,14 @@ impl Cluster {
         &self.nodes[&id]
     }
 
+    /// The index of node `id`'s last log entry: a refusal that wrote nothing leaves it as it was.
+    pub async fn last_log_index(&self, id: u64) -> u64 {
+        let (_, v) = self
+            .admin(id, reqwest::Method::GET, "/v1/cluster", None)
+            .await;
+        v["last_log_index"].as_u64().expect("last_log_index")
+    }
+
     /// Node `id`'s Prometheus text.
     pub async fn metrics(&self, id: u64) -> String {
         self.http
