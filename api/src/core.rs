@@ -1844,25 +1844,32 @@ impl Sluice {
         };
         // Raft's own entry, not a command: logged with who asked, for the record.
         tracing::info!(operator = %crate::operators::acting_name(), id = b.id, raft = %b.raft_addr, "adding a learner");
-        let status = self
-            .node
-            .membership(MembershipOp::AddLearner { id: b.id, addr })
-            .await?;
-        self.note_cluster_change(format!(
-            "added node {} as a learner ({})",
-            b.id, b.raft_addr
-        ))
-        .await;
-        Ok(status)
+        let done = format!("added node {} as a learner ({})", b.id, b.raft_addr);
+        self.noted_change(
+            format!("adding node {} as a learner ({})", b.id, b.raft_addr),
+            done,
+            MembershipOp::AddLearner { id: b.id, addr },
+        )
+        .await
     }
 
-    /// Puts a membership change, which Raft makes by an entry of its own, in the operator audit
-    /// log. Best effort: the change is made whether or not the note reaches the log.
-    async fn note_cluster_change(&self, what: String) {
-        let cmd = Command::NoteClusterChange { what };
-        if let Err(e) = self.write(cmd).await {
-            tracing::warn!(error = %e.message, "a membership change is not in the audit log");
+    /// Makes a membership change, which Raft makes by an entry of its own, with the operator
+    /// audit log's notes around it: what is `asked`, under the operator's name, before (a
+    /// change is not made unless that note is in the log, so none is made unseen), and what was
+    /// `done` after (best effort: the change stands whether or not it reaches the log).
+    async fn noted_change(
+        &self,
+        asked: String,
+        done: String,
+        op: MembershipOp,
+    ) -> Result<ClusterStatus, ApiError> {
+        self.write(Command::NoteClusterChange { what: asked })
+            .await?;
+        let status = self.node.membership(op).await?;
+        if let Err(e) = self.write(Command::NoteClusterChange { what: done }).await {
+            tracing::warn!(error = %e.message, "a membership change's result is not in the audit log");
         }
+        Ok(status)
     }
 
     /// Promotes or removes a node.
@@ -1873,15 +1880,14 @@ impl Sluice {
             _ => return Err(ApiError::invalid("action", "must be promote or remove")),
         };
         tracing::info!(operator = %crate::operators::acting_name(), id = b.id, action = %b.action, "changing the membership");
-        let status = self.node.membership(op).await?;
-        let verb = if b.action == "promote" {
-            "promoted node {} to voter"
+        let (asked, done) = if b.action == "promote" {
+            ("promoting node {} to voter", "promoted node {} to voter")
         } else {
-            "removed node {}"
+            ("removing node {}", "removed node {}")
         };
-        self.note_cluster_change(verb.replace("{}", &b.id.to_string()))
-            .await;
-        Ok(status)
+        let id = b.id.to_string();
+        self.noted_change(asked.replace("{}", &id), done.replace("{}", &id), op)
+            .await
     }
 
     /// Ready to serve: recovered, a leader is known, and applied is close to committed.

@@ -626,18 +626,27 @@ async fn an_operator_pauses_rooms_but_only_an_admin_changes_the_membership() {
         !status.nodes.iter().any(|n| n.id == 3 && n.voter),
         "{status:?}"
     );
-    // The change is Raft's own entry, and in the audit log under the admin's name.
+    // The change is Raft's own entry, and in the audit log under the admin's name: what was
+    // asked, written before the change (none is made unseen), and what was done, after it.
     wait_for(
         "the removal in the audit log",
         Duration::from_secs(10),
         || async {
             let (_, v) = call(&c, VERA, Method::GET, "/v1/audit", None).await;
             v["entries"].as_array().is_some_and(|es| {
-                es.iter().any(|e| {
-                    e["command"] == "cluster_change"
-                        && e["detail"] == "removed node 3"
-                        && e["operator"] == "ada"
-                })
+                let at = |detail: &str| {
+                    es.iter()
+                        .find(|e| {
+                            e["command"] == "cluster_change"
+                                && e["detail"] == detail
+                                && e["operator"] == "ada"
+                        })
+                        .and_then(|e| e["index"].as_u64())
+                };
+                matches!(
+                    (at("removing node 3"), at("removed node 3")),
+                    (Some(asked), Some(done)) if asked < done
+                )
             })
         },
     )
