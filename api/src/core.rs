@@ -686,6 +686,28 @@ impl Sluice {
     pub async fn leave(&self, room: &str, src: &TicketSource) -> Result<VisitorReply, ApiError> {
         Self::check_room(room)?;
         let t = self.require(room, src)?;
+        // A visit this node knows has ended (having applied the ticket's own write) is answered
+        // as it stands: leaving it again changes nothing, and writing it would let one ticket
+        // buy a log entry per request.
+        if self
+            .node
+            .wait_applied(t.min_index, self.catch_up_timeout)
+            .await
+            .is_ok()
+        {
+            if let (
+                Ok(
+                    view @ VisitorView {
+                        state: VisitorState::Ended { .. },
+                        ..
+                    },
+                ),
+                index,
+            ) = self.node.read(|st| st.sm.visitor(room, t.visitor))?
+            {
+                return Ok(self.reply(room, &view, t.min_index, index));
+            }
+        }
         let (outcome, index) = self
             .node
             .write(Command::Leave {

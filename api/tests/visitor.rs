@@ -75,6 +75,26 @@ async fn flow(c: &Cluster, entry: u64, reader: u64) {
         (code, s(&left, "state"), s(&left, "reason")),
         (StatusCode::OK, "rejected".into(), "left".into())
     );
+    // Leaving again, on any node, is answered the same and writes nothing: a ticket of an
+    // ended visit buys no log entries.
+    let leader = c.leader().await;
+    let before = c.last_log_index(leader).await;
+    for node in [entry, reader] {
+        let (code, again) = c
+            .visitor(
+                node,
+                Method::POST,
+                "/v1/rooms/sale/leave",
+                Some(&s(&left, "ticket")),
+            )
+            .await;
+        assert_eq!(
+            (code, s(&again, "state"), s(&again, "reason")),
+            (StatusCode::OK, "rejected".into(), "left".into()),
+            "{again}"
+        );
+    }
+    assert_eq!(c.last_log_index(leader).await, before);
     // Another visitor's write: a linearizable read on any node sees it at once.
     let (_, st) = c
         .visitor(
