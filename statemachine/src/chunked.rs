@@ -309,6 +309,11 @@ impl<T: Copy + Ord> DueQueue<T> {
         self.heap.clear();
     }
 
+    /// Every queued element, in no particular order (for consistency checks).
+    pub fn iter(&self) -> impl Iterator<Item = &T> + '_ {
+        self.run.iter().chain(self.heap.items.iter())
+    }
+
     pub fn heap_bytes(&self) -> usize {
         self.run.heap_bytes() + self.heap.heap_bytes()
     }

@@ -110,3 +110,8 @@ const _: () = assert!(CAPACITY_MAX <= SESSIONS_PER_ROOM_MAX);
 const _: () = assert!(TOUCH_BATCH_MAX <= ENDED_PER_ROOM_MAX);
 const _: () = assert!(QUEUE_PAGE_MAX <= ENDED_PER_ROOM_MAX);
 const _: () = assert!(NAME_LEN_MAX + 8 < 255);
+
+/// Debug builds check the whole state machine ([`StateMachine::check`](crate::StateMachine::check))
+/// after every entry while it holds at most this many places, and every `places / this` entries
+/// when it holds more: a check costs about this many places' worth per entry on average.
+pub const DEBUG_CHECK_PLACES_PER_APPLY: usize = 64;

@@ -61,6 +61,9 @@ pub struct StateMachine {
     pub(crate) records_of_command: u32,
     /// Not state: where a record is encoded for the chain (kept to save an allocation each).
     pub(crate) record_buf: Vec<u8>,
+    /// Not state: entries applied since the last whole check (debug builds).
+    #[cfg(debug_assertions)]
+    pub(crate) unchecked: usize,
 }
 
 /// Refuses a note's `text` longer than `max` bytes or of more than one line.
@@ -193,7 +196,7 @@ impl StateMachine {
             "oversized proposal"
         );
         self.step(term, index, proposal.time_ms);
-        proposal
+        let outcomes = proposal
             .commands
             .iter()
             .enumerate()
@@ -207,7 +210,43 @@ impl StateMachine {
                     cmd,
                 )
             })
-            .collect()
+            .collect::<Vec<_>>();
+        #[cfg(debug_assertions)]
+        self.check_small();
+        outcomes
+    }
+
+    /// Checks the whole machine ([`check`](Self::check)) in debug builds (tests, the
+    /// simulation): after every entry while its rooms hold at most
+    /// [`DEBUG_CHECK_PLACES_PER_APPLY`] places, ended places and expiry entries, and as often as
+    /// costs that much per entry on average when they hold more, so that a test that builds a
+    /// large room does not pay for a whole check on every entry.
+    #[cfg(debug_assertions)]
+    fn check_small(&mut self) {
+        let size: usize = self.rooms.values().map(Room::check_size).sum();
+        self.unchecked += 1;
+        if self.unchecked * DEBUG_CHECK_PLACES_PER_APPLY >= size {
+            self.unchecked = 0;
+            if let Err(e) = self.check() {
+                panic!("a broken state after {:?}: {e}", self.last_applied);
+            }
+        }
+    }
+
+    /// Checks every index the machine derives from its state against a rebuild from its
+    /// source, as a replica restored from a snapshot would rebuild it: `Err` names the first
+    /// that disagrees. O(size of the state).
+    pub fn check(&self) -> Result<(), String> {
+        for (name, room) in &self.rooms {
+            if name != &room.name {
+                return Err(format!("room {} kept under {name}", room.name));
+            }
+            room.check()?;
+        }
+        if self.credentials_ended.len() > CREDENTIALS_ENDED_MAX {
+            return Err("too many ended credentials".into());
+        }
+        Ok(())
     }
 
     fn apply_command(&mut self, pos: DrawPosition, cmd: &Command) -> Outcome {
@@ -288,6 +327,9 @@ impl StateMachine {
         room.advance(now, &mut step);
         let out = act(room, &mut step);
         room.settle(Some(before), &key, now, &mut step);
+        if let Err(e) = room.check_cheap() {
+            panic!("a broken room after {pos:?}: {e}");
+        }
         self.record(pos, name, step.events);
         Ok(out)
     }

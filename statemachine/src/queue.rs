@@ -212,6 +212,37 @@ impl WaitQueue {
             .map(move |(i, s)| (start + i as u64, s))
     }
 
+    /// Checks the chunk counts and the live count against the slots themselves.
+    pub fn check(&self) -> Result<(), String> {
+        let mut counts: VecDeque<u32> = VecDeque::new();
+        let mut live = 0;
+        for (i, s) in self.slots.iter().enumerate() {
+            if !s.is_live() {
+                continue;
+            }
+            let chunk = ((self.base + i as u64) / CHUNK - self.chunk_base) as usize;
+            while counts.len() <= chunk {
+                counts.push_back(0);
+            }
+            counts[chunk] += 1;
+            live += 1;
+        }
+        if live != self.live {
+            return Err(format!("{} live waiters counted, {live} found", self.live));
+        }
+        if self.slots.front().is_some_and(|s| !s.is_live()) {
+            return Err("the line starts with a hole".into());
+        }
+        let kept: Vec<u32> = self.chunk_live.iter().copied().collect();
+        let found: Vec<u32> = counts.iter().copied().collect();
+        if kept[..found.len().min(kept.len())] != found[..]
+            || kept[found.len().min(kept.len())..].iter().any(|&n| n != 0)
+        {
+            return Err(format!("chunk counts {kept:?}, found {found:?}"));
+        }
+        Ok(())
+    }
+
     /// Should holes be squeezed out?
     pub fn wants_compaction(&self) -> bool {
         let holes = self.slots.len() as u64 - self.live;

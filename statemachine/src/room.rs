@@ -31,6 +31,9 @@ use crate::types::{Health, Mode, RoomConfig, VisitorId};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+#[path = "room_check.rs"]
+mod check;
+
 /// Bucket units per token: ms per minute × permille, so refill is exact integer arithmetic.
 pub(crate) const UNITS_PER_TOKEN: u64 = 60_000 * 1_000;
 /// Width of one admission-count window.
@@ -1642,6 +1645,10 @@ impl Room {
                 *self.places_of.entry(c).or_insert(0) += 1;
             }
             if let Some(k) = identity {
+                // An identity the visitor kept from a place it was banned from (whose ban has
+                // ended) goes: a visitor holds one identity, and a replica restored from a
+                // snapshot knows only that one.
+                self.forget_identity(id);
                 self.identity_of.insert(id, k);
                 self.visitor_of.insert(k, id);
             }
