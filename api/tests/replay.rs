@@ -108,3 +108,109 @@ async fn replay_checks_a_nodes_archive_and_catches_a_corrupted_segment() {
     assert_ne!(code, 0);
     assert!(err.contains("replaying"), "{err}");
 }
+
+/// `sluice replay` of an archive that is forged or corrupted on purpose: the replay says what is
+/// wrong and where (the segment, the entry or the frame), and exits with 1, never with a panic
+/// (101). An entry the state machine must not be given (a term that goes down, a log time near
+/// `u64::MAX`) is an error on stderr; a segment that cannot be read is a mismatch in the verdict.
+#[test]
+fn a_forged_archive_is_an_error_that_says_where_not_a_panic() {
+    use sluice_raft::archive::{encode_segment, ArchivedEntry, SegmentHeader};
+    use sluice_statemachine::Proposal;
+    const T0: u64 = 1_800_000_000_000;
+    let name = format!("seg-{:020}-{:020}.slar", 1, 3);
+    let run = |dir: &Path| {
+        let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["replay", "--archive"])
+            .arg(dir)
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let archive = |segment: Vec<u8>| {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(&name), segment).unwrap();
+        std::fs::write(
+            dir.path().join("archive.json"),
+            r#"{"archived_through":3,"last_base":null}"#,
+        )
+        .unwrap();
+        dir
+    };
+    let entry = |index: u64, term: u64, time_ms: u64| ArchivedEntry {
+        index,
+        term,
+        proposal: Some(
+            Proposal {
+                time_ms,
+                commands: vec![sluice_statemachine::Command::Tick],
+            }
+            .encode(),
+        ),
+    };
+    let errors = [
+        // The third entry of a lower term than the second, the segment's checksum right.
+        (
+            vec![entry(1, 3, T0), entry(2, 3, T0), entry(3, 2, T0)],
+            "entry 3 of term 2 comes after entry 2 of term 3",
+        ),
+        // A log time at the end of u64.
+        (
+            vec![entry(1, 3, T0), entry(2, 3, u64::MAX), entry(3, 3, T0)],
+            "entry 2: its log time 18446744073709551615 ms is past",
+        ),
+    ];
+    for (entries, want) in errors {
+        let dir = archive(encode_segment(&entries, &[], 1).unwrap());
+        let (code, out, err) = run(dir.path());
+        assert_eq!(code, 1, "{want}: {out}{err}");
+        assert!(err.contains(&name) && err.contains(want), "{want}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    // A frame whose length is forged to 4 GiB, with a checksum that matches: the body is one
+    // stored DEFLATE block holding the length and 8 bytes.
+    let mut plain = u32::MAX.to_le_bytes().to_vec();
+    plain.extend_from_slice(&[0; 8]);
+    let n = plain.len() as u16;
+    let mut body = vec![1];
+    body.extend_from_slice(&n.to_le_bytes());
+    body.extend_from_slice(&(!n).to_le_bytes());
+    body.extend_from_slice(&plain);
+    let header = SegmentHeader {
+        first: 1,
+        last: 3,
+        entries: 3,
+        records: 0,
+        records_from: 1,
+        body_len: body.len() as u64,
+        body_blake3: *blake3::hash(&body).as_bytes(),
+    };
+    // The codec's encoding is a version byte, then postcard: the segment's header is the rest.
+    let h = sluice_raft::codec::encode(&header)[1..].to_vec();
+    let mut segment = b"SLAR\x02".to_vec();
+    segment.extend_from_slice(&(h.len() as u32).to_be_bytes());
+    segment.extend_from_slice(&h);
+    segment.extend_from_slice(&body);
+    let dir = archive(segment.clone());
+    let (code, out, err) = run(dir.path());
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        out.contains("MISMATCH")
+            && out.contains(&name)
+            && out.contains("frame 0 at byte 0 of the body: a frame of 4294967295 bytes"),
+        "{out}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    // The same segment cut short, anywhere: never a panic.
+    for cut in [0, 4, 8, 9, 20, segment.len() - 1] {
+        let dir = archive(segment[..cut].to_vec());
+        let (code, out, err) = run(dir.path());
+        assert_eq!(code, 1, "cut at {cut}: {out}{err}");
+        assert!(out.contains(&name), "cut at {cut}: {out}");
+        assert!(!err.contains("panicked"), "cut at {cut}: {err}");
+    }
+}

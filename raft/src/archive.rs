@@ -21,21 +21,51 @@ use crate::ledger_store::LedgerStore;
 use crate::segment::bad;
 pub use crate::segment::{
     encode_segment, ArchivedEntry, Frame, SegmentHeader, SegmentReader, SEGMENT_BODY_MAX,
-    SEGMENT_ENTRIES_MAX,
+    SEGMENT_ENTRIES_MAX, SEGMENT_FILE_MAX,
 };
+use crate::service::SNAPSHOT_BYTES_MAX;
 use crate::types::Entry;
 use openraft::EntryPayload;
 use serde::{Deserialize, Serialize};
 use sluice_statemachine::draw::{commitment, Draw, DrawKey, DrawPosition};
 use sluice_statemachine::ledger::{Chain, Event, Record};
+use sluice_statemachine::limits::INSTANT_MS_MAX;
 use sluice_statemachine::{digest_hex, Proposal, StateMachine};
 use std::collections::BTreeMap;
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
+use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// A base snapshot is kept at most this often.
 const BASE_EVERY: Duration = Duration::from_secs(86_400);
+/// The largest `archive.json` or checkpoint the replay reads (each is a few hundred bytes).
+const SMALL_FILE_MAX: u64 = 1 << 20;
+/// Most mismatches a replay's report lists; one more line says that there were more.
+pub const MISMATCHES_LISTED_MAX: usize = 10_000;
+
+/// The file at `path`, refused if it is larger than `max` bytes: an archive may come from
+/// anywhere, and what the replay reads of it is bounded before it is read.
+fn read_at_most(path: &Path, max: u64) -> io::Result<Vec<u8>> {
+    let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
+    let f = std::fs::File::open(path).map_err(named)?;
+    let len = f.metadata().map_err(named)?.len();
+    if len > max {
+        return Err(bad(format!(
+            "{}: a file of {len} bytes, at most {max} expected",
+            path.display()
+        )));
+    }
+    let mut bytes = Vec::with_capacity(len as usize);
+    f.take(max + 1).read_to_end(&mut bytes).map_err(named)?;
+    if bytes.len() as u64 > max {
+        return Err(bad(format!(
+            "{}: a file of more than {max} bytes",
+            path.display()
+        )));
+    }
+    Ok(bytes)
+}
 
 /// A checkpoint: what the state was at an index.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -84,7 +114,7 @@ pub struct Archive {
 
 /// The archive's `archive.json` in `dir`, if there is one.
 fn read_state(dir: &Path) -> io::Result<Option<ArchiveState>> {
-    match std::fs::read(dir.join("archive.json")) {
+    match read_at_most(&dir.join("archive.json"), SMALL_FILE_MAX) {
         Ok(b) => serde_json::from_slice(&b)
             .map(Some)
             .map_err(|e| bad(format!("archive.json: {e}"))),
@@ -384,6 +414,18 @@ impl ReplayReport {
     pub fn ok(&self) -> bool {
         self.mismatches.is_empty()
     }
+
+    /// Adds a mismatch to the list, as long as it holds fewer than [`MISMATCHES_LISTED_MAX`]
+    /// (a forged segment of many small bad records must not make the report without bound).
+    fn mismatch(&mut self, m: String) {
+        match self.mismatches.len().cmp(&MISMATCHES_LISTED_MAX) {
+            std::cmp::Ordering::Less => self.mismatches.push(m),
+            std::cmp::Ordering::Equal => self.mismatches.push(format!(
+                "more than {MISMATCHES_LISTED_MAX} mismatches: the rest are not listed"
+            )),
+            std::cmp::Ordering::Greater => {}
+        }
+    }
 }
 
 /// The files of an archive, in order.
@@ -457,7 +499,7 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> io::Result<(ReplayReport, Sta
     draws.start_from(&sm);
     let mut checkpoints = listing
         .checkpoints
-        .range(report.from + 1..)
+        .range((Bound::Excluded(report.from), Bound::Unbounded))
         .map(|(i, p)| (*i, p.clone()))
         .collect::<Vec<_>>()
         .into_iter()
@@ -466,10 +508,14 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> io::Result<(ReplayReport, Sta
         if *last <= report.through {
             continue;
         }
-        if *first > report.through + 1 {
+        if *first > report.through.saturating_add(1) {
             // A node that installed a snapshot its log never held goes on archiving from that
             // snapshot, kept as a base: the replay goes on from it too.
-            match listing.bases.iter().find(|(i, _)| *i + 1 == *first) {
+            match listing
+                .bases
+                .iter()
+                .find(|(i, _)| i.checked_add(1) == Some(*first))
+            {
                 Some((index, base)) => {
                     sm = load_base(base, *index, &listing, opts, &mut report)?;
                     draws.start_from(&sm);
@@ -478,9 +524,9 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> io::Result<(ReplayReport, Sta
                     while checkpoints.next_if(|(i, _)| *i <= *index).is_some() {}
                 }
                 None => {
-                    report.mismatches.push(format!(
+                    report.mismatch(format!(
                         "entries {}..{} are missing from the archive",
-                        report.through + 1,
+                        report.through.saturating_add(1),
                         first
                     ));
                     break;
@@ -490,14 +536,23 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> io::Result<(ReplayReport, Sta
         // A segment that overlaps what is replayed already (written again after a crash
         // between a segment and `archive.json`): its entries and records up to here are skipped.
         let replayed_before = report.through;
-        let bytes = std::fs::read(path)?;
+        let bytes = read_at_most(path, SEGMENT_FILE_MAX)?;
         let mut frames = match SegmentReader::new(&bytes) {
             Ok(r) => r,
             Err(e) => {
-                report.mismatches.push(format!("{}: {e}", path.display()));
+                report.mismatch(format!("{}: {e}", path.display()));
                 break;
             }
         };
+        // What the replay skips or goes on from is chosen by the name: the header must agree.
+        let (h_first, h_last) = (frames.header().first, frames.header().last);
+        if (h_first, h_last) != (*first, *last) {
+            report.mismatch(format!(
+                "{}: the segment's header says entries {h_first}..={h_last}, its name {first}..={last}",
+                path.display()
+            ));
+            break;
+        }
         let records_from = frames.header().records_from;
         report.segments += 1;
         let mut frames = frames.by_ref().peekable();
@@ -508,11 +563,11 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> io::Result<(ReplayReport, Sta
                 // are not made again.
                 Ok(Frame::Record(a)) if a.index <= replayed_before => continue,
                 Ok(Frame::Record(a)) => {
-                    report.mismatches.push(extra_record(&a));
+                    report.mismatch(extra_record(&a));
                     continue;
                 }
                 Err(err) => {
-                    report.mismatches.push(format!("{}: {err}", path.display()));
+                    report.mismatch(format!("{}: {err}", path.display()));
                     break 'segments;
                 }
             };
@@ -522,12 +577,38 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> io::Result<(ReplayReport, Sta
             if opts.to.is_some_and(|to| e.index > to) {
                 break 'segments;
             }
+            // The state machine takes entries in log order only (it asserts so): an archive
+            // that is not in that order is refused here, before it reaches the machine.
+            if let Some(last) = sm.last_applied() {
+                if e.index <= last.index || e.term < last.term {
+                    return Err(bad(format!(
+                        "{}: entry {} of term {} comes after entry {} of term {}: \
+                         indexes must rise and terms never fall",
+                        path.display(),
+                        e.index,
+                        e.term,
+                        last.index,
+                        last.term
+                    )));
+                }
+            }
             match &e.proposal {
                 None => sm.apply_empty(e.term, e.index),
                 Some(p) => {
                     let proposal = Proposal::decode(p).map_err(|err| {
-                        bad(format!("entry {} in {}: {err}", e.index, path.display()))
+                        bad(format!("{}: entry {}: {err}", path.display(), e.index))
                     })?;
+                    // No cluster stamps a time past the year 2400; times near the end of u64
+                    // would overflow the machine's arithmetic of deadlines.
+                    if proposal.time_ms > INSTANT_MS_MAX {
+                        return Err(bad(format!(
+                            "{}: entry {}: its log time {} ms is past the latest a log \
+                             holds ({INSTANT_MS_MAX} ms, the year 2400)",
+                            path.display(),
+                            e.index,
+                            proposal.time_ms
+                        )));
+                    }
                     sm.apply(e.term, e.index, &proposal);
                 }
             }
@@ -547,7 +628,7 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> io::Result<(ReplayReport, Sta
                     }
                 };
                 while let Some(Ok(Frame::Record(a))) = frames.next_if(archived(made.key())) {
-                    report.mismatches.push(extra_record(&a));
+                    report.mismatch(extra_record(&a));
                 }
                 // Draws are checked on the archived records, the evidence, so that a replay
                 // without the nodes' key still checks every revealed draw.
@@ -555,7 +636,7 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> io::Result<(ReplayReport, Sta
                 match frames.next_if(same) {
                     Some(Ok(Frame::Record(a))) => {
                         if a != made {
-                            report.mismatches.push(format!(
+                            report.mismatch(format!(
                                 "index {}: the archived record differs from the one the log \
                                  makes: archived {}, made {}",
                                 made.index,
@@ -567,7 +648,7 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> io::Result<(ReplayReport, Sta
                     }
                     _ => {
                         if made.index >= records_from {
-                            report.mismatches.push(format!(
+                            report.mismatch(format!(
                                 "index {}: the archive lacks a record the log makes: {}",
                                 made.index,
                                 brief(&made)
@@ -592,19 +673,19 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> io::Result<(ReplayReport, Sta
         Some(st) => {
             let end = opts.to.unwrap_or(st.archived_through);
             if opts.to.is_some_and(|to| to > st.archived_through) {
-                report.mismatches.push(format!(
+                report.mismatch(format!(
                     "asked to replay through index {end}; the archive holds entries through {}",
                     st.archived_through
                 ));
             } else if report.through < end && report.ok() {
-                report.mismatches.push(format!(
+                report.mismatch(format!(
                     "the archive holds entries through index {end}, the replay ended at {}: \
                      segments are missing or short",
                     report.through
                 ));
             }
         }
-        None => report.mismatches.push(
+        None => report.mismatch(
             "archive.json is missing: whether segments are missing at the end cannot be told"
                 .into(),
         ),
@@ -621,7 +702,8 @@ fn load_base(
     opts: &ReplayOptions,
     report: &mut ReplayReport,
 ) -> io::Result<StateMachine> {
-    let backup = crate::snapshot_file::read_backup(&std::fs::read(path)?)?;
+    let backup = crate::snapshot_file::read_backup(&read_at_most(path, SNAPSHOT_BYTES_MAX as u64)?)
+        .map_err(|e| bad(format!("{}: {e}", path.display())))?;
     let mut sm = backup.sm;
     sm.set_draw_key(opts.key);
     sm.keep_ledger(true);
@@ -638,18 +720,18 @@ fn check_checkpoint(
     sm: &StateMachine,
     report: &mut ReplayReport,
 ) -> io::Result<()> {
-    let c: Checkpoint = serde_json::from_slice(&std::fs::read(p)?)
+    let c: Checkpoint = serde_json::from_slice(&read_at_most(p, SMALL_FILE_MAX)?)
         .map_err(|err| bad(format!("{}: {err}", p.display())))?;
     let chain = sm.ledger_chain();
     let digest = digest_hex(&sm.digest());
     if c.digest != digest {
-        report.mismatches.push(format!(
+        report.mismatch(format!(
             "index {index}: the state's digest is {digest}, the checkpoint says {}",
             c.digest
         ));
     }
     if c.ledger_count != chain.count || c.ledger_chain != digest_hex(&chain.hash) {
-        report.mismatches.push(format!(
+        report.mismatch(format!(
             "index {index}: the ledger chain does not match the checkpoint's"
         ));
     }
@@ -724,7 +806,7 @@ fn check_draw(r: &Record, term: u64, draws: &mut Draws, report: &mut ReplayRepor
         } => {
             report.reveals += 1;
             if commitment(secret) != *c {
-                report.mismatches.push(format!(
+                report.mismatch(format!(
                     "index {}: room {}'s revealed secret does not match its commitment",
                     r.index, r.room
                 ));
@@ -745,7 +827,7 @@ fn check_draw(r: &Record, term: u64, draws: &mut Draws, report: &mut ReplayRepor
                 if Draw::new_v2(secret, pos, &rec.room).seed() == seed {
                     report.draws_verified += 1;
                 } else {
-                    report.mismatches.push(format!(
+                    report.mismatch(format!(
                         "index {}: a draw of room {} was not seeded by the room's revealed secret",
                         rec.index, rec.room
                     ));

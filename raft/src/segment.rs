@@ -22,6 +22,9 @@ const SEG_V2: u8 = 2;
 pub const SEGMENT_BODY_MAX: u64 = 4 << 30;
 /// The most entries one segment holds (a purge archives at most this many per segment).
 pub const SEGMENT_ENTRIES_MAX: u64 = 1_000_000;
+/// The largest segment file the reader reads: a body of [`SEGMENT_BODY_MAX`] compressed (DEFLATE
+/// adds a few bytes per 64 KiB to what does not compress), and its header.
+pub const SEGMENT_FILE_MAX: u64 = SEGMENT_BODY_MAX + (1 << 20);
 /// The largest frame the reader accepts: above any entry the log takes (a proposal of the most
 /// commands, each of the largest kind) and any record.
 pub const FRAME_BYTES_MAX: u32 = 64 << 20;
@@ -138,22 +141,209 @@ fn with_header(
     Ok(out)
 }
 
+/// Longest segment header the reader accepts (a header is a few dozen bytes).
+const HEADER_BYTES_MAX: usize = 4 << 10;
+/// Bytes read from the inflated body at a time while a version 1 value is incomplete.
+const READ_AHEAD: usize = 64 << 10;
+
 /// A segment read frame by frame. The header and the body's checksum are checked when it is
 /// opened; the frames (their order, sizes and counts against the header) as they are read.
+/// Whatever the file holds, the reader holds at most one frame's bytes at a time (at most
+/// [`FRAME_BYTES_MAX`]) and inflates at most [`SEGMENT_BODY_MAX`] bytes of body.
 pub struct SegmentReader<'a> {
     header: SegmentHeader,
     body: Body<'a>,
     entries: u64,
     records: u64,
+    /// Frames read so far (for errors: which frame is wrong).
+    frames: u64,
     done: bool,
 }
 
+/// The inflated body, read with a bound on its length.
+type Inflated<'a> = io::Take<flate2::read::DeflateDecoder<&'a [u8]>>;
+
+fn inflate(body: &[u8]) -> Inflated<'_> {
+    flate2::read::DeflateDecoder::new(body).take(SEGMENT_BODY_MAX + 1)
+}
+
 enum Body<'a> {
-    V1(Box<dyn Iterator<Item = Frame> + 'a>),
+    V1(Box<V1Body<'a>>),
     V2 {
-        z: BufReader<io::Take<flate2::read::DeflateDecoder<&'a [u8]>>>,
+        z: BufReader<Inflated<'a>>,
         buf: Vec<u8>,
+        /// Bytes of the inflated body read so far.
+        offset: u64,
     },
+}
+
+/// Postcard values read one at a time from an inflated body, holding the bytes of at most one
+/// value (and never more than [`FRAME_BYTES_MAX`] of them).
+struct Values<'a> {
+    z: Inflated<'a>,
+    buf: Vec<u8>,
+    /// Bytes of `buf` already decoded.
+    at: usize,
+    /// Bytes of the inflated body decoded before `buf[at]`.
+    offset: u64,
+}
+
+impl<'a> Values<'a> {
+    fn new(body: &'a [u8]) -> Self {
+        Values {
+            z: inflate(body),
+            buf: Vec::new(),
+            at: 0,
+            offset: 0,
+        }
+    }
+
+    /// The next value, `what` (for errors).
+    fn next<T: serde::de::DeserializeOwned>(&mut self, what: &str) -> io::Result<T> {
+        loop {
+            let held = &self.buf[self.at..];
+            match postcard::take_from_bytes::<T>(held) {
+                Ok((v, rest)) => {
+                    let used = held.len() - rest.len();
+                    self.at += used;
+                    self.offset += used as u64;
+                    return Ok(v);
+                }
+                // More bytes are needed: read on (doubling, so that a large value is decoded a
+                // few times, not once per read), as long as one value may be that large.
+                Err(postcard::Error::DeserializeUnexpectedEnd) => {
+                    let held = held.len();
+                    let max = FRAME_BYTES_MAX as usize;
+                    if held > max {
+                        return Err(bad(format!(
+                            "segment body: {what} at byte {} is larger than {max} bytes",
+                            self.offset
+                        )));
+                    }
+                    self.buf.drain(..self.at);
+                    self.at = 0;
+                    let want = held.max(READ_AHEAD).min(max + 1 - held) as u64;
+                    let got = (&mut self.z)
+                        .take(want)
+                        .read_to_end(&mut self.buf)
+                        .map_err(|e| inflating(e, self.offset))?;
+                    if got == 0 {
+                        return Err(if self.z.limit() == 0 {
+                            too_large()
+                        } else {
+                            bad(format!(
+                                "truncated segment body: it ends inside {what} at byte {}",
+                                self.offset
+                            ))
+                        });
+                    }
+                }
+                Err(e) => {
+                    return Err(bad(format!(
+                        "segment body: {what} at byte {}: {e}",
+                        self.offset
+                    )))
+                }
+            }
+        }
+    }
+
+    /// Checks that nothing follows the last value (without inflating what would).
+    fn at_end(&mut self) -> io::Result<()> {
+        let mut one = [0u8; 1];
+        let more = self
+            .z
+            .read(&mut one)
+            .map_err(|e| inflating(e, self.offset))?;
+        if self.at < self.buf.len() || more != 0 {
+            return Err(bad(format!(
+                "segment body: bytes follow the last record, at byte {}",
+                self.offset
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// An error of the inflater (a body that is not DEFLATE) near byte `at` of what it inflated.
+fn inflating(e: io::Error, at: u64) -> io::Error {
+    bad(format!("segment body: inflating it after byte {at}: {e}"))
+}
+
+fn too_large() -> io::Error {
+    bad(format!(
+        "segment body too large: it inflates past {SEGMENT_BODY_MAX} bytes"
+    ))
+}
+
+/// A version 1 body, the postcard encoding of (all entries, all records), read as frames
+/// without decoding it whole: the entries from one reader of the body, the records from a
+/// second one that first passes over the entries.
+struct V1Body<'a> {
+    entries: Values<'a>,
+    entries_left: u64,
+    records: Values<'a>,
+    records_left: u64,
+    next_entry: Option<ArchivedEntry>,
+    next_record: Option<Record>,
+}
+
+impl<'a> V1Body<'a> {
+    fn new(body: &'a [u8], header: &SegmentHeader) -> io::Result<Self> {
+        let mut entries = Values::new(body);
+        let mut records = Values::new(body);
+        let counts = |n: u64, want: u64, what: &str| {
+            if n == want {
+                Ok(())
+            } else {
+                Err(bad(format!(
+                    "the segment holds {n} {what}, its header says {want}"
+                )))
+            }
+        };
+        let n = entries.next::<u64>("the entries' count")?;
+        counts(n, header.entries, "entries")?;
+        records.next::<u64>("the entries' count")?;
+        for _ in 0..n {
+            records.next::<ArchivedEntry>("an entry")?;
+        }
+        let r = records.next::<u64>("the records' count")?;
+        counts(r, header.records, "records")?;
+        Ok(V1Body {
+            entries,
+            entries_left: n,
+            records,
+            records_left: r,
+            next_entry: None,
+            next_record: None,
+        })
+    }
+
+    /// Each entry, then the records of its index, as [`frames`] merges them.
+    fn next_frame(&mut self) -> io::Result<Option<Frame>> {
+        if self.next_entry.is_none() && self.entries_left > 0 {
+            self.entries_left -= 1;
+            self.next_entry = Some(self.entries.next("an entry")?);
+        }
+        if self.next_record.is_none() && self.records_left > 0 {
+            self.records_left -= 1;
+            self.next_record = Some(self.records.next("a record")?);
+        }
+        let record_first = match (&self.next_entry, &self.next_record) {
+            (Some(e), Some(r)) => r.index < e.index,
+            (Some(_), None) => false,
+            (None, _) => true,
+        };
+        let frame = if record_first {
+            self.next_record.take().map(Frame::Record)
+        } else {
+            self.next_entry.take().map(Frame::Entry)
+        };
+        if frame.is_none() {
+            self.records.at_end()?;
+        }
+        Ok(frame)
+    }
 }
 
 impl std::fmt::Debug for SegmentReader<'_> {
@@ -167,20 +357,36 @@ impl std::fmt::Debug for SegmentReader<'_> {
 impl<'a> SegmentReader<'a> {
     /// Opens a segment file's bytes: checks the magic, version, header and checksum.
     pub fn new(bytes: &'a [u8]) -> io::Result<Self> {
-        if bytes.len() < 9 || &bytes[..4] != SEG_MAGIC {
+        let (magic, version, len, rest) = match bytes {
+            [m0, m1, m2, m3, v, l0, l1, l2, l3, rest @ ..] => (
+                [*m0, *m1, *m2, *m3],
+                *v,
+                u32::from_be_bytes([*l0, *l1, *l2, *l3]),
+                rest,
+            ),
+            _ => return Err(bad("not an archive segment")),
+        };
+        if &magic != SEG_MAGIC {
             return Err(bad("not an archive segment"));
         }
-        let version = bytes[4];
         if version != SEG_V1 && version != SEG_V2 {
             return Err(bad(format!("unknown segment version {version}")));
         }
-        let len = u32::from_be_bytes(bytes[5..9].try_into().expect("4 bytes")) as usize;
-        let h = bytes
-            .get(9..9 + len)
-            .ok_or_else(|| bad("truncated segment header"))?;
+        let len = len as usize;
+        if len > HEADER_BYTES_MAX {
+            return Err(bad(format!(
+                "a segment header of {len} bytes (at most {HEADER_BYTES_MAX})"
+            )));
+        }
+        if rest.len() < len {
+            return Err(bad(format!(
+                "truncated segment header: {len} bytes, {} in the file",
+                rest.len()
+            )));
+        }
+        let (h, body) = rest.split_at(len);
         let header: SegmentHeader =
             postcard::from_bytes(h).map_err(|e| bad(format!("segment header: {e}")))?;
-        let body = &bytes[9 + len..];
         if body.len() as u64 != header.body_len {
             return Err(bad(format!(
                 "segment body is {} bytes, its header says {}",
@@ -193,22 +399,18 @@ impl<'a> SegmentReader<'a> {
         }
         if header.entries == 0 || header.last.checked_sub(header.first) != Some(header.entries - 1)
         {
-            return Err(bad("the segment's header does not add up"));
+            return Err(bad(format!(
+                "the segment's header does not add up: entries {}..={}, {} of them",
+                header.first, header.last, header.entries
+            )));
         }
-        let inflated = flate2::read::DeflateDecoder::new(body).take(SEGMENT_BODY_MAX + 1);
         let body = if version == SEG_V1 {
-            let mut plain = Vec::new();
-            BufReader::new(inflated).read_to_end(&mut plain)?;
-            if plain.len() as u64 > SEGMENT_BODY_MAX {
-                return Err(bad("segment body too large"));
-            }
-            let (entries, records): (Vec<ArchivedEntry>, Vec<Record>) =
-                postcard::from_bytes(&plain).map_err(|e| bad(format!("segment body: {e}")))?;
-            Body::V1(Box::new(frames(entries, records)))
+            Body::V1(Box::new(V1Body::new(body, &header)?))
         } else {
             Body::V2 {
-                z: BufReader::with_capacity(256 << 10, inflated),
+                z: BufReader::with_capacity(256 << 10, inflate(body)),
                 buf: Vec::new(),
+                offset: 0,
             }
         };
         Ok(SegmentReader {
@@ -216,6 +418,7 @@ impl<'a> SegmentReader<'a> {
             body,
             entries: 0,
             records: 0,
+            frames: 0,
             done: false,
         })
     }
@@ -226,45 +429,75 @@ impl<'a> SegmentReader<'a> {
     }
 
     fn next_frame(&mut self) -> io::Result<Option<Frame>> {
+        let n = self.frames;
         match &mut self.body {
-            Body::V1(frames) => Ok(frames.next()),
-            Body::V2 { z, buf } => {
-                if z.fill_buf()?.is_empty() {
+            Body::V1(body) => body.next_frame(),
+            Body::V2 { z, buf, offset } => {
+                let at = *offset;
+                if z.fill_buf().map_err(|e| inflating(e, at))?.is_empty() {
                     if z.get_ref().limit() == 0 {
-                        return Err(bad("segment body too large"));
+                        return Err(too_large());
                     }
                     return Ok(None);
                 }
                 let mut len = [0u8; 4];
-                z.read_exact(&mut len)
-                    .map_err(|e| bad(format!("truncated frame: {e}")))?;
+                z.read_exact(&mut len).map_err(|e| {
+                    bad(format!("truncated frame {n} at byte {at} of the body: {e}"))
+                })?;
                 let len = u32::from_le_bytes(len);
                 if len > FRAME_BYTES_MAX {
-                    return Err(bad(format!("a frame of {len} bytes")));
+                    return Err(bad(format!(
+                        "frame {n} at byte {at} of the body: a frame of {len} bytes \
+                         (at most {FRAME_BYTES_MAX})"
+                    )));
                 }
-                buf.resize(len as usize, 0);
-                z.read_exact(buf)
-                    .map_err(|e| bad(format!("truncated frame: {e}")))?;
+                // Read as it comes, not allocated up front: a length the body does not hold
+                // costs only what the body holds.
+                buf.clear();
+                z.by_ref()
+                    .take(u64::from(len))
+                    .read_to_end(buf)
+                    .map_err(|e| inflating(e, at))?;
+                if buf.len() != len as usize {
+                    if z.get_ref().limit() == 0 {
+                        return Err(too_large());
+                    }
+                    return Err(bad(format!(
+                        "truncated frame {n} at byte {at} of the body: {len} bytes, {} left",
+                        buf.len()
+                    )));
+                }
+                *offset += 4 + u64::from(len);
                 postcard::from_bytes(buf)
                     .map(Some)
-                    .map_err(|e| bad(format!("segment frame: {e}")))
+                    .map_err(|e| bad(format!("segment frame {n} at byte {at} of the body: {e}")))
             }
         }
     }
 
     /// Checks one frame against the header: entries contiguous from `first`, counts within it.
     fn check(&mut self, frame: &Frame) -> io::Result<()> {
+        let n = self.frames;
+        self.frames += 1;
         match frame {
             Frame::Entry(e) => {
-                if e.index != self.header.first + self.entries || e.index > self.header.last {
-                    return Err(bad("the segment's entries do not match its header"));
+                let want = self.header.first.checked_add(self.entries);
+                if self.entries >= self.header.entries || want != Some(e.index) {
+                    return Err(bad(format!(
+                        "the segment's entries do not match its header: frame {n} is entry {}, \
+                         the header says {}..={}",
+                        e.index, self.header.first, self.header.last
+                    )));
                 }
                 self.entries += 1;
             }
             Frame::Record(_) => {
                 self.records += 1;
                 if self.records > self.header.records {
-                    return Err(bad("the segment holds more records than its header says"));
+                    return Err(bad(format!(
+                        "the segment holds more records than its header says ({}, at frame {n})",
+                        self.header.records
+                    )));
                 }
             }
         }
@@ -282,7 +515,11 @@ impl Iterator for SegmentReader<'_> {
         let got = self.next_frame().and_then(|f| match f {
             Some(frame) => self.check(&frame).map(|()| Some(frame)),
             None if self.entries != self.header.entries || self.records != self.header.records => {
-                Err(bad("the segment's entries do not match its header"))
+                Err(bad(format!(
+                    "the segment's entries do not match its header: it ends after {} entries \
+                     and {} records, the header says {} and {}",
+                    self.entries, self.records, self.header.entries, self.header.records
+                )))
             }
             None => Ok(None),
         });
@@ -488,5 +725,84 @@ mod tests {
         b[4] = 9;
         assert!(error_of(&b).contains("unknown segment version 9"));
         assert!(error_of(b"SLA").contains("not an archive segment"));
+        // A header longer than any header, or longer than the file.
+        let mut b = encode_segment(&[entry(1)], &[], 1).unwrap();
+        b[5..9].copy_from_slice(&u32::MAX.to_be_bytes());
+        assert!(error_of(&b).contains("a segment header of 4294967295 bytes"));
+        b[5..9].copy_from_slice(&4000u32.to_be_bytes());
+        assert!(error_of(&b).contains("truncated segment header"));
+        // Entries at the end of u64: read whole, and one past the last refused (no overflow).
+        let last = u64::MAX;
+        assert_eq!(error_of(&forged(&[e(last)], last, last, 1, 0)), "no error");
+        assert!(error_of(&forged(&[e(last), e(last)], last, last, 1, 0))
+            .contains("entries do not match"));
+    }
+
+    /// A version 1 segment larger than the reader's read-ahead, with values larger than it,
+    /// reads back as the same frames as version 2: a value that straddles reads is read whole.
+    #[test]
+    fn a_large_version_1_segment_reads_back_frame_by_frame() {
+        let entries: Vec<ArchivedEntry> = (1..=3_000u64)
+            .map(|i| ArchivedEntry {
+                index: i,
+                term: 3,
+                proposal: Some(vec![i as u8; (i % 97) as usize * 13]),
+            })
+            .chain([ArchivedEntry {
+                index: 3_001,
+                term: 4,
+                proposal: Some(vec![7; 5 * READ_AHEAD + 3]),
+            }])
+            .collect();
+        let records: Vec<Record> = (0..=3_001u64)
+            .filter(|i| i % 5 == 0)
+            .map(|i| record(i, 0))
+            .collect();
+        let read = |b: &[u8]| -> Vec<Frame> {
+            SegmentReader::new(b).unwrap().map(|f| f.unwrap()).collect()
+        };
+        let v1 = read(&encode_v1(&entries, &records, 1));
+        assert_eq!(v1, read(&encode_segment(&entries, &records, 1).unwrap()));
+        assert_eq!(v1.len(), entries.len() + records.len());
+    }
+
+    /// Version 1 bodies that do not hold what their header says, go on past their records, end
+    /// inside a value, or hold a value larger than any frame, are errors that say so.
+    #[test]
+    fn a_version_1_body_that_does_not_add_up_is_refused() {
+        let v1 = |plain: &[u8], entries: u64, records: u64| {
+            let mut z = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
+            z.write_all(plain).unwrap();
+            let body = z.finish().unwrap();
+            let header = SegmentHeader {
+                first: 1,
+                last: entries,
+                entries,
+                records,
+                records_from: 1,
+                body_len: body.len() as u64,
+                body_blake3: *blake3::hash(&body).as_bytes(),
+            };
+            let h = postcard::to_allocvec(&header).unwrap();
+            let mut out = SEG_MAGIC.to_vec();
+            out.push(SEG_V1);
+            out.extend_from_slice(&(h.len() as u32).to_be_bytes());
+            out.extend_from_slice(&h);
+            out.extend_from_slice(&body);
+            error_of(&out)
+        };
+        let good = postcard::to_allocvec(&(vec![entry(1), entry(2)], vec![record(1, 0)])).unwrap();
+        assert_eq!(v1(&good, 2, 1), "no error");
+        assert!(v1(&good, 3, 1).contains("holds 2 entries, its header says 3"));
+        assert!(v1(&good, 2, 0).contains("holds 1 records, its header says 0"));
+        let mut trailing = good.clone();
+        trailing.push(0);
+        assert!(v1(&trailing, 2, 1).contains("bytes follow the last record"));
+        assert!(v1(&good[..good.len() - 3], 2, 1).contains("truncated segment body"));
+        // One entry whose proposal claims 2^40 bytes, and 70 MiB of zeros after it.
+        let mut huge = vec![1, 1, 3, 1];
+        huge.extend_from_slice(&[0x80, 0x80, 0x80, 0x80, 0x80, 0x20]);
+        huge.resize(huge.len() + (70 << 20), 0);
+        assert!(v1(&huge, 1, 0).contains("is larger than 67108864 bytes"));
     }
 }

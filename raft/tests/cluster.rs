@@ -1047,3 +1047,127 @@ fn a_write_without_a_leader_waits_between_retries_instead_of_spinning() {
         "{r:?}"
     );
 }
+
+/// A command larger than a proposal may hold is refused before it reaches the batcher, whether
+/// a follower forwards it to the leader (on the forwarding stream or the unary call) or a client
+/// writes it on any node: it becomes no log entry, which no replication message is sized to
+/// carry, and the commands forwarded with it still go through. Of one forwarded batch, the
+/// leader queues at most what a follower's batcher puts in one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forwarded_command_larger_than_a_proposal_is_refused_and_writes_no_entry() {
+    use sluice_raft::node::FORWARDED_BATCH_BYTES_MAX;
+    use sluice_raft::{codec, pb};
+    use sluice_statemachine::limits::PROPOSAL_BYTES_MAX;
+    use sluice_statemachine::ClientKey;
+    type Replies = Vec<Result<(Outcome, u64), ClusterError>>;
+    let c = TestCluster::start(3, quick).await;
+    c.create_room("r").await;
+    let leader = c.nodes[&c.wait_leader().await].clone();
+    let touches = |visits: u64| Command::TouchFrom {
+        room: "r".into(),
+        visits: (0..visits)
+            .map(|i| (visitor(i), ClientKey([7; 16])))
+            .collect(),
+    };
+    let big = touches(40_000);
+    assert!(big.encoded_len() > PROPOSAL_BYTES_MAX);
+    let is_big =
+        |cmd: &Command| matches!(cmd, Command::TouchFrom { visits, .. } if visits.len() == 40_000);
+    let too_large = |r: &Result<(Outcome, u64), ClusterError>| matches!(r, Err(ClusterError::Invalid(m)) if m.contains("bytes"));
+    let before = leader.status().last_log_index;
+    let mut client = raft_client(&leader.raft_addr().to_string(), Some(test_secret())).await;
+
+    // On the forwarding stream, as a follower sends: the large command alone, then between two
+    // joins.
+    let batches = vec![
+        pb::Payload {
+            data: codec::encode(&(1u64, vec![big.clone()])),
+        },
+        pb::Payload {
+            data: codec::encode(&(2u64, vec![join("r", 1), big.clone(), join("r", 2)])),
+        },
+    ];
+    let mut replies = client
+        .forward_stream(tokio_stream::iter(batches))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut answers = std::collections::BTreeMap::new();
+    while let Some(msg) = replies.message().await.unwrap() {
+        let (id, results): (u64, Replies) = codec::decode(&msg.data).unwrap();
+        answers.insert(id, results);
+    }
+    assert!(
+        answers[&1].len() == 1 && too_large(&answers[&1][0]),
+        "{:?}",
+        answers[&1]
+    );
+    let mixed = &answers[&2];
+    assert!(
+        matches!(mixed[0], Ok((Outcome::Visitor(_), _))),
+        "{mixed:?}"
+    );
+    assert!(too_large(&mixed[1]), "{mixed:?}");
+    assert!(
+        matches!(mixed[2], Ok((Outcome::Visitor(_), _))),
+        "{mixed:?}"
+    );
+    // The unary call refuses it alike.
+    let unary = client
+        .forward(pb::Payload {
+            data: codec::encode(&vec![big.clone()]),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let unary: Replies = codec::decode(&unary.data).unwrap();
+    assert!(unary.len() == 1 && too_large(&unary[0]), "{unary:?}");
+    // A write of it on the leader, or on a follower (which does not forward it), too.
+    let follower = c.any_follower().clone();
+    for node in [&leader, &follower] {
+        let got = node.write(big.clone()).await;
+        assert!(too_large(&got), "node {}: {got:?}", node.id());
+    }
+
+    // Of one forwarded batch, what a follower's batcher puts in one is queued; the rest is
+    // answered `Busy`.
+    let full = touches(10_000);
+    let fit = FORWARDED_BATCH_BYTES_MAX / full.encoded_len();
+    assert!((1..8).contains(&fit), "{fit}");
+    let results: Replies = codec::decode(
+        &client
+            .forward(pb::Payload {
+                data: codec::encode(&vec![full.clone(); fit + 1]),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .data,
+    )
+    .unwrap();
+    assert!(results[..fit].iter().all(|r| r.is_ok()), "{results:?}");
+    assert_eq!(results[fit], Err(ClusterError::Busy));
+
+    // The log holds the joins and the batch's commands that were queued, and never the large
+    // command.
+    let after = leader.status().last_log_index;
+    let entries = leader
+        .log_entries(before + 1, after - before)
+        .await
+        .unwrap();
+    let commands: Vec<Command> = entries
+        .iter()
+        .filter_map(|e| e.proposal.as_deref())
+        .flat_map(|p| sluice_statemachine::Proposal::decode(p).unwrap().commands)
+        .collect();
+    assert!(!commands.iter().any(is_big), "a large command in the log");
+    assert_eq!(
+        commands
+            .iter()
+            .filter(|c| matches!(c, Command::Join { .. }))
+            .count(),
+        2
+    );
+    assert_eq!(commands.iter().filter(|c| **c == full).count(), fit);
+    c.shutdown().await;
+}

@@ -28,7 +28,7 @@ pub use config::{
 };
 pub use membership::MembershipOp;
 pub use read::{ClusterStatus, Replication};
-pub use write::BATCH_COMMANDS_MAX;
+pub use write::{BATCH_COMMANDS_MAX, FORWARDED_BATCH_BYTES_MAX};
 
 use crate::clock::ClusterClock;
 use crate::error::ClusterError;

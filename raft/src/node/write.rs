@@ -4,7 +4,7 @@
 
 use super::NodeInner;
 use crate::error::ClusterError;
-use crate::reply::{deliver, fail_all, Waiter};
+use crate::reply::{deliver, fail_all, Reply, Waiter};
 use crate::types::{Request, TypeConfig};
 use openraft::async_runtime::WatchReceiver;
 use openraft::errors::ClientWriteError;
@@ -27,6 +27,10 @@ const _: () = assert!(BATCH_COMMANDS_MAX <= sluice_statemachine::limits::COMMAND
 /// so a follower holding them back only adds a wait (`sluice-jepsen bench`: 2 in flight left
 /// forwarded joins ~2.7 ms in the follower's queue, 64 left 0.35 ms).
 const FORWARDS_IN_FLIGHT: usize = 64;
+/// Most bytes of commands the leader queues from one forwarded batch: what a follower's batcher
+/// puts in one batch at most (it cuts batches at [`PROPOSAL_BYTES_MAX`] like the leader's own).
+/// Commands of a batch past it are answered `Busy`, not queued.
+pub const FORWARDED_BATCH_BYTES_MAX: usize = PROPOSAL_BYTES_MAX;
 /// Longest a new leader waits, once per term, for enough voters' clocks to stamp its first entry.
 const CLOCK_AGREEMENT_WAIT: Duration = Duration::from_millis(500);
 
@@ -54,9 +58,19 @@ impl Pending {
     }
 }
 
+/// The refusal of a command of `bytes` encoded bytes, larger than any proposal may be.
+fn too_large(bytes: usize) -> ClusterError {
+    ClusterError::Invalid(format!(
+        "a command of {bytes} bytes; a log entry takes at most {PROPOSAL_BYTES_MAX} bytes of \
+         commands"
+    ))
+}
+
 /// Adds what is queued to `batch`, which holds `bytes`, while it has fewer than
 /// [`BATCH_COMMANDS_MAX`] commands and the next fits in [`PROPOSAL_BYTES_MAX`]: the one that
-/// does not fit is returned, to begin the next batch.
+/// does not fit is returned, to begin the next batch. (No command larger than that is queued:
+/// [`NodeInner::enqueue`] refuses it. Were one queued, it would be carried to a batch of its
+/// own.)
 fn fill(
     batch: &mut Vec<Pending>,
     mut bytes: usize,
@@ -158,12 +172,7 @@ impl NodeInner {
             // refusal arrives, is worth another attempt at once.
             let tried_under = self.leadership();
             let (tx, rx) = oneshot::channel();
-            self.queue
-                .try_send(Pending::new(cmd.clone(), false, tx))
-                .map_err(|e| match e {
-                    mpsc::error::TrySendError::Full(_) => ClusterError::Busy,
-                    mpsc::error::TrySendError::Closed(_) => ClusterError::ShuttingDown,
-                })?;
+            self.enqueue(Pending::new(cmd.clone(), false, tx))?;
             let result = match tokio::time::timeout_at(deadline, rx).await {
                 Err(_) => Err(ClusterError::Timeout),
                 Ok(Err(_)) => Err(ClusterError::ShuttingDown),
@@ -309,25 +318,46 @@ impl NodeInner {
         })
     }
 
+    /// Puts `p` in the write queue: the one way into it, for this node's own writes and for
+    /// commands a follower forwarded. A command larger than a proposal may hold
+    /// ([`PROPOSAL_BYTES_MAX`]) is refused here, before it reaches the batcher: proposed alone,
+    /// it would be a log entry that no replication message is sized to carry.
+    fn enqueue(&self, p: Pending) -> Result<(), ClusterError> {
+        if p.bytes > PROPOSAL_BYTES_MAX {
+            return Err(too_large(p.bytes));
+        }
+        self.queue.try_send(p).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => ClusterError::Busy,
+            mpsc::error::TrySendError::Closed(_) => ClusterError::ShuttingDown,
+        })
+    }
+
     /// For commands forwarded by a follower: they join this node's own write queue, so that they
-    /// share proposals with every other write, if this node leads.
-    pub(crate) async fn submit_as_leader(
-        &self,
-        cmds: Vec<Command>,
-    ) -> Vec<Result<(Outcome, u64), ClusterError>> {
+    /// share proposals with every other write, if this node leads. Each is refused on its own if
+    /// it is larger than a proposal may be; and of one batch at most
+    /// [`FORWARDED_BATCH_BYTES_MAX`] bytes of commands are queued, the rest answered `Busy`.
+    pub(crate) async fn submit_as_leader(&self, cmds: Vec<Command>) -> Vec<Reply> {
         let n = cmds.len();
         if !self.raft.is_leader() {
             return vec![Err(ClusterError::NoLeader); n];
         }
         let mut waiting = Vec::with_capacity(n);
+        let mut queued_bytes = 0usize;
         for cmd in cmds {
             let (tx, rx) = oneshot::channel();
-            let queued = self.queue.try_send(Pending::new(cmd, true, tx));
-            waiting.push(match queued {
-                Ok(()) => Ok(rx),
-                Err(mpsc::error::TrySendError::Full(_)) => Err(ClusterError::Busy),
-                Err(mpsc::error::TrySendError::Closed(_)) => Err(ClusterError::ShuttingDown),
-            });
+            let p = Pending::new(cmd, true, tx);
+            let bytes = p.bytes;
+            let queued = if bytes <= PROPOSAL_BYTES_MAX
+                && queued_bytes.saturating_add(bytes) > FORWARDED_BATCH_BYTES_MAX
+            {
+                Err(ClusterError::Busy)
+            } else {
+                self.enqueue(p)
+            };
+            if queued.is_ok() {
+                queued_bytes += bytes;
+            }
+            waiting.push(queued.map(|()| rx));
         }
         let deadline = tokio::time::Instant::now() + self.cfg.request_timeout;
         let mut results = Vec::with_capacity(n);
