@@ -36,9 +36,10 @@ pub const INSTANT_MS_MAX: u64 = 13_569_465_600_000;
 pub const TOUCH_BATCH_MAX: usize = 10_000;
 /// Most commands in one proposal (one log entry).
 pub const COMMANDS_PER_PROPOSAL_MAX: usize = 4_096;
-/// Most bytes of encoded commands the write path gathers into one proposal; a command larger
-/// than that on its own (none is: the largest, a full `TouchFrom` or `AddCodes`, is a third of
-/// it) would be proposed alone. With the entries per replication message bounded too, every
+/// Most bytes of encoded commands the write path gathers into one proposal. A command larger
+/// than that on its own (none the edge accepts is: the largest, a full `TouchFrom` or
+/// `AddCodes`, is a third of it) is refused before it reaches the batcher, whether written on
+/// the leader or forwarded to it. With the entries per replication message bounded too, every
 /// message between nodes stays under their size limit however large the commands are.
 pub const PROPOSAL_BYTES_MAX: usize = 1 << 20;
 /// Most waiters one `force_admit` may admit.
