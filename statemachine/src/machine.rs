@@ -180,7 +180,9 @@ impl StateMachine {
             );
         }
         self.last_applied = Some(LogPosition { term, index });
-        self.clock_ms = self.clock_ms.max(time_ms);
+        // A log time past the latest instant anything accepts (the year 2400) is read as that
+        // instant: every deadline is then a sum that cannot overflow, whatever an entry says.
+        self.clock_ms = self.clock_ms.max(time_ms.min(INSTANT_MS_MAX));
     }
 
     /// Records an entry with no commands (a Raft blank or membership entry).

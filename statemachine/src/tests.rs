@@ -1550,6 +1550,23 @@ fn packed_records_keep_extreme_numbers() {
 }
 
 #[test]
+fn a_log_time_near_the_end_of_time_is_read_as_the_latest_instant() {
+    let mut h = H::new();
+    h.create("r", cfg(1, 60));
+    h.join("r", 1);
+    h.join("r", 2);
+    // Every deadline adds a TTL of up to 30 days to the log time: at u64::MAX it would overflow.
+    h.at(u64::MAX - T0).join("r", 3);
+    h.tick();
+    h.sm.check().unwrap();
+    assert_eq!(h.sm.clock_ms(), INSTANT_MS_MAX);
+    // Time never goes back, and the room goes on.
+    h.at(0).join("r", 4);
+    assert_eq!(h.sm.clock_ms(), INSTANT_MS_MAX);
+    assert!(h.sm.visitor("r", vid(4)).is_ok());
+}
+
+#[test]
 fn restore_rejects_garbage() {
     let mut h = H::new();
     h.create("r", cfg(1, 60));
