@@ -79,6 +79,7 @@ replaces .cargo/config.toml's): tokio's choices are not seeded, so a seed may no
         .clamp(1, 64);
     let started = Instant::now();
     let (mut failed, mut simulated, mut ops) = (Vec::new(), Duration::ZERO, 0usize);
+    let mut snapshots = (0, 0);
     let end = args.seed.saturating_add(args.schedules);
     let next = std::sync::atomic::AtomicU64::new(args.seed);
     let (tx, rx) = std::sync::mpsc::channel();
@@ -104,6 +105,8 @@ replaces .cargo/config.toml's): tokio's choices are not seeded, so a seed may no
             let report = report?;
             simulated += report.simulated;
             ops += report.ok + report.failed + report.unknown;
+            snapshots.0 += report.snapshots.0;
+            snapshots.1 += report.snapshots.1;
             if !show(&args, seed, &report)? {
                 failed.push(seed);
             }
@@ -113,10 +116,12 @@ replaces .cargo/config.toml's): tokio's choices are not seeded, so a seed may no
     failed.sort_unstable();
     let took = started.elapsed().as_secs_f64();
     println!(
-        "{} schedules in {took:.1} s ({:.1} schedules/s), {:.0} s of cluster time simulated, {ops} operations; {} invalid{}",
+        "{} schedules in {took:.1} s ({:.1} schedules/s), {:.0} s of cluster time simulated, {ops} operations, {} snapshots built and {} installed; {} invalid{}",
         args.schedules,
         args.schedules as f64 / took,
         simulated.as_secs_f64(),
+        snapshots.0,
+        snapshots.1,
         failed.len(),
         if failed.is_empty() {
             String::new()
@@ -193,6 +198,10 @@ fn show(args: &Args, seed: u64, report: &sluice_cluster_sim::Report) -> anyhow::
         for f in report.faults.iter().chain(&report.membership) {
             println!("    {f}");
         }
+        println!(
+            "    snapshots: {} built, {} installed",
+            report.snapshots.0, report.snapshots.1
+        );
         for v in &report.verdicts {
             println!("    {}: {} — {}", v.checker, v.valid, v.detail);
             for op in &v.ops {

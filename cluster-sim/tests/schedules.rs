@@ -61,11 +61,21 @@ fn schedules_with_partitions_crashes_and_clock_steps_keep_every_invariant() {
             .collect()
     });
     assert_eq!(reports.len() as u64, schedules());
-    let (mut faults, mut ok) = (0, 0);
+    let (mut faults, mut ok, mut installed) = (0, 0, 0);
     for r in &reports {
         assert!(r.valid(), "{}", explain(r));
         faults += r.faults.len();
         ok += r.ok;
+        installed += r.snapshots.1;
+    }
+    // Some nodes restored the policy rooms from a snapshot (a restart reads its own back; a
+    // node behind a leader's purge receives the leader's): about one schedule in four.
+    if schedules() >= 100 {
+        assert!(
+            installed > 0,
+            "no snapshot installed in {} schedules",
+            schedules()
+        );
     }
     // The schedules did something: faults were applied and operations were acknowledged.
     assert!(faults as u64 >= schedules(), "only {faults} faults");
