@@ -35,7 +35,9 @@ impl Room {
         Ok(())
     }
 
-    /// About how much a [`check`](Self::check) of the room costs: the entries it looks at.
+    /// About how much a [`check`](Self::check) of the room costs: the entries it looks at (for
+    /// debug builds' checks after each apply).
+    #[cfg(debug_assertions)]
     pub(crate) fn check_size(&self) -> usize {
         self.waiting.len()
             + self.sessions.len()
