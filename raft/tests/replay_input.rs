@@ -425,7 +425,11 @@ fn write_archive(dir: &Path, mutations: &[Mutation]) {
             Mutation::Time { at, time } => {
                 if let Some(e) = entry(&mut segs, at) {
                     let mut p = match &e.proposal {
-                        Some(p) => Proposal::decode(p).unwrap(),
+                        Some(p) => match Proposal::decode(p) {
+                            Ok(p) => p,
+                            // An earlier mutation already overwrote this proposal's bytes.
+                            Err(_) => continue,
+                        },
                         None => Proposal {
                             time_ms: 0,
                             commands: vec![Command::Tick],
