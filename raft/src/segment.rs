@@ -110,23 +110,26 @@ pub fn encode_segment(
         z.write_all(&buf)?;
     }
     let body = z.finish()?;
+    let (entries, records) = (entries.len() as u64, records.len() as u64);
     with_header(SEG_V2, first, last, entries, records, records_from, body)
 }
 
+/// A segment file of `version`: its header (over `first..=last`, counting `entries` and
+/// `records`, with `body`'s length and checksum), then `body`.
 fn with_header(
     version: u8,
     first: u64,
     last: u64,
-    entries: &[ArchivedEntry],
-    records: &[Record],
+    entries: u64,
+    records: u64,
     records_from: u64,
     body: Vec<u8>,
 ) -> io::Result<Vec<u8>> {
     let header = SegmentHeader {
         first,
         last,
-        entries: entries.len() as u64,
-        records: records.len() as u64,
+        entries,
+        records,
         records_from,
         body_len: body.len() as u64,
         body_blake3: *blake3::hash(&body).as_bytes(),
@@ -590,7 +593,8 @@ mod tests {
         z.write_all(&plain).unwrap();
         let body = z.finish().unwrap();
         let (first, last) = (entries[0].index, entries.last().unwrap().index);
-        with_header(SEG_V1, first, last, entries, records, from, body).unwrap()
+        let (n, m) = (entries.len() as u64, records.len() as u64);
+        with_header(SEG_V1, first, last, n, m, from, body).unwrap()
     }
 
     fn sample() -> (Vec<ArchivedEntry>, Vec<Record>) {
@@ -645,22 +649,7 @@ mod tests {
             z.write_all(f).unwrap();
         }
         let body = z.finish().unwrap();
-        let header = SegmentHeader {
-            first,
-            last,
-            entries,
-            records,
-            records_from: first,
-            body_len: body.len() as u64,
-            body_blake3: *blake3::hash(&body).as_bytes(),
-        };
-        let h = postcard::to_allocvec(&header).unwrap();
-        let mut out = SEG_MAGIC.to_vec();
-        out.push(SEG_V2);
-        out.extend_from_slice(&(h.len() as u32).to_be_bytes());
-        out.extend_from_slice(&h);
-        out.extend_from_slice(&body);
-        out
+        with_header(SEG_V2, first, last, entries, records, first, body).unwrap()
     }
 
     fn framed(f: &Frame) -> Vec<u8> {
@@ -774,22 +763,7 @@ mod tests {
             let mut z = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
             z.write_all(plain).unwrap();
             let body = z.finish().unwrap();
-            let header = SegmentHeader {
-                first: 1,
-                last: entries,
-                entries,
-                records,
-                records_from: 1,
-                body_len: body.len() as u64,
-                body_blake3: *blake3::hash(&body).as_bytes(),
-            };
-            let h = postcard::to_allocvec(&header).unwrap();
-            let mut out = SEG_MAGIC.to_vec();
-            out.push(SEG_V1);
-            out.extend_from_slice(&(h.len() as u32).to_be_bytes());
-            out.extend_from_slice(&h);
-            out.extend_from_slice(&body);
-            error_of(&out)
+            error_of(&with_header(SEG_V1, 1, entries, entries, records, 1, body).unwrap())
         };
         let good = postcard::to_allocvec(&(vec![entry(1), entry(2)], vec![record(1, 0)])).unwrap();
         assert_eq!(v1(&good, 2, 1), "no error");
