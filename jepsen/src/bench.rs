@@ -742,6 +742,8 @@ pub enum Steps {
     Reads,
     /// Joins with the admission ledger kept and not kept, on fresh clusters, alternating.
     Ledger,
+    /// The etcd anchors alone (joins with a room per client at 64 clients, puts at 256).
+    Etcd,
 }
 
 fn http_client() -> reqwest::Client {
@@ -813,6 +815,59 @@ fn sluice_join_op(
     }
 }
 
+async fn etcd_clients(
+    etcd: &EtcdCluster,
+) -> Result<Vec<pb::etcd::kv_client::KvClient<tonic::transport::Channel>>> {
+    let mut kvs = Vec::new();
+    for ep in &etcd.endpoints {
+        kvs.push(pb::etcd::kv_client::KvClient::connect(ep.clone()).await?);
+    }
+    Ok(kvs)
+}
+
+/// A closed-loop step of etcd joins: every client on one hot room, or each on its own room.
+async fn etcd_join_step(
+    kvs: &[pb::etcd::kv_client::KvClient<tonic::transport::Channel>],
+    next: &Arc<AtomicU64>,
+    name: &str,
+    clients: usize,
+    own_room: bool,
+    d: Duration,
+) -> Stats {
+    let (kvs, next) = (kvs.to_vec(), next.clone());
+    closed_loop(name, clients, d, move |c, _| {
+        let mut kv = kvs[c % kvs.len()].clone();
+        let v = next.fetch_add(1, Ordering::Relaxed);
+        let room = if own_room {
+            format!("own-{c}")
+        } else {
+            "hot".to_string()
+        };
+        async move { etcd_join(&mut kv, &room, v).await }
+    })
+    .await
+}
+
+/// The etcd anchors alone: joins with a room per client at 64 clients and plain puts at 256.
+async fn etcd_anchors(opts: &BenchOpts, d: Duration) -> Result<Value> {
+    let etcd = EtcdCluster::start(&opts.dir).await?;
+    let kvs = etcd_clients(&etcd).await?;
+    let next = Arc::new(AtomicU64::new(0));
+    let own64 = etcd_join_step(&kvs, &next, "etcd join, own room each", 64, true, d).await;
+    println!("{}", own64.line());
+    let put256 = closed_loop("etcd plain put", 256, d, etcd_put_op(&kvs, &next)).await;
+    println!("{}", put256.line());
+    println!(
+        "summary: etcd joins (own room, 64 clients) {:.0}/s; etcd puts (256 clients) {:.0}/s",
+        own64.per_sec, put256.per_sec
+    );
+    Ok(json!({
+        "etcd_join_own_room_64_per_sec": own64.per_sec,
+        "etcd_put_256_per_sec": put256.per_sec,
+        "steps": [own64, put256],
+    }))
+}
+
 /// Runs every step and returns the report (also printed line by line).
 pub async fn run(opts: &BenchOpts) -> Result<Value> {
     std::fs::create_dir_all(&opts.dir)?;
@@ -824,6 +879,9 @@ pub async fn run(opts: &BenchOpts) -> Result<Value> {
     };
     if opts.only == Steps::Ledger {
         return ledger_ab(opts, d).await;
+    }
+    if opts.only == Steps::Etcd {
+        return etcd_anchors(opts, d).await;
     }
     let hello = Hello::start()?;
     if opts.only == Steps::Memory {
@@ -882,30 +940,10 @@ pub async fn run(opts: &BenchOpts) -> Result<Value> {
 
     let etcd = EtcdCluster::start(&opts.dir).await?;
     // etcd: the same join, every client on one hot room, and every client on its own room; plain puts.
-    let mut kvs = Vec::new();
-    for ep in &etcd.endpoints {
-        kvs.push(pb::etcd::kv_client::KvClient::connect(ep.clone()).await?);
-    }
+    let kvs = etcd_clients(&etcd).await?;
     let next = Arc::new(AtomicU64::new(0));
-    let etcd_join_step = |name: &str, clients: usize, own_room: bool| {
-        let (kvs, next) = (kvs.clone(), next.clone());
-        let name = name.to_string();
-        async move {
-            closed_loop(&name, clients, d, move |c, _| {
-                let mut kv = kvs[c % kvs.len()].clone();
-                let v = next.fetch_add(1, Ordering::Relaxed);
-                let room = if own_room {
-                    format!("own-{c}")
-                } else {
-                    "hot".to_string()
-                };
-                async move { etcd_join(&mut kv, &room, v).await }
-            })
-            .await
-        }
-    };
-    let etcd_hot64 = etcd_join_step("etcd join, hot room", 64, false).await;
-    let etcd_own64 = etcd_join_step("etcd join, own room each", 64, true).await;
+    let etcd_hot64 = etcd_join_step(&kvs, &next, "etcd join, hot room", 64, false, d).await;
+    let etcd_own64 = etcd_join_step(&kvs, &next, "etcd join, own room each", 64, true, d).await;
     let etcd_put256 = closed_loop("etcd plain put", 256, d, etcd_put_op(&kvs, &next)).await;
     // etcd's own latency at half of its own peak, the reference for Sluice's half-peak figure.
     let etcd_put_half_rate = (etcd_put256.per_sec / 2.0) as u64;

@@ -124,8 +124,9 @@ enum Cmd {
         out: PathBuf,
         /// Run only some steps: `joins` (Sluice joins and the half-peak latency), `memory`
         /// (memory with the waiters, restart, failover), `reads` (hello-world, gate checks,
-        /// follower status reads) or `ledger` (joins at the largest client count with the
-        /// admission ledger kept and not kept, three fresh clusters of each).
+        /// follower status reads), `ledger` (joins at the largest client count with the
+        /// admission ledger kept and not kept, three fresh clusters of each) or `etcd` (the
+        /// etcd anchors alone: joins with a room per client at 64 clients, puts at 256).
         #[arg(long)]
         only: Option<String>,
         /// Run the open-loop latency step at this many joins/s instead of half the measured
@@ -444,7 +445,10 @@ async fn main() -> Result<()> {
                 Some("memory") => sluice_jepsen::bench::Steps::Memory,
                 Some("reads") => sluice_jepsen::bench::Steps::Reads,
                 Some("ledger") => sluice_jepsen::bench::Steps::Ledger,
-                Some(o) => anyhow::bail!("--only takes joins, memory, reads or ledger, not {o}"),
+                Some("etcd") => sluice_jepsen::bench::Steps::Etcd,
+                Some(o) => {
+                    anyhow::bail!("--only takes joins, memory, reads, ledger or etcd, not {o}")
+                }
             };
             let opts = sluice_jepsen::bench::BenchOpts {
                 secs,
