@@ -517,7 +517,7 @@ impl Sluice {
             Some(t) => (t.visitor, false),
             None => {
                 let mut b = [0u8; 16];
-                getrandom::fill(&mut b).map_err(|e| {
+                crate::text::random_fill(&mut b).map_err(|e| {
                     ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
                 })?;
                 (VisitorId(b), true)

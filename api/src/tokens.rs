@@ -378,7 +378,7 @@ impl JwtKeys {
         session_exp: u64,
     ) -> String {
         let mut jti = [0u8; 16];
-        getrandom::fill(&mut jti).expect("OS randomness");
+        crate::text::random_fill(&mut jti).expect("OS randomness");
         let claims = AdmissionClaims {
             iss: self.issuer.clone(),
             sub: visitor.to_string(),
@@ -387,7 +387,7 @@ impl JwtKeys {
             seq,
             iat,
             exp: self.expiry(iat, session_exp),
-            jti: jti.iter().map(|b| format!("{b:02x}")).collect(),
+            jti: crate::text::hex(&jti),
         };
         let claims = serde_json::to_vec(&claims).expect("claims serialize");
         let mut token = String::with_capacity(self.header_b64.len() + 2 * claims.len() + 90);

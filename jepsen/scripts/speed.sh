@@ -18,10 +18,11 @@
 #   -s       seconds per step (default 10)
 #   -r       runs (default 3)
 #   -l       the nodes' `[ledger] enabled` (default true)
+#   -o       only these steps: reads or joins (default: all)
 #   -j       the sluice-jepsen binary for the etcd anchors (default: this workspace's release
 #            build, "$CARGO_TARGET_DIR/release"; "none" skips them)
 # With SPEED_PERF=PREFIX set, `perf record -a -g` samples the whole machine for half of each
-# 256-connection join step (files PREFIX.LABEL.RUN).
+# join step (files PREFIX.LABEL.RUN.CONNECTIONS.NODE).
 # Needs wrk, curl, python3 and, for the anchors, etcd. Results (one line per figure) go to
 # speed-results.tsv in the working directory.
 set -euo pipefail
@@ -29,12 +30,14 @@ secs=10
 runs=3
 ledger=true
 jepsen=""
-while getopts "s:r:l:j:" o; do
+only=all
+while getopts "s:r:l:j:o:" o; do
   case $o in
     s) secs=$OPTARG ;;
     r) runs=$OPTARG ;;
     l) ledger=$OPTARG ;;
     j) jepsen=$OPTARG ;;
+    o) only=$OPTARG ;;
     *) sed -n '2,23p' "$0"; exit 2 ;;
   esac
 done
@@ -156,8 +159,9 @@ node_ticks() {
 join_step() { # run, label, figure, node, conns
   local before after res wrk_cpu ok
   before=$(node_ticks)
-  if [ -n "${SPEED_PERF:-}" ] && [ "$5" = 256 ]; then
-    perf record -a -g -F 499 -o "$SPEED_PERF.$2.$1" -- sleep "$((secs / 2))" 2> /dev/null &
+  if [ -n "${SPEED_PERF:-}" ]; then
+    perf record -a -g -F 499 -o "$SPEED_PERF.$2.$1.$5.$([ "$4" = "$leader" ] && echo leader || echo follower)" \
+      -- sleep "$((secs / 2))" 2> /dev/null &
   fi
   res=$(/usr/bin/time -f 'cpu %U %S' -o "$dir/time" wrk -t2 -c"$5" -d"${secs}s" \
     -s "$here/join.lua" "$(node "$4")" -- hot)
@@ -207,19 +211,23 @@ for run in $(seq "$runs"); do
       curl -sf -H "Cookie: $cookie=$last" "$(node "$follower")/gate/gate/check" > /dev/null && break
       sleep 0.05
     done
-    read_step "$run" "$label" "hello-world" "http://127.0.0.1:$base/"
-    read_step "$run" "$label" "gate check (follower)" -s "$here/ticket.lua" "$(node "$follower")" \
-      -- /gate/gate/check "$dir/gate.tickets" cookie-name "$cookie"
-    read_step "$run" "$label" "status, waiting (follower)" -s "$here/ticket.lua" "$(node "$follower")" \
-      -- /v1/rooms/line/status "$dir/line.tickets"
-    read_step "$run" "$label" "status, admitted (follower)" -s "$here/ticket.lua" "$(node "$follower")" \
-      -- /v1/rooms/gate/status "$dir/gate.tickets"
-    join_step "$run" "$label" "joins, leader, 64" "$leader" 64
-    join_step "$run" "$label" "joins, follower, 64" "$follower" 64
-    join_step "$run" "$label" "joins, leader, 256" "$leader" 256
+    if [ "$only" != joins ]; then
+      read_step "$run" "$label" "hello-world" "http://127.0.0.1:$base/"
+      read_step "$run" "$label" "gate check (follower)" -s "$here/ticket.lua" "$(node "$follower")" \
+        -- /gate/gate/check "$dir/gate.tickets" cookie-name "$cookie"
+      read_step "$run" "$label" "status, waiting (follower)" -s "$here/ticket.lua" "$(node "$follower")" \
+        -- /v1/rooms/line/status "$dir/line.tickets"
+      read_step "$run" "$label" "status, admitted (follower)" -s "$here/ticket.lua" "$(node "$follower")" \
+        -- /v1/rooms/gate/status "$dir/gate.tickets"
+    fi
+    if [ "$only" != reads ]; then
+      join_step "$run" "$label" "joins, leader, 64" "$leader" 64
+      join_step "$run" "$label" "joins, follower, 64" "$follower" 64
+      join_step "$run" "$label" "joins, leader, 256" "$leader" 256
+    fi
     stop_cluster
   done
-  if [ "$jepsen" != none ]; then
+  if [ "$jepsen" != none ] && [ "$only" = all ]; then
     "$jepsen" bench --only etcd --secs "$secs" --out "$dir/etcd-$run" > "$dir/etcd.out"
     own=$(sed -n 's/^summary: etcd joins (own room, 64 clients) \([0-9]*\)\/s.*/\1/p' "$dir/etcd.out")
     put=$(sed -n 's/.*etcd puts (256 clients) \([0-9]*\)\/s.*/\1/p' "$dir/etcd.out")
