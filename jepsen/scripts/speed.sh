@@ -12,9 +12,11 @@
 # system) of all processes — the three nodes and wrk — per successful join.
 # Every run repeats all of it; the end prints each figure's median over the runs.
 #
-# Usage: jepsen/scripts/speed.sh [-s SECS] [-r RUNS] [-l true|false] [-j SLUICE_JEPSEN] [LABEL=]BIN_DIR...
+# Usage: jepsen/scripts/speed.sh [-s SECS] [-r RUNS] [-l true|false] [-o STEPS] [-j SLUICE_JEPSEN] [LABEL=]BIN_DIR[@noledger]...
 #   BIN_DIR  a directory holding a release `sluice` (e.g. "$CARGO_TARGET_DIR/release"); builds
-#            that do not know a setting (per-address limits, token reuse, the ledger) run without it
+#            that do not know a setting (per-address limits, token reuse, the ledger) run without
+#            it; `@noledger` runs that build with `[ledger] enabled = false` (the same build may be
+#            named twice, with and without, to measure what the ledger costs in one run)
 #   -s       seconds per step (default 10)
 #   -r       runs (default 3)
 #   -l       the nodes' `[ledger] enabled` (default true)
@@ -46,8 +48,10 @@ shift $((OPTIND - 1))
 here=$(cd "$(dirname "$0")" && pwd)
 labels=()
 bins=()
+ledgers=()
 for a in "$@"; do
-  if [[ $a == *=* ]]; then labels+=("${a%%=*}"); bins+=("${a#*=}"); else labels+=("$a"); bins+=("$a"); fi
+  if [[ $a == *=* ]]; then labels+=("${a%%=*}"); a=${a#*=}; else labels+=("$a"); fi
+  if [[ $a == *@noledger ]]; then bins+=("${a%@noledger}"); ledgers+=(false); else bins+=("$a"); ledgers+=("$ledger"); fi
 done
 for b in "${bins[@]}"; do [ -x "$b/sluice" ] || { echo "no sluice in $b" >&2; exit 2; }; done
 own=${CARGO_TARGET_DIR:-$here/../../target}/release
@@ -72,13 +76,14 @@ base=$((20000 + RANDOM % 5000))
 pids+=($!)
 node() { echo "http://127.0.0.1:$((base + 10 + $1))"; }
 
-# Starts a 3-node cluster of the build in $1 (fresh data); sets leader, follower, node_pids.
+# Starts a 3-node cluster of the build in $1, ledger kept or not as $2 says (fresh data); sets
+# leader, follower, node_pids.
 start_cluster() {
-  local bin=$1 i peers="" extra_limits="" extra_tokens="" extra=""
+  local bin=$1 keep=$2 i peers="" extra_limits="" extra_tokens="" extra=""
   grep -qa requests_per_address_max "$bin/sluice" && extra_limits="requests_per_address_max = 1000000"
   grep -qa admission_token_reuse "$bin/sluice" && extra_tokens="admission_token_reuse = true"
   grep -qa retention_days "$bin/sluice" && extra="[ledger]
-enabled = $ledger"
+enabled = $keep"
   rm -rf "$dir/n1" "$dir/n2" "$dir/n3"
   for i in 1 2 3; do
     peers+="[[peers]]
@@ -192,7 +197,7 @@ for run in $(seq "$runs"); do
   for k in "${!bins[@]}"; do
     label=${labels[$k]}
     bin=${bins[$k]}
-    start_cluster "$bin"
+    start_cluster "$bin" "${ledgers[$k]}"
     echo "run $run, $label: leader $leader, follower $follower" >&2
     put_room gate '{"capacity": 10000000, "admit_per_minute": 60000000, "admit_burst": 1000000, "session_ttl_secs": 3600}'
     put_room line '{"paused": true, "max_waiting": 10000000, "waiter_ttl_secs": 86400}'
