@@ -5,8 +5,8 @@ use crate::rejection::Rejection;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-/// A visitor's 128-bit identifier. Sluice issues it from OS randomness at the edge; inside the
-/// state machine it is only data.
+/// A visitor's 128-bit identifier. Sluice draws it at the edge (from a generator seeded with OS
+/// randomness); inside the state machine it is only data.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Default)]
 pub struct VisitorId(pub [u8; 16]);
 
@@ -37,8 +37,16 @@ impl std::hash::Hash for VisitorId {
 }
 
 impl fmt::Display for VisitorId {
+    /// 32 lower-case hex digits (written without the formatting machinery: the gate puts one
+    /// in every answer's `x-sluice-visitor`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:032x}", self.as_u128())
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut out = [0u8; 32];
+        for (i, b) in self.0.iter().enumerate() {
+            out[2 * i] = DIGITS[usize::from(b >> 4)];
+            out[2 * i + 1] = DIGITS[usize::from(b & 15)];
+        }
+        f.write_str(std::str::from_utf8(&out).expect("hex digits are ASCII"))
     }
 }
 
@@ -405,6 +413,22 @@ mod tests {
         for bad in ["", "-a", "A", "a_b", "a b", "é", &"a".repeat(65)] {
             let err = validate_name("room", bad).unwrap_err();
             assert_eq!(err.field(), Some("room"), "{bad}");
+        }
+    }
+
+    /// The id reads as its big-endian value in 32 zero-padded lower-case hex digits.
+    #[test]
+    fn visitor_id_displays_as_its_value_in_hex() {
+        for v in [
+            0u128,
+            1,
+            0xab,
+            u128::MAX,
+            0x0123_4567_89ab_cdef_fedc_ba98_7654_3210,
+        ] {
+            let id = VisitorId::from_u128(v);
+            assert_eq!(id.to_string(), format!("{v:032x}"));
+            assert_eq!(VisitorId::parse_hex(&id.to_string()), Some(id));
         }
     }
 
