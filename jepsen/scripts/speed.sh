@@ -20,6 +20,8 @@
 #   -s       seconds per step (default 10)
 #   -r       runs (default 3)
 #   -l       the nodes' `[ledger] enabled` (default true)
+#   -t       the nodes' `[tokens] admission_token_reuse` (default true; false signs a token on
+#            every admitted status read)
 #   -o       only these steps: reads or joins (default: all)
 #   -j       the sluice-jepsen binary for the etcd anchors (default: this workspace's release
 #            build, "$CARGO_TARGET_DIR/release"; "none" skips them)
@@ -28,23 +30,26 @@
 # Needs wrk, curl, python3 and, for the anchors, etcd. Results (one line per figure) go to
 # speed-results.tsv in the working directory.
 set -euo pipefail
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2; exit 2; }
 secs=10
 runs=3
 ledger=true
 jepsen=""
 only=all
-while getopts "s:r:l:j:o:" o; do
+reuse=true
+while getopts "s:r:l:j:o:t:" o; do
   case $o in
     s) secs=$OPTARG ;;
     r) runs=$OPTARG ;;
     l) ledger=$OPTARG ;;
     j) jepsen=$OPTARG ;;
     o) only=$OPTARG ;;
-    *) sed -n '2,23p' "$0"; exit 2 ;;
+    t) reuse=$OPTARG ;;
+    *) usage ;;
   esac
 done
 shift $((OPTIND - 1))
-[ $# -ge 1 ] || { sed -n '2,23p' "$0"; exit 2; }
+[ $# -ge 1 ] || usage
 here=$(cd "$(dirname "$0")" && pwd)
 labels=()
 bins=()
@@ -81,7 +86,7 @@ node() { echo "http://127.0.0.1:$((base + 10 + $1))"; }
 start_cluster() {
   local bin=$1 keep=$2 i peers="" extra_limits="" extra_tokens="" extra=""
   grep -qa requests_per_address_max "$bin/sluice" && extra_limits="requests_per_address_max = 1000000"
-  grep -qa admission_token_reuse "$bin/sluice" && extra_tokens="admission_token_reuse = true"
+  grep -qa admission_token_reuse "$bin/sluice" && extra_tokens="admission_token_reuse = $reuse"
   grep -qa retention_days "$bin/sluice" && extra="[ledger]
 enabled = $keep"
   rm -rf "$dir/n1" "$dir/n2" "$dir/n3"
@@ -277,7 +282,8 @@ def cell(b, f):
         ratio = " (%.2f× etcd put)" % (m / etcd_put)
     return "%.0f%s [%s]" % (m, ratio, runs)
 for f in figs:
-    print("| %s | " % f + " | ".join(cell(b, f) for b in labels) + " |")
+    if any((b, f) in med for b in labels):
+        print("| %s | " % f + " | ".join(cell(b, f) for b in labels) + " |")
 if etcd_join:
     print("| etcd join, own room, 64 | %.0f [%s] |" % (etcd_join, "/".join("%.0f" % x for x in vals[("etcd", "etcd join, own room, 64")])))
 if etcd_put:
