@@ -444,7 +444,7 @@ impl Command {
 
 /// A credential's id as the audit log shows it: 32 lowercase hex digits.
 fn hex16(id: &[u8; 16]) -> String {
-    id.iter().map(|b| format!("{b:02x}")).collect()
+    String::from_utf8(crate::types::hex16(id).to_vec()).expect("hex digits are ASCII")
 }
 
 /// One log entry's worth of commands, stamped by the leader.

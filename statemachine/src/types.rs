@@ -40,14 +40,19 @@ impl fmt::Display for VisitorId {
     /// 32 lower-case hex digits (written without the formatting machinery: the gate puts one
     /// in every answer's `x-sluice-visitor`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        const DIGITS: &[u8; 16] = b"0123456789abcdef";
-        let mut out = [0u8; 32];
-        for (i, b) in self.0.iter().enumerate() {
-            out[2 * i] = DIGITS[usize::from(b >> 4)];
-            out[2 * i + 1] = DIGITS[usize::from(b & 15)];
-        }
-        f.write_str(std::str::from_utf8(&out).expect("hex digits are ASCII"))
+        f.write_str(std::str::from_utf8(&hex16(&self.0)).expect("hex digits are ASCII"))
     }
+}
+
+/// 16 bytes as 32 lower-case hex digits (ASCII), in order: visitor ids, credential ids.
+pub(crate) fn hex16(bytes: &[u8; 16]) -> [u8; 32] {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = [0u8; 32];
+    for (i, b) in bytes.iter().enumerate() {
+        out[2 * i] = DIGITS[usize::from(b >> 4)];
+        out[2 * i + 1] = DIGITS[usize::from(b & 15)];
+    }
+    out
 }
 
 impl fmt::Debug for VisitorId {
