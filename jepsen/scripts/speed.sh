@@ -271,8 +271,7 @@ def cell(b, f):
     if m is None:
         return "—"
     h = med.get((b, "hello-world"))
-    runs = "/".join("%.0f" % x for x in vals[(b, f)]) if not f.endswith("cpu_us") else \
-        "/".join("%.0f" % x for x in vals[(b, f)])
+    runs = "/".join("%.0f" % x for x in vals[(b, f)])
     ratio = ""
     if f in ("gate check (follower)", "status, waiting (follower)", "status, admitted (follower)") and h:
         ratio = " (%.2f× hello)" % (m / h)
