@@ -78,7 +78,10 @@
       .then(function (c) {
         var began = Date.now();
         var p = c.parameters, n = Math.min(4, navigator.hardwareConcurrency || 2);
-        var from = p.data.start, to = from + p.data.work, tried = [], workers = [], left = n;
+        // A prefix of d hex digits takes 16^d tries on average; the bar shows the chance of
+        // having found it by now.
+        var from = p.data.start, to = p.data.end, tried = [], workers = [], left = n;
+        var mean = Math.pow(16, p.keyPrefix.length);
         for (var i = 0; i < n; i++) {
           (function (i) {
             var w = new Worker('/assets/pow.js');
@@ -87,7 +90,7 @@
             w.onmessage = function (e) {
               tried[i] = e.data.tried;
               var sum = tried.reduce(function (a, b) { return a + b; }, 0);
-              bar.value = Math.min(1, sum / p.data.work);
+              bar.value = 1 - Math.exp(-sum / mean);
               pct.textContent = Math.floor(100 * bar.value) + ' %';
               if (e.data.derivedKey) {
                 workers.forEach(function (x) { x.terminate(); });

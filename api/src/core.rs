@@ -340,7 +340,11 @@ impl Sluice {
         proof: &JoinProof<'_>,
     ) -> Result<Command, ApiError> {
         let terms = |st: &sluice_raft::SmState| st.sm.join_terms(room);
-        let (policy, waiting) = match self.node.read(terms) {
+        let sluice_statemachine::JoinTerms {
+            policy,
+            waiting,
+            created_at_ms,
+        } = match self.node.read(terms) {
             Ok((Some(t), _)) => t,
             // A room this node does not know may have been made a moment ago: ask again at
             // the leader's commit (a round trip). A room that does not exist costs no log
@@ -394,11 +398,7 @@ impl Sluice {
             return Err(ApiError::from(Rejection::InviteOnly));
         }
         let challenge = match (&policy.proof_of_work, proof.altcha) {
-            (Some(_), Some(proof)) => Some(
-                self.pow
-                    .verify(room, proof, self.now_secs())
-                    .map_err(ApiError::from)?,
-            ),
+            (Some(_), Some(proof)) => Some(self.check_solution(room, created_at_ms, proof).await?),
             (Some(rule), None) if fresh => {
                 return Err(ApiError::from(Rejection::ChallengeRequired {
                     work: rule.work_at(waiting),
@@ -464,17 +464,17 @@ impl Sluice {
         })
     }
 
-    /// A proof-of-work challenge for a join to `room`, as hard as the room's rule asks now
-    /// (derived on a blocking thread; `busy` when the node derives as many as it allows).
-    pub async fn challenge(&self, room: &str) -> Result<crate::pow::Challenge, ApiError> {
+    /// A proof-of-work challenge for a join to `room`, as hard as the room's rule asks now. It
+    /// costs one MAC: the node derives nothing to issue it.
+    pub fn challenge(&self, room: &str) -> Result<crate::pow::Challenge, ApiError> {
         Self::check_room(room)?;
-        let (policy, waiting) = self
+        let terms = self
             .node
             .read(|st| st.sm.join_terms(room))
             .map_err(ApiError::from)?
             .0
             .ok_or_else(|| ApiError::from(Rejection::RoomNotFound))?;
-        let Some(rule) = policy.proof_of_work else {
+        let Some(rule) = terms.policy.proof_of_work else {
             return Err(ApiError::new(
                 StatusCode::NOT_FOUND,
                 "challenge_not_required",
@@ -482,26 +482,47 @@ impl Sluice {
             ));
         };
         let mut random = [0u8; 36];
-        getrandom::fill(&mut random).map_err(|e| {
+        crate::text::random_fill(&mut random).map_err(|e| {
             ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
         })?;
-        self.pow
-            .issue_bounded(
-                room,
-                rule.work_at(waiting),
-                rule.cost,
-                self.now_secs(),
-                random,
+        Ok(self.pow.issue(
+            room,
+            terms.created_at_ms,
+            rule.work_at(terms.waiting),
+            rule.cost,
+            self.now_secs(),
+            random,
+        ))
+    }
+
+    /// Checks a proof-of-work solution for `room` (made at `created`): the cheap checks, then
+    /// that the challenge is unused here (a used one would be refused when applied, so it costs
+    /// no derivation), then the derivation on one of the node's bounded blocking threads.
+    async fn check_solution(
+        &self,
+        room: &str,
+        created: u64,
+        payload: &str,
+    ) -> Result<sluice_statemachine::ChallengeUse, ApiError> {
+        let claim = self
+            .pow
+            .claim(room, created, payload, self.now_secs())
+            .map_err(ApiError::from)?;
+        let id = claim.used.id;
+        if let Ok((true, _)) = self.node.read(|st| st.sm.challenge_used(room, &id)) {
+            return Err(ApiError::from(Rejection::ChallengeInvalid {
+                reason: "the challenge was used already".into(),
+            }));
+        }
+        match self.pow.check_bounded(claim).await {
+            Some(checked) => checked.map_err(ApiError::from),
+            None => Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "busy",
+                "this node is checking as many solutions as it can at once; send it again",
             )
-            .await
-            .ok_or_else(|| {
-                ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "busy",
-                    "this node is deriving as many challenges as it allows; ask again",
-                )
-                .retry(1)
-            })
+            .retry(1)),
+        }
     }
 
     /// Joins (or resumes a place), for a client at `client` (when known).

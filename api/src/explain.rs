@@ -1289,6 +1289,7 @@ mod tests {
             draw,
             newest_eta_secs: None,
             text_color: None,
+            challenges_remembered: 0,
         }
     }
 

@@ -294,6 +294,7 @@ mod tests {
             draw: None,
             newest_eta_secs: Some(90),
             text_color: None,
+            challenges_remembered: 0,
         }
     }
 

@@ -205,7 +205,7 @@ async fn join(
     responses((status = 200, description = "the challenge: {parameters, signature}"),
         (status = 404, description = "unknown room, or challenge_not_required")))]
 async fn challenge(State(app): AppState, Path(room): Path<String>) -> Response {
-    match app.sluice.challenge(&room).await {
+    match app.sluice.challenge(&room) {
         Ok(c) => {
             let mut r = axum::Json(c).into_response();
             r.headers_mut()

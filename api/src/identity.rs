@@ -25,10 +25,22 @@ pub struct IdentityConfig {
     /// The `iss` assertions must carry, if set.
     #[serde(default)]
     pub issuer: Option<String>,
-    /// The `aud` assertions must carry, if set.
+    /// The `aud` assertions must carry, if set. One of `issuer` and `audience` must be set:
+    /// without either, any token the shop signs with the same key, for any purpose, would do.
     #[serde(default)]
     pub audience: Option<String>,
+    /// The longest an assertion may be valid, seconds: its `exp` at most this far ahead, and its
+    /// `iat`, when it has one, at most this long ago (default 3,600; at most 86,400).
+    #[serde(default)]
+    pub max_age_secs: Option<u64>,
 }
+
+/// The default of [`IdentityConfig::max_age_secs`].
+pub const MAX_AGE_SECS_DEFAULT: u64 = 3_600;
+/// The largest [`IdentityConfig::max_age_secs`].
+pub const MAX_AGE_SECS_MAX: u64 = 86_400;
+/// Clock skew allowed between the shop and the node, seconds.
+const LEEWAY_SECS: u64 = 30;
 
 impl IdentityConfig {
     /// The verifier: the secret decoded, the JWKS file read.
@@ -75,6 +87,9 @@ pub enum IdentityError {
 #[derive(Deserialize)]
 struct Claims {
     sub: String,
+    exp: u64,
+    #[serde(default)]
+    iat: Option<u64>,
     /// The priority lane the shop places this customer in (a member, a presale buyer).
     #[serde(default)]
     lane: Option<String>,
@@ -95,6 +110,7 @@ pub struct IdentityKeys {
     jwks: jsonwebtoken::jwk::JwkSet,
     issuer: Option<String>,
     audience: Option<String>,
+    max_age_secs: u64,
 }
 
 impl std::fmt::Debug for IdentityKeys {
@@ -127,11 +143,25 @@ impl IdentityKeys {
         if hmac_secret.is_none() && jwks.keys.is_empty() {
             return Err("[identity] needs hmac_secret or jwks_file".into());
         }
+        if cfg.issuer.is_none() && cfg.audience.is_none() {
+            return Err(
+                "[identity] needs issuer or audience (or both): without them any token \
+                 the shop signs with this key, for any purpose, would be taken as an assertion"
+                    .into(),
+            );
+        }
+        let max_age_secs = cfg.max_age_secs.unwrap_or(MAX_AGE_SECS_DEFAULT);
+        if !(1..=MAX_AGE_SECS_MAX).contains(&max_age_secs) {
+            return Err(format!(
+                "identity.max_age_secs must be between 1 and {MAX_AGE_SECS_MAX}"
+            ));
+        }
         Ok(IdentityKeys {
             hmac: hmac_secret.map(|s| DecodingKey::from_secret(&s)),
             jwks,
             issuer: cfg.issuer.clone(),
             audience: cfg.audience.clone(),
+            max_age_secs,
         })
     }
 
@@ -142,6 +172,14 @@ impl IdentityKeys {
 
     /// What a valid assertion says: its subject, and the lane it names.
     pub fn verify_assertion(&self, token: &str) -> Result<Assertion, IdentityError> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        self.verify_at(token, now)
+    }
+
+    /// [`verify_assertion`](Self::verify_assertion) at `now` (seconds since the epoch).
+    pub fn verify_at(&self, token: &str, now: u64) -> Result<Assertion, IdentityError> {
         if token.len() > ASSERTION_BYTES_MAX {
             return Err(IdentityError::TooLong);
         }
@@ -167,7 +205,8 @@ impl IdentityKeys {
         };
         let mut v = Validation::new(header.alg);
         v.set_required_spec_claims(&["exp", "sub"]);
-        v.leeway = 30;
+        v.leeway = LEEWAY_SECS;
+        v.validate_nbf = true;
         match &self.issuer {
             Some(iss) => v.set_issuer(&[iss]),
             None => v.iss = None,
@@ -177,6 +216,31 @@ impl IdentityKeys {
             None => v.validate_aud = false,
         }
         let data = jsonwebtoken::decode::<Claims>(token, &key, &v).map_err(|e| invalid(&e))?;
+        // jsonwebtoken checked `exp` and `nbf` against its own clock; the age, against `now`.
+        let longest = self.max_age_secs + LEEWAY_SECS;
+        if data.claims.exp > now.saturating_add(longest) {
+            return Err(invalid(&format!(
+                "valid for longer than {} s (identity.max_age_secs)",
+                self.max_age_secs
+            )));
+        }
+        if data
+            .claims
+            .iat
+            .is_some_and(|iat| iat.saturating_add(longest) < now)
+        {
+            return Err(invalid(&format!(
+                "issued more than {} s ago (identity.max_age_secs)",
+                self.max_age_secs
+            )));
+        }
+        if data
+            .claims
+            .iat
+            .is_some_and(|iat| iat > now.saturating_add(LEEWAY_SECS))
+        {
+            return Err(invalid(&"issued in the future"));
+        }
         let sub = data.claims.sub;
         let lane = data
             .claims
@@ -214,6 +278,7 @@ mod tests {
     fn keys(issuer: Option<&str>) -> IdentityKeys {
         let cfg = IdentityConfig {
             issuer: issuer.map(str::to_string),
+            audience: issuer.is_none().then(|| "sluice".to_string()),
             ..IdentityConfig::default()
         };
         IdentityKeys::new(&cfg, Some(vec![3; 32]), None).unwrap()
@@ -228,10 +293,68 @@ mod tests {
         .unwrap()
     }
 
+    fn now() -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+    }
+
+    /// Without `issuer` or `audience`, any token the shop signs would do: refused at start, as
+    /// is a maximum age out of range.
+    #[test]
+    fn a_configuration_must_bind_assertions_to_their_purpose() {
+        let none = IdentityConfig::default();
+        let e = IdentityKeys::new(&none, Some(vec![3; 32]), None).unwrap_err();
+        assert!(e.contains("issuer or audience"), "{e}");
+        let aud = IdentityConfig {
+            audience: Some("sluice".into()),
+            ..IdentityConfig::default()
+        };
+        assert!(IdentityKeys::new(&aud, Some(vec![3; 32]), None).is_ok());
+        for age in [0, MAX_AGE_SECS_MAX + 1] {
+            let cfg = IdentityConfig {
+                max_age_secs: Some(age),
+                ..aud.clone()
+            };
+            let e = IdentityKeys::new(&cfg, Some(vec![3; 32]), None).unwrap_err();
+            assert!(e.contains("max_age_secs"), "{e}");
+        }
+    }
+
+    /// `nbf` in the future, `exp` further ahead than the maximum age, `iat` older than it or in
+    /// the future: refused; the same token within the bounds passes.
+    #[test]
+    fn an_assertion_is_short_lived_and_already_valid() {
+        let k = keys(Some("shop"));
+        let now = now();
+        let claims = |extra: serde_json::Value| {
+            let mut c = serde_json::json!({"sub": "c-1", "iss": "shop", "exp": now + 600});
+            for (key, v) in extra.as_object().unwrap() {
+                c[key] = v.clone();
+            }
+            token(&[3; 32], c)
+        };
+        assert!(k
+            .verify(&claims(
+                serde_json::json!({"iat": now - 60, "nbf": now - 60})
+            ))
+            .is_ok());
+        for bad in [
+            serde_json::json!({"nbf": now + 600}),
+            serde_json::json!({"exp": now + MAX_AGE_SECS_DEFAULT + 120}),
+            serde_json::json!({"exp": 4_000_000_000u64}),
+            serde_json::json!({"iat": now - MAX_AGE_SECS_DEFAULT - 120}),
+            serde_json::json!({"iat": now + 600}),
+        ] {
+            assert!(k.verify(&claims(bad.clone())).is_err(), "{bad}");
+        }
+    }
+
     #[test]
     fn only_a_valid_assertion_names_a_subject() {
         let k = keys(Some("shop"));
-        let exp = 4_000_000_000u64;
+        let exp = now() + 600;
         let good = token(
             &[3; 32],
             serde_json::json!({"sub": "c-1", "iss": "shop", "exp": exp}),

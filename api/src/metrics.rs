@@ -202,7 +202,7 @@ fn render_rooms(w: &mut String, sluice: &Sluice) {
         .map(|(r, _)| r)
         .unwrap_or_default();
     type RoomGetter = fn(&sluice_statemachine::RoomView) -> u64;
-    let gauges: [(&str, &str, RoomGetter); 7] = [
+    let gauges: [(&str, &str, RoomGetter); 8] = [
         ("sluice_room_waiting", "Visitors waiting in line.", |r| {
             r.waiting
         }),
@@ -228,6 +228,12 @@ fn render_rooms(w: &mut String, sluice: &Sluice) {
                 sluice_statemachine::Health::Slow => 1,
                 sluice_statemachine::Health::Down => 2,
             },
+        ),
+        (
+            "sluice_room_challenges_remembered",
+            "Used proof-of-work challenges the room remembers until they expire; at 1,000,000 \
+             joins that take a place are refused (limit_reached) until some expire.",
+            |r| r.challenges_remembered,
         ),
         (
             "sluice_room_origin_health_changed_timestamp_seconds",

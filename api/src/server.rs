@@ -445,13 +445,14 @@ fn node_config(
         .map(|a| a.node_config())
         .transpose()
         .map_err(anyhow::Error::msg)?;
-    match cfg.draw_key().map_err(anyhow::Error::msg)? {
-        Some(key) => nc.draw_key = key,
-        None => tracing::warn!(
-            "no tokens.draw_secret or tokens.cluster_secret: lottery draws and shuffles derive \
-             from a key anyone can know, so anyone can predict them"
-        ),
-    }
+    nc.draw_key = cfg.draw_key().map_err(anyhow::Error::msg)?.ok_or_else(|| {
+        anyhow::anyhow!(
+            "no tokens.draw_secret or tokens.cluster_secret: lottery draws and shuffles would \
+             derive from a key anyone can know, so anyone could predict them; set \
+             tokens.draw_secret (the same on every node; `sluice keygen` makes one)"
+        )
+    })?;
+    draw_key_unchanged(&cfg.data_dir, &nc.draw_key)?;
     let secret = |s: &[u8]| {
         sluice_raft::auth::ClusterSecret::new(s)
             .map_err(|e| anyhow::anyhow!("tokens.cluster_secret: {e}"))
@@ -885,5 +886,61 @@ impl Running {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+}
+
+/// The file in a node's data directory that names its draw key (a one-way fingerprint).
+const DRAW_KEY_FILE: &str = "draw-key-fingerprint";
+
+/// Refuses a draw key other than the one this data directory's state was applied with: the
+/// state machine derives rooms' draw secrets from it while applying, so a node that replays its
+/// log with another key commits to other secrets than its peers and its state diverges. (A
+/// changed `tokens.cluster_secret` without `tokens.draw_secret` is the usual way to get here.)
+/// A data directory without the file takes the key it is given.
+fn draw_key_unchanged(
+    data_dir: &std::path::Path,
+    key: &sluice_statemachine::draw::DrawKey,
+) -> anyhow::Result<()> {
+    let fingerprint = crate::text::hex(
+        &blake3::derive_key("sluice 2026-12 draw key fingerprint v1", &key.0)[..16],
+    );
+    let path = data_dir.join(DRAW_KEY_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(known) if known.trim() == fingerprint => Ok(()),
+        Ok(_) => anyhow::bail!(
+            "the draw key differs from the one {} was applied with (tokens.cluster_secret \
+             changed while tokens.draw_secret is not set?): this node would derive other draw \
+             secrets than its peers and its state would diverge. Set tokens.draw_secret to the \
+             secret the draw key came from before (the old cluster_secret), on every node",
+            data_dir.display()
+        ),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(data_dir)?;
+            std::fs::write(&path, format!("{fingerprint}\n"))?;
+            Ok(())
+        }
+        Err(e) => Err(anyhow::anyhow!("{}: {e}", path.display())),
+    }
+}
+
+#[cfg(test)]
+mod draw_key_tests {
+    use sluice_statemachine::draw::DrawKey;
+
+    /// A data directory remembers its draw key: the same key starts, another is refused with
+    /// what to do, and the file holds no key.
+    #[test]
+    fn a_data_directory_keeps_its_draw_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = DrawKey::from_secret(b"the first cluster secret, 32 b!!");
+        let b = DrawKey::from_secret(b"the other cluster secret, 32 b!!");
+        super::draw_key_unchanged(dir.path(), &a).unwrap();
+        super::draw_key_unchanged(dir.path(), &a).unwrap();
+        let e = super::draw_key_unchanged(dir.path(), &b)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("tokens.draw_secret"), "{e}");
+        let file = std::fs::read_to_string(dir.path().join(super::DRAW_KEY_FILE)).unwrap();
+        assert!(!file.contains(&crate::text::hex(&a.0)), "{file}");
     }
 }

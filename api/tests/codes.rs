@@ -875,6 +875,27 @@ async fn the_dashboard_sets_lanes_makes_codes_and_shows_their_use() {
         .unwrap()
         .to_string();
     assert_eq!(code.len(), 19, "{code}");
+    // A validity past any sense (it overflowed before), none, or not a number: refused with
+    // the field's name, and no batch is made.
+    for hours in ["18446744073709551615", "0", "-1", "1e9", "87601"] {
+        let (s, html) = dashboard_post(
+            &c,
+            &http,
+            &cookie,
+            "/admin/rooms/d/action",
+            &[
+                ("csrf", &csrf),
+                ("action", "codes_create"),
+                ("count", "1"),
+                ("uses", "1"),
+                ("expires_hours", hours),
+                ("label", "too long"),
+            ],
+        )
+        .await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{hours}: {html}");
+        assert!(html.contains("expires_hours"), "{hours}: {html}");
+    }
     let (s, v) = join_with(&c, 1, "d", json!({"code": code})).await;
     assert_eq!(
         (s, v["lane"].as_str()),

@@ -6,9 +6,14 @@ solves proofs of work natively; and the share of honest winners of a lottery wit
 
 The node must believe X-Forwarded-For from 127.0.0.1 (`trusted_proxies = ["127.0.0.1"]`), so
 that one process can play many addresses, and must have `[identity]` with the HS256 secret given
-here (base64 of SHOP_SECRET). Example (one node, release build):
+here (base64 of SHOP_SECRET) and `issuer = "shop"`. Example (one node, release build):
 
     python3 jepsen/scripts/attack.py http://127.0.0.1:8080 "$(cat admin-token)" --seconds 10
+
+`flood` measures honest visitors who solve, joining without and then during a flood of requests
+for challenges from 1,000 addresses (wrk with jepsen/scripts/challenge_flood.lua):
+
+    python3 jepsen/scripts/attack.py http://127.0.0.1:8080 "$(cat admin-token)" flood --seconds 10
 
 `presolve` prepares an independent generator's run instead: it makes room ROOM with the given
 proof-of-work rule (or none), and writes COUNT join bodies, each with its own solved challenge,
@@ -54,13 +59,13 @@ def cpu():
     return r.ru_utime + r.ru_stime
 
 
-def solve(base, name):
-    s, c = call(base, "GET", f"/v1/rooms/{name}/challenge")
+def solve(base, name, headers=None):
+    s, c = call(base, "GET", f"/v1/rooms/{name}/challenge", headers=headers)
     p = c["parameters"]
-    nonce, salt, prefix = (bytes.fromhex(p[k]) for k in ("nonce", "salt", "keyPrefix"))
-    for counter in range(p["data"]["start"], p["data"]["start"] + p["data"]["work"]):
+    nonce, salt, prefix = bytes.fromhex(p["nonce"]), bytes.fromhex(p["salt"]), p["keyPrefix"]
+    for counter in range(p["data"]["start"], p["data"]["end"]):
         key = hashlib.pbkdf2_hmac("sha256", nonce + counter.to_bytes(4, "big"), salt, p["cost"], 32)
-        if key.startswith(prefix):
+        if key.hex().startswith(prefix):
             return base64.b64encode(json.dumps({"challenge": c, "solution": {
                 "counter": counter, "derivedKey": key.hex()}}).encode()).decode()
 
@@ -165,6 +170,60 @@ def only_throughput(a):
               flush=True)
 
 
+def flood(a):
+    """Honest visitors who solve, joining for `seconds` without a flood and then while wrk asks
+    for challenges from `addresses` addresses (jepsen/scripts/challenge_flood.lua, never
+    solving): honest joins per second in each, their ratio, and the challenges the node answered
+    per second under the flood. Each honest visitor comes from an address of its own."""
+    import os, subprocess
+    room(a.base, a.token, a.room, {"proof_of_work": {"work": a.work, "cost": a.cost}})
+    count = [0]
+
+    def honest(seconds):
+        stop, joined, tried = time.time() + seconds, 0, 0
+
+        def one(_):
+            count[0] += 1
+            n = count[0]
+            h = {"X-Forwarded-For": f"172.{16 + (n >> 16) % 16}.{(n >> 8) & 255}.{n & 255}"}
+            altcha = solve(a.base, a.room, h)
+            s, _ = call(a.base, "POST", f"/v1/rooms/{a.room}/join", {"altcha": altcha},
+                        headers=h)
+            return s == 200
+
+        with cf.ThreadPoolExecutor(a.workers) as ex:
+            futures = set()
+            while time.time() < stop:
+                while len(futures) < a.workers * 2:
+                    futures.add(ex.submit(one, None))
+                done, futures = cf.wait(futures, return_when=cf.FIRST_COMPLETED)
+                for f in done:
+                    tried += 1
+                    joined += f.result()
+            for f in futures:
+                f.result()
+        return joined / seconds, tried
+
+    quiet, quiet_tried = honest(a.seconds)
+    lua = os.path.join(os.path.dirname(os.path.abspath(__file__)), "challenge_flood.lua")
+    wrk = subprocess.Popen(["wrk", "-t1", f"-c{a.connections}", f"-d{a.seconds + 2:.0f}s",
+                            "-s", lua, f"{a.base}/v1/rooms/{a.room}/challenge", "--",
+                            str(a.addresses)], stdout=subprocess.PIPE, text=True)
+    # Let the flood reach its pace before the honest visitors start.
+    time.sleep(1)
+    flooded, flooded_tried = honest(a.seconds)
+    out, _ = wrk.communicate()
+    rate = next((float(l.split()[1]) for l in out.splitlines() if l.startswith("Requests/sec")), 0)
+    refused = next((int(l.split()[-1]) for l in out.splitlines() if "Non-2xx" in l), 0)
+    print(json.dumps({"work": a.work, "cost": a.cost, "honest_workers": a.workers,
+                      "honest_joins_per_s_quiet": round(quiet, 1),
+                      "honest_joins_per_s_flooded": round(flooded, 1),
+                      "ratio": round(flooded / quiet, 2) if quiet else None,
+                      "honest_tried": [quiet_tried, flooded_tried],
+                      "flood_addresses": a.addresses, "flood_connections": a.connections,
+                      "flood_answers_per_s": rate, "flood_non_2xx": refused}), flush=True)
+
+
 def presolve(a):
     entry = {"proof_of_work": {"work": a.work, "cost": a.cost}} if a.work else {}
     room(a.base, a.token, a.room, entry)
@@ -188,9 +247,18 @@ def main():
     pre.add_argument("--work", type=int, default=1, help="0: a room without proof-of-work")
     pre.add_argument("--cost", type=int, default=2000)
     pre.add_argument("--count", type=int, default=40000)
+    fl = sub.add_parser("flood", help="honest joins per second without and with a flood of "
+                        "requests for challenges")
+    fl.add_argument("--room", default="flood")
+    fl.add_argument("--work", type=int, default=20)
+    fl.add_argument("--cost", type=int, default=1000)
+    fl.add_argument("--addresses", type=int, default=1000)
+    fl.add_argument("--connections", type=int, default=64)
     a = ap.parse_args()
     if a.command == "presolve":
         return presolve(a)
+    if a.command == "flood":
+        return flood(a)
     random.seed(1)
     for label, (entry, bot) in POLICIES.items():
         for addresses in (1, 100):
@@ -202,11 +270,7 @@ def main():
         print(json.dumps(lottery(a.base, a.token, label, entry, bot, 20)), flush=True)
     # What checking a proof costs the cluster: joins per minute with a challenge of the default
     # cost but a single counter (so the client's solving is one derivation), against none.
-    for label, entry, bot in [("join throughput, no proof", {}, {}),
-                              ("join throughput, proof (work 1, cost 2000)",
-                               {"proof_of_work": {"work": 1, "cost": 2000}}, {"pow": True})]:
-        print(json.dumps(places(a.base, a.token, a.seconds, label, entry, bot, 100, a.workers)),
-              flush=True)
+    only_throughput(a)
 
 
 if __name__ == "__main__":

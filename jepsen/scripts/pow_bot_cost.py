@@ -21,13 +21,13 @@ def main():
             c = json.load(r)
         p = c["parameters"]
         nonce, salt = bytes.fromhex(p["nonce"]), bytes.fromhex(p["salt"])
-        prefix = bytes.fromhex(p["keyPrefix"])
+        prefix = p["keyPrefix"]
         t = cpu()
-        for counter in range(p["data"]["start"], p["data"]["start"] + p["data"]["work"]):
+        for counter in range(p["data"]["start"], p["data"]["end"]):
             derivations += 1
             key = hashlib.pbkdf2_hmac("sha256", nonce + counter.to_bytes(4, "big"), salt,
                                       p["cost"], p["keyLength"])
-            if key.startswith(prefix):
+            if key.hex().startswith(prefix):
                 break
         spent += cpu() - t
         payload = base64.b64encode(json.dumps({

@@ -22,7 +22,10 @@
 #   -l       the nodes' `[ledger] enabled` (default true)
 #   -t       the nodes' `[tokens] admission_token_reuse` (default true; false signs a token on
 #            every admitted status read)
-#   -o       only these steps: reads or joins (default: all)
+#   -o       only these steps: reads or joins (default: all), or challenges: the issue rate of
+#            proof-of-work challenges on a follower (wrk, 64 connections, from 1,000 addresses)
+#            and `attack.py flood` on the leader (honest visitors who solve, joining without and
+#            during such a flood); not part of the default
 #   -j       the sluice-jepsen binary for the etcd anchors (default: this workspace's release
 #            build, "$CARGO_TARGET_DIR/release"; "none" skips them)
 # With SPEED_PERF=PREFIX set, `perf record -a -g` samples the whole machine for half of each
@@ -84,9 +87,12 @@ node() { echo "http://127.0.0.1:$((base + 10 + $1))"; }
 # Starts a 3-node cluster of the build in $1, ledger kept or not as $2 says (fresh data); sets
 # leader, follower, node_pids.
 start_cluster() {
-  local bin=$1 keep=$2 i peers="" extra_limits="" extra_tokens="" extra=""
+  local bin=$1 keep=$2 i peers="" extra_limits="" extra_tokens="" extra="" extra_proxies=""
   grep -qa requests_per_address_max "$bin/sluice" && extra_limits="requests_per_address_max = 1000000"
+  grep -qa trusted_proxies "$bin/sluice" && extra_proxies='trusted_proxies = ["127.0.0.1"]'
   grep -qa admission_token_reuse "$bin/sluice" && extra_tokens="admission_token_reuse = $reuse"
+  grep -qa draw_secret "$bin/sluice" && extra_tokens+="
+draw_secret = \"YmVuY2gtZHJhdy1zZWNyZXQtb2YtZXhhY3RseS0zMmI=\""
   grep -qa retention_days "$bin/sluice" && extra="[ledger]
 enabled = $keep"
   rm -rf "$dir/n1" "$dir/n2" "$dir/n3"
@@ -108,6 +114,7 @@ grpc_addr = "127.0.0.1:$((base + 20 + i))"
 raft_addr = "127.0.0.1:$((base + 30 + i))"
 bootstrap = $([ "$i" = 1 ] && echo true || echo false)
 admin_token = "$token"
+$extra_proxies
 $peers
 [tokens]
 ticket_keys = [{ id = "b", secret = "YmVuY2gtdGlja2V0LXNlY3JldC1vZi0zMi1ieXRlcyE=" }]
@@ -221,7 +228,7 @@ for run in $(seq "$runs"); do
       curl -sf -H "Cookie: $cookie=$last" "$(node "$follower")/gate/gate/check" > /dev/null && break
       sleep 0.05
     done
-    if [ "$only" != joins ]; then
+    if [ "$only" = all ] || [ "$only" = reads ]; then
       read_step "$run" "$label" "hello-world" "http://127.0.0.1:$base/"
       read_step "$run" "$label" "gate check (follower)" -s "$here/ticket.lua" "$(node "$follower")" \
         -- /gate/gate/check "$dir/gate.tickets" cookie-name "$cookie"
@@ -230,7 +237,22 @@ for run in $(seq "$runs"); do
       read_step "$run" "$label" "status, admitted (follower)" -s "$here/ticket.lua" "$(node "$follower")" \
         -- /v1/rooms/gate/status "$dir/gate.tickets"
     fi
-    if [ "$only" != reads ]; then
+    if [ "$only" = challenges ]; then
+      put_room pow '{"paused": true, "max_waiting": 10000000, "waiter_ttl_secs": 86400, "entry": {"proof_of_work": {"work": 20, "cost": 1000}}}'
+      read_step "$run" "$label" "hello-world" "http://127.0.0.1:$base/"
+      read_step "$run" "$label" "challenges issued (follower)" -s "$here/challenge_flood.lua" \
+        "$(node "$follower")/v1/rooms/pow/challenge" -- 1000
+      python3 "$here/attack.py" "$(node "$leader")" "$token" --seconds "$secs" flood --room flood \
+        > "$dir/flood.json"
+      for f in quiet flooded; do
+        record "$run" "$label" "honest joins, $f" \
+          "$(python3 -c "import json,sys; print(json.load(sys.stdin)['honest_joins_per_s_$f'])" < "$dir/flood.json")"
+      done
+      record "$run" "$label" "flood answers" \
+        "$(python3 -c "import json,sys; print(json.load(sys.stdin)['flood_answers_per_s'])" < "$dir/flood.json")"
+      cat "$dir/flood.json" >&2
+    fi
+    if [ "$only" = all ] || [ "$only" = joins ]; then
       join_step "$run" "$label" "joins, leader, 64" "$leader" 64
       join_step "$run" "$label" "joins, follower, 64" "$follower" 64
       join_step "$run" "$label" "joins, leader, 256" "$leader" 256
@@ -262,7 +284,8 @@ etcd_put = med.get(("etcd", "etcd put, 256"))
 figs = ["hello-world", "gate check (follower)", "status, waiting (follower)",
         "status, admitted (follower)", "joins, leader, 64", "joins, follower, 64",
         "joins, leader, 256", "joins, leader, 64 cpu_us", "joins, follower, 64 cpu_us",
-        "joins, leader, 256 cpu_us"]
+        "joins, leader, 256 cpu_us", "challenges issued (follower)", "honest joins, quiet",
+        "honest joins, flooded", "flood answers"]
 print("medians over %d runs" % max(len(v) for v in vals.values()))
 print("| figure | " + " | ".join(labels) + " |")
 print("|---|" + "---:|" * len(labels))
@@ -279,6 +302,8 @@ def cell(b, f):
         ratio = " (%.1f× etcd join)" % (m / etcd_join)
     elif f == "joins, leader, 256" and etcd_put:
         ratio = " (%.2f× etcd put)" % (m / etcd_put)
+    elif f == "honest joins, flooded" and med.get((b, "honest joins, quiet")):
+        ratio = " (%.2f× quiet)" % (m / med[(b, "honest joins, quiet")])
     return "%.0f%s [%s]" % (m, ratio, runs)
 for f in figs:
     if any((b, f) in med for b in labels):

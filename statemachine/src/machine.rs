@@ -38,6 +38,17 @@ pub struct QueueEntry {
 
 /// The deterministic room engine. Apply the same entries in the same order on any replica and
 /// the state (and its [`digest`](StateMachine::digest)) is the same.
+/// What a join to a room must bring, read from applied state at the edge.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct JoinTerms {
+    /// The room's entry policy.
+    pub policy: crate::EntryPolicy,
+    /// How many wait in line now (which the proof-of-work rule may count).
+    pub waiting: u64,
+    /// When the room was made (log time, ms): what tells a room from an older one of its name.
+    pub created_at_ms: u64,
+}
+
 #[derive(Debug, Default)]
 pub struct StateMachine {
     pub(crate) rooms: BTreeMap<String, Room>,
@@ -942,12 +953,20 @@ impl StateMachine {
         self.rooms.get(room).map(|r| r.created_at_ms)
     }
 
-    /// What a join to `room` must bring: its entry policy, and how many wait in line now (which
-    /// the proof-of-work rule may count).
-    pub fn join_terms(&self, room: &str) -> Option<(crate::EntryPolicy, u64)> {
-        self.rooms
-            .get(room)
-            .map(|r| (r.policy.clone(), r.waiting_len()))
+    /// What a join to `room` must bring.
+    pub fn join_terms(&self, room: &str) -> Option<JoinTerms> {
+        self.rooms.get(room).map(|r| JoinTerms {
+            policy: r.policy.clone(),
+            waiting: r.waiting_len(),
+            created_at_ms: r.created_at_ms,
+        })
+    }
+
+    /// Whether the challenge `id` has minted a place in `room` (and has not expired since the
+    /// room last forgot expired ones): a solution that would be refused as used costs no
+    /// derivation at the edge.
+    pub fn challenge_used(&self, room: &str, id: &[u8; 16]) -> bool {
+        self.rooms.get(room).is_some_and(|r| r.challenge_used(id))
     }
 
     /// When a visitor's ban in a room ends (log time ms; `u64::MAX`: never), if one is in force.

@@ -185,6 +185,11 @@ pub struct RoomView {
     pub newest_eta_secs: Option<u64>,
     /// The waiting page's text colour (`None`: the page's own, near-black).
     pub text_color: Option<String>,
+    /// Used proof-of-work challenges the room remembers until they expire (at most
+    /// [`CHALLENGES_REMEMBERED_MAX`](crate::policy::CHALLENGES_REMEMBERED_MAX); at it, joins that
+    /// mint a place are refused until some expire).
+    #[serde(default)]
+    pub challenges_remembered: u64,
 }
 
 /// An operator's message to everyone in a room's line.

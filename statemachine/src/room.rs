@@ -1740,6 +1740,11 @@ impl Room {
         Ok(())
     }
 
+    /// Whether the challenge `id` is remembered as used.
+    pub fn challenge_used(&self, id: &[u8; 16]) -> bool {
+        self.challenge_ids.contains(id)
+    }
+
     /// Checks the challenge a join that mints a place brings against the proof-of-work rule, and
     /// remembers it as used until it expires. Without a rule, a challenge is neither needed nor
     /// remembered.
@@ -2160,6 +2165,7 @@ impl Room {
         RoomView {
             newest_eta_secs,
             text_color: self.policy.text_color.clone(),
+            challenges_remembered: self.challenges_used.len() as u64,
             name: self.name.clone(),
             config: self.config.clone(),
             created_at_ms: self.created_at_ms,

@@ -546,6 +546,8 @@ pub async fn stats(State(app): AppState, headers: HeaderMap) -> Response {
 
 /// Most codes the dashboard makes at once (more with `sluice ctl codes create`).
 const DASHBOARD_CODES_MAX: u64 = 1_000;
+/// Longest validity of codes made on the page, hours (ten years).
+const CODE_HOURS_MAX: u64 = 87_600;
 
 /// The room page's access-code section: the lanes' counts, the batches with their uses (and,
 /// for those who may act, a button to end each and a form that makes a batch).
@@ -831,14 +833,19 @@ async fn other_action(app: &App, room: &str, f: &Fields) -> Result<String, ApiEr
                 .map_err(|_| ApiError::invalid("uses", "must be a whole number"))?;
             let expires_at = match get("expires_hours").as_str() {
                 "" => None,
-                h => Some(
-                    app.sluice.node.now_ms() / 1000
-                        + h.parse::<u64>()
-                            .map_err(|_| {
-                                ApiError::invalid("expires_hours", "must be a whole number")
-                            })?
-                            .saturating_mul(3_600),
-                ),
+                h => {
+                    let hours = h
+                        .parse::<u64>()
+                        .ok()
+                        .filter(|n| (1..=CODE_HOURS_MAX).contains(n))
+                        .ok_or_else(|| {
+                            ApiError::invalid(
+                                "expires_hours",
+                                format!("a whole number of hours between 1 and {CODE_HOURS_MAX}"),
+                            )
+                        })?;
+                    Some(app.sluice.node.now_ms() / 1000 + hours * 3_600)
+                }
             };
             let body = crate::model::CodesCreateBody {
                 count: Some(count),

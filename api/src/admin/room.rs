@@ -535,6 +535,7 @@ pub async fn preview(
         draw: None,
         newest_eta_secs: None,
         text_color: config.branding.text_color.clone(),
+        challenges_remembered: 0,
     };
     let reply = crate::model::VisitorReply {
         state: crate::model::ReplyState::Waiting,
