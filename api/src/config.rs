@@ -580,6 +580,7 @@ impl ServerConfig {
             return Err("node_id must be at least 1".into());
         }
         crate::webhook::check_all(&self.webhooks)?;
+        crate::hook::check_all(&self.challenge_providers)?;
         if self.bootstrap && !self.peers.iter().any(|p| p.id == self.node_id) {
             return Err("with bootstrap, peers must include this node".into());
         }

@@ -416,17 +416,27 @@ impl Sluice {
                             reason: "the challenge provider refused the token".into(),
                         }))
                     }
+                    crate::hook::Verdict::Busy => {
+                        return Err(ApiError::new(
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            "busy",
+                            "this node is verifying as many challenge tokens as it allows; send it again",
+                        )
+                        .retry(1))
+                    }
                     crate::hook::Verdict::Unavailable(why) if rule.fail_open => {
                         tracing::warn!(room, provider = %rule.provider, %why, "challenge provider unavailable; the room fails open");
                         true
                     }
+                    // Why stays in the node's log: the visitor learns nothing of the provider.
                     crate::hook::Verdict::Unavailable(why) => {
+                        tracing::warn!(room, provider = %rule.provider, %why, "challenge provider unavailable; the room fails closed");
                         return Err(ApiError::new(
                             StatusCode::SERVICE_UNAVAILABLE,
                             "challenge_unavailable",
-                            format!("the challenge provider cannot be reached: {why}"),
+                            "the challenge provider cannot be reached; try again in a moment",
                         )
-                        .retry(5))
+                        .retry(5));
                     }
                 }
             }

@@ -608,11 +608,18 @@ async fn a_ticket_shared_through_status_reads_and_heartbeats_is_counted() {
 /// A local stand-in for a `siteverify` endpoint (Turnstile's protocol): `success` is true for
 /// the token `good` sent with the secret `s3cret`.
 const VERIFIER: &str = r#"
-import http.server, json, sys, urllib.parse
+import http.server, json, sys, time, urllib.parse
 class H(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         n = int(self.headers.get("content-length", 0))
         f = urllib.parse.parse_qs(self.rfile.read(n).decode())
+        if self.path.startswith("/throttled"):
+            self.send_response(429)
+            self.send_header("content-length", "0")
+            self.end_headers()
+            return
+        if self.path.startswith("/slow"):
+            time.sleep(1.5)
         ok = f.get("secret") == ["s3cret"] and f.get("response") == ["good"]
         body = json.dumps({"success": ok}).encode()
         self.send_response(200)
@@ -622,7 +629,7 @@ class H(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body)
     def log_message(self, *a):
         pass
-http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 "#;
 
 /// An external challenge (Turnstile-, hCaptcha-, reCAPTCHA-style): a new place needs a token
@@ -648,7 +655,10 @@ async fn an_external_challenge_is_verified_with_its_provider() {
         1,
         &format!(
             "[[challenge_providers]]\nname = \"local\"\nverify_url = \"http://127.0.0.1:{port}/siteverify\"\nsecret = \"s3cret\"\ntimeout_ms = 2000\n\n\
-             [[challenge_providers]]\nname = \"down\"\nverify_url = \"http://127.0.0.1:{closed}/siteverify\"\nsecret = \"x\"\ntimeout_ms = 300\n"
+             [[challenge_providers]]\nname = \"down\"\nverify_url = \"http://127.0.0.1:{closed}/siteverify?key=PROVIDERKEY7\"\nsecret = \"x\"\ntimeout_ms = 300\n\n\
+             [[challenge_providers]]\nname = \"throttled\"\nverify_url = \"http://127.0.0.1:{port}/throttled\"\nsecret = \"s3cret\"\n\n\
+             [[challenge_providers]]\nname = \"lenient\"\nverify_url = \"http://127.0.0.1:{port}/throttled\"\nsecret = \"s3cret\"\nerrors_fail_open = true\n\n\
+             [[challenge_providers]]\nname = \"slow\"\nverify_url = \"http://127.0.0.1:{port}/slow\"\nsecret = \"s3cret\"\nconcurrent_max = 2\n"
         ),
     )
     .await;
@@ -691,8 +701,34 @@ async fn an_external_challenge_is_verified_with_its_provider() {
     let (s, v) = join("closed", json!({"challenge_token": "good"})).await;
     assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{v}");
     assert_eq!(v["error"]["code"], "challenge_unavailable");
+    // Nothing of the provider (its URL, which may carry a key) reaches the visitor.
+    let text = v.to_string();
+    assert!(
+        !text.contains("PROVIDERKEY7") && !text.contains("127.0.0.1"),
+        "{text}"
+    );
     let (s, v) = join("open", json!({"challenge_token": "anything"})).await;
     assert_eq!(s, StatusCode::OK, "{v}");
+    // A provider that throttles (429, as after a flood of junk tokens) refuses, even in a room
+    // that fails open, unless its configuration says that errors count as unreachable.
+    c.create_room("throttled", room("throttled", true)).await;
+    c.create_room("lenient", room("lenient", true)).await;
+    let (s, v) = join("throttled", json!({"challenge_token": "good"})).await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{v}");
+    assert_eq!(v["error"]["code"], "challenge_invalid");
+    let (s, v) = join("lenient", json!({"challenge_token": "good"})).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    // At most `concurrent_max` verifications in flight with a provider: the rest are answered
+    // busy at once, not let through (the room fails open) and not queued.
+    c.create_room("slow", room("slow", true)).await;
+    let joins = (0..6).map(|_| join("slow", json!({"challenge_token": "good"})));
+    let answers = futures::future::join_all(joins).await;
+    let ok = answers.iter().filter(|(s, _)| *s == StatusCode::OK).count();
+    let busy = answers
+        .iter()
+        .filter(|(s, v)| *s == StatusCode::SERVICE_UNAVAILABLE && v["error"]["code"] == "busy")
+        .count();
+    assert_eq!((ok, busy), (2, 4), "{answers:?}");
     // A provider no node knows is refused with its field.
     let (s, v) = c
         .admin(1, Method::PUT, "/v1/rooms/pw", Some(room("nobody", false)))
