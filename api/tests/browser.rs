@@ -394,6 +394,28 @@ async fn visitors_queue_and_are_admitted_through_nginx_and_the_dashboard_pauses_
     .await;
     let site_url = format!("http://127.0.0.1:{port}/");
 
+    // nginx matches locations on the path it decoded and normalised but passes on the
+    // request's own URI: an encoded slash and `..` must not steer a request that matched a
+    // visitor location to an operator route (Sluice would answer these 401 or 400 in JSON).
+    for (method, path) in [
+        (reqwest::Method::POST, "v1/rooms/shop/bypass/..%2Fjoin"),
+        (reqwest::Method::GET, "v1/rooms/shop/ledger%2F..%2Fstatus"),
+        (reqwest::Method::GET, "v1/rooms/shop/codes/..%2Fstatus"),
+        (reqwest::Method::GET, "wait/shop/bypass/..%2F..%2Fshop"),
+    ] {
+        let r = no_redirect()
+            .request(method, format!("{site_url}{path}"))
+            .send()
+            .await
+            .unwrap();
+        let status = r.status();
+        let body = r.text().await.unwrap();
+        assert!(
+            status == 404 && !body.contains("\"error\""),
+            "{path}: {status} {body}"
+        );
+    }
+
     // The proxy sends a visitor without an admission to the waiting page with the request URI
     // as the client sent it: still percent-encoded (an encoded CR LF must not become a header
     // of the attacker's choosing) and with its query string.

@@ -781,3 +781,113 @@ async fn a_node_whose_storage_fails_exits_and_comes_back_on_restart() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// What the Traefik and Envoy samples send to Sluice past the gate, read from the samples
+/// themselves (neither proxy runs here, so their routes are evaluated as the proxies match them:
+/// Traefik's `PathRegexp` anywhere in the path, Envoy's routes in order, `safe_regex` matching
+/// the whole path), printed as `sample path verdict` lines.
+const ROUTES: &str = r#"
+import re, sys, yaml
+paths = sys.argv[3:]
+t = yaml.safe_load(open(sys.argv[1]))
+rule = t["http"]["routers"]["wait"]["rule"]
+assert t["http"]["routers"]["wait"]["service"] == "sluice"
+others = [r for n, r in t["http"]["routers"].items() if n != "wait"]
+assert all(r["service"] != "sluice" for r in others), others
+matchers = re.findall(r"(\w+)\(`([^`]*)`\)", rule)
+assert {m for m, _ in matchers} <= {"Host", "PathRegexp"}, matchers
+regexes = [v for m, v in matchers if m == "PathRegexp"]
+for p in paths:
+    print("traefik", p, "sluice" if any(re.search(r, p) for r in regexes) else "app")
+e = yaml.safe_load(open(sys.argv[2]))
+hcm = e["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+assert hcm["use_remote_address"] is True and hcm["path_with_escaped_slashes_action"] == "REJECT_REQUEST"
+authz = [f for f in hcm["http_filters"] if f["name"] == "envoy.filters.http.ext_authz"][0]
+allowed = [x["exact"] for x in authz["typed_config"]["http_service"]["authorization_request"]["allowed_headers"]["patterns"]]
+assert "x-forwarded-for" in allowed, allowed
+routes = hcm["route_config"]["virtual_hosts"][0]["routes"]
+for p in paths:
+    for r in routes:
+        m = r["match"]
+        if ("prefix" in m and p.startswith(m["prefix"])) or ("path" in m and p == m["path"]) \
+                or ("safe_regex" in m and re.fullmatch(m["safe_regex"]["regex"], p)):
+            off = r.get("typed_per_filter_config", {}).get("envoy.filters.http.ext_authz", {}).get("disabled", False)
+            to = r["route"]["cluster"]
+            print("envoy", p, "sluice" if to == "sluice" and off else to if off else to + "+gate")
+            break
+"#;
+
+/// The Traefik and Envoy samples publish the visitor endpoints and nothing else of Sluice's:
+/// every visitor path goes to Sluice without the gate, and every operator path (the room API,
+/// codes, bypass tokens, ledger, explain, the dashboard, metrics, the cluster) goes to the
+/// application behind the gate, never to Sluice. Envoy passes the client's address to the gate.
+#[test]
+fn the_traefik_and_envoy_samples_publish_only_the_visitor_endpoints() {
+    if !prerequisites(
+        "deploy::the_traefik_and_envoy_samples_publish_only_the_visitor_endpoints",
+        &[Need::Program("python3"), Need::PythonModule("yaml")],
+    ) {
+        return;
+    }
+    let visitor = [
+        "/wait/shop",
+        "/wait/shop/bypass",
+        "/assets/wait.js",
+        "/assets/pow.js",
+        "/v1/rooms/shop/join",
+        "/v1/rooms/shop/challenge",
+        "/v1/rooms/shop/status",
+        "/v1/rooms/shop/heartbeat",
+        "/v1/rooms/shop/leave",
+        "/v1/rooms/shop/events",
+    ];
+    let operator = [
+        "/v1/rooms",
+        "/v1/rooms/",
+        "/v1/rooms/shop",
+        "/v1/rooms/shop/codes",
+        "/v1/rooms/shop/bypass/issue",
+        "/v1/rooms/shop/ledger",
+        "/v1/rooms/shop/explain",
+        "/v1/rooms/shop/pause",
+        "/v1/rooms/shop/draw",
+        "/v1/rooms/shop/queue",
+        "/v1/rooms/shop/join/x",
+        "/v1/rooms/shop/bypass/..%2Fjoin",
+        "/v1/cluster",
+        "/v1/cluster/digest",
+        "/admin",
+        "/admin/rooms/shop",
+        "/metrics",
+        "/assets/admin.js",
+        "/wait/shop/other",
+    ];
+    let out = Command::new(program("python3"))
+        .args(["-c", ROUTES])
+        .arg(repo().join("deploy/nginx/traefik.yml"))
+        .arg(repo().join("deploy/nginx/envoy.yaml"))
+        .args(visitor.iter().chain(operator.iter()))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for sample in ["traefik", "envoy"] {
+        for p in visitor {
+            assert!(
+                text.contains(&format!("{sample} {p} sluice\n")),
+                "{sample} {p}: {text}"
+            );
+        }
+        for p in operator {
+            let line = text
+                .lines()
+                .find(|l| l.starts_with(&format!("{sample} {p} ")))
+                .unwrap_or_else(|| panic!("{sample} {p}: {text}"));
+            assert!(line.ends_with(" app") || line.ends_with(" app+gate"), "{line}");
+        }
+    }
+}
