@@ -211,12 +211,17 @@ pub fn attributed(command: Command) -> Command {
     }
 }
 
-/// HTTP routes that read but need the `admin` role: the whole state and the raw log.
-const HTTP_ADMIN_READS: [&str; 2] = ["/v1/cluster/backup", "/v1/cluster/log"];
+/// HTTP routes that read but need the `admin` role: the whole state, the raw log, and the
+/// state's digest (which encodes the whole state twice while applies wait).
+const HTTP_ADMIN_READS: [&str; 3] = [
+    "/v1/cluster/backup",
+    "/v1/cluster/log",
+    "/v1/cluster/digest",
+];
 
 /// The role an operator request needs, from its method and route (the route's template, as
 /// axum matched it, so that no spelling of a path can reach a handler under another's rule):
-/// reads need `viewer`, except backups and the log (`admin`); changes of the cluster need
+/// reads need `viewer`, except backups, the log and the digest (`admin`); changes of the cluster need
 /// `admin`; every other change `operator`.
 pub fn http_role(method: &Method, route: &str) -> Role {
     let cluster = route == "/v1/cluster" || route.starts_with("/v1/cluster/");
@@ -286,7 +291,7 @@ mod tests {
             (Method::GET, "/v1/pools/{pool}", Viewer),
             (Method::GET, "/v1/audit", Viewer),
             (Method::GET, "/v1/cluster", Viewer),
-            (Method::GET, "/v1/cluster/digest", Viewer),
+            (Method::GET, "/v1/cluster/digest", Admin),
             (Method::GET, "/v1/cluster/backup", Admin),
             (Method::HEAD, "/v1/cluster/backup", Admin),
             (Method::GET, "/v1/cluster/log", Admin),

@@ -887,7 +887,10 @@ fn the_traefik_and_envoy_samples_publish_only_the_visitor_endpoints() {
                 .lines()
                 .find(|l| l.starts_with(&format!("{sample} {p} ")))
                 .unwrap_or_else(|| panic!("{sample} {p}: {text}"));
-            assert!(line.ends_with(" app") || line.ends_with(" app+gate"), "{line}");
+            assert!(
+                line.ends_with(" app") || line.ends_with(" app+gate"),
+                "{line}"
+            );
         }
     }
 }

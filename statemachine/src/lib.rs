@@ -51,7 +51,8 @@ pub use codes::{CodeBatch, CodeBatchView, CodeHash, NewCode};
 pub use command::{Command, DecodeError, Proposal};
 pub use lanes::Lane;
 pub use machine::{
-    check_force_admit, is_session_credential, JoinTerms, LogPosition, QueueEntry, StateMachine,
+    check_force_admit, is_session_credential, session_id, session_owner, JoinTerms, LogPosition,
+    QueueEntry, StateMachine,
 };
 pub use origin::{
     HealthChange, HealthSource, LineRule, OriginRule, OriginSamples, ProbeMethod, ProbeRule,

@@ -76,6 +76,12 @@ pub const SESSIONS_ENDED_MAX: usize = 5_000;
 /// never take the places sign-outs need either.
 pub const STAFF_TOKENS_ENDED_MAX: usize = CREDENTIALS_ENDED_MAX - SESSIONS_ENDED_MAX;
 const _: () = assert!(STAFF_TOKENS_ENDED_MAX > 0 && SESSIONS_ENDED_MAX > 0);
+/// Most ended dashboard sessions of one operator (sessions whose ids carry the same owner tag,
+/// [`session_owner`](crate::session_owner)): one operator's sign-outs, however many,
+/// never take the places of everyone else's. Times the most operators a configuration may list
+/// (100), it stays within [`SESSIONS_ENDED_MAX`].
+pub const SESSIONS_ENDED_PER_OPERATOR_MAX: usize = 40;
+const _: () = assert!(SESSIONS_ENDED_PER_OPERATOR_MAX * 100 <= SESSIONS_ENDED_MAX);
 /// Longest a staff bypass token lasts (a week): a revocation is remembered at most this long.
 pub const STAFF_TOKEN_TTL_MS_MAX: u64 = 7 * 86_400_000;
 /// Most entries one queue listing returns.

@@ -106,6 +106,23 @@ pub fn is_session_credential(id: &[u8; 16]) -> bool {
     id[0] & 0x80 != 0
 }
 
+/// The owner tag of a dashboard session's id: bytes 1 to 4, which the node that signs the
+/// operator in sets from the operator's name ([`session_id`]), so that the state machine can
+/// bound each operator's ended sessions ([`SESSIONS_ENDED_PER_OPERATOR_MAX`]).
+pub fn session_owner(id: &[u8; 16]) -> [u8; 4] {
+    [id[1], id[2], id[3], id[4]]
+}
+
+/// A dashboard session's id for operator `name`: the session bit, the owner tag, and `random`'s
+/// last 11 bytes.
+pub fn session_id(name: &str, random: [u8; 16]) -> [u8; 16] {
+    let tag = blake3::derive_key("sluice 2026-12 session owner v1", name.as_bytes());
+    let mut id = random;
+    id[0] |= 0x80;
+    id[1..5].copy_from_slice(&tag[..4]);
+    id
+}
+
 impl StateMachine {
     /// An empty machine.
     pub fn new() -> Self {
@@ -617,26 +634,41 @@ impl StateMachine {
                 }
                 if !ended.contains_key(credential) {
                     let session = is_session_credential(credential);
+                    let owner = session_owner(credential);
+                    let owned = |ended: &BTreeMap<[u8; 16], u64>| {
+                        session
+                            && ended
+                                .keys()
+                                .filter(|c| is_session_credential(c) && session_owner(c) == owner)
+                                .count()
+                                >= SESSIONS_ENDED_PER_OPERATOR_MAX
+                    };
                     let full = |ended: &BTreeMap<[u8; 16], u64>| {
                         ended.len() >= CREDENTIALS_ENDED_MAX
                             || session
                                 && ended.keys().filter(|c| is_session_credential(c)).count()
                                     >= SESSIONS_ENDED_MAX
+                            || owned(ended)
                     };
                     if full(ended) {
                         ended.retain(|_, &mut until| until > now);
                         if full(ended) {
+                            let (what, max) = if owned(ended) {
+                                (
+                                    "ended dashboard sessions of this operator",
+                                    SESSIONS_ENDED_PER_OPERATOR_MAX,
+                                )
+                            } else if session {
+                                ("ended dashboard sessions", SESSIONS_ENDED_MAX)
+                            } else {
+                                (
+                                    "ended credentials (sessions, bypass tokens)",
+                                    CREDENTIALS_ENDED_MAX,
+                                )
+                            };
                             return Err(Rejection::LimitReached {
-                                what: if session {
-                                    "ended dashboard sessions".into()
-                                } else {
-                                    "ended credentials (sessions, bypass tokens)".into()
-                                },
-                                max: if session {
-                                    SESSIONS_ENDED_MAX
-                                } else {
-                                    CREDENTIALS_ENDED_MAX
-                                } as u64,
+                                what: what.into(),
+                                max: max as u64,
                             });
                         }
                     }

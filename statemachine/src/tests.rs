@@ -1779,6 +1779,54 @@ fn ended_operator_sessions_are_remembered_until_they_would_have_ended() {
     assert_eq!(end(&mut h, 0xee, T0 + 3_600_000), Outcome::Count(1));
 }
 
+/// One operator (a viewer, signing in and out in a loop) ends at most its own share of
+/// dashboard sessions: past it its sign-outs are refused, and everyone else's still end their
+/// sessions; its own are taken again once its ended sessions would have expired anyway.
+#[test]
+fn one_operator_cannot_fill_the_ended_sessions() {
+    let mut h = H::new();
+    let end = |h: &mut H, id: [u8; 16], until: u64| {
+        h.run(Command::EndCredential {
+            credential: id,
+            until_ms: until,
+        })
+    };
+    let id = |name: &str, i: u32| {
+        let mut r = [0u8; 16];
+        r[12..].copy_from_slice(&i.to_be_bytes());
+        crate::session_id(name, r)
+    };
+    assert_eq!(
+        crate::session_owner(&id("viewer", 1)),
+        crate::session_owner(&id("viewer", 2))
+    );
+    assert_ne!(
+        crate::session_owner(&id("viewer", 1)),
+        crate::session_owner(&id("alice", 1))
+    );
+    for i in 0..SESSIONS_ENDED_PER_OPERATOR_MAX as u32 {
+        assert_eq!(
+            end(&mut h, id("viewer", i), T0 + 3_600_000),
+            Outcome::Count(1)
+        );
+    }
+    let refused = end(&mut h, id("viewer", 9_999), T0 + 3_600_000);
+    assert_eq!(rejected(&refused).code(), "limit_reached");
+    assert!(!h.sm.credential_ended(&id("viewer", 9_999)));
+    // Another operator's sign-out ends its session.
+    assert_eq!(
+        end(&mut h, id("alice", 1), T0 + 3_600_000),
+        Outcome::Count(1)
+    );
+    assert!(h.sm.credential_ended(&id("alice", 1)));
+    // Once the viewer's ended sessions would have ended anyway, its sign-outs count again.
+    h.at(3_600_001);
+    assert_eq!(
+        end(&mut h, id("viewer", 9_999), T0 + 7_200_000),
+        Outcome::Count(1)
+    );
+}
+
 /// Sign-outs, which any operator (a viewer too) can make as often as it signs in, take at most
 /// their share of the ended credentials: past it a sign-out is refused, and a staff token can
 /// still be revoked.

@@ -351,10 +351,11 @@ pub async fn login(
             return r;
         }
     };
-    let mut id = [0u8; 16];
-    getrandom::fill(&mut id).expect("OS randomness");
-    // A session's id is marked as one, so that its sign-out counts among ended sessions.
-    id[0] |= 0x80;
+    let mut random = [0u8; 16];
+    getrandom::fill(&mut random).expect("OS randomness");
+    // A session's id is marked as one, and carries its operator's tag, so that its sign-out
+    // counts among ended sessions, and among its operator's.
+    let id = sluice_statemachine::session_id(&op.name, random);
     debug_assert!(sluice_statemachine::is_session_credential(&id));
     let t = now(&app);
     let s = Session {
