@@ -61,9 +61,13 @@ def cpu():
 
 def solve(base, name, headers=None):
     s, c = call(base, "GET", f"/v1/rooms/{name}/challenge", headers=headers)
+    if s != 200:
+        return None  # refused (busy, rate-limited): no challenge to solve
     p = c["parameters"]
     nonce, salt, prefix = bytes.fromhex(p["nonce"]), bytes.fromhex(p["salt"]), p["keyPrefix"]
-    for counter in range(p["data"]["start"], p["data"]["end"]):
+    # (Builds before 2026-12-06 issued counters start..start+work instead of start..end.)
+    end = p["data"].get("end", p["data"]["start"] + p["data"].get("work", 0))
+    for counter in range(p["data"]["start"], end):
         key = hashlib.pbkdf2_hmac("sha256", nonce + counter.to_bytes(4, "big"), salt, p["cost"], 32)
         if key.hex().startswith(prefix):
             return base64.b64encode(json.dumps({"challenge": c, "solution": {
@@ -187,6 +191,8 @@ def flood(a):
             n = count[0]
             h = {"X-Forwarded-For": f"172.{16 + (n >> 16) % 16}.{(n >> 8) & 255}.{n & 255}"}
             altcha = solve(a.base, a.room, h)
+            if altcha is None:
+                return False
             s, _ = call(a.base, "POST", f"/v1/rooms/{a.room}/join", {"altcha": altcha},
                         headers=h)
             return s == 200
@@ -230,8 +236,13 @@ def presolve(a):
     if not a.work:
         return
     with cf.ThreadPoolExecutor(a.workers) as pool:
-        for body in pool.map(lambda _: json.dumps({"altcha": solve(a.base, a.room)}),
-                             range(a.count)):
+        def solved(_):
+            while True:  # a node that answers busy (older builds derive to issue) is asked again
+                altcha = solve(a.base, a.room)
+                if altcha is not None:
+                    return json.dumps({"altcha": altcha})
+
+        for body in pool.map(solved, range(a.count)):
             print(body)
 
 
@@ -250,8 +261,9 @@ def main():
     fl = sub.add_parser("flood", help="honest joins per second without and with a flood of "
                         "requests for challenges")
     fl.add_argument("--room", default="flood")
-    fl.add_argument("--work", type=int, default=20)
-    fl.add_argument("--cost", type=int, default=1000)
+    # The largest cost a rule may ask, one counter: solving is one derivation, as is checking.
+    fl.add_argument("--work", type=int, default=2)
+    fl.add_argument("--cost", type=int, default=20000)
     fl.add_argument("--addresses", type=int, default=1000)
     fl.add_argument("--connections", type=int, default=64)
     a = ap.parse_args()

@@ -23,9 +23,13 @@
 #   -t       the nodes' `[tokens] admission_token_reuse` (default true; false signs a token on
 #            every admitted status read)
 #   -o       only these steps: reads or joins (default: all), or challenges: the issue rate of
-#            proof-of-work challenges on a follower (wrk, 64 connections, from 1,000 addresses)
+#            proof-of-work challenges on a follower (wrk, 64 connections, from 1,000 addresses;
+#            a rule of the largest cost, 20,000, and one counter)
 #            and `attack.py flood` on the leader (honest visitors who solve, joining without and
-#            during such a flood); not part of the default
+#            during such a flood); or proofs: joins on the leader (wrk, 32 connections) into a
+#            room without a proof-of-work and into one asking {work: 1, cost: 2000}, each join
+#            with its own challenge solved beforehand (`attack.py presolve`), so that the step
+#            measures the node's checking; neither is part of the default
 #   -j       the sluice-jepsen binary for the etcd anchors (default: this workspace's release
 #            build, "$CARGO_TARGET_DIR/release"; "none" skips them)
 # With SPEED_PERF=PREFIX set, `perf record -a -g` samples the whole machine for half of each
@@ -238,10 +242,15 @@ for run in $(seq "$runs"); do
         -- /v1/rooms/gate/status "$dir/gate.tickets"
     fi
     if [ "$only" = challenges ]; then
-      put_room pow '{"paused": true, "max_waiting": 10000000, "waiter_ttl_secs": 86400, "entry": {"proof_of_work": {"work": 20, "cost": 1000}}}'
+      put_room pow '{"paused": true, "max_waiting": 10000000, "waiter_ttl_secs": 86400, "entry": {"proof_of_work": {"work": 2, "cost": 20000}}}'
       read_step "$run" "$label" "hello-world" "http://127.0.0.1:$base/"
-      read_step "$run" "$label" "challenges issued (follower)" -s "$here/challenge_flood.lua" \
-        "$(node "$follower")/v1/rooms/pow/challenge" -- 1000
+      # Issued: answered 200 (a refusal, such as 503 busy, is no challenge).
+      res=$(wrk -t2 -c64 -d"${secs}s" -s "$here/challenge_flood.lua" \
+        "$(node "$follower")/v1/rooms/pow/challenge" -- 1000)
+      issued=$(echo "$res" | awk -v s="$secs" '/requests in/ {n = $1} /Non-2xx/ {bad = $NF}
+        END {printf "%.0f", (n - bad) / s}')
+      record "$run" "$label" "challenges issued (follower)" "$issued"
+      printf '  %-40s %8s/s\n' "challenges issued (follower)" "$issued" >&2
       python3 "$here/attack.py" "$(node "$leader")" "$token" --seconds "$secs" flood --room flood \
         > "$dir/flood.json"
       for f in quiet flooded; do
@@ -251,6 +260,23 @@ for run in $(seq "$runs"); do
       record "$run" "$label" "flood answers" \
         "$(python3 -c "import json,sys; print(json.load(sys.stdin)['flood_answers_per_s'])" < "$dir/flood.json")"
       cat "$dir/flood.json" >&2
+    fi
+    if [ "$only" = proofs ]; then
+      for room in thr0 thr; do
+        bodies=()
+        if [ "$room" = thr ]; then
+          python3 "$here/attack.py" "$(node "$leader")" "$token" presolve --room thr --work 1 \
+            --cost 2000 --count $((6000 * secs)) > "$dir/bodies.jsonl"
+          bodies=("$dir/bodies.jsonl" 2)
+        else
+          python3 "$here/attack.py" "$(node "$leader")" "$token" presolve --room thr0 --work 0
+        fi
+        res=$(wrk -t2 -c32 -d"${secs}s" -s "$here/join.lua" "$(node "$leader")" -- "$room" "${bodies[@]}")
+        ok=$(echo "$res" | awk -v s="$secs" '/requests in/ {n = $1} /Non-2xx/ {bad = $NF}
+          END {printf "%.0f", (n - bad) / s}')
+        record "$run" "$label" "joins, $room" "$ok"
+        printf '  %-40s %8s/s\n' "joins, $room" "$ok" >&2
+      done
     fi
     if [ "$only" = all ] || [ "$only" = joins ]; then
       join_step "$run" "$label" "joins, leader, 64" "$leader" 64
@@ -285,7 +311,7 @@ figs = ["hello-world", "gate check (follower)", "status, waiting (follower)",
         "status, admitted (follower)", "joins, leader, 64", "joins, follower, 64",
         "joins, leader, 256", "joins, leader, 64 cpu_us", "joins, follower, 64 cpu_us",
         "joins, leader, 256 cpu_us", "challenges issued (follower)", "honest joins, quiet",
-        "honest joins, flooded", "flood answers"]
+        "honest joins, flooded", "flood answers", "joins, thr0", "joins, thr"]
 print("medians over %d runs" % max(len(v) for v in vals.values()))
 print("| figure | " + " | ".join(labels) + " |")
 print("|---|" + "---:|" * len(labels))
@@ -302,6 +328,8 @@ def cell(b, f):
         ratio = " (%.1f× etcd join)" % (m / etcd_join)
     elif f == "joins, leader, 256" and etcd_put:
         ratio = " (%.2f× etcd put)" % (m / etcd_put)
+    elif f == "joins, thr" and med.get((b, "joins, thr0")):
+        ratio = " (%.2f× without)" % (m / med[(b, "joins, thr0")])
     elif f == "honest joins, flooded" and med.get((b, "honest joins, quiet")):
         ratio = " (%.2f× quiet)" % (m / med[(b, "honest joins, quiet")])
     return "%.0f%s [%s]" % (m, ratio, runs)
