@@ -225,6 +225,21 @@ async fn a_place_costs_a_solved_challenge_once() {
     assert_eq!(s, StatusCode::OK, "{v}");
     let ticket = v["ticket"].as_str().unwrap().to_string();
     assert_eq!(waiting(&c).await, 1);
+    // The room remembers the used challenge, and says how many it remembers.
+    let metrics = c
+        .http
+        .get(c.node(1).url("/metrics"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("sluice_room_challenges_remembered{room=\"pw\"} 1\n"),
+        "{metrics}"
+    );
     // Reused: refused by the state machine (the signature is still good).
     let (s, v) = join(json!({"altcha": good})).await;
     assert_eq!(s, StatusCode::FORBIDDEN, "{v}");

@@ -841,6 +841,19 @@ async fn serve_refuses_published_secrets_and_an_open_raft_port() {
             ),
             "at least 32 characters",
         ),
+        (
+            "no draw key (loopback, no cluster secret, no draw secret)",
+            format!(
+                "{}{peers}{}",
+                head.replace(
+                    "SAMPLE-operator-token-replace-with-sluice-keygen",
+                    "x".repeat(40).as_str()
+                )
+                .replace("0.0.0.0:7000", "127.0.0.1:0"),
+                fresh_tokens(false)
+            ),
+            "tokens.draw_secret",
+        ),
     ];
     for (what, text, expect) in cases {
         let path = dir.path().join("node.toml");
