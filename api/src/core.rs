@@ -474,17 +474,17 @@ impl Sluice {
         })
     }
 
-    /// A proof-of-work challenge for a join to `room`, as hard as the room's rule asks now. It
-    /// costs one MAC: the node derives nothing to issue it.
-    pub fn challenge(&self, room: &str) -> Result<crate::pow::Challenge, ApiError> {
+    /// A proof-of-work challenge for a join to `room`, as hard as the room's rule asks now, as
+    /// the JSON it is sent in. It costs one MAC: the node derives nothing to issue it.
+    pub fn challenge(&self, room: &str) -> Result<String, ApiError> {
         Self::check_room(room)?;
-        let terms = self
+        let (rule, waiting, created) = self
             .node
-            .read(|st| st.sm.join_terms(room))
+            .read(|st| st.sm.challenge_terms(room))
             .map_err(ApiError::from)?
             .0
             .ok_or_else(|| ApiError::from(Rejection::RoomNotFound))?;
-        let Some(rule) = terms.policy.proof_of_work else {
+        let Some(rule) = rule else {
             return Err(ApiError::new(
                 StatusCode::NOT_FOUND,
                 "challenge_not_required",
@@ -495,10 +495,10 @@ impl Sluice {
         crate::text::random_fill(&mut random).map_err(|e| {
             ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
         })?;
-        Ok(self.pow.issue(
+        Ok(self.pow.issue_json(
             room,
-            terms.created_at_ms,
-            rule.work_at(terms.waiting),
+            created,
+            rule.work_at(waiting),
             rule.cost,
             self.now_secs(),
             random,

@@ -660,10 +660,8 @@ impl pb::visitor_server::Visitor for Grpc {
     async fn challenge(&self, req: Request<pb::ChallengeRequest>) -> R<pb::ChallengeReply> {
         let r = req.into_inner();
         let issued = self.sluice.challenge(&r.room);
-        self.call("Visitor/Challenge", std::future::ready(issued), |c| {
-            pb::ChallengeReply {
-                json: serde_json::to_string(&c).expect("a challenge always serializes"),
-            }
+        self.call("Visitor/Challenge", std::future::ready(issued), |json| {
+            pb::ChallengeReply { json }
         })
         .await
     }

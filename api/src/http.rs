@@ -206,12 +206,14 @@ async fn join(
         (status = 404, description = "unknown room, or challenge_not_required")))]
 async fn challenge(State(app): AppState, Path(room): Path<String>) -> Response {
     match app.sluice.challenge(&room) {
-        Ok(c) => {
-            let mut r = axum::Json(c).into_response();
-            r.headers_mut()
-                .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-            r
-        }
+        Ok(json) => (
+            [
+                (header::CONTENT_TYPE, "application/json"),
+                (header::CACHE_CONTROL, "no-store"),
+            ],
+            json,
+        )
+            .into_response(),
         Err(e) => e.into_response(),
     }
 }

@@ -251,6 +251,33 @@ impl PowKeys {
         }
     }
 
+    /// [`issue`](Self::issue), as the JSON it is sent in (`{parameters, signature}`): the
+    /// parameters are encoded once, for the signature and the answer alike.
+    pub fn issue_json(
+        &self,
+        room: &str,
+        created: u64,
+        work: u32,
+        cost: u32,
+        now_secs: u64,
+        random: [u8; 36],
+    ) -> String {
+        let parameters = self.parameters(room, created, work, cost, now_secs, random);
+        let signed = canonical(&parameters);
+        let signature = hex(&mac(self.signing(), &signed));
+        let mut json = String::with_capacity(signed.len() + 96);
+        json.push_str("{\"parameters\":");
+        json.push_str(std::str::from_utf8(&signed).expect("JSON is UTF-8"));
+        json.push_str(",\"signature\":\"");
+        json.push_str(&signature);
+        json.push_str("\"}");
+        json
+    }
+
+    fn signing(&self) -> &[u8; 32] {
+        self.keys.first().expect("at least one ticket key")
+    }
+
     /// A challenge for `room` (made at log time `created`) asking `work` counters of `cost`
     /// iterations each in the rule's terms, valid until `now_secs + CHALLENGE_TTL_SECS`.
     /// `random` supplies the nonce, the salt and the prefix. One MAC: nothing is derived.
@@ -263,14 +290,30 @@ impl PowKeys {
         now_secs: u64,
         random: [u8; 36],
     ) -> Challenge {
-        let sign = self.keys.first().expect("at least one ticket key");
+        let parameters = self.parameters(room, created, work, cost, now_secs, random);
+        let signature = hex(&mac(self.signing(), &canonical(&parameters)));
+        Challenge {
+            parameters,
+            signature,
+        }
+    }
+
+    fn parameters(
+        &self,
+        room: &str,
+        created: u64,
+        work: u32,
+        cost: u32,
+        now_secs: u64,
+        random: [u8; 36],
+    ) -> Parameters {
         let nonce: [u8; 16] = random[..16].try_into().expect("16 bytes");
         let salt: [u8; 16] = random[16..32].try_into().expect("16 bytes");
         let (digits, scaled) = shape(work, cost);
         let mut key_prefix = hex(&random[32..]);
         key_prefix.truncate(digits as usize);
         let end = 16u32.pow(digits).saturating_mul(TRIES_SPAN);
-        let parameters = Parameters {
+        Parameters {
             algorithm: ALGORITHM.into(),
             cost: scaled,
             data: ChallengeData {
@@ -286,11 +329,6 @@ impl PowKeys {
             key_prefix,
             nonce: hex(&nonce),
             salt: hex(&salt),
-        };
-        let signature = hex(&mac(sign, &canonical(&parameters)));
-        Challenge {
-            parameters,
-            signature,
         }
     }
 
@@ -535,6 +573,15 @@ mod tests {
                 Err(PowError::Malformed(_))
             ));
         }
+    }
+
+    /// The JSON a challenge is sent in is serde's of the challenge, byte for byte.
+    #[test]
+    fn the_sent_json_is_the_challenges() {
+        let k = keys();
+        let sent = k.issue_json("sale", 9, 5_500, 2_000, 1_000, [3; 36]);
+        let c = k.issue("sale", 9, 5_500, 2_000, 1_000, [3; 36]);
+        assert_eq!(sent, serde_json::to_string(&c).unwrap());
     }
 
     /// The signed form is ALTCHA's canonical JSON: keys sorted, no spaces.

@@ -994,6 +994,18 @@ impl StateMachine {
         })
     }
 
+    /// What a proof-of-work challenge for `room` must ask: the room's rule (`None`: it asks
+    /// none), how many wait in line, and when the room was made. Reads no more than that.
+    pub fn challenge_terms(&self, room: &str) -> Option<(Option<crate::PowRule>, u64, u64)> {
+        self.rooms.get(room).map(|r| {
+            (
+                r.policy.proof_of_work.clone(),
+                r.waiting_len(),
+                r.created_at_ms,
+            )
+        })
+    }
+
     /// Whether the challenge `id` has minted a place in `room` (and has not expired since the
     /// room last forgot expired ones): a solution that would be refused as used costs no
     /// derivation at the edge.
