@@ -1169,12 +1169,12 @@ fn lang_of(raw_query: Option<&str>, headers: &HeaderMap) -> crate::i18n::Lang {
 /// address and may carry parameters of its own).
 fn query_before_next(raw_query: Option<&str>, key: &str) -> Option<String> {
     let q = raw_query.unwrap_or("");
-    let head = if q.starts_with("next=") {
-        ""
-    } else {
-        q.find("&next=").map_or(q, |i| &q[..i])
+    // The query without a raw `next` (which is no parameter: it is not encoded).
+    let rest = match raw_next_span(q) {
+        Some((start, end)) => format!("{}&{}", &q[..start - "next=".len()], &q[end..]),
+        None => q.to_string(),
     };
-    serde_urlencoded::from_str::<Vec<(String, String)>>(head)
+    serde_urlencoded::from_str::<Vec<(String, String)>>(&rest)
         .ok()
         .and_then(|pairs| pairs.into_iter().find(|(k, _)| k == key))
         .map(|(_, v)| v)
@@ -1203,21 +1203,54 @@ fn staff_answer(status: StatusCode, html: String) -> Response {
 /// percent-encoded and may hold a query string of its own, `&`s and all. So when the value of
 /// `next` starts with `/`, it is everything after `next=`, taken as it is (never decoded: a
 /// decoded CR LF must not reach a header). Otherwise `next` is an ordinary, encoded parameter.
+/// A raw `next` without a `?` of its own has no query to carry: it ends at the next `&`, and
+/// the parameters after it are the page's (`/wait/demo?next=/demo&lang=de`).
 fn raw_next(query: Option<&str>) -> Option<String> {
     let q = query?;
+    let (start, end) = raw_next_span(q)?;
+    Some(q[start..end].to_string())
+}
+
+/// Where the value of a raw `next` ([`raw_next`]) lies in the query.
+fn raw_next_span(q: &str) -> Option<(usize, usize)> {
     let at = if q.starts_with("next=") {
         0
     } else {
         q.find("&next=")? + 1
     };
-    let value = &q[at + "next=".len()..];
-    value.starts_with('/').then(|| value.to_string())
+    let start = at + "next=".len();
+    let value = &q[start..];
+    if !value.starts_with('/') {
+        return None;
+    }
+    let len = if value.contains('?') {
+        value.len()
+    } else {
+        value.find('&').unwrap_or(value.len())
+    };
+    Some((start, start + len))
 }
 
-async fn not_found(State(app): AppState, method: axum::http::Method) -> Response {
+async fn not_found(
+    State(app): AppState,
+    method: axum::http::Method,
+    headers: HeaderMap,
+) -> Response {
     // Counted here: the metrics layer sees matched routes only.
     app.metrics
         .http(method.as_str(), "unmatched", 404, Duration::ZERO);
+    // A browser (a visitor sent to a page that is not Sluice's) gets a page; a client, JSON.
+    if accepts_html(&headers) {
+        return (
+            StatusCode::NOT_FOUND,
+            Html(
+                "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>Not found</title></head>\
+<body><main><h1>Not found</h1><p>There is no page at this address.</p></main></body></html>",
+            ),
+        )
+            .into_response();
+    }
     ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint").into_response()
 }
 
@@ -1574,6 +1607,20 @@ mod tests {
         );
         assert_eq!(raw_next(Some("mynext=/x")), None);
         assert_eq!(raw_next(None), None);
+    }
+
+    /// A raw `next` without a query of its own ends at the next `&`: the page's parameters after
+    /// it are read (`lang` was swallowed, and the visitor sent to `/demo&lang=de`).
+    #[test]
+    fn parameters_after_a_next_without_a_query_are_the_pages() {
+        let q = "next=/demo&lang=de&joined=1";
+        assert_eq!(raw_next(Some(q)).as_deref(), Some("/demo"));
+        assert_eq!(query_before_next(Some(q), "lang").as_deref(), Some("de"));
+        assert_eq!(query_before_next(Some(q), "joined").as_deref(), Some("1"));
+        let q = "lang=fr&next=/cart?item=4&lang=de";
+        assert_eq!(raw_next(Some(q)).as_deref(), Some("/cart?item=4&lang=de"));
+        assert_eq!(query_before_next(Some(q), "lang").as_deref(), Some("fr"));
+        assert_eq!(query_before_next(Some("next=/x"), "lang"), None);
     }
 }
 

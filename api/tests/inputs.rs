@@ -448,6 +448,21 @@ async fn a_table_of_bad_inputs() {
             "{v}"
         );
     }
+    // A browser asking for a path that is nothing gets a page, not JSON.
+    let r = c
+        .http
+        .get(url("/demo&lang=de"))
+        .header("accept", "text/html,application/xhtml+xml")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    assert!(r.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/html"));
+    let html = r.text().await.unwrap();
+    assert!(html.contains("<h1>Not found</h1>"), "{html}");
     // The gate names the waiting page only for a room name.
     for (path, wait) in [
         ("/gate/r/check", Some("/wait/r")),

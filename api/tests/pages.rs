@@ -101,6 +101,12 @@ async fn a_closed_room_sends_visitors_onward_and_a_picked_language_stays() {
     );
     assert!(html.contains("hreflang=\"fr\""), "the switcher: {html}");
     assert_eq!(html.matches("aria-current=\"true\"").count(), 1, "{html}");
+    // A `next` without a query of its own ends at its `&`: a `lang` after it is the page's,
+    // and `next` is the path alone (it took the rest of the query before).
+    let (s, html, _) = page(&c, "/wait/shop?next=/demo&lang=de", "en").await;
+    assert_eq!(s, StatusCode::OK, "{html}");
+    assert!(html.contains("<html lang=\"de\""), "{html}");
+    assert!(html.contains("data-next=\"/demo\""), "{html}");
     // Joining keeps it: the redirect after the form names it.
     let r = no_redirect()
         .post(c.node(1).url("/wait/shop?lang=ja&next=/cart"))

@@ -353,7 +353,7 @@ impl SluiceCluster {
         for id in 1..=n {
             let cfg = format!(
                 "{head}{peers}[tokens]\nticket_keys = [{{ id = \"b\", secret = \"YmVuY2gtdGlja2V0LXNlY3JldC1vZi0zMi1ieXRlcyE=\" }}]\n\
-jwt_seed = \"YmVuY2gtand0LXNlZWQtb2YtZXhhY3RseS0zMmJ5dGU=\"\n[limits]\nvisitor_requests_per_second = 1000000\nvisitor_burst = 1000000\nconcurrent_requests_max = 100000\nrequests_per_address_max = 1000000\n{extra}",
+jwt_seed = \"YmVuY2gtand0LXNlZWQtb2YtZXhhY3RseS0zMmJ5dGU=\"\ndraw_secret = \"YmVuY2gtZHJhdy1zZWNyZXQtb2YtZXhhY3RseS0zMmI=\"\n[limits]\nvisitor_requests_per_second = 1000000\nvisitor_burst = 1000000\nconcurrent_requests_max = 100000\nrequests_per_address_max = 1000000\n{extra}",
                 head = node::node_toml(id, &dir.join(format!("n{id}")), &c.addrs[&id], id == 1, TOKEN),
                 peers = node::peers_toml(&c.addrs),
             );
