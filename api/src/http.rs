@@ -1554,7 +1554,7 @@ pub fn router(app: Arc<App>) -> Router {
 
 #[cfg(test)]
 mod tests {
-    use super::{raw_next, HotRoute};
+    use super::{query_before_next, raw_next, HotRoute};
     use axum::http::Method;
 
     #[test]
