@@ -905,22 +905,39 @@ fn draw_key_unchanged(
         &blake3::derive_key("sluice 2026-12 draw key fingerprint v1", &key.0)[..16],
     );
     let path = data_dir.join(DRAW_KEY_FILE);
+    // A file that is not a whole fingerprint (a crash tore it before it was synced) names no
+    // key: it is written again.
+    let whole = |t: &str| t.trim().len() == 32 && t.trim().bytes().all(|b| b.is_ascii_hexdigit());
     match std::fs::read_to_string(&path) {
         Ok(known) if known.trim() == fingerprint => Ok(()),
-        Ok(_) => anyhow::bail!(
+        Ok(known) if whole(&known) => anyhow::bail!(
             "the draw key differs from the one {} was applied with (tokens.cluster_secret \
              changed while tokens.draw_secret is not set?): this node would derive other draw \
              secrets than its peers and its state would diverge. Set tokens.draw_secret to the \
              secret the draw key came from before (the old cluster_secret), on every node",
             data_dir.display()
         ),
+        Ok(_) => write_durably(data_dir, &path, &fingerprint),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            std::fs::create_dir_all(data_dir)?;
-            std::fs::write(&path, format!("{fingerprint}\n"))?;
-            Ok(())
+            write_durably(data_dir, &path, &fingerprint)
         }
         Err(e) => Err(anyhow::anyhow!("{}: {e}", path.display())),
     }
+}
+
+/// Writes `text` to `path` in `dir` so that a crash leaves the old file or the new one whole:
+/// a temporary file, synced, renamed over it, and the directory synced.
+fn write_durably(dir: &std::path::Path, path: &std::path::Path, text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    std::fs::create_dir_all(dir)?;
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(format!("{text}\n").as_bytes())?;
+    f.sync_all()?;
+    drop(f);
+    std::fs::rename(&tmp, path)?;
+    std::fs::File::open(dir)?.sync_all()?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -940,7 +957,15 @@ mod draw_key_tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("tokens.draw_secret"), "{e}");
-        let file = std::fs::read_to_string(dir.path().join(super::DRAW_KEY_FILE)).unwrap();
+        let path = dir.path().join(super::DRAW_KEY_FILE);
+        let file = std::fs::read_to_string(&path).unwrap();
         assert!(!file.contains(&crate::text::hex(&a.0)), "{file}");
+        // A file torn by a crash (part of a fingerprint, or nothing) names no key: the node
+        // starts and writes it again.
+        for torn in [&file[..7], ""] {
+            std::fs::write(&path, torn).unwrap();
+            super::draw_key_unchanged(dir.path(), &a).unwrap();
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), file);
+        }
     }
 }
