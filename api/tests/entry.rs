@@ -226,16 +226,7 @@ async fn a_place_costs_a_solved_challenge_once() {
     let ticket = v["ticket"].as_str().unwrap().to_string();
     assert_eq!(waiting(&c).await, 1);
     // The room remembers the used challenge, and says how many it remembers.
-    let metrics = c
-        .http
-        .get(c.node(1).url("/metrics"))
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = c.metrics(1).await;
     assert!(
         metrics.contains("sluice_room_challenges_remembered{room=\"pw\"} 1\n"),
         "{metrics}"
@@ -542,16 +533,7 @@ async fn a_ticket_shared_across_networks_stops_passing_the_gate() {
     .await;
     let (_, room) = c.admin(1, Method::GET, "/v1/rooms/pw", None).await;
     assert_eq!(room["sessions_shared"], 1, "{room}");
-    let metrics = c
-        .http
-        .get(c.node(1).url("/metrics"))
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = c.metrics(1).await;
     assert!(
         metrics.contains("sluice_room_sessions_shared_total{room=\"pw\"} 1"),
         "{metrics}"
