@@ -180,8 +180,7 @@
     if (s.position != null) ahead(s.position - 1 + (s.ahead || 0));
     if (s.next_check_secs) check = s.next_check_secs;
     document.getElementById('eta').textContent = range(s);
-    var up = document.getElementById('updated');
-    if (up) up.textContent = new Date().toLocaleTimeString(data.lang);
+    heard();
     say(s);
     // The operator's notice, set or taken down while the visitor waits.
     var notice = document.getElementById('notice');
@@ -206,6 +205,21 @@
   // How long to wait between polls: the room's advice, which keeps all its waiters' polling
   // within its budget.
   var check = +data.check || 5;
+  // "Last updated" is when the page last heard from the node: a status, or the event stream's
+  // keep-alive (the status it holds is still true). Heard nothing for three intervals (a poll's,
+  // or the stream's 15 s), the page says so plainly.
+  var lastHeard = Date.now();
+  function heard() {
+    lastHeard = Date.now();
+    var up = document.getElementById('updated');
+    if (up) up.textContent = new Date(lastHeard).toLocaleTimeString(data.lang);
+    var stale = document.getElementById('stale');
+    if (stale) stale.hidden = true;
+  }
+  setInterval(function () {
+    var stale = document.getElementById('stale');
+    if (stale) stale.hidden = Date.now() - lastHeard < 3 * Math.max(check, 15) * 1000;
+  }, 1000);
   var timer = null;
   function poll() {
     fetch('/v1/rooms/' + room + '/heartbeat', { method: 'POST', credentials: 'same-origin' })
@@ -217,6 +231,7 @@
   if (window.EventSource) {
     var es = new EventSource('/v1/rooms/' + room + '/events');
     es.addEventListener('status', function (e) { show(JSON.parse(e.data)); });
+    es.addEventListener('alive', heard);
     es.onerror = function () { es.close(); if (!timer) poll(); };
   } else {
     poll();

@@ -293,7 +293,11 @@ async fn leave(
     respond(app.sluice.leave(&room, &src).await)
 }
 
-/// Server-Sent Events: the visitor's status whenever it changes; ends once admitted or gone.
+/// How often a visitor's event stream says it is alive when its status has not changed.
+pub const EVENTS_ALIVE_EVERY: Duration = Duration::from_secs(15);
+
+/// Server-Sent Events: the visitor's status whenever it changes, and an `alive` event every
+/// [`EVENTS_ALIVE_EVERY`] without a change; ends once admitted or gone.
 /// While it is open the visitor counts as present, as with heartbeats.
 #[utoipa::path(get, path = "/v1/rooms/{room}/events", params(("room" = String, Path)),
     responses((status = 200, description = "text/event-stream of `status` events (VisitorReply JSON)")))]
@@ -320,8 +324,14 @@ async fn events(
             Err(e) => Event::default().event("error").data(e.body().to_string()),
         })
     });
+    // The keep-alive is an event the page sees: its status still holds, and the page says when
+    // it last heard so (and when it has heard nothing for a while).
     Sse::new(events)
-        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .keep_alive(
+            KeepAlive::new()
+                .interval(EVENTS_ALIVE_EVERY)
+                .event(Event::default().event("alive").data("")),
+        )
         .into_response()
 }
 

@@ -423,11 +423,13 @@ fn wait_html(
         })
         .unwrap_or_default();
     let updated = format!(
-        "<p class=\"updated\">{}{colon}<time id=\"updated\" datetime=\"{now_secs}\">{:02}:{:02}:{:02} UTC</time></p>",
+        "<p class=\"updated\">{}{colon}<time id=\"updated\" datetime=\"{now_secs}\">{:02}:{:02}:{:02} UTC</time></p>\
+<p id=\"stale\" class=\"notice\" role=\"status\" hidden>{}</p>",
         t.last_updated,
         now_secs % 86_400 / 3_600,
         now_secs % 3_600 / 60,
-        now_secs % 60
+        now_secs % 60,
+        esc(t.no_news),
     );
     let check = r.next_check_secs.unwrap_or(5);
     // The script is a file of its own (no inline script: the page's Content-Security-Policy

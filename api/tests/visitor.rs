@@ -247,6 +247,40 @@ async fn events_stream_pushes_position_then_admission() {
     assert!(second["admission_token"].as_str().is_some());
 }
 
+/// A status that does not change is still news: the stream says it is alive every 15 s with
+/// an event the page sees (its "Last updated" moves, and it can tell a lost connection).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_stream_says_it_is_alive_while_nothing_changes() {
+    use futures::StreamExt;
+    let c = Cluster::start(1).await;
+    let cfg = json!({"capacity": 1, "paused": true, "waiter_ttl_secs": 600,
+        "admit_per_minute": 60, "session_ttl_secs": 600});
+    c.create_room("alive", cfg).await;
+    let a = c.join(1, "alive", None).await;
+    let resp = c
+        .http
+        .get(c.node(1).url("/v1/rooms/alive/events"))
+        .header("cookie", format!("sluice_ticket={}", s(&a, "ticket")))
+        .send()
+        .await
+        .unwrap();
+    let mut body = resp.bytes_stream();
+    let mut text = String::new();
+    let first = next_event(&mut body, &mut text).await;
+    assert_eq!(s(&first, "state"), "waiting");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !text.contains("event: alive") {
+        let chunk = tokio::time::timeout_at(deadline, body.next())
+            .await
+            .expect("an alive event within 30 s");
+        text.push_str(std::str::from_utf8(&chunk.unwrap().unwrap()).unwrap());
+    }
+    assert!(
+        !text.contains("event: status"),
+        "nothing changed, yet: {text}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_open_event_stream_keeps_a_waiter_in_line() {
     let c = Cluster::start(1).await;
@@ -438,6 +472,9 @@ where
     loop {
         if let Some(i) = text.find("\n\n") {
             let ev: String = text.drain(..i + 2).collect();
+            if ev.lines().any(|l| l == "event: alive") {
+                continue;
+            }
             if let Some(data) = ev.lines().find_map(|l| l.strip_prefix("data: ")) {
                 return serde_json::from_str::<Value>(data).unwrap();
             }

@@ -57,6 +57,12 @@ pub const LOTTERY_REDRAWS_MAX: u64 = 32;
 /// Most seconds of admitted sessions one waiting-time estimate looks through, oldest first, to
 /// find which place frees when; past it, places are taken to free evenly.
 pub const ESTIMATE_SECONDS_SCANNED_MAX: usize = 1_024;
+/// How long after its admission a session not yet used is taken to be on its way (its visitor
+/// being sent to the site); past it, the estimates take it to be held until its deadline.
+pub const UNUSED_GRACE_MS: u64 = 15_000;
+/// How many used places the estimates presume a room had before any it saw: the share of places
+/// left unused is learned as (unused) / (seen + this).
+pub const PLACES_PRESUMED_USED: u64 = 10;
 /// Most expiries one command performs in one room; the rest follow on the next tick.
 pub const EXPIRIES_PER_APPLY_MAX: usize = 100_000;
 /// How many ended visitors (left, expired, revoked) a room remembers for status queries.

@@ -168,6 +168,11 @@ pub(crate) struct Room {
     admitted_in: BTreeMap<u64, u64>,
     /// The sum of those seconds (derived): the sessions' mean age.
     admitted_secs_sum: u128,
+    /// The sessions not used since their admission, by the second they were admitted in
+    /// (derived from `sessions`): each ends at its deadline unless its visitor comes.
+    unused_in: BTreeMap<u64, u64>,
+    /// How many those are (derived).
+    unused_count: u64,
     /// The priority lanes' lines, in the policy's order; `queue` is the room's own line.
     pub lanes: Vec<LaneLine>,
     /// The room's own line's credit in the round robin of shares.
@@ -191,16 +196,18 @@ pub(crate) struct Room {
     pub held_head: BTreeMap<usize, u64>,
 }
 
-/// How long a room's sessions last, learned from the sessions that ended by themselves (left,
-/// expired, unused; not those an operator ended): how many did, and a moving average of their
-/// lengths (each new one weighs 1/8). The estimates of a full room come from it: a place frees
-/// every `mean_ms / capacity` on average.
+/// How long a room's places are held, learned from the sessions that ended by themselves (left,
+/// expired, unused; not those an operator ended): of those that were used, how many ended and a
+/// moving average of their lengths (each new one weighs 1/8); how many ended never used (held
+/// until their deadline, which the room knows). The estimates of a full room come from it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Turnover {
-    /// Sessions that ended by themselves (saturating).
+    /// Used sessions that ended by themselves (saturating).
     pub ended: u64,
     /// Their moving average length, ms (0 before the first).
     pub mean_ms: u64,
+    /// Sessions that ended never used (saturating).
+    pub unused: u64,
 }
 
 impl Turnover {
@@ -340,6 +347,8 @@ impl Room {
             sessions_of: BTreeMap::new(),
             held_back: false,
             admitted_in: BTreeMap::new(),
+            unused_in: BTreeMap::new(),
+            unused_count: 0,
             admitted_secs_sum: 0,
             unused_due: DueQueue::default(),
             challenges_used: BTreeSet::new(),
@@ -407,6 +416,10 @@ impl Room {
         for (_, s) in room.sessions.iter() {
             *room.admitted_in.entry(s.admitted_at_ms / 1000).or_insert(0) += 1;
             room.admitted_secs_sum += u128::from(s.admitted_at_ms / 1000);
+            if s.last_active_ms == s.admitted_at_ms {
+                *room.unused_in.entry(s.admitted_at_ms / 1000).or_insert(0) += 1;
+                room.unused_count += 1;
+            }
         }
         if p.ended.len() > ENDED_PER_ROOM_MAX {
             return Err(format!("room {}: too many ended records", room.name));
@@ -823,11 +836,12 @@ impl Room {
         for e in later {
             self.session_due.push(e);
         }
-        // (seq, visitor, reason, when its session began)
-        let mut gone: Vec<(u64, VisitorId, EndReason, Option<u64>)> = Vec::with_capacity(due.len());
+        // (seq, visitor, reason, its session, if it had one)
+        let mut gone: Vec<(u64, VisitorId, EndReason, Option<Session>)> =
+            Vec::with_capacity(due.len());
         for (_, seq, id) in due {
             if let Some(s) = self.sessions.remove(&id) {
-                gone.push((seq, id, EndReason::Expired, Some(s.admitted_at_ms)));
+                gone.push((seq, id, EndReason::Expired, Some(s)));
             }
         }
         // Admissions not used in time. Deadlines never move (a use only makes an entry stale),
@@ -846,7 +860,7 @@ impl Room {
                 .is_some_and(|s| s.seq == seq && s.last_active_ms == s.admitted_at_ms);
             if unused {
                 if let Some(s) = self.sessions.remove(&id) {
-                    gone.push((seq, id, EndReason::Unused, Some(s.admitted_at_ms)));
+                    gone.push((seq, id, EndReason::Unused, Some(s)));
                 }
             }
         }
@@ -877,13 +891,13 @@ impl Room {
             }
         }
         gone.sort_unstable_by_key(|&(seq, _, _, _)| seq);
-        for &(seq, id, reason, admitted_at) in &gone {
-            self.record_end(id, seq, reason, admitted_at, now);
+        for &(seq, id, reason, session) in &gone {
+            self.record_end(id, seq, reason, session, now);
             draw.note(Event::Ended {
                 visitor: id,
                 seq,
                 reason,
-                admitted: admitted_at.is_some(),
+                admitted: session.is_some(),
             });
         }
         self.maybe_compact();
@@ -1362,6 +1376,8 @@ impl Room {
         }
         *self.admitted_in.entry(now / 1000).or_insert(0) += 1;
         self.admitted_secs_sum += u128::from(now / 1000);
+        *self.unused_in.entry(now / 1000).or_insert(0) += 1;
+        self.unused_count += 1;
         if let Some(ttl) = self.policy.first_use_ttl_secs {
             self.unused_due.push((now + ttl * 1000, slot.seq, slot.id));
         }
@@ -1397,51 +1413,174 @@ impl Room {
     fn eta_rate_milli(&self) -> u64 {
         let setpoint = self.config.admit_per_minute * self.config.rate_permille();
         let full = self.sessions.len() as u64 >= self.config.capacity;
-        if full && self.config.mode != Mode::Passthrough && self.turnover.mean_ms > 0 {
-            let turnover = (u128::from(self.config.capacity) * 60_000_000
-                / u128::from(self.turnover.mean_ms)) as u64;
-            setpoint.min(turnover)
-        } else {
-            setpoint
+        let place = self.place_ms(0).filter(|&ms| ms > 0);
+        match place {
+            Some(ms) if full && self.config.mode != Mode::Passthrough => {
+                let turnover = u128::from(self.config.capacity) * 60_000_000 / ms;
+                setpoint.min(u64::try_from(turnover).unwrap_or(u64::MAX))
+            }
+            _ => setpoint,
         }
     }
 
-    /// Ms from `now` until the `ends`-th session from now ends, each session taken to last the
-    /// mean length from its admission (one already older: a quarter of the mean more), and each
-    /// place taken again, as it frees, by a session that lasts the mean. Sessions are found
-    /// oldest first by the second they were admitted in, at most [`ESTIMATE_SECONDS_SCANNED_MAX`]
-    /// seconds of them; past that, places are taken to free evenly (`mean / capacity` apart).
-    fn session_ends_in(&self, ends: u64, now: u64) -> u128 {
-        let mut mean = u128::from(self.turnover.mean_ms);
-        let active = self.sessions.len() as u128;
-        if self.turnover.ended < self.config.capacity && active > 0 {
-            // Before a room's first generation of sessions has ended, those that have are the
-            // short ones: a session lasts at least twice the mean age of those still going (as
-            // it would in a full room of sessions of one length, admitted evenly).
-            let age = (u128::from(now) / 1000).saturating_sub(self.admitted_secs_sum / active);
-            mean = mean.max(2 * age * 1000);
+    /// How long (ms) a place taken at `now` is held on average: a used one as long as used ones
+    /// last ([`used_mean_ms`](Self::used_mean_ms)), an unused one until its deadline, in the
+    /// share of the room's admissions so far that went unused (those ended, and those now held
+    /// past [`UNUSED_GRACE_MS`]). `None` while that needs the length of used sessions and none
+    /// has ended.
+    fn place_ms(&self, now: u64) -> Option<u128> {
+        let unused_life = self.unused_life_ms();
+        // Sessions admitted within the grace: not yet known to be unused.
+        let stale = now.saturating_sub(UNUSED_GRACE_MS) / 1000;
+        let fresh: u64 = self.admitted_in.range(stale + 1..).map(|(_, n)| n).sum();
+        let fresh_unused: u64 = self.unused_in.range(stale + 1..).map(|(_, n)| n).sum();
+        let held = self.unused_count - fresh_unused;
+        let unused = u128::from(self.turnover.unused + held);
+        let known = u128::from(self.turnover.ended + self.turnover.unused)
+            + (self.sessions.len() as u128 - u128::from(fresh));
+        match self.used_mean_ms(now) {
+            // A room is presumed to have had [`PLACES_PRESUMED_USED`] more that were used: two
+            // places of ten left unused say less than two of ten thousand.
+            Some(m) => {
+                let of = known + u128::from(PLACES_PRESUMED_USED);
+                Some((m * (of - unused) + unused_life * unused) / of)
+            }
+            None => (known > 0 && unused == known).then_some(unused_life),
         }
+    }
+
+    /// How long (ms) a place is held that is never used: until its first-use TTL, or its session
+    /// TTL.
+    fn unused_life_ms(&self) -> u128 {
+        let ttl = u128::from(self.config.session_ttl_secs) * 1000;
+        self.policy
+            .first_use_ttl_secs
+            .map_or(ttl, |f| ttl.min(u128::from(f) * 1000))
+    }
+
+    /// How long (ms) a used session lasts on average, once one has ended by itself. Before a
+    /// room's first generation of sessions has ended, those that have are the short ones: a
+    /// session lasts at least twice the mean age of those still going (as it would in a full
+    /// room of sessions of one length, admitted evenly); `now` 0: not that correction.
+    fn used_mean_ms(&self, now: u64) -> Option<u128> {
+        let active = self.sessions.len() as u128;
+        (self.turnover.ended > 0).then(|| {
+            let mean = u128::from(self.turnover.mean_ms);
+            if now > 0 && self.turnover.ended < self.config.capacity && active > 0 {
+                let age = (u128::from(now) / 1000).saturating_sub(self.admitted_secs_sum / active);
+                mean.max(2 * age * 1000)
+            } else {
+                mean
+            }
+        })
+    }
+
+    /// Ms from `now` until the `ends`-th session from now ends, each place taken again, as it
+    /// frees, by a session of the room's usual length; `None` when that needs a length the room
+    /// has not learned.
+    ///
+    /// When each session ends, as far as the state machine can tell:
+    /// - one never used, [`UNUSED_GRACE_MS`] after its admission: at its deadline (its first-use
+    ///   TTL, or its session TTL), unless its visitor comes;
+    /// - one in use, of age `a`, in a room whose used sessions last `m` on average: after
+    ///   `m - a` while that is longer than `a / 2`; past that, `a / 2` from now. A session that
+    ///   has lasted longer than most is evidence that it lasts longer still, so its expected end
+    ///   moves away as it ages: it is never forever "about to end".
+    ///
+    /// Sessions are taken by the second they were admitted in, oldest first and around the age
+    /// where the two rules meet, at most [`ESTIMATE_SECONDS_SCANNED_MAX`] seconds of them; past
+    /// that, places are taken to free evenly (`m / capacity` apart).
+    fn session_ends_in(&self, ends: u64, now: u64) -> Option<u128> {
+        let t = u128::from(now);
+        let unused_life = self.unused_life_ms();
+        let used_mean = self.used_mean_ms(now);
+        let length = self.place_ms(now)?;
         let places = self.config.capacity.max(1);
         let (k, generation) = ((ends - 1) % places + 1, (ends - 1) / places);
-        let floor = u128::from(now) + mean / 4;
-        let mut seen = 0;
-        let mut first_end = None;
-        if k > self.sessions.len() as u64 {
+        let first_end = if k > self.sessions.len() as u64 {
             // A session not yet admitted: it begins now.
-            first_end = Some(u128::from(now) + mean);
+            Some(t + length)
         } else {
-            for (&second, &count) in self.admitted_in.iter().take(ESTIMATE_SECONDS_SCANNED_MAX) {
-                seen += count;
-                if seen >= k {
-                    first_end = Some((u128::from(second) * 1000 + mean).max(floor));
-                    break;
-                }
+            self.kth_session_end(k, t, unused_life, used_mean)
+        };
+        match first_end {
+            Some(end) => Some(end - t + u128::from(generation) * length),
+            None => used_mean.map(|_| u128::from(ends) * length / u128::from(places)),
+        }
+    }
+
+    /// When (ms) the `k`-th of the room's sessions to end does, by the rules of
+    /// [`session_ends_in`](Self::session_ends_in); `None` past the seconds it may look through,
+    /// or when it needs the length of used sessions and none has ended yet.
+    fn kth_session_end(
+        &self,
+        k: u64,
+        t: u128,
+        unused_life: u128,
+        used_mean: Option<u128>,
+    ) -> Option<u128> {
+        // Seconds whose unused sessions are past their grace (as of the second's start); before
+        // any used session has ended, every unused one is taken to be held.
+        let stale = match used_mean {
+            Some(_) => (t.saturating_sub(UNUSED_GRACE_MS.into()) / 1000) as u64,
+            None => u64::MAX,
+        };
+        let unused_at = |second: u64| {
+            if second <= stale {
+                self.unused_in.get(&second).copied().unwrap_or(0)
+            } else {
+                0
+            }
+        };
+        // Three runs of (end, count), each in the order of its ends: unused sessions past their
+        // grace (older first); used ones young enough to end after the room's mean (older
+        // first); and older used ones (younger first: the older, the later).
+        let mut idle = self
+            .unused_in
+            .range(..=stale)
+            .map(|(&second, &n)| ((u128::from(second) * 1000 + unused_life).max(t), n))
+            .peekable();
+        let m = used_mean.unwrap_or(0);
+        // Sessions of age `a`, from the second they began: `m - a` from now while that is
+        // longer than `a / 2`, i.e. while `a < 2m/3`.
+        let cut = (t.saturating_sub(2 * m / 3) / 1000) as u64;
+        let used = |(&second, &n): (&u64, &u64)| -> (u128, u64) {
+            let begun = u128::from(second) * 1000;
+            let end = if second > cut {
+                (begun + m).max(t)
+            } else {
+                t + (t - begun.min(t)) / 2
+            };
+            (end, n - unused_at(second))
+        };
+        let mut young = self.admitted_in.range(cut + 1..).map(used).peekable();
+        let mut old = self.admitted_in.range(..=cut).rev().map(used).peekable();
+        let mut seen = 0;
+        for _ in 0..ESTIMATE_SECONDS_SCANNED_MAX {
+            let heads = [idle.peek(), young.peek(), old.peek()].map(|h| h.map(|&(end, _)| end));
+            let (i, end) = heads
+                .iter()
+                .enumerate()
+                .filter_map(|(i, e)| e.map(|e| (i, e)))
+                .min_by_key(|&(_, e)| e)?;
+            let (_, n) = match i {
+                0 => idle.next(),
+                1 => young.next(),
+                _ => old.next(),
+            }
+            .expect("a head");
+            if n == 0 {
+                continue;
+            }
+            if i > 0 && used_mean.is_none() {
+                return None;
+            }
+            seen += n;
+            if seen >= k {
+                return Some(end);
             }
         }
-        match first_end {
-            Some(t) => t - u128::from(now) + u128::from(generation) * mean,
-            None => u128::from(ends) * mean / u128::from(places),
-        }
+        None
     }
 
     /// How long until `n` more admissions (the waiter's own included) have happened, from both
@@ -1478,8 +1617,7 @@ impl Room {
         let ends = (n + self.sessions.len() as u64).saturating_sub(self.config.capacity);
         let by_turnover = match ends {
             0 => 0,
-            _ if self.turnover.ended == 0 => return None,
-            ends => self.session_ends_in(ends, now),
+            ends => self.session_ends_in(ends, now)?,
         };
         let likely = by_rate.max(by_turnover);
         let worst = (by_rate + by_turnover).max(likely + likely / 4);
@@ -1509,23 +1647,34 @@ impl Room {
         }
     }
 
-    /// Records that a visitor's place ended: its session, if it began at `admitted_at`.
+    /// Records that a visitor's place ended: its session, if it had one.
     fn record_end(
         &mut self,
         id: VisitorId,
         seq: u64,
         reason: EndReason,
-        admitted_at: Option<u64>,
+        session: Option<Session>,
         now: u64,
     ) {
-        if let Some(t) = admitted_at {
-            count_down(&mut self.admitted_in, &(t / 1000));
-            self.admitted_secs_sum -= u128::from(t / 1000);
-            if matches!(
-                reason,
-                EndReason::Left | EndReason::Expired | EndReason::Unused
-            ) {
-                self.turnover.record(now.saturating_sub(t));
+        if let Some(s) = session {
+            let second = s.admitted_at_ms / 1000;
+            count_down(&mut self.admitted_in, &second);
+            self.admitted_secs_sum -= u128::from(second);
+            let unused = s.last_active_ms == s.admitted_at_ms;
+            if unused {
+                count_down(&mut self.unused_in, &second);
+                self.unused_count -= 1;
+            }
+            match reason {
+                // Never used, it was held until its deadline, which the estimates knew: it says
+                // nothing of how long a used place is kept.
+                EndReason::Expired | EndReason::Unused if unused => {
+                    self.turnover.unused = self.turnover.unused.saturating_add(1)
+                }
+                EndReason::Left | EndReason::Expired | EndReason::Unused => {
+                    self.turnover.record(now.saturating_sub(s.admitted_at_ms))
+                }
+                _ => {}
             }
         }
         if let Some(k) = self.identity_of.remove(&id) {
@@ -1535,7 +1684,7 @@ impl Room {
         self.networks_of.remove(&id);
         if let Some(c) = self.client_of.remove(&id) {
             count_down(&mut self.places_of, &c);
-            if admitted_at.is_some() {
+            if session.is_some() {
                 count_down(&mut self.sessions_of, &c);
                 if self.policy.sessions_per_client_max.is_some() {
                     // Its network may take a session again: its waiters are no longer held.
@@ -1599,7 +1748,7 @@ impl Room {
                 until_ms: (until != u64::MAX).then_some(until),
             });
         }
-        if self.sessions.touch(&id, now) {
+        if self.renew(&id, now) {
             // An admitted visitor who joins again renews the session.
         } else if let Some(&qidx) = self.waiting.get(&id) {
             if let Err(r) = self.redeem_waiting(id, qidx, evidence, now, draw) {
@@ -1806,9 +1955,21 @@ impl Room {
         self.slot_mut(qidx).expect("indexed waiter").last_seen_ms = now;
     }
 
+    /// Renews the visitor's session, if it has one: its first use takes it out of the unused.
+    fn renew(&mut self, id: &VisitorId, now: u64) -> bool {
+        let Some(before) = self.sessions.touch(id, now) else {
+            return false;
+        };
+        if before.last_active_ms == before.admitted_at_ms && now != before.admitted_at_ms {
+            count_down(&mut self.unused_in, &(before.admitted_at_ms / 1000));
+            self.unused_count -= 1;
+        }
+        true
+    }
+
     /// Records activity: renews a session or checks a waiter in. Returns false for unknown visitors.
     fn touch_one(&mut self, id: VisitorId, now: u64) -> Option<bool> {
-        if self.sessions.touch(&id, now) {
+        if self.renew(&id, now) {
             Some(true)
         } else if let Some(&qidx) = self.waiting.get(&id) {
             self.check_in(qidx, now);
@@ -1887,7 +2048,7 @@ impl Room {
     /// unknown ones a rejection.
     pub fn end(&mut self, id: VisitorId, reason: EndReason, now: u64, draw: &mut Step) -> Outcome {
         if let Some(s) = self.sessions.remove(&id) {
-            self.record_end(id, s.seq, reason, Some(s.admitted_at_ms), now);
+            self.record_end(id, s.seq, reason, Some(s), now);
             draw.note(Event::Ended {
                 visitor: id,
                 seq: s.seq,
@@ -1991,7 +2152,7 @@ impl Room {
     pub fn revoke_all(&mut self, now: u64, draw: &mut Step) -> Outcome {
         let all = self.sessions.take_all();
         for &(id, s) in &all {
-            self.record_end(id, s.seq, EndReason::Revoked, Some(s.admitted_at_ms), now);
+            self.record_end(id, s.seq, EndReason::Revoked, Some(s), now);
         }
         self.session_due.clear();
         draw.note(Event::RevokedAll {

@@ -187,6 +187,7 @@ impl Room {
         let unused_due: BTreeSet<(u64, u64, VisitorId)> = self.unused_due.iter().copied().collect();
         let ttl = self.policy.first_use_ttl_secs;
         let mut admitted_in: BTreeMap<u64, u64> = BTreeMap::new();
+        let mut unused_in: BTreeMap<u64, u64> = BTreeMap::new();
         let mut sum = 0u128;
         let mut n = 0;
         for (id, s) in self.sessions.iter() {
@@ -217,6 +218,9 @@ impl Room {
                 );
             }
             *admitted_in.entry(s.admitted_at_ms / 1000).or_insert(0) += 1;
+            if s.last_active_ms == s.admitted_at_ms {
+                *unused_in.entry(s.admitted_at_ms / 1000).or_insert(0) += 1;
+            }
             sum += u128::from(s.admitted_at_ms / 1000);
         }
         ensure!(
@@ -229,6 +233,11 @@ impl Room {
             self,
             admitted_in == self.admitted_in && sum == self.admitted_secs_sum,
             "admissions by second disagree with the sessions"
+        );
+        ensure!(
+            self,
+            unused_in == self.unused_in && unused_in.values().sum::<u64>() == self.unused_count,
+            "unused sessions by second disagree with the sessions"
         );
         for (id, nets) in &self.networks_of {
             let distinct: BTreeSet<ClientKey> = nets.iter().map(|&(k, _)| k).collect();

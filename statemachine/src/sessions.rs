@@ -41,15 +41,15 @@ impl Sessions {
         self.index.get(id).map(|s| (s.seq, s.last_active_ms))
     }
 
-    /// Renews the visitor's session at `now`; false when the visitor has none.
-    pub fn touch(&mut self, id: &VisitorId, now: u64) -> bool {
-        let Some(s) = self.index.get_mut(id) else {
-            return false;
-        };
+    /// Renews the visitor's session at `now`; returns it as it was, or `None` when the visitor
+    /// has none.
+    pub fn touch(&mut self, id: &VisitorId, now: u64) -> Option<Session> {
+        let s = self.index.get_mut(id)?;
+        let before = *s;
         s.last_active_ms = now;
         let (_, s) = self.by_seq.get_mut(&s.seq).expect("indexed session");
         s.last_active_ms = now;
-        true
+        Some(before)
     }
 
     /// Adds a session. Fails, changing nothing, when the visitor already has one or another
@@ -125,8 +125,8 @@ mod tests {
         let mut s = Sessions::default();
         s.insert(id(1), session(10, 100)).unwrap();
         s.insert(id(2), session(4, 100)).unwrap();
-        assert!(s.touch(&id(1), 250));
-        assert!(!s.touch(&id(3), 250));
+        assert_eq!(s.touch(&id(1), 250), Some(session(10, 100)));
+        assert_eq!(s.touch(&id(3), 250), None);
         assert_eq!(s.key(&id(1)), Some((10, 250)));
         assert_eq!(s.get(&id(1)).unwrap().last_active_ms, 250);
         assert_eq!(s.get(&id(1)).unwrap().admitted_at_ms, 100);

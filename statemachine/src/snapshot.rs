@@ -246,8 +246,9 @@ struct ExtrasOut<'a> {
     /// The networks each session was used from, and the count of sessions ended as shared,
     /// for each room with any.
     networks: Vec<(&'a str, RoomNetworks)>,
-    /// How long sessions last (ended, mean ms), for each room that has seen one end.
-    turnover: Vec<(&'a str, (u64, u64))>,
+    /// How long places are held (used sessions ended, their mean ms, unused sessions ended),
+    /// for each room that has seen one end.
+    turnover: Vec<(&'a str, (u64, u64, u64))>,
     /// The origin measurements and last change of health, for each room with any.
     origins: Vec<(&'a str, &'a OriginWatch)>,
     /// The priority lanes' lines (waiters in line order, credit, joined, admitted) and the
@@ -294,7 +295,7 @@ struct ExtrasIn {
     challenges: Vec<(String, Vec<UsedChallenge>)>,
     identities: Vec<(String, Vec<(VisitorId, IdentityKey)>)>,
     networks: Vec<(String, RoomNetworks)>,
-    turnover: Vec<(String, (u64, u64))>,
+    turnover: Vec<(String, (u64, u64, u64))>,
     origins: Vec<(String, OriginWatch)>,
     lanes: Vec<(String, RoomLanes)>,
     codes: Vec<(String, RoomCodes)>,
@@ -400,9 +401,17 @@ impl RoomExtras {
                     "networks",
                 )
             })?,
-            turnover: by_room(take(&mut e.turnover), "turnover", |_, (ended, mean_ms)| {
-                Ok(Turnover { ended, mean_ms })
-            })?,
+            turnover: by_room(
+                take(&mut e.turnover),
+                "turnover",
+                |_, (ended, mean_ms, unused)| {
+                    Ok(Turnover {
+                        ended,
+                        mean_ms,
+                        unused,
+                    })
+                },
+            )?,
             origins: by_room(take(&mut e.origins), "origin", |_, o| Ok(o))?,
             lanes: by_room(take(&mut e.lanes), "lanes", |name, l| {
                 let fits = |l: &RoomLanes| {
@@ -716,8 +725,11 @@ impl StateMachine {
             turnover: self
                 .rooms
                 .values()
-                .filter(|r| r.turnover.ended > 0)
-                .map(|r| (r.name.as_str(), (r.turnover.ended, r.turnover.mean_ms)))
+                .filter(|r| r.turnover != Turnover::default())
+                .map(|r| {
+                    let t = r.turnover;
+                    (r.name.as_str(), (t.ended, t.mean_ms, t.unused))
+                })
                 .collect(),
             origins: self
                 .rooms

@@ -1108,6 +1108,132 @@ fn a_full_rooms_estimate_comes_from_how_long_its_sessions_last() {
     ));
 }
 
+/// The estimate a waiter of `room` is told now, in seconds.
+fn eta(h: &H, room: &str, v: u128) -> u64 {
+    match h.state(room, v) {
+        VisitorState::Waiting {
+            eta_secs: Some(s), ..
+        } => s,
+        s => panic!("visitor {v}: {s:?}"),
+    }
+}
+
+/// A room whose short visits taught it that sessions last 10 s, then full of two places never
+/// used: the line is told when those places' deadlines come, not "a few seconds" until then.
+fn a_room_stuck_on_unused_places(first_use_ttl_secs: Option<u64>) -> H {
+    let mut h = H::new();
+    h.create(
+        "r",
+        RoomConfig {
+            session_ttl_secs: 600,
+            waiter_ttl_secs: 3600,
+            ..cfg(2, 600)
+        },
+    );
+    if first_use_ttl_secs.is_some() {
+        h.run(Command::SetEntryPolicy {
+            room: "r".into(),
+            policy: EntryPolicy {
+                first_use_ttl_secs,
+                ..EntryPolicy::default()
+            }
+            .encode(),
+        });
+    }
+    h.join("r", 1);
+    h.join("r", 2);
+    h.at(1_000).run(Command::Touch {
+        room: "r".into(),
+        visitors: vec![vid(1), vid(2)],
+    });
+    for v in [1, 2] {
+        h.at(10_000).run(Command::Leave {
+            room: "r".into(),
+            visitor: vid(v),
+        });
+    }
+    for v in 3..=6 {
+        h.join("r", v);
+    }
+    assert!(h.is_admitted("r", 3) && h.is_admitted("r", 4));
+    h
+}
+
+#[test]
+fn a_room_full_of_unused_places_is_told_their_deadlines() {
+    let mut h = a_room_stuck_on_unused_places(None);
+    // Just admitted, the two are taken to be on their way.
+    assert_eq!(eta(&h, "r", 5), 10);
+    // Past the grace, the line is told when the places expire (admitted at 10 s, 600-s TTL),
+    // and that time comes nearer as it does: the estimate never sticks at a few seconds.
+    let mut before = u64::MAX;
+    for at in (30..600).step_by(30) {
+        h.at(at * 1000).tick();
+        let (first, second) = (eta(&h, "r", 5), eta(&h, "r", 6));
+        assert_eq!(first, 610 - at, "at {at} s");
+        assert_eq!(second, 610 - at, "at {at} s: both places free then");
+        assert!(first < before);
+        before = first;
+    }
+    h.at(610_000).tick();
+    assert!(h.is_admitted("r", 5) && h.is_admitted("r", 6));
+    // A restored replica tells the same.
+    let back = h.restored();
+    assert_eq!(back.sm.digest(), h.sm.digest());
+}
+
+#[test]
+fn a_first_use_ttl_brings_the_deadline_of_unused_places_nearer() {
+    let mut h = a_room_stuck_on_unused_places(Some(120));
+    h.at(40_000).tick();
+    assert_eq!(eta(&h, "r", 5), 90, "admitted at 10 s, unused until 130 s");
+    let back = h.restored();
+    assert_eq!(eta(&back, "r", 5), 90);
+    h.at(130_000).tick();
+    assert!(h.is_admitted("r", 5));
+}
+
+/// A session in use that has lasted far longer than the room's others is evidence that it lasts
+/// longer still: the estimate behind it grows with its age instead of staying "about to end".
+#[test]
+fn a_place_held_longer_than_usual_pushes_the_estimate_out_as_it_ages() {
+    let mut h = H::new();
+    h.create(
+        "r",
+        RoomConfig {
+            session_ttl_secs: 3600,
+            waiter_ttl_secs: 86_400,
+            ..cfg(1, 600)
+        },
+    );
+    h.join("r", 1);
+    h.at(1_000).run(Command::Touch {
+        room: "r".into(),
+        visitors: vec![vid(1)],
+    });
+    h.at(10_000).run(Command::Leave {
+        room: "r".into(),
+        visitor: vid(1),
+    });
+    h.join("r", 2);
+    h.join("r", 3);
+    assert!(h.is_admitted("r", 2));
+    let mut before = 0;
+    for at in [20, 60, 120, 240, 480, 960] {
+        h.at(at * 1000).run(Command::Touch {
+            room: "r".into(),
+            visitors: vec![vid(2), vid(3)],
+        });
+        let age = at - 10;
+        let e = eta(&h, "r", 3);
+        assert!(
+            e >= age / 2 && e > before,
+            "at {at} s: {e} s after {before} s"
+        );
+        before = e;
+    }
+}
+
 /// Before a shuffled opening, a position would be a promise the shuffle breaks: none is shown.
 #[test]
 fn positions_before_a_shuffled_opening_are_not_shown() {
@@ -1507,7 +1633,11 @@ fn every_part() -> H {
 /// [`every_part`], as a snapshot written before rooms learned how long sessions last holds it.
 fn every_part_without_turnover() -> H {
     let mut h = every_part();
-    assert!(h.sm.rooms.values().any(|r| r.turnover.ended > 0));
+    assert!(h
+        .sm
+        .rooms
+        .values()
+        .any(|r| r.turnover != crate::room::Turnover::default()));
     for r in h.sm.rooms.values_mut() {
         r.turnover = crate::room::Turnover::default();
         r.draws = Default::default();
