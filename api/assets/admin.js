@@ -4,6 +4,14 @@
 (function () {
   'use strict';
 
+  // A refused save: the list of what to fix, at the top of the page, takes the focus (a
+  // screen reader reads it; the keyboard goes on from it to the fields it links).
+  var errors = document.getElementById('errors');
+  if (errors) {
+    errors.setAttribute('tabindex', '-1');
+    errors.focus();
+  }
+
   // Instants shown in the operator's time zone.
   document.querySelectorAll('time[data-unix]').forEach(function (t) {
     var d = new Date(+t.dataset.unix * 1000);
@@ -111,7 +119,7 @@
         width: width(holder), height: 180, series: series,
         cursor: { sync: { key: 'room-' + room } },
         scales: { x: { time: true, range: xRange }, y: c.health ? { range: [0, 2] } : { range: function (u, lo, hi) { return [0, Math.max(1, hi * 1.1)]; } } },
-        axes: [{ label: 'time', size: 40 }, y],
+        axes: [{ label: 'time (' + (zone || 'your time zone') + ')', size: 40 }, y],
         legend: { live: true }
       };
       return { chart: c, holder: holder, plot: new uPlot(opts, columns(c, data), holder) };

@@ -49,12 +49,13 @@
       solveThenJoin(joined);
       return;
     }
+    // Refused (the room is full, the network holds its places, …): the form joins again and
+    // its answer is the page that says why, at once, in the page's language.
     fetch('/v1/rooms/' + room + '/join', { method: 'POST', credentials: 'same-origin' })
       .then(function (r) {
-        if (r.ok) {
-          store.setItem(joined, Date.now());
-          location.reload();
-        }
+        store.setItem(joined, Date.now());
+        if (r.ok) location.reload();
+        else document.getElementById('join').submit();
       })
       .catch(function () {});
     return;
@@ -117,10 +118,22 @@
   store.removeItem('sluice-joined-' + room);
   var key = 'sluice-first-' + room, prog = document.getElementById('prog');
   var title = document.title;
+  // A duration in the page's language's units, as the server writes it (i18n.rs `Units`).
+  var units = (data.units || '{n} s|{n} min|{n} h|{n} d').split('|');
+  function u(i, n) { return units[i].replace('{n}', n); }
   function fmt(s) {
-    return s < 60 ? s + ' s'
-      : (s < 3600 ? Math.ceil(s / 60) + ' min'
-        : Math.floor(s / 3600) + ' h ' + Math.floor(s % 3600 / 60) + ' min');
+    return s < 60 ? u(0, s)
+      : (s < 3600 ? u(1, Math.ceil(s / 60))
+        : (s < 86400 ? u(2, Math.floor(s / 3600)) + ' ' + u(1, Math.floor(s % 3600 / 60))
+          : u(3, Math.floor(s / 86400)) + ' ' + u(2, Math.floor(s % 86400 / 3600))));
+  }
+  // The opening's date and time in the visitor's own zone and language.
+  var opens = document.getElementById('opens');
+  if (opens && window.Intl) {
+    try {
+      opens.textContent = new Intl.DateTimeFormat(data.lang, { dateStyle: 'full', timeStyle: 'short' })
+        .format(new Date(+opens.dataset.unix * 1000));
+    } catch (e) { /* the UTC text stays */ }
   }
   function range(s) {
     if (s.eta_secs == null) return unknown;
@@ -140,6 +153,11 @@
     if (h && data.turn) h.textContent = data.turn;
     document.title = (data.turn || '') + ' ' + title;
     if (prog.max) prog.value = prog.max;
+    // The waiting figures (place, estimate, people ahead) are over: they go.
+    var details = document.getElementById('details');
+    if (details) details.hidden = true;
+    var stale = document.getElementById('stale');
+    if (stale) stale.remove();
     var a = document.createElement('a'), p = document.createElement('p');
     a.href = next;
     a.className = 'button';

@@ -43,6 +43,29 @@ pub fn civil_time(secs: u64) -> (i64, u32, u32, u64, u64, u64) {
     (y, m, d, rest / 3_600, rest % 3_600 / 60, rest % 60)
 }
 
+/// `2026-12-24T18:00` (what a date-time picker holds), in UTC.
+pub fn picker_utc(unix: u64) -> String {
+    let days = (unix / 86_400) as i64;
+    let secs = unix % 86_400;
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}",
+        secs / 3_600,
+        secs % 3_600 / 60
+    )
+}
+
+/// `2026-12-24 18:00 UTC`, for reading.
+pub fn readable_utc(unix: u64) -> String {
+    format!("{} UTC", picker_utc(unix).replace('T', " "))
+}
+
+/// An instant as RFC 3339 in UTC (`2026-12-24T18:00:00Z`), for `<time datetime>`.
+pub fn iso_utc(unix: u64) -> String {
+    let (y, m, d, h, min, s) = civil_time(unix);
+    format!("{y:04}-{m:02}-{d:02}T{h:02}:{min:02}:{s:02}Z")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -53,6 +76,14 @@ mod tests {
         assert_eq!(days_from_civil(2000, 3, 1), 11_017);
         assert_eq!(unix_days(2026, 12, 24), Some(20_811));
         assert_eq!(unix_days(1969, 12, 31), None);
+        assert_eq!(
+            iso_utc(20_811 * 86_400 + 18 * 3_600),
+            "2026-12-24T18:00:00Z"
+        );
+        assert_eq!(
+            readable_utc(20_811 * 86_400 + 18 * 3_600),
+            "2026-12-24 18:00 UTC"
+        );
         for z in [-1_000_000, -1, 0, 59, 11_016, 20_811, 2_000_000] {
             let (y, m, d) = civil_from_days(z);
             assert_eq!(days_from_civil(y, m, d), z);

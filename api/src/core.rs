@@ -17,6 +17,9 @@ use sluice_statemachine::{
 use std::net::IpAddr;
 use std::time::Duration;
 
+/// Most rule errors one check of a room body collects ([`Sluice::room_body_errors`]).
+pub const ROOM_BODY_ERRORS_MAX: usize = 32;
+
 /// Where a ticket came from: an explicit ticket must match; a cookie for another room (a
 /// browser visiting several rooms) is replaced.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -859,16 +862,18 @@ impl Sluice {
         }
     }
 
-    /// Creates or replaces a room (only creates it, with `create_only`: an existing room is
-    /// refused with `room_exists` and left as it is). Returns the room and whether it was
-    /// created.
-    pub async fn put_room(
+    /// What [`put_room`](Self::put_room) checks of a body before it writes anything: the
+    /// room's configuration and the entry policy the body makes, or the first rule it breaks.
+    pub fn check_room_body(
         &self,
-        room: &str,
         body: &RoomConfigBody,
-        create_only: bool,
-    ) -> Result<(RoomBody, bool), ApiError> {
-        Self::check_room(room)?;
+    ) -> Result<
+        (
+            sluice_statemachine::RoomConfig,
+            sluice_statemachine::EntryPolicy,
+        ),
+        ApiError,
+    > {
         let config = body.to_config().map_err(|(f, m)| ApiError::invalid(f, m))?;
         config.validate()?;
         let mut policy = body.entry.to_policy();
@@ -905,6 +910,57 @@ impl Sluice {
                 "this node has no [identity] keys to verify assertions with".to_string(),
             ));
         }
+        Ok((config, policy))
+    }
+
+    /// Every rule a body breaks, in one pass (a form shows them all at once, not one a save):
+    /// each wrong field is set back to its value in `current` and the body checked again, until
+    /// it passes or a field cannot be set back.
+    pub fn room_body_errors(
+        &self,
+        body: &RoomConfigBody,
+        current: &RoomConfigBody,
+    ) -> Vec<ApiError> {
+        let (Ok(mut trial), Ok(current)) =
+            (serde_json::to_value(body), serde_json::to_value(current))
+        else {
+            return Vec::new();
+        };
+        let mut errors: Vec<ApiError> = Vec::new();
+        while errors.len() < ROOM_BODY_ERRORS_MAX {
+            let Ok(b) = serde_json::from_value::<RoomConfigBody>(trial.clone()) else {
+                break;
+            };
+            let Err(e) = self.check_room_body(&b) else {
+                break;
+            };
+            let field = e.field.clone().unwrap_or_default();
+            let repeated = errors.iter().any(|x| x.field == e.field);
+            errors.push(e);
+            if repeated
+                || field.is_empty()
+                || !crate::model::json_set_back(&mut trial, &current, &field)
+            {
+                if repeated {
+                    errors.pop();
+                }
+                break;
+            }
+        }
+        errors
+    }
+
+    /// Creates or replaces a room (only creates it, with `create_only`: an existing room is
+    /// refused with `room_exists` and left as it is). Returns the room and whether it was
+    /// created.
+    pub async fn put_room(
+        &self,
+        room: &str,
+        body: &RoomConfigBody,
+        create_only: bool,
+    ) -> Result<(RoomBody, bool), ApiError> {
+        Self::check_room(room)?;
+        let (config, mut policy) = self.check_room_body(body)?;
         // What the room's settings were: whether the probe changes, and the audit log's note
         // of what this changed. Read at the leader's index: on a follower that lags, a probe an
         // admin has just removed would look unchanged to an operator putting it back.

@@ -144,7 +144,7 @@ pub struct CtlArgs {
 /// Operator commands.
 #[derive(Debug, Subcommand)]
 pub enum CtlCmd {
-    /// Rooms: list, show, create, change, delete.
+    /// Rooms: list (ls), get (show), create, put (change), delete (rm).
     #[command(subcommand)]
     Rooms(RoomsCmd),
     /// Pause a room: joins still queue; nobody is admitted until `resume`.
@@ -322,7 +322,10 @@ pub enum CtlCmd {
 pub enum RoomsCmd {
     /// List rooms by name, a page at a time (the last line, or `next_after` in JSON, says
     /// where the next page starts).
-    #[command(after_help = "Example:\n  sluice ctl rooms list --after sale --limit 50")]
+    #[command(
+        visible_alias = "ls",
+        after_help = "Example:\n  sluice ctl rooms list --after sale --limit 50"
+    )]
     List {
         /// Only rooms named after this one (the previous page's last).
         #[arg(long)]
@@ -332,7 +335,10 @@ pub enum RoomsCmd {
         limit: usize,
     },
     /// Show a room: its state, schedule, counts and configuration.
-    #[command(after_help = "Example:\n  sluice ctl rooms get sale")]
+    #[command(
+        visible_alias = "show",
+        after_help = "Example:\n  sluice ctl rooms get sale"
+    )]
     Get {
         /// The room's name.
         room: String,
@@ -353,6 +359,7 @@ pub enum RoomsCmd {
     /// (`--json '{"capacity":100}'`) and/or flags replace those of its current configuration,
     /// the others stay as they are (with `--replace`, the others take the defaults).
     #[command(
+        visible_alias = "change",
         after_help = "Example:\n  sluice ctl rooms put sale --capacity 200 --json '{\"opens_at\": 1798135200}'"
     )]
     Put {
@@ -366,7 +373,10 @@ pub enum RoomsCmd {
     },
     /// Delete a room with everyone in it. Without --yes, says what it would end and does
     /// nothing.
-    #[command(after_help = "Example:\n  sluice ctl rooms delete sale --yes")]
+    #[command(
+        visible_alias = "rm",
+        after_help = "Example:\n  sluice ctl rooms delete sale --yes"
+    )]
     Delete {
         /// The room's name.
         room: String,

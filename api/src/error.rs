@@ -282,14 +282,68 @@ pub fn form_rejection(r: axum::extract::rejection::FormRejection) -> ApiError {
     }
 }
 
+/// A body naming a field its type does not have, from serde's message ("unknown field `x`,
+/// expected one of `a`, `b` at line 1 column 132"): the error names the field, and the closest
+/// field there is, not a column of a body the user may never have written (the CLI builds it).
+pub fn unknown_field(serde_message: &str) -> ApiError {
+    let rest = serde_message
+        .split_once("unknown field `")
+        .map_or("", |(_, r)| r);
+    let name = rest.split('`').next().unwrap_or_default();
+    let expected: Vec<&str> = rest
+        .split_once("expected one of ")
+        .or_else(|| rest.split_once("expected "))
+        .map(|(_, list)| list.split('`').skip(1).step_by(2).collect())
+        .unwrap_or_default();
+    let closest = expected
+        .iter()
+        .map(|e| (edit_distance(name, e), *e))
+        .filter(|&(d, _)| d <= name.chars().count().max(2) / 2)
+        .min();
+    let message = match closest {
+        Some((_, e)) => format!("unknown field `{name}`: did you mean `{e}`?"),
+        None if expected.is_empty() => format!("unknown field `{name}`"),
+        None => format!(
+            "unknown field `{name}`; the fields are {}",
+            expected
+                .iter()
+                .map(|e| format!("`{e}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    ApiError {
+        field: Some(name.to_string()),
+        ..ApiError::new(StatusCode::BAD_REQUEST, "unknown_field", message)
+    }
+}
+
+/// Levenshtein distance, by characters (field names are short).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let next = (diagonal + usize::from(ca != cb))
+                .min(row[j] + 1)
+                .min(row[j + 1] + 1);
+            diagonal = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
+
 /// Turns axum's JSON body rejections into our error format.
 pub fn json_rejection(r: axum::extract::rejection::JsonRejection) -> ApiError {
     use axum::extract::rejection::JsonRejection::*;
     match r {
         JsonDataError(e) => {
             let text = e.body_text();
-            if text.contains("unknown field") {
-                ApiError::new(StatusCode::BAD_REQUEST, "unknown_field", text)
+            if text.contains("unknown field `") {
+                unknown_field(&text)
             } else {
                 ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", text)
             }
@@ -324,6 +378,28 @@ impl From<axum::extract::rejection::PathRejection> for ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unknown_field_is_named_with_the_closest_there_is() {
+        let e = unknown_field(
+            "unknown field `capacty`, expected one of `capacity`, `admit_per_minute`, `mode` at line 1 column 132",
+        );
+        assert_eq!(
+            (e.code, e.field.as_deref()),
+            ("unknown_field", Some("capacty"))
+        );
+        assert_eq!(
+            e.message,
+            "unknown field `capacty`: did you mean `capacity`?"
+        );
+        let e = unknown_field("unknown field `zzz`, expected `title` or `logo` at line 1 column 9");
+        assert_eq!(
+            e.message,
+            "unknown field `zzz`; the fields are `title`, `logo`"
+        );
+        assert!(!e.message.contains("column"));
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+    }
 
     #[test]
     fn a_role_too_small_is_permission_denied() {

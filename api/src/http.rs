@@ -88,8 +88,8 @@ fn parse_required<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, Api
 
 fn json_error(e: serde_json::Error) -> ApiError {
     let msg = e.to_string();
-    if msg.contains("unknown field") {
-        ApiError::new(StatusCode::BAD_REQUEST, "unknown_field", msg)
+    if msg.contains("unknown field `") {
+        crate::error::unknown_field(&msg)
     } else if e.is_syntax() || e.is_eof() {
         ApiError::new(StatusCode::BAD_REQUEST, "malformed_json", msg)
     } else {
@@ -324,13 +324,14 @@ async fn events(
             Err(e) => Event::default().event("error").data(e.body().to_string()),
         })
     });
-    // The keep-alive is an event the page sees: its status still holds, and the page says when
-    // it last heard so (and when it has heard nothing for a while).
+    // The keep-alive is an event the page sees (with data: a browser drops an event without
+    // any): its status still holds, and the page says when it last heard so (and when it has
+    // heard nothing for a while).
     Sse::new(events)
         .keep_alive(
             KeepAlive::new()
                 .interval(EVENTS_ALIVE_EVERY)
-                .event(Event::default().event("alive").data("")),
+                .event(Event::default().event("alive").data("{}")),
         )
         .into_response()
 }

@@ -237,6 +237,39 @@ impl PluralCategory {
     }
 }
 
+/// The units of a duration in a language, short forms as the language writes them, each with
+/// `{n}` where the number goes ("{n} min", "{n}分").
+#[derive(Debug)]
+pub struct Units {
+    pub s: &'static str,
+    pub min: &'static str,
+    pub h: &'static str,
+    pub d: &'static str,
+}
+
+impl Units {
+    /// A duration as a visitor reads it: seconds under a minute, whole minutes (rounded up)
+    /// under an hour, hours and minutes under a day, then days and hours.
+    pub fn fmt(&self, secs: u64) -> String {
+        let n = |unit: &str, n: u64| unit.replace("{n}", &n.to_string());
+        match secs {
+            s if s < 60 => n(self.s, s),
+            s if s < 3_600 => n(self.min, s.div_ceil(60)),
+            s if s < 86_400 => format!("{} {}", n(self.h, s / 3_600), n(self.min, s % 3_600 / 60)),
+            s => format!(
+                "{} {}",
+                n(self.d, s / 86_400),
+                n(self.h, s % 86_400 / 3_600)
+            ),
+        }
+    }
+
+    /// The four, `|`-separated, for the page's script.
+    pub fn joined(&self) -> String {
+        [self.s, self.min, self.h, self.d].join("|")
+    }
+}
+
 /// A text that counts something, in each plural form of its language: `{n}` stands for the
 /// number. Languages with two forms repeat `other` as `few` and `many`.
 #[derive(Debug)]
@@ -454,6 +487,8 @@ pub struct Texts {
     pub draw_what: &'static str,
     /// What a draw commitment means.
     pub draw_explained: &'static str,
+    /// The units of a waiting time: see [`Units`].
+    pub units: Units,
     /// The people ahead of the visitor ({n}): see [`people_ahead`].
     pub people_ahead: Plural,
 }
@@ -537,6 +572,12 @@ static EN: Texts = Texts {
     draw_committed: "This draw is committed in advance to {c}.",
     draw_what: "What this means",
     draw_explained: "Before any place is drawn, the room publishes this fingerprint of the secret that decides its draws. When the draws are over, the secret itself is published: anyone can then check that it matches the fingerprint and redo every draw. So the draw cannot be changed once this fingerprint has been shown.",
+    units: Units {
+        s: "{n} s",
+        min: "{n} min",
+        h: "{n} h",
+        d: "{n} d",
+    },
     people_ahead: Plural::two("{n} person ahead of you", "{n} people ahead of you"),
 };
 
@@ -598,6 +639,12 @@ static DE: Texts = Texts {
     draw_committed: "Diese Auslosung ist im Voraus festgelegt: {c}.",
     draw_what: "Was das bedeutet",
     draw_explained: "Bevor ein Platz ausgelost wird, veröffentlicht der Raum diesen Fingerabdruck des Geheimnisses, das über seine Auslosungen entscheidet. Sind die Auslosungen vorbei, wird das Geheimnis selbst veröffentlicht: Dann kann jede Person prüfen, dass es zum Fingerabdruck passt, und jede Auslosung nachrechnen. Die Auslosung lässt sich also nicht mehr ändern, sobald dieser Fingerabdruck gezeigt wurde.",
+    units: Units {
+        s: "{n} Sek.",
+        min: "{n} Min.",
+        h: "{n} Std.",
+        d: "{n} Tg.",
+    },
     people_ahead: Plural::two("{n} Person vor Ihnen", "{n} Personen vor Ihnen"),
 };
 
@@ -659,6 +706,12 @@ static FR: Texts = Texts {
     draw_committed: "Ce tirage est fixé à l’avance\u{202f}: {c}.",
     draw_what: "Ce que cela signifie",
     draw_explained: "Avant tout tirage, la salle publie cette empreinte du secret qui décide de ses tirages. Une fois les tirages terminés, le secret lui-même est publié\u{202f}: chacun peut alors vérifier qu’il correspond à l’empreinte et refaire chaque tirage. Le tirage ne peut donc plus être modifié une fois cette empreinte affichée.",
+    units: Units {
+        s: "{n} s",
+        min: "{n} min",
+        h: "{n} h",
+        d: "{n} j",
+    },
     people_ahead: Plural::two("{n} personne devant vous", "{n} personnes devant vous"),
 };
 
@@ -721,6 +774,12 @@ static ES: Texts = Texts {
     draw_committed: "Este sorteo está fijado de antemano: {c}.",
     draw_what: "Qué significa esto",
     draw_explained: "Antes de sortear ninguna plaza, la sala publica esta huella del secreto que decide sus sorteos. Cuando terminan los sorteos, se publica el propio secreto: cualquiera puede comprobar entonces que coincide con la huella y repetir cada sorteo. Así, el sorteo ya no se puede cambiar una vez mostrada esta huella.",
+    units: Units {
+        s: "{n} s",
+        min: "{n} min",
+        h: "{n} h",
+        d: "{n} d",
+    },
     people_ahead: Plural::two("{n} persona delante de usted", "{n} personas delante de usted"),
 };
 
@@ -782,6 +841,12 @@ static IT: Texts = Texts {
     draw_committed: "Questo sorteggio è fissato in anticipo: {c}.",
     draw_what: "Che cosa significa",
     draw_explained: "Prima di sorteggiare qualsiasi posto, la sala pubblica questa impronta del segreto che decide i suoi sorteggi. Finiti i sorteggi, viene pubblicato il segreto stesso: chiunque può allora verificare che corrisponde all’impronta e rifare ogni sorteggio. Così il sorteggio non può più essere cambiato dopo che questa impronta è stata mostrata.",
+    units: Units {
+        s: "{n} s",
+        min: "{n} min",
+        h: "{n} h",
+        d: "{n} g",
+    },
     people_ahead: Plural::two("{n} persona davanti a te", "{n} persone davanti a te"),
 };
 
@@ -843,6 +908,12 @@ static PT: Texts = Texts {
     draw_committed: "Este sorteio está fixado de antemão: {c}.",
     draw_what: "O que isto significa",
     draw_explained: "Antes de sortear qualquer lugar, a sala publica esta impressão digital do segredo que decide os seus sorteios. Quando os sorteios terminam, o próprio segredo é publicado: qualquer pessoa pode então verificar que corresponde à impressão digital e refazer cada sorteio. Assim, o sorteio já não pode ser alterado depois de esta impressão digital ter sido mostrada.",
+    units: Units {
+        s: "{n} s",
+        min: "{n} min",
+        h: "{n} h",
+        d: "{n} d",
+    },
     people_ahead: Plural::two("{n} pessoa à sua frente", "{n} pessoas à sua frente"),
 };
 
@@ -904,6 +975,12 @@ static NL: Texts = Texts {
     draw_committed: "Deze loting ligt vooraf vast: {c}.",
     draw_what: "Wat dit betekent",
     draw_explained: "Voordat er een plaats wordt geloot, publiceert de ruimte deze vingerafdruk van het geheim dat over de lotingen beslist. Als de lotingen voorbij zijn, wordt het geheim zelf gepubliceerd: dan kan iedereen nagaan dat het bij de vingerafdruk past en elke loting overdoen. De loting kan dus niet meer worden veranderd zodra deze vingerafdruk is getoond.",
+    units: Units {
+        s: "{n} s",
+        min: "{n} min",
+        h: "{n} u",
+        d: "{n} d",
+    },
     people_ahead: Plural::two("{n} persoon voor u", "{n} mensen voor u"),
 };
 
@@ -965,6 +1042,12 @@ static PL: Texts = Texts {
     draw_committed: "To losowanie jest ustalone z góry: {c}.",
     draw_what: "Co to oznacza",
     draw_explained: "Zanim zostanie wylosowane jakiekolwiek miejsce, pokój publikuje ten odcisk sekretu, który rozstrzyga jego losowania. Po zakończeniu losowań publikowany jest sam sekret: każdy może wtedy sprawdzić, że pasuje do odcisku, i powtórzyć każde losowanie. Dlatego losowania nie można już zmienić, gdy ten odcisk został pokazany.",
+    units: Units {
+        s: "{n} s",
+        min: "{n} min",
+        h: "{n} godz.",
+        d: "{n} d.",
+    },
     people_ahead: Plural {
         one: "{n} osoba przed tobą",
         few: "{n} osoby przed tobą",
@@ -1031,6 +1114,12 @@ static SV: Texts = Texts {
     draw_committed: "Den här lottningen är bestämd i förväg: {c}.",
     draw_what: "Vad det betyder",
     draw_explained: "Innan någon plats lottas publicerar rummet detta fingeravtryck av hemligheten som avgör dess lottningar. När lottningarna är över publiceras själva hemligheten: då kan vem som helst kontrollera att den stämmer med fingeravtrycket och göra om varje lottning. Lottningen kan alltså inte ändras när detta fingeravtryck väl har visats.",
+    units: Units {
+        s: "{n} s",
+        min: "{n} min",
+        h: "{n} tim",
+        d: "{n} d",
+    },
     people_ahead: Plural::two("{n} person före dig", "{n} personer före dig"),
 };
 
@@ -1092,6 +1181,12 @@ static DA: Texts = Texts {
     draw_committed: "Denne lodtrækning er fastlagt på forhånd: {c}.",
     draw_what: "Hvad det betyder",
     draw_explained: "Før der trækkes lod om nogen plads, offentliggør rummet dette fingeraftryk af den hemmelighed, der afgør dets lodtrækninger. Når lodtrækningerne er slut, offentliggøres selve hemmeligheden: så kan alle kontrollere, at den passer til fingeraftrykket, og gentage hver lodtrækning. Lodtrækningen kan altså ikke ændres, når dette fingeraftryk først er vist.",
+    units: Units {
+        s: "{n} s",
+        min: "{n} min",
+        h: "{n} t",
+        d: "{n} d",
+    },
     people_ahead: Plural::two("{n} person foran dig", "{n} personer foran dig"),
 };
 
@@ -1153,6 +1248,12 @@ static NB: Texts = Texts {
     draw_committed: "Denne loddtrekningen er fastsatt på forhånd: {c}.",
     draw_what: "Hva dette betyr",
     draw_explained: "Før noen plass trekkes, publiserer rommet dette fingeravtrykket av hemmeligheten som avgjør loddtrekningene. Når loddtrekningene er over, publiseres selve hemmeligheten: da kan hvem som helst kontrollere at den stemmer med fingeravtrykket, og gjøre hver loddtrekning på nytt. Loddtrekningen kan altså ikke endres etter at dette fingeravtrykket er vist.",
+    units: Units {
+        s: "{n} s",
+        min: "{n} min",
+        h: "{n} t",
+        d: "{n} d",
+    },
     people_ahead: Plural::two("{n} person foran deg", "{n} personer foran deg"),
 };
 
@@ -1214,6 +1315,12 @@ static FI: Texts = Texts {
     draw_committed: "Tämä arvonta on lukittu etukäteen: {c}.",
     draw_what: "Mitä tämä tarkoittaa",
     draw_explained: "Ennen kuin yhtään paikkaa arvotaan, huone julkaisee tämän sormenjäljen salaisuudesta, joka ratkaisee sen arvonnat. Kun arvonnat ovat ohi, itse salaisuus julkaistaan: silloin kuka tahansa voi tarkistaa, että se vastaa sormenjälkeä, ja toistaa jokaisen arvonnan. Arvontaa ei siis voi enää muuttaa sen jälkeen, kun tämä sormenjälki on näytetty.",
+    units: Units {
+        s: "{n} s",
+        min: "{n} min",
+        h: "{n} t",
+        d: "{n} pv",
+    },
     people_ahead: Plural::two("{n} henkilö edelläsi", "{n} henkilöä edelläsi"),
 };
 
@@ -1275,6 +1382,12 @@ static CS: Texts = Texts {
     draw_committed: "Toto losování je předem pevně dané: {c}.",
     draw_what: "Co to znamená",
     draw_explained: "Než se vylosuje jakékoli místo, místnost zveřejní tento otisk tajemství, které rozhoduje o jejích losováních. Po skončení losování se zveřejní samotné tajemství: každý pak může ověřit, že odpovídá otisku, a každé losování zopakovat. Losování tedy nelze změnit poté, co byl tento otisk zobrazen.",
+    units: Units {
+        s: "{n} s",
+        min: "{n} min",
+        h: "{n} h",
+        d: "{n} d",
+    },
     people_ahead: Plural {
         one: "{n} člověk před vámi",
         few: "{n} lidé před vámi",
@@ -1341,6 +1454,12 @@ static JA: Texts = Texts {
     draw_committed: "この抽選はあらかじめ確定しています：{c}",
     draw_what: "この表示の意味",
     draw_explained: "席を抽選する前に、待合室は抽選を決める秘密の値の指紋（ハッシュ値）を公開します。抽選が終わると、秘密の値そのものが公開されます。だれでも、それが指紋と一致することを確かめ、すべての抽選をやり直して確認できます。そのため、この指紋が表示された後に抽選を変えることはできません。",
+    units: Units {
+        s: "{n}秒",
+        min: "{n}分",
+        h: "{n}時間",
+        d: "{n}日",
+    },
     people_ahead: Plural::two("あなたの前に{n}人", "あなたの前に{n}人"),
 };
 
@@ -1402,6 +1521,12 @@ static TR: Texts = Texts {
     draw_committed: "Bu kura önceden sabitlenmiştir: {c}.",
     draw_what: "Bunun anlamı",
     draw_explained: "Herhangi bir yer için kura çekilmeden önce oda, kuralarını belirleyen gizli değerin bu parmak izini yayımlar. Kuralar bittiğinde gizli değerin kendisi yayımlanır: o zaman herkes parmak iziyle eşleştiğini kontrol edebilir ve her kurayı yeniden yapabilir. Bu nedenle, bu parmak izi gösterildikten sonra kura değiştirilemez.",
+    units: Units {
+        s: "{n} sn",
+        min: "{n} dk",
+        h: "{n} sa",
+        d: "{n} g",
+    },
     people_ahead: Plural::two("Önünüzde {n} kişi", "Önünüzde {n} kişi"),
 };
 
@@ -1414,7 +1539,7 @@ mod tests {
     fn fields(t: &Texts) -> Vec<(&'static str, &'static str)> {
         macro_rules! all {
             ($($f:ident),* $(,)?) => {{
-                let Texts { $($f,)* people_ahead: _ } = t;
+                let Texts { $($f,)* people_ahead: _, units: _ } = t;
                 vec![$((stringify!($f), *$f)),*]
             }};
         }
@@ -1530,6 +1655,25 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn every_language_writes_durations_in_its_own_units() {
+        for lang in Lang::ALL {
+            let u = &texts(lang).units;
+            for unit in [u.s, u.min, u.h, u.d] {
+                assert_eq!(unit.matches("{n}").count(), 1, "{}: {unit}", lang.tag());
+                assert_eq!(unit.matches('{').count(), 1, "{}: {unit}", lang.tag());
+                assert!(!unit.contains('|'), "{}: {unit}", lang.tag());
+            }
+        }
+        let en = &texts(Lang::En).units;
+        assert_eq!(en.fmt(5), "5 s");
+        assert_eq!(en.fmt(61), "2 min");
+        assert_eq!(en.fmt(3 * 3600 + 120), "3 h 2 min");
+        assert_eq!(en.fmt(18 * 86_400 + 13 * 3600 + 540), "18 d 13 h");
+        assert_eq!(texts(Lang::Ja).units.fmt(120), "2分");
+        assert_eq!(texts(Lang::De).units.fmt(7_200), "2 Std. 0 Min.");
     }
 
     #[test]

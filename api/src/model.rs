@@ -1628,9 +1628,72 @@ pub struct DrawStatusBody {
     pub applied_index: u64,
 }
 
+/// Sets the field at `path` (dotted, as errors name fields: `branding.title`; an index, as in
+/// `lanes[2].name`, stands for its whole list) of the JSON object `trial` back to its value in
+/// `current`, or takes it out where `current` has none. False when that changes nothing.
+pub fn json_set_back(
+    trial: &mut serde_json::Value,
+    current: &serde_json::Value,
+    path: &str,
+) -> bool {
+    let mut keys: Vec<&str> = Vec::new();
+    for part in path.split('.') {
+        match part.split_once('[') {
+            Some((key, _)) => {
+                keys.push(key);
+                break;
+            }
+            None => keys.push(part),
+        }
+    }
+    let Some((last, parents)) = keys.split_last() else {
+        return false;
+    };
+    let from = keys.iter().try_fold(current, |v, k| v.get(*k)).cloned();
+    let mut at = trial;
+    for k in parents {
+        let Some(next) = at.get_mut(*k) else {
+            return false;
+        };
+        at = next;
+    }
+    let Some(object) = at.as_object_mut() else {
+        return false;
+    };
+    let before = object.get(*last).cloned();
+    match from {
+        Some(v) => {
+            object.insert((*last).to_string(), v);
+        }
+        None => {
+            object.remove(*last);
+        }
+    }
+    object.get(*last) != before.as_ref()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_field_is_set_back_to_its_current_value() {
+        let current =
+            serde_json::json!({"capacity": 5, "branding": {"title": "Old"}, "lanes": [1]});
+        let mut trial = serde_json::json!({"capacity": 0, "branding": {"title": "New", "logo_url": "x"}, "lanes": [1, 2]});
+        assert!(json_set_back(&mut trial, &current, "capacity"));
+        assert!(json_set_back(&mut trial, &current, "branding.logo_url"));
+        assert!(json_set_back(&mut trial, &current, "lanes[1].name"));
+        assert!(
+            !json_set_back(&mut trial, &current, "capacity"),
+            "already set back"
+        );
+        assert!(!json_set_back(&mut trial, &current, "nonesuch.field"));
+        assert_eq!(
+            trial,
+            serde_json::json!({"capacity": 5, "branding": {"title": "New"}, "lanes": [1]})
+        );
+    }
 
     #[test]
     fn contrast_follows_wcag() {

@@ -3,7 +3,7 @@
 
 use crate::app::App;
 use crate::core::TicketSource;
-use crate::i18n::{texts, Lang, Texts};
+use crate::i18n::{texts, Lang, Texts, Units};
 use crate::model::{ReplyState, VisitorReply};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
@@ -205,21 +205,11 @@ pub fn staff_form(lang: Lang, room: &str, note: Option<&str>) -> String {
 
 /// A waiting time as a range ("4 min – 5 min"), one figure when both ends read alike, or
 /// `unknown` when there is no honest estimate. The page's script writes it alike (`wait.js`).
-fn fmt_wait(eta: Option<u64>, eta_max: Option<u64>, unknown: &str) -> String {
-    match (eta.map(fmt_secs), eta_max.map(fmt_secs)) {
+fn fmt_wait(units: &Units, eta: Option<u64>, eta_max: Option<u64>, unknown: &str) -> String {
+    match (eta.map(|s| units.fmt(s)), eta_max.map(|s| units.fmt(s))) {
         (None, _) => unknown.to_string(),
         (Some(a), Some(b)) if a != b => format!("{a} – {b}"),
         (Some(a), _) => a,
-    }
-}
-
-fn fmt_secs(s: u64) -> String {
-    if s < 60 {
-        format!("{s} s")
-    } else if s < 3600 {
-        format!("{} min", s.div_ceil(60))
-    } else {
-        format!("{} h {} min", s / 3600, (s % 3600) / 60)
     }
 }
 
@@ -308,7 +298,7 @@ fn wait_html(
     let (title, top) = header_html(t, room, &r.room);
     let lottery = room.is_some_and(|v| v.config.mode == Mode::Lottery);
     let position = r.position.map_or("—".to_string(), |p| p.to_string());
-    let eta = fmt_wait(r.eta_secs, r.eta_max_secs, t.unknown);
+    let eta = fmt_wait(&t.units, r.eta_secs, r.eta_max_secs, t.unknown);
     // Without an estimate, say why when the reason is the room's: paused, or its site down.
     let why = match room {
         _ if r.held == Some(true) => {
@@ -333,11 +323,16 @@ fn wait_html(
     }
     .map(|ms| ms / 1000);
     let countdown = match opens_at {
+        // How long, and when: the date and time in UTC here, in the visitor's own zone and
+        // language once the script has run.
         Some(at) => format!(
-            "<div class=\"card\"><p>{} <strong id=\"cd\" data-at=\"{at}\" data-left=\"{left}\">{}</strong></p></div>",
+            "<div class=\"card\"><p>{} <strong id=\"cd\" data-at=\"{at}\" data-left=\"{left}\">{}</strong> \
+(<time id=\"opens\" datetime=\"{iso}\" data-unix=\"{at}\">{utc}</time>)</p></div>",
             t.opens_in,
-            fmt_secs(at.saturating_sub(now_secs)),
-            left = at.saturating_sub(now_secs)
+            t.units.fmt(at.saturating_sub(now_secs)),
+            left = at.saturating_sub(now_secs),
+            iso = crate::civil::iso_utc(at),
+            utc = crate::civil::readable_utc(at),
         ),
         None => String::new(),
     };
@@ -436,7 +431,7 @@ fn wait_html(
     // forbids them); it reads its data from these attributes.
     let script = format!(
         "<div id=\"sluice-wait\" hidden data-room=\"{}\" data-next=\"{}\" data-unknown=\"{}\" data-check=\"{check}\" \
-data-turn=\"{}\" data-cont=\"{}\" data-lang=\"{}\" data-colon=\"{}\" data-place=\"{}\" data-wait=\"{}\"></div>\
+data-turn=\"{}\" data-cont=\"{}\" data-lang=\"{}\" data-colon=\"{}\" data-place=\"{}\" data-wait=\"{}\" data-units=\"{}\"></div>\
 <script src=\"/assets/wait.js\" defer></script>",
         esc(&r.room),
         esc(next),
@@ -447,6 +442,7 @@ data-turn=\"{}\" data-cont=\"{}\" data-lang=\"{}\" data-colon=\"{}\" data-place=
         esc(colon),
         esc(t.your_place),
         esc(t.estimated_wait),
+        esc(&t.units.joined()),
     );
     // One live region says what changed in a whole sentence, once (the figures themselves do
     // not talk).
@@ -460,8 +456,8 @@ data-turn=\"{}\" data-cont=\"{}\" data-lang=\"{}\" data-colon=\"{}\" data-place=
             branding_css(room)
         ),
         &format!(
-            "{top}<h1>{}</h1>{notice}<p>{}</p>{countdown}{lane}{place}{people_ahead}{ahead}{waiting}\
-<p>{}{colon}<strong id=\"eta\">{eta}</strong></p>{why}\
+            "{top}<h1>{}</h1>{notice}<div id=\"details\"><p>{}</p>{countdown}{lane}{place}{people_ahead}{ahead}{waiting}\
+<p>{}{colon}<strong id=\"eta\">{eta}</strong></p>{why}</div>\
 <label for=\"prog\">{}</label><progress id=\"prog\" aria-label=\"{}\"></progress>{updated}{say}{draw}{redeem}{langs}{script}",
             t.in_line, t.keep_open, t.estimated_wait, t.progress, t.progress,
             draw = draw_html(t, draw),
@@ -619,6 +615,10 @@ style=\"width:100%;font-family:monospace\"{}></p>",
         t.away_too_long
     } else if invite_only {
         t.invite_only
+    } else if pow && auto_join {
+        // The script hides the button while it works, and joins by itself: "press the button"
+        // would name a button that is not there (it comes back, with why, if the work fails).
+        t.keep_open
     } else {
         t.join_intro
     };
@@ -1092,12 +1092,12 @@ mod tests {
 
     #[test]
     fn durations_read_well() {
-        assert_eq!(fmt_secs(5), "5 s");
-        assert_eq!(fmt_secs(61), "2 min");
-        assert_eq!(fmt_secs(3 * 3600 + 120), "3 h 2 min");
-        assert_eq!(fmt_wait(Some(200), Some(250), "?"), "4 min – 5 min");
-        assert_eq!(fmt_wait(Some(181), Some(200), "?"), "4 min");
-        assert_eq!(fmt_wait(Some(5), None, "?"), "5 s");
-        assert_eq!(fmt_wait(None, Some(5), "?"), "?");
+        let en = &crate::i18n::texts(Lang::En).units;
+        assert_eq!(fmt_wait(en, Some(200), Some(250), "?"), "4 min – 5 min");
+        assert_eq!(fmt_wait(en, Some(181), Some(200), "?"), "4 min");
+        assert_eq!(fmt_wait(en, Some(5), None, "?"), "5 s");
+        assert_eq!(fmt_wait(en, None, Some(5), "?"), "?");
+        let ja = &crate::i18n::texts(Lang::Ja).units;
+        assert_eq!(fmt_wait(ja, Some(200), Some(250), "?"), "4分 – 5分");
     }
 }

@@ -51,6 +51,11 @@ pub fn random_fill(buf: &mut [u8]) -> Result<(), getrandom::Error> {
     })
 }
 
+/// A count with its noun in English, singular or plural: "1 place", "2 places".
+pub fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 #[cfg(test)]
 mod tests {
     use super::{hex, random_fill};

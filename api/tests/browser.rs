@@ -507,6 +507,12 @@ async fn visitors_queue_and_are_admitted_through_nginx_and_the_dashboard_pauses_
         },
     )
     .await;
+    // The waiting figures go with the turn: no "place 1" or estimate under "It is your turn!".
+    assert_eq!(
+        b.run("return document.getElementById('details').hidden")
+            .await,
+        json!(true)
+    );
     b.screenshot("3a-visitor-b-its-turn").await;
     b.wait_until(
         "B lands on the page it asked for",
@@ -621,6 +627,8 @@ async fn visitors_queue_and_are_admitted_through_nginx_and_the_dashboard_pauses_
         u.contains("/wait/shop") && s.contains("needs JavaScript")
     })
     .await;
+    // The page does not tell a visitor to press a button the script hides while it works.
+    assert!(!f.source().await.contains("Press the button"));
     f.click("form button[type=submit]").await;
     f.wait_until(
         "F is told why it cannot join",
@@ -694,6 +702,30 @@ async fn the_page_shows_the_range_the_count_only_where_shown_and_the_provisional
     assert!(eta.contains('–') && eta.contains("min"), "a range: {eta:?}");
     assert_eq!(b.text("#waiting").await, "3", "the count is shown");
     b.screenshot("11-line-with-range-and-count").await;
+    // "Last updated" is when the page last heard, and it says when it has heard nothing for a
+    // while: its clock moved a minute on without a word from the node, it says so; the event
+    // stream's next keep-alive (every 15 s, the status unchanged) moves "Last updated" and takes
+    // the warning down.
+    let stale_shown = |s: &str| s.contains("<p id=\"stale\" class=\"notice\" role=\"status\">");
+    assert!(!stale_shown(&b.source().await), "heard just now");
+    let updated = b.text("#updated").await;
+    b.run("var real = Date.now; Date.now = function () { return real() + 60000; };")
+        .await;
+    b.wait_until(
+        "the page to say it heard nothing",
+        Duration::from_secs(10),
+        |_, s| stale_shown(s),
+    )
+    .await;
+    assert!(b.text("#stale").await.contains("No news"));
+    b.screenshot("11b-line-heard-nothing").await;
+    b.wait_until(
+        "a keep-alive to move Last updated",
+        Duration::from_secs(30),
+        |_, s| !stale_shown(s),
+    )
+    .await;
+    assert_ne!(b.text("#updated").await, updated, "Last updated moved");
 
     b.go(&format!("{base}/wait/hidden")).await;
     b.wait_until(
@@ -709,6 +741,21 @@ async fn the_page_shows_the_range_the_count_only_where_shown_and_the_provisional
         .await;
     assert_eq!(status["waiting"], 3, "the operator still sees it: {status}");
     b.screenshot("12-line-without-count").await;
+
+    // A room that lets a network hold one place, held already from this address: the page's
+    // own join is refused, and the page says why at once instead of offering "Join the line".
+    let mut one = slow(true);
+    one["entry"] = json!({"places_per_client_max": 1});
+    c.create_room("one", one).await;
+    c.join(1, "one", None).await;
+    b.go(&format!("{base}/wait/one")).await;
+    b.wait_until(
+        "the reason the join was refused",
+        Duration::from_secs(15),
+        |_, s| s.contains("Your network holds as many places"),
+    )
+    .await;
+    b.screenshot("12b-join-refused-for-the-network").await;
 
     b.go(&format!("{base}/wait/draw")).await;
     b.wait_until(
@@ -976,7 +1023,7 @@ async fn every_page_passes_axe_fits_a_phone_and_the_control_room_flows_work() {
     d.type_into("#newroom", "shop").await;
     d.click("form[action='/admin/rooms'] button").await;
     d.wait_until("the refusal", Duration::from_secs(10), |_, s| {
-        s.contains("already exists")
+        s.contains("already exists") && s.contains("href=\"/admin/rooms/shop\"")
     })
     .await;
     d.axe(&axe, "create refused").await;
@@ -1062,8 +1109,9 @@ async fn every_page_passes_axe_fits_a_phone_and_the_control_room_flows_work() {
         .await;
     assert_eq!(r["totals"]["admitted"].as_u64(), Some(admitted + 1), "{r}");
     assert!(!d.source().await.contains("Admitted 1."), "shown once");
-    // A wrong configuration: every error in a summary, the operator's input kept.
-    d.run("document.getElementById('f-capacity').value='0';document.getElementById('f-branding.title').value='Summer sale';document.getElementById('f-opens_at').value='';")
+    // A wrong configuration breaking three rules: every error at once in a summary at the top
+    // of the page, which has the focus, the operator's input kept.
+    d.run("document.getElementById('f-capacity').value='0';document.getElementById('f-session_ttl_secs').value='0';document.getElementById('f-branding.accent_color').value='#ffff00';document.getElementById('f-branding.title').value='Summer sale';document.getElementById('f-opens_at').value='';")
         .await;
     d.click("form[action$='/config'] button[type=submit]:not([formaction])")
         .await;
@@ -1071,6 +1119,27 @@ async fn every_page_passes_axe_fits_a_phone_and_the_control_room_flows_work() {
         s.contains("id=\"errors\"") && s.contains("href=\"#f-capacity\"")
     })
     .await;
+    let src = d.source().await;
+    for field in [
+        "f-capacity",
+        "f-session_ttl_secs",
+        "f-branding.accent_color",
+    ] {
+        assert!(
+            src.contains(&format!("href=\"#{field}\"")),
+            "{field} in the summary"
+        );
+    }
+    let (summary_at, config_at) = (
+        src.find("id=\"errors\"").unwrap(),
+        src.find("id=\"config\"").unwrap(),
+    );
+    assert!(summary_at < config_at, "the summary is at the top");
+    assert_eq!(
+        d.run("return document.activeElement.id").await,
+        json!("errors"),
+        "the summary has the focus"
+    );
     let kept = d
         .run("return [document.getElementById('f-capacity').value, document.getElementById('f-branding.title').value]")
         .await;

@@ -662,6 +662,31 @@ async fn ctl_rooms_put_changes_only_what_it_is_given_and_create_never_resets_a_r
     assert_eq!(status(&url, &["rooms", "get", "none-such"]), Some(4));
     let nobody = format!("http://127.0.0.1:{}", free_port());
     assert_eq!(status(&nobody, &["rooms", "get", "r"]), Some(3));
+    // The verbs the help speaks of work as said, and a mistyped field is named with the
+    // closest there is, not a column of the body the CLI built.
+    assert_eq!(status(&url, &["rooms", "show", "r"]), Some(0));
+    assert_eq!(status(&url, &["rooms", "ls"]), Some(0));
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["ctl", "--url", &url, "--token", TOKEN])
+        .args(["rooms", "change", "r", "--json", r#"{"capacty": 9}"#])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{said}");
+    assert!(
+        said.contains("unknown field `capacty`: did you mean `capacity`?")
+            && !said.contains("column"),
+        "{said}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["ctl", "--url", &url, "rooms", "lsit"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("'list'"),
+        "the closest verb is suggested: {said}"
+    );
 
     // Creating never resets a room that exists: `rooms create` and `If-None-Match: *` are
     // refused with room_exists, and the room keeps its configuration.

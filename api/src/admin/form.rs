@@ -337,24 +337,9 @@ fn strip_tags(label: &str) -> String {
     out
 }
 
-use crate::civil::{civil_from_days, days_from_civil};
+use crate::civil::days_from_civil;
 
-/// `2026-12-24T18:00` (what a date-time picker holds), in UTC.
-pub fn picker_utc(unix: u64) -> String {
-    let days = (unix / 86_400) as i64;
-    let secs = unix % 86_400;
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}",
-        secs / 3_600,
-        secs % 3_600 / 60
-    )
-}
-
-/// `2026-12-24 18:00 UTC`, for reading.
-pub fn readable_utc(unix: u64) -> String {
-    format!("{} UTC", picker_utc(unix).replace('T', " "))
-}
+pub use crate::civil::{picker_utc, readable_utc};
 
 /// An instant written as unix seconds, or as `YYYY-MM-DDTHH:MM[:SS][Z]` in UTC (a date-time
 /// picker's value, or RFC 3339 in UTC).

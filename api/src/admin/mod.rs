@@ -681,17 +681,28 @@ pub async fn create_room(
             );
             see_other(&format!("/admin/rooms/{name}#config"))
         }
-        Err(e) => (
-            e.status,
-            page(
-                "Error",
-                &format!(
-                    "<p class=\"err\">{}</p><p><a href=\"/admin\">Back</a></p>",
-                    esc(&e.message)
+        Err(e) => {
+            // A name taken: the way to the room that has it.
+            let existing = if e.code == "room_exists" {
+                format!(
+                    "<p><a href=\"/admin/rooms/{n}\">Open room {n}</a></p>",
+                    n = esc(&name)
+                )
+            } else {
+                String::new()
+            };
+            (
+                e.status,
+                page(
+                    "Room not made",
+                    &format!(
+                        "<p class=\"err\" role=\"alert\">{}</p>{existing}<p><a href=\"/admin\">All rooms</a></p>",
+                        esc(&e.message)
+                    ),
                 ),
-            ),
-        )
-            .into_response(),
+            )
+                .into_response()
+        }
     }
 }
 
@@ -750,8 +761,8 @@ async fn do_action(app: &App, room: &str, f: &Fields) -> Result<(String, String)
             let gone = sl.delete_room(room).await?;
             return Ok((
                 format!(
-                    "Room {room} deleted ({} places and sessions ended).",
-                    gone.count
+                    "Room {room} deleted ({} ended).",
+                    crate::text::count(gone.count, "place or session", "places and sessions")
                 ),
                 "/admin".into(),
             ));
@@ -858,8 +869,8 @@ async fn other_action(app: &App, room: &str, f: &Fields) -> Result<String, ApiEr
             };
             let made = sl.create_codes(room, &body).await?;
             format!(
-                "{} codes made (batch {}), shown this once; keep them: {}",
-                made.codes.len(),
+                "{} made (batch {}), shown this once; keep them: {}",
+                crate::text::count(made.codes.len() as u64, "code", "codes"),
                 made.batch.id,
                 made.codes.join(" ")
             )
@@ -869,7 +880,10 @@ async fn other_action(app: &App, room: &str, f: &Fields) -> Result<String, ApiEr
                 .parse::<u32>()
                 .map_err(|_| ApiError::invalid("batch", "a batch number"))?;
             let n = sl.end_codes(room, batch).await?;
-            format!("Batch {batch} ended: its {} codes no longer work.", n.count)
+            format!(
+                "Batch {batch} ended: its {} no longer work.",
+                crate::text::count(n.count, "code", "codes")
+            )
         }
         "bypass_revoke" => {
             let body = crate::model::BypassRevokeBody {

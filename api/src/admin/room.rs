@@ -19,38 +19,41 @@ fn now_secs(app: &App) -> u64 {
     app.sluice.node.now_ms() / 1000
 }
 
-/// The room's state in words, each with its colour class (never colour alone).
+/// The room's state in words, each with its colour class (never colour alone): first one state,
+/// the words `sluice ctl rooms` prints (closed, paused, queueing before its opening, admitting),
+/// then how it takes newcomers when that is not the usual line, and what else holds.
 pub fn badges(r: &RoomBody, now: u64) -> String {
     let mut b: Vec<(&str, String)> = Vec::new();
     if r.closed {
         b.push(("grey", "Closed".into()));
+    } else if r.config.paused || r.paused_by_origin {
+        let why = if r.paused_by_origin {
+            ": origin down"
+        } else {
+            ""
+        };
+        b.push(("amber", format!("Paused{why}")));
     } else if !r.open {
         let when = r
             .config
             .opens_at
             .map(|t| format!(", opens <time data-unix=\"{t}\">{}</time>", readable_utc(t)))
             .unwrap_or_default();
-        b.push(("blue", format!("Scheduled{when}")));
+        b.push(("blue", format!("Queueing{when}")));
+    } else {
+        b.push(("green", "Admitting".into()));
     }
     if !r.closed {
         match r.config.mode.as_str() {
-            "passthrough" => b.push(("grey", "Not queueing: everyone enters".into())),
-            "reject" => b.push(("grey", "Not queueing: newcomers turned away".into())),
-            "lottery" => b.push(("green", "Queueing (lottery)".into())),
-            _ => b.push(("green", "Queueing".into())),
+            "passthrough" => b.push(("grey", "Everyone enters".into())),
+            "reject" => b.push(("grey", "Newcomers turned away".into())),
+            "lottery" => b.push(("blue", "Lottery".into())),
+            _ => {}
         }
-    }
-    if r.config.paused {
-        let why = if r.paused_by_origin {
-            " (origin down)"
-        } else {
-            ""
-        };
-        b.push(("amber", format!("Paused{why}")));
     }
     match r.config.health.as_str() {
         "slow" => b.push(("amber", "Origin slow".into())),
-        "down" => b.push(("red", "Origin down".into())),
+        "down" if !r.paused_by_origin => b.push(("red", "Origin down".into())),
         _ => {}
     }
     if r.config.entry.invite_only {
@@ -292,9 +295,9 @@ fn danger_zone(room: &RoomBody, hidden: &str) -> String {
     let r = esc(&room.name);
     format!(
         "<section class=\"danger-zone\" aria-labelledby=\"del-h\"><h2 id=\"del-h\">Delete the room</h2>\
-<p>Ends its {} waiting places and {} sessions at once; their visitors are turned away.</p>{}</section>",
-        room.waiting,
-        room.active,
+<p>Ends its {} and {} at once; their visitors are turned away.</p>{}</section>",
+        crate::text::count(room.waiting, "waiting place", "waiting places"),
+        crate::text::count(room.active, "session", "sessions"),
         form(
             &r,
             hidden,
@@ -339,10 +342,17 @@ pub async fn room_page(
     let view = View::new(errors, submitted);
     let fields = super::config::fields(&view, &room.config, &room.name);
     let config = acts(format!(
-        "<h2 id=\"config\">Configuration</h2>{}<form method=\"post\" action=\"/admin/rooms/{r}/config\" novalidate>{hidden}{fields}\
-<p><button type=\"submit\">Save configuration</button></p></form>",
-        view.summary()
+        "<h2 id=\"config\">Configuration</h2><form method=\"post\" action=\"/admin/rooms/{r}/config\" novalidate>{hidden}{fields}\
+<p><button type=\"submit\">Save configuration</button></p></form>"
     ));
+    // A refused save: every error in one list at the top of the page (the page reloads at its
+    // top), each linked to its field; the script moves the focus to it. Only for the
+    // configuration form: an action's refusal is `general`.
+    let fix = if submitted.is_some() {
+        view.summary()
+    } else {
+        String::new()
+    };
     let actions = if can_act {
         format!(
             "<h2>Actions</h2><div class=\"cards\">{}</div>",
@@ -352,7 +362,7 @@ pub async fn room_page(
         super::viewer_note().to_string()
     };
     let body = format!(
-        "{}<p><a href=\"/admin\">← All rooms</a></p><h1>Room {r}</h1><p class=\"badges\">{}</p>{flash}{general}{health}\
+        "{}<p><a href=\"/admin\">← All rooms</a></p><h1>Room {r}</h1><p class=\"badges\">{}</p>{flash}{general}{fix}{health}\
 {}{}{actions}{}{}{}{}{config}{}\
 <script src=\"/assets/uplot.js\" defer></script><script src=\"/assets/admin.js\" defer></script>",
         super::who(s),
@@ -467,19 +477,37 @@ pub async fn save_config(
         Ok(b) => b,
         Err(errors) => return refused(StatusCode::BAD_REQUEST, errors).await,
     };
+    // The engine names its fields as the API does; the form's lanes are one field.
+    let form_errors = |errors: Vec<crate::error::ApiError>| -> Errors {
+        let mut out = Errors::new();
+        for e in errors {
+            let mut field = e.field.clone().unwrap_or_default();
+            // The summary names the field by its label: not again by its API name.
+            let message = e
+                .message
+                .strip_prefix(&format!("{field}: "))
+                .unwrap_or(&e.message)
+                .to_string();
+            if field.starts_with("entry.lanes") || field.starts_with("lanes") {
+                field = "lanes".into();
+            }
+            out.entry(field).or_insert(message);
+        }
+        out
+    };
+    // Every rule the form breaks at once, not one a save.
+    let broken = app.sluice.room_body_errors(&body, &current.config);
+    if !broken.is_empty() {
+        return refused(StatusCode::BAD_REQUEST, form_errors(broken)).await;
+    }
     match app.sluice.put_room(&room, &body, false).await {
         Ok(_) => {
             app.flash.put(&s.id, "Saved.".into());
             see_other(&format!("/admin/rooms/{room}"))
         }
         Err(e) => {
-            // The engine names its fields as the API does; the form's lanes are one field.
-            let mut field = e.field.clone().unwrap_or_default();
-            if field.starts_with("entry.lanes") || field.starts_with("lanes") {
-                field = "lanes".into();
-            }
             let status = e.status;
-            refused(status, Errors::from([(field, e.message)])).await
+            refused(status, form_errors(vec![e])).await
         }
     }
 }
@@ -594,5 +622,64 @@ pub async fn history(
     match app.history.series(&room, q.span(), now) {
         Some(s) => axum::Json(s).into_response(),
         None => axum::Json(crate::history::Series::default()).into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_statemachine::{Command, EntryPolicy, Mode, Proposal, RoomConfig, StateMachine};
+
+    /// The room made with `config` at `at_ms`, as seen 10 s later.
+    fn body(config: RoomConfig, at_ms: u64) -> RoomBody {
+        let mut sm = StateMachine::new();
+        let create = Command::CreateRoom {
+            room: "r".into(),
+            config,
+        };
+        for (index, time_ms, commands) in [
+            (1, at_ms, vec![create]),
+            (2, at_ms + 10_000, vec![Command::Tick]),
+        ] {
+            sm.apply(1, index, &Proposal { time_ms, commands });
+        }
+        RoomBody::new(&sm.room("r").unwrap(), &EntryPolicy::default(), 2)
+    }
+
+    /// The overview and the room's page say one state per room, as the CLI does: never
+    /// "Queueing" for a paused, closed or open room.
+    #[test]
+    fn a_room_shows_one_state() {
+        const T: u64 = 1_800_000_000_000;
+        let state = |config: RoomConfig| {
+            let b = badges(&body(config, T), T / 1000);
+            ["Closed", "Paused", "Queueing", "Admitting"]
+                .into_iter()
+                .filter(|w| b.contains(&format!(">{w}")))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(state(RoomConfig::default()), ["Admitting"]);
+        let paused = RoomConfig {
+            paused: true,
+            ..RoomConfig::default()
+        };
+        assert_eq!(state(paused), ["Paused"]);
+        let scheduled = RoomConfig {
+            opens_at_ms: Some(T + 86_400_000),
+            ..RoomConfig::default()
+        };
+        assert_eq!(state(scheduled), ["Queueing"]);
+        let closed = RoomConfig {
+            closes_at_ms: Some(T + 5_000),
+            paused: true,
+            ..RoomConfig::default()
+        };
+        assert_eq!(state(closed), ["Closed"]);
+        let lottery = RoomConfig {
+            mode: Mode::Lottery,
+            ..RoomConfig::default()
+        };
+        let b = badges(&body(lottery, T), T / 1000);
+        assert!(b.contains(">Admitting") && b.contains(">Lottery"), "{b}");
     }
 }
