@@ -12,6 +12,38 @@
     errors.focus();
   }
 
+  // Codes just made: the links whole (this dashboard's address), copy buttons, and a CSV
+  // download with the columns of `sluice ctl codes create`.
+  var made = document.getElementById('made-codes');
+  if (made) {
+    var links = document.getElementById('made-links');
+    links.value = links.value.split('\n').map(function (l) { return location.origin + l; }).join('\n');
+    made.querySelector('.js-only').hidden = false;
+    made.querySelectorAll('button[data-copy]').forEach(function (b) {
+      b.addEventListener('click', function () {
+        var text = document.getElementById(b.dataset.copy).value, label = b.textContent;
+        navigator.clipboard.writeText(text).then(function () {
+          b.textContent = 'Copied';
+          setTimeout(function () { b.textContent = label; }, 2000);
+        });
+      });
+    });
+    var csv = document.getElementById('made-csv');
+    csv.addEventListener('click', function () {
+      var d = csv.dataset, field = function (s) { return /[",\n]/.test(s) ? '"' + s.replace(/"/g, '""') + '"' : s; };
+      var lines = document.getElementById('made-list').value.split('\n').map(function (c) {
+        return [c, field(d.lane), d.uses, d.expires].join(',');
+      });
+      var blob = new Blob(['code,lane,uses,expires_at\n' + lines.join('\n') + '\n'], { type: 'text/csv' });
+      var a = document.createElement('a');
+      a.href = URL.createObjectURL(blob);
+      a.download = 'codes-batch-' + d.batch + '.csv';
+      document.body.appendChild(a);
+      a.click();
+      a.remove();
+    });
+  }
+
   // Instants shown in the operator's time zone.
   document.querySelectorAll('time[data-unix]').forEach(function (t) {
     var d = new Date(+t.dataset.unix * 1000);
@@ -39,6 +71,33 @@
       hidden.value = isNaN(t) ? '' : Math.floor(t / 1000);
     });
   });
+
+  // A room's figure tiles: live, every five seconds, as the rooms list.
+  var tiles = document.querySelector('dl.figures[data-room]');
+  function wait(s) {
+    if (s == null) return 'no estimate';
+    if (s < 60) return s + ' s';
+    if (s < 3600) return Math.ceil(s / 60) + ' min';
+    return Math.floor(s / 3600) + ' h ' + Math.floor(s % 3600 / 60) + ' min';
+  }
+  function put(id, text) { var el = document.getElementById(id); if (el) el.textContent = text; }
+  if (tiles) {
+    setInterval(function () {
+      fetch('/admin/stats.json', { credentials: 'same-origin' })
+        .then(function (r) { return r.ok ? r.json() : null; })
+        .then(function (s) {
+          var r = s && s.rooms.filter(function (x) { return x.name === tiles.dataset.room; })[0];
+          if (!r) return;
+          put('t-waiting', r.waiting);
+          put('t-inside', r.active + ' / ' + r.capacity);
+          put('t-inside-note', r.active >= r.capacity ? 'full' : 'of capacity');
+          put('t-admitted', r.admitted_last_minute);
+          put('t-eta', wait(r.newest_eta_secs));
+          put('t-totals', r.joined + ' / ' + r.admitted);
+        })
+        .catch(function () {});
+    }, 5000);
+  }
 
   // The rooms list: live figures every five seconds.
   var rooms = document.getElementById('rooms');

@@ -3,7 +3,7 @@
 const browser = Object.fromEntries([
   "window", "document", "navigator", "location", "history", "fetch", "EventSource", "Worker",
   "crypto", "btoa", "atob", "setTimeout", "clearTimeout", "setInterval", "clearInterval",
-  "sessionStorage", "Intl", "TextEncoder", "self", "postMessage", "uPlot",
+  "sessionStorage", "Intl", "TextEncoder", "self", "postMessage", "uPlot", "Blob", "URL",
 ].map((name) => [name, "readonly"]));
 export default [
   {

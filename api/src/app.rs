@@ -190,14 +190,28 @@ pub(crate) fn client_of(app: &App, headers: &HeaderMap, peer: IpAddr) -> IpAddr 
 /// [`FLASH_MAX`] sessions' at once (the oldest go first).
 #[derive(Debug, Default)]
 pub struct Flash {
-    notes: std::sync::Mutex<BTreeMap<[u8; 16], (u64, String)>>,
+    notes: std::sync::Mutex<BTreeMap<[u8; 16], (u64, FlashNote)>>,
+}
+
+/// What an action said, and the access codes it made (shown this once).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FlashNote {
+    pub text: String,
+    pub codes: Option<crate::model::CodesCreatedBody>,
+}
+
+impl From<String> for FlashNote {
+    fn from(text: String) -> Self {
+        Self { text, codes: None }
+    }
 }
 
 /// Most sessions' flash notes kept at once.
 pub const FLASH_MAX: usize = 1_000;
 
 impl Flash {
-    pub(crate) fn put(&self, session: &[u8; 16], note: String) {
+    pub(crate) fn put(&self, session: &[u8; 16], note: impl Into<FlashNote>) {
+        let note = note.into();
         let mut notes = self.notes.lock().expect("flash lock");
         let seq = notes.values().map(|(n, _)| *n).max().map_or(0, |n| n + 1);
         notes.insert(*session, (seq, note));
@@ -211,7 +225,7 @@ impl Flash {
         }
     }
 
-    pub(crate) fn take(&self, session: &[u8; 16]) -> Option<String> {
+    pub(crate) fn take(&self, session: &[u8; 16]) -> Option<FlashNote> {
         self.notes
             .lock()
             .expect("flash lock")

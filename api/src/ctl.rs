@@ -545,7 +545,8 @@ pub enum BypassCmd {
 #[derive(Debug, Subcommand)]
 #[command(after_help = "Example:\n  sluice ctl codes list --room sale")]
 pub enum CodesCmd {
-    /// Make a batch of codes and print them as CSV (`code,lane,uses,expires_at[,identity]`),
+    /// Make a batch of codes and print them as CSV (`code,lane,uses,expires_at[,identity]`,
+    /// `expires_at` in UTC as `2026-12-24T18:00:00Z`),
     /// once: the cluster keeps only their hashes. The batch's number goes to standard error.
     /// The CSV is the same with either --output.
     #[command(
@@ -1230,9 +1231,10 @@ async fn create_codes(node: &Node, room: &str, body: Value) -> anyhow::Result<()
     let (_, v) = node.json(req).await?;
     let batch = &v["batch"];
     let lane = batch["lane"].as_str().unwrap_or("");
+    // A date in UTC (RFC 3339) that a spreadsheet reads, not unix seconds.
     let expires = batch["expires_at"]
         .as_u64()
-        .map(|t| t.to_string())
+        .map(crate::civil::iso_utc)
         .unwrap_or_default();
     let identities = body["identities"].as_array().cloned().unwrap_or_default();
     let mut out = String::from("code,lane,uses,expires_at");

@@ -206,19 +206,76 @@ fn log_filter(rust_log: Option<&str>) -> tracing_subscriber::EnvFilter {
         .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER))
 }
 
+/// openraft's note that it dropped a message sent under a vote that has since changed (`A
+/// message will be ignored because …`): what Raft does with a stale message, nothing for an
+/// operator to act on, and written at every clean start (the first election moves the vote while
+/// the first write's notice is on its way). Dropped when `quiet` (the default filter); `RUST_LOG`
+/// shows it.
+struct StaleMessages {
+    quiet: bool,
+}
+
+impl StaleMessages {
+    fn keeps(&self, event: &tracing::Event<'_>) -> bool {
+        struct Message(bool);
+        impl tracing::field::Visit for Message {
+            fn record_debug(&mut self, f: &tracing::field::Field, v: &dyn std::fmt::Debug) {
+                if f.name() == "message" {
+                    self.0 = format!("{v:?}").starts_with("A message will be ignored because");
+                }
+            }
+        }
+        if !self.quiet || event.metadata().target() != "openraft::core::raft_core" {
+            return true;
+        }
+        let mut m = Message(false);
+        event.record(&mut m);
+        !m.0
+    }
+}
+
+impl<S> tracing_subscriber::layer::Filter<S> for StaleMessages {
+    fn enabled(
+        &self,
+        _: &tracing::Metadata<'_>,
+        _: &tracing_subscriber::layer::Context<'_, S>,
+    ) -> bool {
+        true
+    }
+
+    fn event_enabled(
+        &self,
+        event: &tracing::Event<'_>,
+        _: &tracing_subscriber::layer::Context<'_, S>,
+    ) -> bool {
+        self.keeps(event)
+    }
+}
+
 fn init_logs(json: bool) {
-    let filter = log_filter(std::env::var("RUST_LOG").ok().as_deref());
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::Layer;
+    let rust_log = std::env::var("RUST_LOG").ok();
+    let quiet = rust_log.as_deref().is_none_or(|v| v.trim().is_empty());
+    let filter = log_filter(rust_log.as_deref());
     // Colours only for a person at a terminal, never into a file or a journal.
     use std::io::IsTerminal;
-    let b = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let layer = tracing_subscriber::fmt::layer()
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
-    if json {
-        b.json().init();
+    let layer = if json {
+        layer.json().boxed()
     } else {
-        b.init();
-    }
+        layer.boxed()
+    };
+    tracing_subscriber::registry()
+        .with(
+            layer
+                .with_filter(filter)
+                .with_filter(StaleMessages { quiet }),
+        )
+        .init();
 }
 
 /// Reads a node's configuration file, with the node id and data directory given on the command
@@ -657,6 +714,31 @@ mod tests {
         }
         fn flush(&mut self) -> std::io::Result<()> {
             Ok(())
+        }
+    }
+
+    /// A clean start writes no openraft warning: its note of a dropped stale message is quiet
+    /// under the default filter, and shown when `RUST_LOG` asks.
+    #[test]
+    fn stale_message_notes_are_quiet_by_default() {
+        use tracing_subscriber::layer::SubscriberExt;
+        use tracing_subscriber::Layer;
+        for quiet in [true, false] {
+            let buf = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+            let out = buf.clone();
+            let layer = tracing_subscriber::fmt::layer()
+                .with_ansi(false)
+                .with_writer(move || Sink(out.clone()))
+                .with_filter(log_filter(None))
+                .with_filter(StaleMessages { quiet });
+            let subscriber = tracing_subscriber::registry().with(layer);
+            tracing::subscriber::with_default(subscriber, || {
+                tracing::warn!(target: "openraft::core::raft_core", "A message will be ignored because Leader vote changed: msg sent by vote: <T0-N1:Q>");
+                tracing::warn!(target: "openraft::core::raft_core", "while requesting vote");
+            });
+            let text = String::from_utf8(buf.lock().unwrap().clone()).unwrap();
+            assert!(text.contains("while requesting vote"), "{text}");
+            assert_eq!(text.contains("will be ignored"), !quiet, "{text}");
         }
     }
 

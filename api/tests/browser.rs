@@ -765,6 +765,10 @@ async fn the_page_shows_the_range_the_count_only_where_shown_and_the_provisional
     )
     .await;
     assert!(b.text("#provisional").await.contains("drawn by lot"));
+    // The opening: how long in days and hours past a day, and its date in the visitor's zone
+    // and language (the page without script says it in UTC).
+    let opens = b.text("#opens").await;
+    assert!(!opens.is_empty() && !opens.contains("UTC"), "{opens}");
     assert!(
         b.find("#pos").await.is_none(),
         "no place is shown before the draw"
@@ -1109,6 +1113,55 @@ async fn every_page_passes_axe_fits_a_phone_and_the_control_room_flows_work() {
         .await;
     assert_eq!(r["totals"]["admitted"].as_u64(), Some(admitted + 1), "{r}");
     assert!(!d.source().await.contains("Admitted 1."), "shown once");
+    // A time is never broken between its date and its hour.
+    assert_eq!(
+        d.run("var t = document.querySelector('time'); return t && getComputedStyle(t).whiteSpace")
+            .await,
+        json!("nowrap")
+    );
+    // The long page's jump links each lead somewhere on it.
+    assert_eq!(
+        d.run("return Array.prototype.filter.call(document.querySelectorAll('nav.jump a'), function (a) { return !document.getElementById(a.getAttribute('href').slice(1)); }).map(function (a) { return a.getAttribute('href'); })")
+            .await,
+        json!([]),
+        "every jump link has its part"
+    );
+    // The figure tiles follow the room without a reload: one more in line shows within seconds.
+    let waiting = r["waiting"].as_u64().unwrap();
+    c.join(1, "shop", None).await;
+    let more = format!("id=\"t-waiting\">{}<", waiting + 1);
+    d.wait_until(
+        "the tile to count the newcomer",
+        Duration::from_secs(15),
+        |_, s| s.contains(&more),
+    )
+    .await;
+    // Codes made on the page: one a line, links whole, the buttons there (they need the script).
+    d.run("document.getElementById('f-ccount').value='2';")
+        .await;
+    d.click("input[value=codes_create] ~ button").await;
+    d.wait_until("the new codes", Duration::from_secs(10), |_, s| {
+        s.contains("id=\"made-codes\"")
+    })
+    .await;
+    let links = d
+        .run("return [document.getElementById('made-links').value, document.querySelector('#made-codes .js-only').hidden]")
+        .await;
+    let text = links[0].as_str().unwrap();
+    assert_eq!(text.lines().count(), 2, "{text}");
+    assert!(
+        text.lines()
+            .all(|l| l.starts_with(&format!("{base}/wait/shop?code="))),
+        "{text}"
+    );
+    assert_eq!(
+        links[1],
+        json!(false),
+        "the copy and download buttons are shown"
+    );
+    d.axe(&axe, "codes made").await;
+    d.screenshot("31b-dashboard-codes-made").await;
+    d.go(&format!("{base}/admin/rooms/shop")).await;
     // A wrong configuration breaking three rules: every error at once in a summary at the top
     // of the page, which has the focus, the operator's input kept.
     d.run("document.getElementById('f-capacity').value='0';document.getElementById('f-session_ttl_secs').value='0';document.getElementById('f-branding.accent_color').value='#ffff00';document.getElementById('f-branding.title').value='Summer sale';document.getElementById('f-opens_at').value='';")
@@ -1185,6 +1238,10 @@ async fn every_page_passes_axe_fits_a_phone_and_the_control_room_flows_work() {
         s.contains("type the room&#39;s name") || s.contains("type the room's name")
     })
     .await;
+    assert!(
+        !d.source().await.contains("to fix before saving"),
+        "a wrong name is not a configuration error"
+    );
     d.go(&format!("{base}/admin/rooms/brief")).await;
     d.type_into("#a-del", "brief").await;
     d.click("input[value=delete] ~ button").await;

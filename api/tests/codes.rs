@@ -127,7 +127,13 @@ async fn codes_place_visitors_in_their_lane_once_each_and_guesses_cost_nothing()
         .map(|l| {
             let f: Vec<&str> = l.split(',').collect();
             assert_eq!(&f[1..3], ["presale", "1"], "{l}");
-            assert!(f[3].parse::<u64>().unwrap() > now_secs() + 6 * 86_400);
+            // When the codes expire, as a date in UTC (RFC 3339), not unix seconds.
+            assert_eq!(f[3].len(), 20, "{l}");
+            assert!(f[3].ends_with('Z'), "{l}");
+            assert!(
+                *f[3] > *sluice_api::civil::iso_utc(now_secs() + 6 * 86_400),
+                "{l}"
+            );
             f[0].to_string()
         })
         .collect();
@@ -866,15 +872,26 @@ async fn the_dashboard_sets_lanes_makes_codes_and_shows_their_use() {
     .await;
     assert_eq!(s, StatusCode::OK);
     assert!(html.contains("3 codes made (batch 0)"), "{html}");
-    let code = html
-        .split("keep them: ")
+    // One a line to copy, and as invitation links that fill the code in.
+    let list = html
+        .split("<textarea id=\"made-list\" readonly rows=\"3\">")
         .nth(1)
         .unwrap()
-        .split([' ', '<'])
+        .split('<')
         .next()
-        .unwrap()
-        .to_string();
+        .unwrap();
+    let made: Vec<&str> = list.lines().collect();
+    assert_eq!(made.len(), 3, "{list}");
+    let code = made[0].to_string();
     assert_eq!(code.len(), 19, "{code}");
+    assert!(
+        html.contains(&format!("/wait/d?code={code}\n")),
+        "an invitation link: {html}"
+    );
+    assert!(
+        html.contains("data-lane=\"members\" data-uses=\"1\""),
+        "{html}"
+    );
     // A validity past any sense (it overflowed before), none, or not a number: refused with
     // the field's name, and no batch is made.
     for hours in ["18446744073709551615", "0", "-1", "1e9", "87601"] {

@@ -25,7 +25,10 @@ pub fn fields(v: &View, cfg: &RoomConfigBody, room: &str) -> String {
             "Mode",
             &v.select("mode", "How visitors get in", &cfg.mode, MODES),
         ),
-        group("The visitor's page", &visitor_page(v, cfg, room)),
+        format!(
+            "<fieldset id=\"design\"><legend>The visitor's page</legend>{}</fieldset>",
+            visitor_page(v, cfg, room)
+        ),
         group("Who gets a place", &entry(v, &cfg.entry)),
         group("Origin watch", &origin(v, cfg.origin.as_ref())),
         group("What skips the line", &bypass(v, &cfg.bypass)),

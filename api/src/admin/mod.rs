@@ -450,7 +450,7 @@ pub async fn dashboard(State(app): AppState, headers: HeaderMap) -> Response {
     let flash = app
         .flash
         .take(&s.id)
-        .map(|n| format!("<p class=\"ok\" role=\"status\">{}</p>", esc(&n)))
+        .map(|n| format!("<p class=\"ok\" role=\"status\">{}</p>", esc(&n.text)))
         .unwrap_or_default();
     let rooms = app
         .sluice
@@ -538,7 +538,7 @@ pub async fn stats(State(app): AppState, headers: HeaderMap) -> Response {
     }
     match app.sluice.list_rooms(None, ROOMS_PAGE_MAX, false).await {
         Ok(l) => axum::Json(serde_json::json!({
-            "rooms": l.rooms.iter().map(|r| serde_json::json!({"name": r.name, "waiting": r.waiting, "active": r.active, "capacity": r.config.capacity, "admitted_last_minute": r.admitted_last_minute})).collect::<Vec<_>>()
+            "rooms": l.rooms.iter().map(|r| serde_json::json!({"name": r.name, "waiting": r.waiting, "active": r.active, "capacity": r.config.capacity, "admitted_last_minute": r.admitted_last_minute, "newest_eta_secs": r.newest_eta_secs, "joined": r.totals.joined, "admitted": r.totals.admitted})).collect::<Vec<_>>()
         }))
         .into_response(),
         Err(e) => e.into_response(),
@@ -613,7 +613,10 @@ pub(super) fn codes_section(
                 codes = b.codes,
                 used = b.used,
                 used_up = b.used_up,
-                exp = b.expires_at.map_or("never".to_string(), |t| t.to_string()),
+                exp = b.expires_at.map_or("never".to_string(), |t| format!(
+                    "<time data-unix=\"{t}\">{}</time>",
+                    form::readable_utc(t)
+                )),
             )
         })
         .collect();
@@ -621,11 +624,11 @@ pub(super) fn codes_section(
         "<p>No access codes yet.</p>".to_string()
     } else {
         format!(
-            "<div class=\"scroll\"><table><caption>Code batches</caption><tr><th>Batch</th><th>Label</th><th>Lane</th><th>Uses each</th><th>Codes</th><th>Uses taken</th><th>Used up</th><th>Expires (unix s)</th><th></th></tr>{batch_rows}</table></div>"
+            "<div class=\"scroll\"><table><caption>Code batches</caption><tr><th>Batch</th><th>Label</th><th>Lane</th><th>Uses each</th><th>Codes</th><th>Uses taken</th><th>Used up</th><th>Expires</th><th></th></tr>{batch_rows}</table></div>"
         )
     };
     if !can_act {
-        return format!("<h2>Access codes</h2>{lanes_table}{batch_table}");
+        return format!("<h2 id=\"codes\">Access codes</h2>{lanes_table}{batch_table}");
     }
     let lane_options: String =
         std::iter::once("<option value=\"\">(the room's own line)</option>".to_string())
@@ -636,7 +639,7 @@ pub(super) fn codes_section(
             )
             .collect();
     format!(
-        "<h2>Access codes</h2>{lanes_table}{batch_table}\
+        "<h2 id=\"codes\">Access codes</h2>{lanes_table}{batch_table}\
 <form method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"codes_create\">\
 <label for=\"f-ccount\">How many (at most {DASHBOARD_CODES_MAX}; more with sluice ctl codes create)</label><input id=\"f-ccount\" name=\"count\" type=\"number\" min=\"1\" max=\"{DASHBOARD_CODES_MAX}\" value=\"10\">\
 <label for=\"f-cuses\">Uses per code</label><input id=\"f-cuses\" name=\"uses\" type=\"number\" min=\"1\" value=\"1\">\
@@ -746,7 +749,11 @@ pub async fn action(
 }
 
 /// Does one action: what to tell the operator, and where to send them.
-async fn do_action(app: &App, room: &str, f: &Fields) -> Result<(String, String), ApiError> {
+async fn do_action(
+    app: &App,
+    room: &str,
+    f: &Fields,
+) -> Result<(crate::app::FlashNote, String), ApiError> {
     let get = |k: &str| f.get(k).map(|v| v.trim().to_string()).unwrap_or_default();
     let sl = &app.sluice;
     let here = format!("/admin/rooms/{room}");
@@ -763,7 +770,8 @@ async fn do_action(app: &App, room: &str, f: &Fields) -> Result<(String, String)
                 format!(
                     "Room {room} deleted ({} ended).",
                     crate::text::count(gone.count, "place or session", "places and sessions")
-                ),
+                )
+                .into(),
                 "/admin".into(),
             ));
         }
@@ -776,11 +784,16 @@ async fn do_action(app: &App, room: &str, f: &Fields) -> Result<(String, String)
                 ));
             }
             sl.set_notice(room, Some(text)).await?;
-            return Ok(("The notice is shown to everyone in line.".into(), here));
+            return Ok((
+                "The notice is shown to everyone in line."
+                    .to_string()
+                    .into(),
+                here,
+            ));
         }
         "notice_clear" => {
             sl.set_notice(room, None).await?;
-            return Ok(("The notice is taken down.".into(), here));
+            return Ok(("The notice is taken down.".to_string().into(), here));
         }
         _ => {}
     }
@@ -788,10 +801,14 @@ async fn do_action(app: &App, room: &str, f: &Fields) -> Result<(String, String)
     Ok((msg, here))
 }
 
-async fn other_action(app: &App, room: &str, f: &Fields) -> Result<String, ApiError> {
+async fn other_action(
+    app: &App,
+    room: &str,
+    f: &Fields,
+) -> Result<crate::app::FlashNote, ApiError> {
     let get = |k: &str| f.get(k).map(|v| v.trim().to_string()).unwrap_or_default();
     let sl = &app.sluice;
-    Ok(match get("action").as_str() {
+    Ok(crate::app::FlashNote::from(match get("action").as_str() {
         "pause" => sl.pause(room, true).await.map(|_| "Paused.".to_string())?,
         "resume" => sl
             .pause(room, false)
@@ -868,12 +885,15 @@ async fn other_action(app: &App, room: &str, f: &Fields) -> Result<String, ApiEr
                 identities: Vec::new(),
             };
             let made = sl.create_codes(room, &body).await?;
-            format!(
-                "{} made (batch {}), shown this once; keep them: {}",
-                crate::text::count(made.codes.len() as u64, "code", "codes"),
-                made.batch.id,
-                made.codes.join(" ")
-            )
+            // Shown once, on the page the browser is sent to: to copy, download or send.
+            return Ok(crate::app::FlashNote {
+                text: format!(
+                    "{} made (batch {}), shown this once: copy them or download them below.",
+                    crate::text::count(made.codes.len() as u64, "code", "codes"),
+                    made.batch.id,
+                ),
+                codes: Some(made),
+            });
         }
         "codes_end" => {
             let batch = get("batch")
@@ -914,5 +934,5 @@ async fn other_action(app: &App, room: &str, f: &Fields) -> Result<String, ApiEr
                 format!("unknown action {other:?}"),
             ))
         }
-    })
+    }))
 }

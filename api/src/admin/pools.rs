@@ -75,7 +75,7 @@ pub async fn pools_page(axum::extract::State(app): AppState, headers: HeaderMap)
     let Some(s) = session(&app, &headers) else {
         return see_other("/admin");
     };
-    let flash = app.flash.take(&s.id);
+    let flash = app.flash.take(&s.id).map(|n| n.text);
     page("Pools", &pools_html(&app, &s, flash.as_deref(), None)).into_response()
 }
 

@@ -81,20 +81,29 @@ fn fmt_wait(secs: Option<u64>) -> String {
 /// The figures that matter during a sale, at the top of the page.
 fn summary(r: &RoomBody) -> String {
     let full = r.active >= r.config.capacity;
-    let cell = |label: &str, value: String, note: &str| {
+    // Each value and note has an id: the page's script keeps them current (`/admin/stats.json`).
+    let cell = |id: &str, label: &str, value: String, note: &str| {
         format!(
-            "<div><dt>{label}</dt><dd><strong>{value}</strong> <small>{note}</small></dd></div>"
+            "<div><dt>{label}</dt><dd><strong id=\"t-{id}\">{value}</strong> <small id=\"t-{id}-note\">{note}</small></dd></div>"
         )
     };
     format!(
-        "<dl class=\"figures\">{}{}{}{}{}</dl>",
-        cell("Waiting", r.waiting.to_string(), "people in line"),
+        "<dl id=\"overview\" class=\"figures\" data-room=\"{}\">{}{}{}{}{}</dl>",
+        esc(&r.name),
         cell(
+            "waiting",
+            "Waiting",
+            r.waiting.to_string(),
+            "people in line"
+        ),
+        cell(
+            "inside",
             "Inside",
             format!("{} / {}", r.active, r.config.capacity),
             if full { "full" } else { "of capacity" }
         ),
         cell(
+            "admitted",
             "Admitted",
             r.admitted_last_minute.to_string(),
             &format!(
@@ -103,15 +112,51 @@ fn summary(r: &RoomBody) -> String {
             )
         ),
         cell(
+            "eta",
             "Newest waiter's wait",
             fmt_wait(r.newest_eta_secs),
             "as shown on their page"
         ),
         cell(
+            "totals",
             "Totals",
             format!("{} / {}", r.totals.joined, r.totals.admitted),
             "joined / admitted"
         ),
+    )
+}
+
+/// Codes just made, shown this once: one a line to copy, as CSV to download (the columns of
+/// `sluice ctl codes create`), and as invitation links (each opens the room's page with its
+/// code filled in). The buttons need the script; the text is there without it.
+fn made_codes(room: &str, made: &crate::model::CodesCreatedBody) -> String {
+    let b = &made.batch;
+    let room_path = |code: &str| format!("/wait/{}?code={code}", esc(room));
+    let rows = made.codes.len().clamp(2, 12);
+    let codes = made
+        .codes
+        .iter()
+        .map(|c| esc(c))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let links = made
+        .codes
+        .iter()
+        .map(|c| room_path(&esc(c)))
+        .collect::<Vec<_>>()
+        .join("\n");
+    format!(
+        "<section id=\"made-codes\" class=\"card\" aria-labelledby=\"made-h\"><h3 id=\"made-h\">The new codes of batch {id}</h3>\
+<label for=\"made-list\">Codes, one a line</label><textarea id=\"made-list\" readonly rows=\"{rows}\">{codes}</textarea>\
+<p class=\"js-only\" hidden><button type=\"button\" data-copy=\"made-list\">Copy the codes</button> \
+<button type=\"button\" id=\"made-csv\" data-batch=\"{id}\" data-lane=\"{lane}\" data-uses=\"{uses}\" data-expires=\"{expires}\">Download as CSV</button> \
+<button type=\"button\" data-copy=\"made-links\">Copy the invitation links</button></p>\
+<label for=\"made-links\">Invitation links (each opens the room's page with its code filled in)</label>\
+<textarea id=\"made-links\" class=\"links\" readonly rows=\"{rows}\">{links}</textarea></section>",
+        id = b.id,
+        lane = esc(b.lane.as_deref().unwrap_or("")),
+        uses = b.uses,
+        expires = b.expires_at.map(crate::civil::iso_utc).unwrap_or_default(),
     )
 }
 
@@ -253,7 +298,7 @@ async fn queue_section(app: &App, room: &RoomBody) -> String {
         Err(e) => return format!("<p class=\"err\">{}</p>", esc(&e.message)),
     };
     if q.entries.is_empty() {
-        return "<h2>Waiting line</h2><p>Nobody is waiting.</p>".into();
+        return "<h2 id=\"line\">Waiting line</h2><p>Nobody is waiting.</p>".into();
     }
     let rows: String = q
         .entries
@@ -285,7 +330,7 @@ async fn queue_section(app: &App, room: &RoomBody) -> String {
         ""
     };
     format!(
-        "<h2>Waiting line</h2><p>The first {} in admission order, each lane first.{order}</p>\
+        "<h2 id=\"line\">Waiting line</h2><p>The first {} in admission order, each lane first.{order}</p>\
 <div class=\"scroll\"><table><thead><tr><th>Place</th><th>Lane</th><th>Visitor</th><th>Joined</th><th>Last check-in</th></tr></thead><tbody>{rows}</tbody></table></div>{more}",
         q.entries.len()
     )
@@ -294,7 +339,7 @@ async fn queue_section(app: &App, room: &RoomBody) -> String {
 fn danger_zone(room: &RoomBody, hidden: &str) -> String {
     let r = esc(&room.name);
     format!(
-        "<section class=\"danger-zone\" aria-labelledby=\"del-h\"><h2 id=\"del-h\">Delete the room</h2>\
+        "<section id=\"danger\" class=\"danger-zone\" aria-labelledby=\"del-h\"><h2 id=\"del-h\">Delete the room</h2>\
 <p>Ends its {} and {} at once; their visitors are turned away.</p>{}</section>",
         crate::text::count(room.waiting, "waiting place", "waiting places"),
         crate::text::count(room.active, "session", "sessions"),
@@ -316,7 +361,7 @@ pub async fn room_page(
     room: &RoomBody,
     errors: &Errors,
     submitted: Option<&Fields>,
-    flash: Option<&str>,
+    flash: Option<&crate::app::FlashNote>,
     span: Span,
 ) -> Html<String> {
     let token = csrf(app, s);
@@ -332,7 +377,16 @@ pub async fn room_page(
         .map(|e| format!("<p class=\"err\" role=\"alert\">{}</p>", esc(e)))
         .unwrap_or_default();
     let flash = flash
-        .map(|n| format!("<p class=\"ok\" role=\"status\">{}</p>", esc(n)))
+        .map(|n| {
+            format!(
+                "<p class=\"ok\" role=\"status\">{}</p>{}",
+                esc(&n.text),
+                n.codes
+                    .as_ref()
+                    .map(|m| made_codes(&room.name, m))
+                    .unwrap_or_default()
+            )
+        })
         .unwrap_or_default();
     let health = room
         .health_change
@@ -353,16 +407,39 @@ pub async fn room_page(
     } else {
         String::new()
     };
+    // The page is long: a bar of jump links, kept at the top as it scrolls.
+    let jump = {
+        let mut links = vec![
+            ("overview", "Overview"),
+            ("charts", "Figures"),
+            ("line", "Line"),
+            ("codes", "Codes"),
+        ];
+        if can_act {
+            links.extend([
+                ("staff", "Staff"),
+                ("config", "Settings"),
+                ("design", "Design"),
+                ("danger", "Delete"),
+            ]);
+        }
+        let links: String = links
+            .iter()
+            .map(|(id, label)| format!("<a href=\"#{id}\">{label}</a>"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        format!("<nav class=\"jump\" aria-label=\"Parts of this page\">{links}</nav>")
+    };
     let actions = if can_act {
         format!(
-            "<h2>Actions</h2><div class=\"cards\">{}</div>",
+            "<h2 id=\"actions\">Actions</h2><div class=\"cards\">{}</div>",
             actions(room, &hidden)
         )
     } else {
         super::viewer_note().to_string()
     };
     let body = format!(
-        "{}<p><a href=\"/admin\">← All rooms</a></p><h1>Room {r}</h1><p class=\"badges\">{}</p>{flash}{general}{fix}{health}\
+        "{}<p><a href=\"/admin\">← All rooms</a></p><h1>Room {r}</h1><p class=\"badges\">{}</p>{jump}{flash}{general}{fix}{health}\
 {}{}{actions}{}{}{}{}{config}{}\
 <script src=\"/assets/uplot.js\" defer></script><script src=\"/assets/admin.js\" defer></script>",
         super::who(s),
@@ -373,7 +450,7 @@ pub async fn room_page(
         queue_section(app, room).await + &super::ledger::section(app, &room.name).await,
         super::codes_section(app, &room.name, &room.config.lanes, &token, can_act),
         acts(format!(
-            "<h2>Staff bypass tokens</h2>{}",
+            "<h2 id=\"staff\">Staff bypass tokens</h2>{}",
             super::bypass_forms(&r, &hidden)
         )),
         acts(danger_zone(room, &hidden)),
@@ -411,17 +488,9 @@ pub async fn room(
     let flash = app.flash.take(&s.id);
     match app.sluice.get_room(&room, flash.is_some()).await {
         Ok(r) => {
-            let mut resp = room_page(
-                &app,
-                &s,
-                &r,
-                &Errors::new(),
-                None,
-                flash.as_deref(),
-                q.span(),
-            )
-            .await
-            .into_response();
+            let mut resp = room_page(&app, &s, &r, &Errors::new(), None, flash.as_ref(), q.span())
+                .await
+                .into_response();
             resp.headers_mut().insert(
                 axum::http::header::CACHE_CONTROL,
                 axum::http::HeaderValue::from_static("no-store"),
@@ -502,7 +571,7 @@ pub async fn save_config(
     }
     match app.sluice.put_room(&room, &body, false).await {
         Ok(_) => {
-            app.flash.put(&s.id, "Saved.".into());
+            app.flash.put(&s.id, "Saved.".to_string());
             see_other(&format!("/admin/rooms/{room}"))
         }
         Err(e) => {
