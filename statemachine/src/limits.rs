@@ -54,9 +54,11 @@ pub const HELD_SKIPS_PER_APPLY_MAX: u64 = 4_096;
 /// (away, or its network at its session limit); past it, the first after the last drawn that
 /// is not held goes in. Each draw again also counts against [`HELD_SKIPS_PER_APPLY_MAX`].
 pub const LOTTERY_REDRAWS_MAX: u64 = 32;
-/// Most seconds of admitted sessions one waiting-time estimate looks through, oldest first, to
-/// find which place frees when; past it, places are taken to free evenly.
-pub const ESTIMATE_SECONDS_SCANNED_MAX: usize = 1_024;
+/// Most seconds of admitted sessions one waiting-time estimate looks through, in the order their
+/// places free, to find which frees when; past it, the places left are taken to free evenly
+/// after the last it saw. A status read walks this (the read of a waiter deep behind a full room
+/// whose places were taken over many seconds is the dearest).
+pub const ESTIMATE_SECONDS_SCANNED_MAX: usize = 256;
 /// How long after its admission a session not yet used is taken to be on its way (its visitor
 /// being sent to the site); past it, the estimates take it to be held until its deadline.
 pub const UNUSED_GRACE_MS: u64 = 15_000;

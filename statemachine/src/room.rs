@@ -173,6 +173,9 @@ pub(crate) struct Room {
     unused_in: BTreeMap<u64, u64>,
     /// How many those are (derived).
     unused_count: u64,
+    /// The sessions used since their admission, by the second they were admitted in (derived
+    /// from `sessions`; with `unused_in`, `admitted_in`).
+    used_in: BTreeMap<u64, u64>,
     /// The priority lanes' lines, in the policy's order; `queue` is the room's own line.
     pub lanes: Vec<LaneLine>,
     /// The room's own line's credit in the round robin of shares.
@@ -349,6 +352,7 @@ impl Room {
             admitted_in: BTreeMap::new(),
             unused_in: BTreeMap::new(),
             unused_count: 0,
+            used_in: BTreeMap::new(),
             admitted_secs_sum: 0,
             unused_due: DueQueue::default(),
             challenges_used: BTreeSet::new(),
@@ -419,6 +423,8 @@ impl Room {
             if s.last_active_ms == s.admitted_at_ms {
                 *room.unused_in.entry(s.admitted_at_ms / 1000).or_insert(0) += 1;
                 room.unused_count += 1;
+            } else {
+                *room.used_in.entry(s.admitted_at_ms / 1000).or_insert(0) += 1;
             }
         }
         if p.ended.len() > ENDED_PER_ROOM_MAX {
@@ -1489,19 +1495,22 @@ impl Room {
     ///
     /// Sessions are taken by the second they were admitted in, oldest first and around the age
     /// where the two rules meet, at most [`ESTIMATE_SECONDS_SCANNED_MAX`] seconds of them; past
-    /// that, places are taken to free evenly (`m / capacity` apart).
+    /// that, the places left are taken to free evenly (a place's length ÷ capacity apart).
     fn session_ends_in(&self, ends: u64, now: u64) -> Option<u128> {
         let t = u128::from(now);
         let unused_life = self.unused_life_ms();
         let used_mean = self.used_mean_ms(now);
         let length = self.place_ms(now)?;
+        let ms = |v: u128| u64::try_from(v).unwrap_or(u64::MAX);
         let places = self.config.capacity.max(1);
         let (k, generation) = ((ends - 1) % places + 1, (ends - 1) / places);
         let first_end = if k > self.sessions.len() as u64 {
             // A session not yet admitted: it begins now.
             Some(t + length)
         } else {
-            self.kth_session_end(k, t, unused_life, used_mean)
+            let spacing = ms(length / u128::from(places));
+            self.kth_session_end(k, now, ms(unused_life), used_mean.map(ms), spacing)
+                .map(u128::from)
         };
         match first_end {
             Some(end) => Some(end - t + u128::from(generation) * length),
@@ -1510,77 +1519,76 @@ impl Room {
     }
 
     /// When (ms) the `k`-th of the room's sessions to end does, by the rules of
-    /// [`session_ends_in`](Self::session_ends_in); `None` past the seconds it may look through,
-    /// or when it needs the length of used sessions and none has ended yet.
+    /// [`session_ends_in`](Self::session_ends_in); `None` when it needs the length of used
+    /// sessions and none has ended yet. Past the [`ESTIMATE_SECONDS_SCANNED_MAX`] seconds it may
+    /// look through, the ends left come `spacing` apart after the last it saw.
+    ///
+    /// Four runs of (end, count), each in the order of its ends, merged: unused sessions past
+    /// their grace (older first); unused ones within it, taken as used ones that began then
+    /// (older first); used ones young enough to end `m` after they began (older first); and
+    /// older used ones (younger first: the older, the later). Each step is one move along one
+    /// run (a status read walks this; no lookups on the way).
     fn kth_session_end(
         &self,
         k: u64,
-        t: u128,
-        unused_life: u128,
-        used_mean: Option<u128>,
-    ) -> Option<u128> {
-        // Seconds whose unused sessions are past their grace (as of the second's start); before
-        // any used session has ended, every unused one is taken to be held.
+        t: u64,
+        unused_life: u64,
+        used_mean: Option<u64>,
+        spacing: u64,
+    ) -> Option<u64> {
+        // Before any used session has ended, every unused one is taken to be held.
         let stale = match used_mean {
-            Some(_) => (t.saturating_sub(UNUSED_GRACE_MS.into()) / 1000) as u64,
+            Some(_) => t.saturating_sub(UNUSED_GRACE_MS) / 1000,
             None => u64::MAX,
         };
-        let unused_at = |second: u64| {
-            if second <= stale {
-                self.unused_in.get(&second).copied().unwrap_or(0)
-            } else {
-                0
-            }
-        };
-        // Three runs of (end, count), each in the order of its ends: unused sessions past their
-        // grace (older first); used ones young enough to end after the room's mean (older
-        // first); and older used ones (younger first: the older, the later).
+        let m = used_mean.unwrap_or(0);
+        // A used session of age `a` ends `m - a` from now while that is longer than `a / 2`,
+        // i.e. while `a < 2m/3`; after, `a / 2` from now.
+        let cut = t.saturating_sub(2 * m / 3) / 1000;
+        let young = |(&second, &n): (&u64, &u64)| ((second * 1000 + m).max(t), n);
+        let old = |(&second, &n): (&u64, &u64)| (t + (t - (second * 1000).min(t)) / 2, n);
         let mut idle = self
             .unused_in
             .range(..=stale)
-            .map(|(&second, &n)| ((u128::from(second) * 1000 + unused_life).max(t), n))
-            .peekable();
-        let m = used_mean.unwrap_or(0);
-        // Sessions of age `a`, from the second they began: `m - a` from now while that is
-        // longer than `a / 2`, i.e. while `a < 2m/3`.
-        let cut = (t.saturating_sub(2 * m / 3) / 1000) as u64;
-        let used = |(&second, &n): (&u64, &u64)| -> (u128, u64) {
-            let begun = u128::from(second) * 1000;
-            let end = if second > cut {
-                (begun + m).max(t)
-            } else {
-                t + (t - begun.min(t)) / 2
-            };
-            (end, n - unused_at(second))
-        };
-        let mut young = self.admitted_in.range(cut + 1..).map(used).peekable();
-        let mut old = self.admitted_in.range(..=cut).rev().map(used).peekable();
-        let mut seen = 0;
+            .map(|(&second, &n)| ((second * 1000 + unused_life).max(t), n));
+        let mut fresh = self.unused_in.range(stale.saturating_add(1)..).map(young);
+        let mut newer = self.used_in.range(cut + 1..).map(young);
+        let mut older = self.used_in.range(..=cut).rev().map(old);
+        // A run that has ended shows an end past any (times are ms, far below it).
+        const DONE: (u64, u64) = (u64::MAX, 0);
+        let mut heads = [
+            idle.next().unwrap_or(DONE),
+            fresh.next().unwrap_or(DONE),
+            newer.next().unwrap_or(DONE),
+            older.next().unwrap_or(DONE),
+        ];
+        let (mut seen, mut last) = (0, t);
         for _ in 0..ESTIMATE_SECONDS_SCANNED_MAX {
-            let heads = [idle.peek(), young.peek(), old.peek()].map(|h| h.map(|&(end, _)| end));
-            let (i, end) = heads
-                .iter()
-                .enumerate()
-                .filter_map(|(i, e)| e.map(|e| (i, e)))
-                .min_by_key(|&(_, e)| e)?;
-            let (_, n) = match i {
-                0 => idle.next(),
-                1 => young.next(),
-                _ => old.next(),
+            let mut i = 0;
+            for j in 1..heads.len() {
+                if heads[j].0 < heads[i].0 {
+                    i = j;
+                }
             }
-            .expect("a head");
-            if n == 0 {
-                continue;
-            }
-            if i > 0 && used_mean.is_none() {
+            let (end, n) = heads[i];
+            if end == u64::MAX || (i > 0 && used_mean.is_none()) {
                 return None;
             }
+            heads[i] = match i {
+                0 => idle.next(),
+                1 => fresh.next(),
+                2 => newer.next(),
+                _ => older.next(),
+            }
+            .unwrap_or(DONE);
             seen += n;
             if seen >= k {
                 return Some(end);
             }
+            last = end;
         }
-        None
+        // Past the seconds it may look through, the places left free `spacing` apart.
+        Some(last.saturating_add((k - seen).saturating_mul(spacing)))
     }
 
     /// How long until `n` more admissions (the waiter's own included) have happened, from both
@@ -1664,6 +1672,8 @@ impl Room {
             if unused {
                 count_down(&mut self.unused_in, &second);
                 self.unused_count -= 1;
+            } else {
+                count_down(&mut self.used_in, &second);
             }
             match reason {
                 // Never used, it was held until its deadline, which the estimates knew: it says
@@ -1961,8 +1971,10 @@ impl Room {
             return false;
         };
         if before.last_active_ms == before.admitted_at_ms && now != before.admitted_at_ms {
-            count_down(&mut self.unused_in, &(before.admitted_at_ms / 1000));
+            let second = before.admitted_at_ms / 1000;
+            count_down(&mut self.unused_in, &second);
             self.unused_count -= 1;
+            *self.used_in.entry(second).or_insert(0) += 1;
         }
         true
     }

@@ -188,6 +188,7 @@ impl Room {
         let ttl = self.policy.first_use_ttl_secs;
         let mut admitted_in: BTreeMap<u64, u64> = BTreeMap::new();
         let mut unused_in: BTreeMap<u64, u64> = BTreeMap::new();
+        let mut used_in: BTreeMap<u64, u64> = BTreeMap::new();
         let mut sum = 0u128;
         let mut n = 0;
         for (id, s) in self.sessions.iter() {
@@ -220,6 +221,8 @@ impl Room {
             *admitted_in.entry(s.admitted_at_ms / 1000).or_insert(0) += 1;
             if s.last_active_ms == s.admitted_at_ms {
                 *unused_in.entry(s.admitted_at_ms / 1000).or_insert(0) += 1;
+            } else {
+                *used_in.entry(s.admitted_at_ms / 1000).or_insert(0) += 1;
             }
             sum += u128::from(s.admitted_at_ms / 1000);
         }
@@ -236,7 +239,9 @@ impl Room {
         );
         ensure!(
             self,
-            unused_in == self.unused_in && unused_in.values().sum::<u64>() == self.unused_count,
+            unused_in == self.unused_in
+                && used_in == self.used_in
+                && unused_in.values().sum::<u64>() == self.unused_count,
             "unused sessions by second disagree with the sessions"
         );
         for (id, nets) in &self.networks_of {
