@@ -215,13 +215,7 @@ async fn events_stream_pushes_position_then_admission() {
     c.create_room("ev", room_config(1)).await;
     let a = c.join(1, "ev", None).await;
     let b = c.join(1, "ev", None).await;
-    let resp = c
-        .http
-        .get(c.node(1).url("/v1/rooms/ev/events"))
-        .header("cookie", format!("sluice_ticket={}", s(&b, "ticket")))
-        .send()
-        .await
-        .unwrap();
+    let resp = events(&c, "ev", &b).await;
     assert_eq!(resp.status(), StatusCode::OK);
     assert!(resp.headers()["content-type"]
         .to_str()
@@ -257,13 +251,7 @@ async fn an_event_stream_says_it_is_alive_while_nothing_changes() {
         "admit_per_minute": 60, "session_ttl_secs": 600});
     c.create_room("alive", cfg).await;
     let a = c.join(1, "alive", None).await;
-    let resp = c
-        .http
-        .get(c.node(1).url("/v1/rooms/alive/events"))
-        .header("cookie", format!("sluice_ticket={}", s(&a, "ticket")))
-        .send()
-        .await
-        .unwrap();
+    let resp = events(&c, "alive", &a).await;
     let mut body = resp.bytes_stream();
     let mut text = String::new();
     let first = next_event(&mut body, &mut text).await;
@@ -290,13 +278,7 @@ async fn an_open_event_stream_keeps_a_waiter_in_line() {
     // A only listens to its event stream; B, who joined later, neither listens nor sends
     // heartbeats.
     let a = c.join(1, "ttl", None).await;
-    let resp = c
-        .http
-        .get(c.node(1).url("/v1/rooms/ttl/events"))
-        .header("cookie", format!("sluice_ticket={}", s(&a, "ticket")))
-        .send()
-        .await
-        .unwrap();
+    let resp = events(&c, "ttl", &a).await;
     assert_eq!(resp.status(), StatusCode::OK);
     let b = c.join(1, "ttl", None).await;
     let in_line = || async {
@@ -462,6 +444,16 @@ async fn event_streams_past_the_limit_are_refused_until_one_ends() {
         open().await.unwrap().status() == StatusCode::OK
     })
     .await;
+}
+
+/// A visitor's event stream on node 1, its ticket in the cookie.
+async fn events(c: &Cluster, room: &str, visitor: &Value) -> reqwest::Response {
+    c.http
+        .get(c.node(1).url(&format!("/v1/rooms/{room}/events")))
+        .header("cookie", format!("sluice_ticket={}", s(visitor, "ticket")))
+        .send()
+        .await
+        .unwrap()
 }
 
 async fn next_event<S>(body: &mut S, text: &mut String) -> Value
