@@ -934,16 +934,12 @@ impl Sluice {
             let Err(e) = self.check_room_body(&b) else {
                 break;
             };
+            if errors.iter().any(|x| x.field == e.field) {
+                break; // set back, and still wrong: what it says is said already
+            }
             let field = e.field.clone().unwrap_or_default();
-            let repeated = errors.iter().any(|x| x.field == e.field);
             errors.push(e);
-            if repeated
-                || field.is_empty()
-                || !crate::model::json_set_back(&mut trial, &current, &field)
-            {
-                if repeated {
-                    errors.pop();
-                }
+            if field.is_empty() || !crate::model::json_set_back(&mut trial, &current, &field) {
                 break;
             }
         }
