@@ -37,7 +37,7 @@ pub struct App {
     /// token).
     pub limiter: Arc<DefaultKeyedRateLimiter<IpAddr>>,
     /// Whose `X-Forwarded-For` names the client.
-    pub trusted_proxies: crate::client::TrustedProxies,
+    pub trusted_proxies: sluice_gate::client::TrustedProxies,
     /// Mark cookies `Secure`.
     pub secure_cookies: bool,
     /// Largest request body.

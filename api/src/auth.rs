@@ -55,7 +55,7 @@ struct Failures {
 }
 
 /// The key a client's guesses are counted under: its IPv4 address, or its IPv6 /64.
-pub use sluice_raft::listener::address_key as client_key;
+pub use sluice_gate::listener::address_key as client_key;
 
 /// The operator credentials and the record of wrong guesses.
 #[derive(Debug)]
@@ -376,13 +376,13 @@ pub(crate) fn credentials<'a>(value: &'a str, scheme: &str) -> Option<&'a str> {
 pub struct OperatorGuard<S> {
     inner: S,
     auth: Arc<OperatorAuth>,
-    proxies: crate::client::TrustedProxies,
+    proxies: sluice_gate::client::TrustedProxies,
 }
 
 impl<S> OperatorGuard<S> {
     /// `inner`, checked against `auth`; a client behind one of `proxies` is known by the
     /// address its `x-forwarded-for` names (for the backoff after wrong tokens), as over HTTP.
-    pub fn new(inner: S, auth: Arc<OperatorAuth>, proxies: crate::client::TrustedProxies) -> Self {
+    pub fn new(inner: S, auth: Arc<OperatorAuth>, proxies: sluice_gate::client::TrustedProxies) -> Self {
         Self {
             inner,
             auth,
@@ -415,7 +415,7 @@ where
 
     fn call(&mut self, req: axum::http::Request<B>) -> Self::Future {
         let needed = grpc_role(req.uri().path());
-        let peer = sluice_raft::listener::ConnInfo::in_extensions(req.extensions())
+        let peer = sluice_gate::listener::ConnInfo::in_extensions(req.extensions())
             .and_then(|c| c.remote_addr())
             .map_or(std::net::IpAddr::from([0, 0, 0, 0]), |a| a.ip());
         let client = self.proxies.client(

@@ -798,8 +798,8 @@ impl ServerConfig {
     }
 
     /// The trusted proxies, parsed.
-    pub fn trusted_proxies(&self) -> Result<crate::client::TrustedProxies, String> {
-        crate::client::TrustedProxies::parse(&self.trusted_proxies)
+    pub fn trusted_proxies(&self) -> Result<sluice_gate::client::TrustedProxies, String> {
+        sluice_gate::client::TrustedProxies::parse(&self.trusted_proxies)
     }
 
     /// Decoded ticket keys.

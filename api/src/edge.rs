@@ -15,7 +15,7 @@ use axum::extract::{ConnectInfo, DefaultBodyLimit, Request};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
-use sluice_raft::listener::{Activity, AddressCounts, AddressSlot, CallGuard, Exempt};
+use sluice_gate::listener::{Activity, AddressCounts, AddressSlot, CallGuard, Exempt};
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};

@@ -2,7 +2,7 @@
 //! standard health service and server reflection. Handlers only translate messages: the
 //! operations are [`Sluice`]'s, shared with HTTP.
 
-use crate::client::TrustedProxies;
+use sluice_gate::client::TrustedProxies;
 use crate::core::{Sluice, TicketSource};
 use crate::error::ApiError;
 use crate::metrics::Metrics;
@@ -129,7 +129,7 @@ pub fn visitor_interceptor(
 /// The address of the client of a gRPC call (the unspecified address if unknown): the peer's,
 /// or behind a trusted proxy the one its `x-forwarded-for` names, as over HTTP.
 pub fn client_addr<T>(req: &Request<T>, proxies: &TrustedProxies) -> std::net::IpAddr {
-    let peer = sluice_raft::listener::ConnInfo::of(req)
+    let peer = sluice_gate::listener::ConnInfo::of(req)
         .and_then(|c| c.remote_addr())
         .map_or(std::net::IpAddr::from([0, 0, 0, 0]), |a| a.ip());
     proxies.client(

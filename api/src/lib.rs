@@ -25,7 +25,6 @@ pub mod audit;
 pub mod auth;
 pub mod bypass;
 pub mod civil;
-pub mod client;
 pub mod codes;
 pub mod config;
 pub mod core;

@@ -12,7 +12,7 @@ use crate::pb;
 use crate::renew::Renewer;
 use crate::tokens::TicketKeys;
 use anyhow::Context;
-use sluice_raft::listener::{gated_incoming, ConnectionGate, ConnectionLimits, Prefixed, Slot};
+use sluice_gate::listener::{gated_incoming, ConnectionGate, ConnectionLimits, Prefixed, Slot};
 use sluice_raft::{NodeAddr, NodeConfig, RaftNode, TlsMaterial};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -188,7 +188,7 @@ fn listener_limits(cfg: &ServerConfig) -> anyhow::Result<(HttpLimits, Connection
         streams_per_connection_max: cfg.limits.streams_per_connection_max,
     };
     let proxies = cfg.trusted_proxies().map_err(anyhow::Error::msg)?;
-    let exempt: sluice_raft::listener::Exempt = Arc::new(move |ip| proxies.trusts(ip));
+    let exempt: sluice_gate::listener::Exempt = Arc::new(move |ip| proxies.trusts(ip));
     let connections = ConnectionLimits {
         connections_max: connections_max(cfg.limits.connections_max),
         per_address_max: cfg.limits.connections_per_address_max,
@@ -339,7 +339,7 @@ async fn spawn_grpc(
 /// whether it makes progress: its answer's body is asked for its next part (a streamed answer
 /// is asked each time its stream wakes; one whose client never opens its flow-control window,
 /// or stops reading, is not). The listener closes a connection that makes none for the header
-/// timeout ([`sluice_raft::listener::Activity`]).
+/// timeout ([`sluice_gate::listener::Activity`]).
 #[derive(Clone)]
 struct CallActivity<S>(S);
 
@@ -362,7 +362,7 @@ where
     }
 
     fn call(&mut self, req: axum::http::Request<B>) -> Self::Future {
-        let call = sluice_raft::listener::ConnInfo::in_extensions(req.extensions()).map(|conn| {
+        let call = sluice_gate::listener::ConnInfo::in_extensions(req.extensions()).map(|conn| {
             conn.mark_authenticated();
             conn.activity.begin()
         });

@@ -124,7 +124,7 @@ impl tonic::service::Interceptor for Gatekeeper {
             _ => {
                 // The connection has proven itself: the listener no longer closes it for want
                 // of credentials.
-                if let Some(conn) = crate::listener::ConnInfo::of(&request) {
+                if let Some(conn) = sluice_gate::listener::ConnInfo::of(&request) {
                     conn.mark_authenticated();
                 }
                 Ok(request)

@@ -23,7 +23,6 @@ pub mod error;
 mod forward;
 mod leader_contact;
 pub mod ledger_store;
-pub mod listener;
 pub mod log_store;
 pub mod metrics;
 pub mod network;

@@ -12,7 +12,7 @@ use crate::error::ClusterError;
 use crate::forward::Forwarder;
 use crate::leader_contact::LeaderContact;
 use crate::ledger_store::LedgerStore;
-use crate::listener::{ConnectionGate, ConnectionLimits, Reserve};
+use sluice_gate::listener::{ConnectionGate, ConnectionLimits, Reserve};
 use crate::log_store::{open_db_retrying, LogStore, StorageThread};
 use crate::network::{NetworkFactory, Peers};
 use crate::pb::raft_service_server::RaftServiceServer;
@@ -297,7 +297,7 @@ fn serve(
     Ok(tokio::spawn(async move {
         let served = match listener {
             Listening::Tcp(listener) => {
-                let incoming = crate::listener::gated_incoming(
+                let incoming = sluice_gate::listener::gated_incoming(
                     listener,
                     gate,
                     Some(RAFT_AUTHENTICATE_WITHIN),

@@ -188,7 +188,7 @@ pub(super) struct MemberAddresses(Arc<std::sync::RwLock<HashSet<IpAddr>>>);
 
 impl MemberAddresses {
     /// The listener's test of a connecting address.
-    pub(super) fn holders(&self) -> crate::listener::Exempt {
+    pub(super) fn holders(&self) -> sluice_gate::listener::Exempt {
         let set = self.0.clone();
         Arc::new(move |ip| set.read().expect("member addresses lock").contains(&ip))
     }
