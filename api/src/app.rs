@@ -1,16 +1,15 @@
 //! What every HTTP handler shares (the API's handlers, the pages and the dashboard): the state,
 //! the extractors that refuse with our JSON error, the client's address, and the ticket cookies.
 
-use crate::core::Sluice;
 use crate::error::ApiError;
+use crate::error::IntoHttp;
 use crate::metrics::Metrics;
 use axum::extract::{ConnectInfo, FromRequestParts, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue};
-use axum::response::{IntoResponse, Response};
-use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use axum::response::Response;
+use sluice_ops::core::Sluice;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
-use std::num::NonZeroU32;
 use std::sync::Arc;
 
 /// The prefix of the ticket cookies: each room's is `sluice_ticket_{room}`, so that a browser
@@ -32,10 +31,10 @@ pub struct App {
     pub metrics: Arc<Metrics>,
     /// The operator tokens (and the scraper's, which reads `/metrics` only), with the backoff
     /// for wrong guesses; shared with the gRPC server.
-    pub auth: Arc<crate::auth::OperatorAuth>,
+    pub auth: Arc<sluice_ops::auth::OperatorAuth>,
     /// Per-client limiter for visitor endpoints (and gRPC `Visitor` calls without a backend
     /// token).
-    pub limiter: Arc<DefaultKeyedRateLimiter<IpAddr>>,
+    pub limiter: Arc<sluice_gate::rate::ClientLimiter>,
     /// Whose `X-Forwarded-For` names the client.
     pub trusted_proxies: sluice_gate::client::TrustedProxies,
     /// Mark cookies `Secure`.
@@ -47,10 +46,7 @@ pub struct App {
     /// The dashboard's notes from an action to the page after it.
     pub flash: Arc<Flash>,
     /// The rooms' recent figures, for the dashboard's charts.
-    pub history: Arc<crate::history::History>,
-    /// The last state digest computed for `/v1/cluster/digest` (one at a time, at most one a
-    /// second: each encodes the whole state while applies wait).
-    pub(crate) digests: Arc<tokio::sync::Mutex<Option<crate::http::DigestRead>>>,
+    pub history: Arc<sluice_ops::history::History>,
 }
 
 impl App {
@@ -58,26 +54,21 @@ impl App {
     pub fn new(
         sluice: Arc<Sluice>,
         metrics: Arc<Metrics>,
-        auth: Arc<crate::auth::OperatorAuth>,
+        auth: Arc<sluice_ops::auth::OperatorAuth>,
         per_second: u32,
         burst: u32,
     ) -> Self {
-        let rate = NonZeroU32::new(per_second.max(1)).expect("non-zero");
-        let burst = NonZeroU32::new(burst.max(1)).expect("non-zero");
         App {
             sluice,
             metrics,
             auth,
-            limiter: Arc::new(RateLimiter::keyed(
-                Quota::per_second(rate).allow_burst(burst),
-            )),
+            limiter: Arc::new(sluice_gate::rate::client_limiter(per_second, burst)),
             trusted_proxies: Default::default(),
             secure_cookies: false,
             body_bytes_max: 64 * 1024,
             demo_room: None,
             flash: Arc::default(),
             history: Arc::default(),
-            digests: Arc::default(),
         }
     }
 }
@@ -108,12 +99,12 @@ pub fn cookie_ticket(headers: &HeaderMap, room: &str) -> Option<String> {
 
 /// axum's path extractor, refusing with our JSON error.
 #[derive(Debug, FromRequestParts)]
-#[from_request(via(axum::extract::Path), rejection(ApiError))]
+#[from_request(via(axum::extract::Path), rejection(crate::error::HttpError))]
 pub struct Path<T>(pub T);
 
 /// axum's query extractor, refusing with our JSON error.
 #[derive(Debug, FromRequestParts)]
-#[from_request(via(axum::extract::Query), rejection(ApiError))]
+#[from_request(via(axum::extract::Query), rejection(crate::error::HttpError))]
 pub struct Query<T>(pub T);
 
 /// Gives the browser `ticket` as its cookie for `room` (and retires the one cookie earlier
@@ -150,7 +141,7 @@ pub(crate) fn retire_legacy_cookie(
 /// still be applied).
 pub(crate) fn error_with_cookie(app: &App, room: &str, e: ApiError) -> Response {
     let ticket = e.ticket.clone();
-    let mut resp = e.into_response();
+    let mut resp = e.into_http();
     if let Some(t) = ticket {
         set_ticket_cookie(app, &mut resp, room, &t);
     }
@@ -197,7 +188,7 @@ pub struct Flash {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FlashNote {
     pub text: String,
-    pub codes: Option<crate::model::CodesCreatedBody>,
+    pub codes: Option<sluice_ops::model::CodesCreatedBody>,
 }
 
 impl From<String> for FlashNote {

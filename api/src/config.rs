@@ -32,8 +32,8 @@ pub struct TicketKey {
     pub secret: String,
 }
 
-pub use crate::hook::ChallengeProviderConfig;
-pub use crate::identity::IdentityConfig;
+pub use sluice_ops::hook::ChallengeProviderConfig;
+pub use sluice_ops::identity::IdentityConfig;
 
 /// Token material, identical on every node.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -133,7 +133,7 @@ pub struct JwtKey {
 }
 
 fn default_admission_token_ttl() -> u64 {
-    crate::tokens::ADMISSION_TOKEN_TTL_SECS
+    sluice_ops::tokens::ADMISSION_TOKEN_TTL_SECS
 }
 
 fn default_jwt_kid() -> String {
@@ -325,9 +325,9 @@ pub struct ServerConfig {
     pub admin_token_file: Option<PathBuf>,
     /// Named operators, each with a role and the SHA-256 of its token (`[[operators]]`); the
     /// admin token is the break-glass credential beside them, named `admin`. At most
-    /// [`OPERATORS_MAX`](crate::operators::OPERATORS_MAX).
+    /// [`OPERATORS_MAX`](sluice_ops::operators::OPERATORS_MAX).
     #[serde(default)]
-    pub operators: Vec<crate::operators::OperatorConfig>,
+    pub operators: Vec<sluice_ops::operators::OperatorConfig>,
     /// A bearer token that reads `/metrics` and nothing else, for the scraper (the operator
     /// token reads it too). At least 16 characters.
     #[serde(default)]
@@ -390,7 +390,7 @@ pub struct ServerConfig {
     /// URLs told of rooms' and the cluster's events (the same on every node; the leader
     /// delivers).
     #[serde(default)]
-    pub webhooks: Vec<crate::webhook::WebhookConfig>,
+    pub webhooks: Vec<sluice_ops::webhook::WebhookConfig>,
 }
 
 /// `[archive]`: the log entries a node purges behind its snapshots, kept with their ledger
@@ -579,8 +579,8 @@ impl ServerConfig {
         if self.node_id == 0 {
             return Err("node_id must be at least 1".into());
         }
-        crate::webhook::check_all(&self.webhooks)?;
-        crate::hook::check_all(&self.challenge_providers)?;
+        sluice_ops::webhook::check_all(&self.webhooks)?;
+        sluice_ops::hook::check_all(&self.challenge_providers)?;
         if self.bootstrap && !self.peers.iter().any(|p| p.id == self.node_id) {
             return Err("with bootstrap, peers must include this node".into());
         }
@@ -598,7 +598,7 @@ impl ServerConfig {
         if self.admin_token.is_none() && self.admin_token_file.is_none() {
             return Err("admin_token or admin_token_file is required".into());
         }
-        crate::operators::validate(&self.operators)?;
+        sluice_ops::operators::validate(&self.operators)?;
         if self.metrics_token.as_ref().is_some_and(|t| t.len() < 16) {
             return Err("metrics_token must be at least 16 characters".into());
         }
@@ -816,8 +816,8 @@ impl ServerConfig {
     }
 
     /// The admission-token keys: the signing one, and the others the JWKS publishes.
-    pub fn jwt_keys(&self) -> Result<crate::tokens::JwtKeys, String> {
-        let mut keys = crate::tokens::JwtKeys::from_seed(
+    pub fn jwt_keys(&self) -> Result<sluice_ops::tokens::JwtKeys, String> {
+        let mut keys = sluice_ops::tokens::JwtKeys::from_seed(
             &self.tokens.jwt_key_id,
             &self.tokens.issuer,
             &self.jwt_seed()?,
@@ -1131,7 +1131,7 @@ mod tests {
 
     #[test]
     fn operators_are_read_with_their_roles_and_bad_lists_are_refused() {
-        use crate::operators::{hex, token_hash, Role};
+        use sluice_ops::operators::{hex, token_hash, Role};
         let entry = |name: &str, role: &str, token: &str| {
             format!(
                 "\n[[operators]]\nname = \"{name}\"\nrole = \"{role}\"\ntoken_sha256 = \"{}\"\n",

@@ -1234,7 +1234,7 @@ async fn create_codes(node: &Node, room: &str, body: Value) -> anyhow::Result<()
     // A date in UTC (RFC 3339) that a spreadsheet reads, not unix seconds.
     let expires = batch["expires_at"]
         .as_u64()
-        .map(crate::civil::iso_utc)
+        .map(sluice_ops::civil::iso_utc)
         .unwrap_or_default();
     let identities = body["identities"].as_array().cloned().unwrap_or_default();
     let mut out = String::from("code,lane,uses,expires_at");

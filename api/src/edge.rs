@@ -9,11 +9,13 @@
 
 use crate::app::App;
 use crate::error::ApiError;
+use crate::error::IntoHttp;
+use crate::error::Kind;
 use crate::http::HotRoute;
 use axum::body::Body;
 use axum::extract::{ConnectInfo, DefaultBodyLimit, Request};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::{header, HeaderMap, HeaderValue};
+use axum::response::Response;
 use axum::Router;
 use sluice_gate::listener::{Activity, AddressCounts, AddressSlot, CallGuard, Exempt};
 use std::convert::Infallible;
@@ -160,7 +162,7 @@ impl Connection {
             app.metrics
                 .http(method.as_str(), "unmatched", 429, started.elapsed());
             let mut refused = ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
+                Kind::TooMany,
                 "too_many_in_flight",
                 format!(
                     "this address has {} requests being handled; send the next when one is answered",
@@ -168,7 +170,7 @@ impl Connection {
                 ),
             )
             .retry(1)
-            .into_response();
+            .into_http();
             // Its body, if it has one, is not read: the connection closes after the answer.
             if !axum::body::HttpBody::is_end_stream(req.body()) {
                 refused = closing(refused);
@@ -272,14 +274,14 @@ async fn read_body(max: usize, req: Request) -> Result<Request, Response> {
     }
     let too_large = || {
         ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
+            Kind::TooLarge,
             "body_too_large",
             format!("the body is longer than {max} bytes"),
         )
     };
     let drain_max = max.saturating_add(DRAIN_BYTES_MAX);
     if declared.is_some_and(|n| n > drain_max as u64) {
-        return Err(closing(too_large().into_response()));
+        return Err(closing(too_large().into_http()));
     }
     let (parts, body) = req.into_parts();
     let mut stream = body.into_data_stream();
@@ -292,9 +294,8 @@ async fn read_body(max: usize, req: Request) -> Result<Request, Response> {
     let mut seen = 0usize;
     let read = tokio::time::timeout(BODY_READ_TIMEOUT, async {
         while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| {
-                ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", e.to_string())
-            })?;
+            let chunk =
+                chunk.map_err(|e| ApiError::new(Kind::Invalid, "invalid_body", e.to_string()))?;
             seen = seen.saturating_add(chunk.len());
             if seen > drain_max {
                 return Err(too_large());
@@ -306,16 +307,16 @@ async fn read_body(max: usize, req: Request) -> Result<Request, Response> {
     })
     .await;
     match read {
-        Ok(Ok(())) if seen > max => Err(too_large().into_response()),
+        Ok(Ok(())) if seen > max => Err(too_large().into_http()),
         Ok(Ok(())) => Ok(Request::from_parts(parts, Body::from(kept))),
-        Ok(Err(e)) => Err(closing(e.into_response())),
+        Ok(Err(e)) => Err(closing(e.into_http())),
         Err(_) => Err(closing(
             ApiError::new(
-                StatusCode::REQUEST_TIMEOUT,
+                Kind::RequestTimeout,
                 "body_timeout",
                 format!("the body was not received within {BODY_READ_TIMEOUT:?}"),
             )
-            .into_response(),
+            .into_http(),
         )),
     }
 }

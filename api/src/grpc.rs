@@ -2,12 +2,13 @@
 //! standard health service and server reflection. Handlers only translate messages: the
 //! operations are [`Sluice`]'s, shared with HTTP.
 
-use sluice_gate::client::TrustedProxies;
-use crate::core::{Sluice, TicketSource};
 use crate::error::ApiError;
+use crate::error::ToGrpc;
 use crate::metrics::Metrics;
-use crate::model::*;
 use crate::pb;
+use sluice_gate::client::TrustedProxies;
+use sluice_ops::core::{Sluice, TicketSource};
+use sluice_ops::model::*;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
@@ -54,7 +55,7 @@ impl<U: prost::Message + Default> tonic::codec::Decoder for StrictDecoder<U> {
     fn decode(&mut self, buf: &mut tonic::codec::DecodeBuf<'_>) -> Result<Option<U>, Status> {
         self.0.decode(buf).map_err(|s| {
             let mut e = ApiError::new(
-                axum::http::StatusCode::BAD_REQUEST,
+                sluice_ops::error::Kind::Invalid,
                 "malformed_message",
                 format!("the message does not decode: {}", s.message()),
             )
@@ -106,8 +107,8 @@ impl Grpc {
 /// (`authorization: Bearer`), or the operator's; without, calls are limited per client address
 /// as the HTTP visitor endpoints are.
 pub fn visitor_interceptor(
-    auth: Arc<crate::auth::OperatorAuth>,
-    limiter: Arc<governor::DefaultKeyedRateLimiter<std::net::IpAddr>>,
+    auth: Arc<sluice_ops::auth::OperatorAuth>,
+    limiter: Arc<sluice_gate::rate::ClientLimiter>,
     proxies: TrustedProxies,
 ) -> impl Fn(Request<()>) -> Result<Request<()>, Status> + Clone {
     move |req: Request<()>| {
@@ -117,10 +118,10 @@ pub fn visitor_interceptor(
                 .metadata()
                 .get("authorization")
                 .and_then(|v| v.to_str().ok())
-                .and_then(|v| crate::auth::credentials(v, "Bearer"));
-            auth.check(client, presented, crate::auth::Scope::Backend)
+                .and_then(|v| sluice_ops::auth::credentials(v, "Bearer"));
+            auth.check(client, presented, sluice_ops::auth::Scope::Backend)
         } else {
-            crate::http::limit(&limiter, client)
+            sluice_gate::rate::check(&limiter, client).map_err(ApiError::rate_limited)
         };
         checked.map(|()| req).map_err(|e| e.to_grpc())
     }
@@ -422,7 +423,7 @@ fn config_from_pb(c: pb::RoomConfig) -> RoomConfigBody {
                 proof_of_work: e.proof_of_work.map(|p| PowBody {
                     work: p.work,
                     cost: if p.cost == 0 {
-                        crate::model::POW_COST_DEFAULT
+                        sluice_ops::model::POW_COST_DEFAULT
                     } else {
                         p.cost
                     },
@@ -489,7 +490,7 @@ fn room(r: RoomBody) -> pb::Room {
     }
 }
 
-fn draw(d: crate::ledger::DrawBody) -> pb::Draw {
+fn draw(d: sluice_ops::ledger::DrawBody) -> pb::Draw {
     pb::Draw {
         algorithm: d.algorithm,
         commitment: d.commitment,
@@ -497,7 +498,7 @@ fn draw(d: crate::ledger::DrawBody) -> pb::Draw {
     }
 }
 
-fn ledger_record(r: crate::ledger::LedgerRecordBody) -> pb::LedgerRecord {
+fn ledger_record(r: sluice_ops::ledger::LedgerRecordBody) -> pb::LedgerRecord {
     pb::LedgerRecord {
         index: r.index,
         sub: r.sub,
@@ -533,7 +534,7 @@ fn ledger_record(r: crate::ledger::LedgerRecordBody) -> pb::LedgerRecord {
     }
 }
 
-fn explanation(e: crate::explain::ExplanationBody) -> pb::Explanation {
+fn explanation(e: sluice_ops::explain::ExplanationBody) -> pb::Explanation {
     let (admitted, ended, joined) = (e.admitted, e.ended, e.joined);
     pb::Explanation {
         room: e.room,
@@ -607,7 +608,7 @@ fn count(c: CountReply) -> pb::CountReply {
     }
 }
 
-fn cluster(s: sluice_raft::ClusterStatus) -> pb::ClusterStatus {
+fn cluster(s: sluice_ops::cluster::ClusterStatus) -> pb::ClusterStatus {
     pb::ClusterStatus {
         id: s.id,
         state: s.state,
@@ -645,7 +646,7 @@ impl pb::visitor_server::Visitor for Grpc {
         } else {
             Some(peer)
         };
-        let proof = crate::core::JoinProof::new(Some(&r.altcha), Some(&r.identity))
+        let proof = sluice_ops::core::JoinProof::new(Some(&r.altcha), Some(&r.identity))
             .with_external(Some(&r.challenge_token))
             .with_code(Some(&r.code));
         self.call(
@@ -698,7 +699,8 @@ impl pb::visitor_server::Visitor for Grpc {
         use futures::StreamExt;
         let client = client_addr(&req, &self.proxies);
         let r = req.into_inner();
-        let opened = crate::watch::open(self.sluice.clone(), r.room, ticket(&r.ticket), client);
+        let opened =
+            sluice_ops::watch::open(self.sluice.clone(), r.room, ticket(&r.ticket), client);
         self.call("Visitor/Watch", opened, |w| {
             Box::pin(w.map(|r| r.map(visitor).map_err(|e| e.to_grpc()))) as Self::WatchStream
         })
@@ -725,11 +727,11 @@ impl pb::visitor_server::Visitor for Grpc {
         };
         let result = self.sluice.gate(
             &r.room,
-            &crate::core::GateAsk {
+            &sluice_ops::core::GateAsk {
                 ticket: Some(r.ticket.as_str()).filter(|t| !t.is_empty()),
                 client,
                 target: Some(r.target.as_str())
-                    .filter(|t| !t.is_empty() && t.len() <= crate::bypass::TARGET_LEN_MAX),
+                    .filter(|t| !t.is_empty() && t.len() <= sluice_ops::bypass::TARGET_LEN_MAX),
                 method: Some(r.method.as_str()).filter(|m| !m.is_empty()),
                 staff: Some(r.bypass_token.as_str()).filter(|t| !t.is_empty()),
             },
@@ -743,7 +745,7 @@ impl pb::visitor_server::Visitor for Grpc {
                     .map(|k| k.as_str().to_string())
                     .unwrap_or_default(),
             },
-            Err(e) if e.status == axum::http::StatusCode::UNAUTHORIZED => pb::GateReply {
+            Err(e) if e.kind == sluice_ops::error::Kind::Unauthenticated => pb::GateReply {
                 admitted: false,
                 ..Default::default()
             },
@@ -809,7 +811,7 @@ impl pb::admin_server::Admin for Grpc {
     async fn list_rooms(&self, req: Request<pb::ListRoomsRequest>) -> R<pb::RoomList> {
         let r = req.into_inner();
         let limit = match r.limit {
-            0 => crate::http::ROOMS_PAGE_DEFAULT,
+            0 => sluice_ops::model::ROOMS_PAGE_DEFAULT,
             n => n.min(usize::MAX as u64) as usize,
         };
         let after = Some(r.after.as_str()).filter(|a| !a.is_empty());
@@ -860,7 +862,7 @@ impl pb::admin_server::Admin for Grpc {
     async fn ledger(&self, req: Request<pb::LedgerRequest>) -> R<pb::LedgerPage> {
         let r = req.into_inner();
         let given = |s: String| Some(s).filter(|s| !s.is_empty());
-        let params = crate::ledger::LedgerParams {
+        let params = sluice_ops::ledger::LedgerParams {
             visitor: given(r.visitor_id),
             from: given(r.from),
             to: given(r.to),
@@ -1053,7 +1055,7 @@ impl pb::admin_server::Admin for Grpc {
 
     async fn audit(&self, req: Request<pb::AuditRequest>) -> R<pb::AuditPage> {
         let r = req.into_inner();
-        let q = crate::audit::AuditQuery {
+        let q = sluice_ops::audit::AuditQuery {
             room: Some(r.room),
             operator: Some(r.operator),
             from: r.from_ms.map(|t| t.to_string()),
@@ -1061,8 +1063,10 @@ impl pb::admin_server::Admin for Grpc {
             after: Some(r.after),
             limit: (r.limit != 0).then(|| r.limit.min(usize::MAX as u64) as usize),
         };
-        self.call("Admin/Audit", crate::audit::list(&self.sluice, &q), |p| {
-            pb::AuditPage {
+        self.call(
+            "Admin/Audit",
+            sluice_ops::audit::list(&self.sluice, &q),
+            |p| pb::AuditPage {
                 entries: p
                     .entries
                     .into_iter()
@@ -1082,8 +1086,8 @@ impl pb::admin_server::Admin for Grpc {
                 next: p.next.unwrap_or_default(),
                 complete_from: p.complete_from,
                 through: p.through,
-            }
-        })
+            },
+        )
         .await
     }
 

@@ -6,14 +6,9 @@ use crate::app::{
     set_ticket_cookie, AppState,
 };
 pub use crate::app::{cookie_name, cookie_ticket, App, Path, Query, COOKIE};
-use crate::core::{GateAsk, JoinProof, Sluice, TicketSource};
 use crate::error::ApiError;
-use crate::explain::{
-    AdmissionBody, AdmissionGroupBody, AdmittedBetweenBody, EndBody, ExplainedState,
-    ExplanationBody, PlaceBody, SentenceBody,
-};
-use crate::ledger::{DrawBody, DrawStatusBody, LedgerPageBody, LedgerRecordBody};
-use crate::model::*;
+use crate::error::IntoHttp;
+use crate::error::Kind;
 use crate::pages;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, MatchedPath, Request, State};
@@ -23,8 +18,15 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{any, delete, get, post};
 use axum::{Json, Router};
-use governor::DefaultKeyedRateLimiter;
 use serde::Deserialize;
+use sluice_gate::rate::ClientLimiter;
+use sluice_ops::core::{GateAsk, JoinProof, Sluice, TicketSource};
+use sluice_ops::explain::{
+    AdmissionBody, AdmissionGroupBody, AdmittedBetweenBody, EndBody, ExplainedState,
+    ExplanationBody, PlaceBody, SentenceBody,
+};
+use sluice_ops::ledger::{DrawBody, DrawStatusBody, LedgerPageBody, LedgerRecordBody};
+use sluice_ops::model::*;
 use std::convert::Infallible;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -32,9 +34,6 @@ use std::time::{Duration, Instant};
 use utoipa::OpenApi;
 
 // ---- helpers ---------------------------------------------------------------------------------
-
-/// Rooms per page of `GET /v1/rooms` when the request does not say.
-pub const ROOMS_PAGE_DEFAULT: usize = 100;
 
 fn header_ticket(headers: &HeaderMap) -> Option<String> {
     headers
@@ -44,7 +43,7 @@ fn header_ticket(headers: &HeaderMap) -> Option<String> {
         .map(str::to_string)
 }
 
-use crate::auth::credentials;
+use sluice_ops::auth::credentials;
 
 /// Ticket precedence: body field, `Authorization: Ticket`, query `ticket`, `room`'s cookie.
 fn ticket_source(
@@ -78,7 +77,7 @@ fn parse_required<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, Api
     let first = body.iter().find(|b| !b.is_ascii_whitespace());
     if first.is_some_and(|b| *b != b'{') {
         return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
+            Kind::Invalid,
             "invalid_body",
             "the body must be a JSON object",
         ));
@@ -91,9 +90,9 @@ fn json_error(e: serde_json::Error) -> ApiError {
     if msg.contains("unknown field `") {
         crate::error::unknown_field(&msg)
     } else if e.is_syntax() || e.is_eof() {
-        ApiError::new(StatusCode::BAD_REQUEST, "malformed_json", msg)
+        ApiError::new(Kind::Invalid, "malformed_json", msg)
     } else {
-        ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", msg)
+        ApiError::new(Kind::Invalid, "invalid_body", msg)
     }
 }
 
@@ -121,7 +120,7 @@ fn with_cookie(
 fn respond<T: serde::Serialize>(r: Result<T, ApiError>) -> Response {
     match r {
         Ok(v) => Json(v).into_response(),
-        Err(e) => e.into_response(),
+        Err(e) => e.into_http(),
     }
 }
 
@@ -176,7 +175,7 @@ async fn join(
 ) -> Response {
     let b: JoinBody = match parse_body(&body) {
         Ok(b) => b,
-        Err(e) => return e.into_response(),
+        Err(e) => return e.into_http(),
     };
     let src = ticket_source(&headers, &room, q.ticket.as_deref(), b.ticket);
     let client = client_ip_of(&app, &headers, &extensions);
@@ -214,7 +213,7 @@ async fn challenge(State(app): AppState, Path(room): Path<String>) -> Response {
             json,
         )
             .into_response(),
-        Err(e) => e.into_response(),
+        Err(e) => e.into_http(),
     }
 }
 
@@ -248,7 +247,7 @@ async fn status_answer(
         .await
     {
         Ok(r) => with_cookie(&app, &room, &src, &headers, r),
-        Err(e) => e.into_response(),
+        Err(e) => e.into_http(),
     }
 }
 
@@ -266,12 +265,12 @@ async fn heartbeat(
     let client = client_ip_of(&app, &headers, &extensions);
     let b: TicketBody = match parse_body(&body) {
         Ok(b) => b,
-        Err(e) => return e.into_response(),
+        Err(e) => return e.into_http(),
     };
     let src = ticket_source(&headers, &room, q.ticket.as_deref(), b.ticket);
     match app.sluice.heartbeat(&room, &src, Some(client)).await {
         Ok(r) => with_cookie(&app, &room, &src, &headers, r),
-        Err(e) => e.into_response(),
+        Err(e) => e.into_http(),
     }
 }
 
@@ -287,7 +286,7 @@ async fn leave(
 ) -> Response {
     let b: TicketBody = match parse_body(&body) {
         Ok(b) => b,
-        Err(e) => return e.into_response(),
+        Err(e) => return e.into_http(),
     };
     let src = ticket_source(&headers, &room, q.ticket.as_deref(), b.ticket);
     respond(app.sluice.leave(&room, &src).await)
@@ -311,9 +310,9 @@ async fn events(
     use futures::StreamExt;
     let src = ticket_source(&headers, &room, q.ticket.as_deref(), None);
     let client = client_ip_of(&app, &headers, &extensions);
-    let watch = match crate::watch::open(app.sluice.clone(), room, src, client).await {
+    let watch = match sluice_ops::watch::open(app.sluice.clone(), room, src, client).await {
         Ok(w) => w,
-        Err(e) => return e.into_response(),
+        Err(e) => return e.into_http(),
     };
     let events = watch.map(|r| {
         Ok::<_, Infallible>(match r {
@@ -340,13 +339,13 @@ async fn events(
 struct Body(Bytes);
 
 impl<S: Send + Sync> FromRequest<S> for Body {
-    type Rejection = ApiError;
+    type Rejection = crate::error::HttpError;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         Bytes::from_request(req, state)
             .await
             .map(Body)
-            .map_err(crate::error::bytes_rejection)
+            .map_err(|e| crate::error::HttpError(crate::error::bytes_rejection(e)))
     }
 }
 
@@ -357,7 +356,7 @@ impl<S: Send + Sync> FromRequest<S> for Body {
     responses((status = 200, description = "admitted, or let through by a bypass rule"), (status = 401, description = "not admitted")))]
 async fn gate(
     State(app): AppState,
-    room: Result<Path<String>, ApiError>,
+    room: Result<Path<String>, crate::error::HttpError>,
     method: axum::http::Method,
     uri: axum::http::Uri,
     headers: HeaderMap,
@@ -382,11 +381,11 @@ fn gate_answer(
         Some(Path(room)) => {
             let ticket = header_ticket(headers).or_else(|| cookie_ticket(headers, room));
             let staff = headers
-                .get(crate::bypass::STAFF_HEADER)
+                .get(sluice_ops::bypass::STAFF_HEADER)
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_string)
-                .or_else(|| cookie(headers, &crate::bypass::cookie_name(room)));
-            let (target, method) = crate::bypass::original_request(headers, method, uri.query());
+                .or_else(|| cookie(headers, &sluice_ops::bypass::cookie_name(room)));
+            let (target, method) = crate::forwarded::original_request(headers, method, uri.query());
             app.sluice.gate(
                 room,
                 &GateAsk {
@@ -426,10 +425,10 @@ fn gate_answer(
         }
         Err(mut e) => {
             // A proxy's forward-auth understands 200 and 401 (and retries on 503), nothing else.
-            if e.status != StatusCode::SERVICE_UNAVAILABLE {
-                e.status = StatusCode::UNAUTHORIZED;
+            if e.kind != Kind::Unavailable {
+                e.kind = Kind::Unauthenticated;
             }
-            let mut r = e.into_response();
+            let mut r = e.into_http();
             if let Some(Path(room)) = &room {
                 if let Ok(h) = HeaderValue::from_str(&format!("/wait/{room}")) {
                     r.headers_mut().insert("x-sluice-wait", h);
@@ -456,7 +455,7 @@ async fn put_room(
 ) -> Response {
     let b: RoomConfigBody = match parse_body(&body) {
         Ok(b) => b,
-        Err(e) => return e.into_response(),
+        Err(e) => return e.into_http(),
     };
     // `If-None-Match: *`: create only, never replace (RFC 9110 13.1.2).
     let create_only = headers
@@ -472,7 +471,7 @@ async fn put_room(
             Json(r),
         )
             .into_response(),
-        Err(e) => e.into_response(),
+        Err(e) => e.into_http(),
     }
 }
 
@@ -508,7 +507,7 @@ async fn list_rooms(State(app): AppState, Query(q): Query<ReadQuery>) -> Respons
         app.sluice
             .list_rooms(
                 q.after.as_deref(),
-                q.limit.unwrap_or(ROOMS_PAGE_DEFAULT),
+                q.limit.unwrap_or(sluice_ops::model::ROOMS_PAGE_DEFAULT),
                 q.consistent.unwrap_or(false),
             )
             .await,
@@ -558,7 +557,7 @@ async fn room_action(
             }
             _ => {
                 return Err(ApiError::new(
-                    StatusCode::NOT_FOUND,
+                    Kind::NotFound,
                     "not_found",
                     format!("no action {action:?}"),
                 ))
@@ -592,7 +591,7 @@ async fn bypass_op(
             };
             match issued.await {
                 Ok(reply) => (StatusCode::CREATED, Json(reply)).into_response(),
-                Err(e) => e.into_response(),
+                Err(e) => e.into_http(),
             }
         }
         "revoke" => {
@@ -604,11 +603,11 @@ async fn bypass_op(
             respond(r)
         }
         _ => ApiError::new(
-            StatusCode::NOT_FOUND,
+            Kind::NotFound,
             "not_found",
             format!("no bypass operation {op:?}"),
         )
-        .into_response(),
+        .into_http(),
     }
 }
 
@@ -628,7 +627,7 @@ async fn create_codes(State(app): AppState, Path(room): Path<String>, body: Byte
     .await;
     match r {
         Ok(reply) => (StatusCode::CREATED, Json(reply)).into_response(),
-        Err(e) => e.into_response(),
+        Err(e) => e.into_http(),
     }
 }
 
@@ -656,7 +655,7 @@ async fn list_codes(
     security(("bearer" = [])))]
 async fn end_codes(State(app): AppState, Path((room, batch)): Path<(String, String)>) -> Response {
     let Ok(batch) = batch.parse::<u32>() else {
-        return ApiError::invalid("batch", "a batch number").into_response();
+        return ApiError::invalid("batch", "a batch number").into_http();
     };
     respond(app.sluice.end_codes(&room, batch).await)
 }
@@ -719,7 +718,7 @@ async fn queue(
 async fn ledger(
     State(app): AppState,
     Path(room): Path<String>,
-    Query(q): Query<crate::ledger::LedgerParams>,
+    Query(q): Query<sluice_ops::ledger::LedgerParams>,
 ) -> Response {
     respond(app.sluice.ledger(&room, &q).await)
 }
@@ -750,7 +749,7 @@ async fn draw(State(app): AppState, Path(room): Path<String>) -> Response {
 async fn put_pool(State(app): AppState, Path(pool): Path<String>, Body(body): Body) -> Response {
     match parse_required::<PoolBody>(&body) {
         Ok(b) => respond(app.sluice.put_pool(&pool, &b).await),
-        Err(e) => e.into_response(),
+        Err(e) => e.into_http(),
     }
 }
 
@@ -781,7 +780,7 @@ async fn list_pools(State(app): AppState) -> Response {
 async fn delete_pool(State(app): AppState, Path(pool): Path<String>) -> Response {
     match app.sluice.delete_pool(&pool).await {
         Ok(_) => StatusCode::NO_CONTENT.into_response(),
-        Err(e) => e.into_response(),
+        Err(e) => e.into_http(),
     }
 }
 
@@ -799,14 +798,11 @@ async fn pool_action(
         "assign" => respond(s.assign(&pool).await),
         "release" | "report" => match parse_required::<PoolRoomBody>(&body) {
             Ok(b) => respond(s.release_or_report(&pool, &b, action == "report").await),
-            Err(e) => e.into_response(),
+            Err(e) => e.into_http(),
         },
-        _ => ApiError::new(
-            StatusCode::NOT_FOUND,
-            "not_found",
-            format!("no action {action:?}"),
-        )
-        .into_response(),
+        _ => {
+            ApiError::new(Kind::NotFound, "not_found", format!("no action {action:?}")).into_http()
+        }
     }
 }
 
@@ -822,7 +818,7 @@ async fn cluster(State(app): AppState) -> Response {
 async fn add_learner(State(app): AppState, Body(body): Body) -> Response {
     match parse_required::<LearnerBody>(&body) {
         Ok(b) => respond(app.sluice.add_learner(&b).await),
-        Err(e) => e.into_response(),
+        Err(e) => e.into_http(),
     }
 }
 
@@ -832,64 +828,22 @@ async fn add_learner(State(app): AppState, Body(body): Body) -> Response {
 async fn membership(State(app): AppState, Body(body): Body) -> Response {
     match parse_required::<MembershipBody>(&body) {
         Ok(b) => respond(app.sluice.change_membership(&b).await),
-        Err(e) => e.into_response(),
+        Err(e) => e.into_http(),
     }
 }
 
-/// The applied index and state digest of this node.
+/// The applied index and state digest of this node (at most one computation a second; callers
+/// in between share the next one, never an older one).
 #[utoipa::path(get, path = "/v1/cluster/digest", responses((status = 200, description = "{applied_index, digest}")), security(("bearer" = [])))]
 async fn digest(State(app): AppState) -> Response {
-    let asked = tokio::time::Instant::now();
-    // One computation at a time, each after the request arrived (never a stale answer), and at
-    // most one a second: each encodes the whole state twice while applies wait, so callers in
-    // between share the next one.
-    let mut last = app.digests.lock().await;
-    if let Some(r) = last.as_ref() {
-        if r.at >= asked {
-            return r.answer();
-        }
-        tokio::time::sleep_until(r.at + DIGEST_GAP).await;
-    }
-    let at = tokio::time::Instant::now();
-    let read = app.sluice.node.read(|st| {
-        (
-            sluice_statemachine::digest_hex(&st.sm.digest()),
-            sluice_statemachine::digest_hex(&st.sm.content_digest()),
-        )
-    });
-    match read {
-        Ok(((digest, content), applied_index)) => last
-            .insert(DigestRead {
-                at,
-                applied_index,
-                digest,
-                content,
-            })
-            .answer(),
-        Err(e) => ApiError::from(e).into_response(),
-    }
-}
-
-/// Least time between two computations of the state digest on one node.
-const DIGEST_GAP: Duration = Duration::from_secs(1);
-
-/// A state digest computed for `/v1/cluster/digest`, and when.
-#[derive(Debug)]
-pub(crate) struct DigestRead {
-    at: tokio::time::Instant,
-    applied_index: u64,
-    digest: String,
-    content: String,
-}
-
-impl DigestRead {
-    fn answer(&self) -> Response {
-        Json(serde_json::json!({
-            "applied_index": self.applied_index,
-            "digest": self.digest,
-            "content_digest": self.content,
+    match app.sluice.digest(tokio::time::Instant::now()).await {
+        Ok(d) => Json(serde_json::json!({
+            "applied_index": d.applied_index,
+            "digest": d.digest,
+            "content_digest": d.content,
         }))
-        .into_response()
+        .into_response(),
+        Err(e) => e.into_http(),
     }
 }
 
@@ -901,14 +855,7 @@ async fn log(State(app): AppState, Query(q): Query<LogQuery>) -> Response {
     use base64::Engine;
     let from = q.from.unwrap_or(1);
     let limit = q.limit.unwrap_or(1_000);
-    if limit > sluice_raft::LOG_PAGE_MAX {
-        return ApiError::invalid(
-            "limit",
-            format!("must be at most {}", sluice_raft::LOG_PAGE_MAX),
-        )
-        .into_response();
-    }
-    match app.sluice.node.log_entries(from, limit).await {
+    match app.sluice.log_entries(from, limit).await {
         Ok(entries) => {
             let entries: Vec<serde_json::Value> = entries
                 .into_iter()
@@ -922,7 +869,7 @@ async fn log(State(app): AppState, Query(q): Query<LogQuery>) -> Response {
                 .collect();
             Json(serde_json::json!({ "entries": entries })).into_response()
         }
-        Err(e) => ApiError::from(e).into_response(),
+        Err(e) => e.into_http(),
     }
 }
 
@@ -930,7 +877,7 @@ async fn log(State(app): AppState, Query(q): Query<LogQuery>) -> Response {
 /// into a new cluster with `sluice restore`.
 #[utoipa::path(get, path = "/v1/cluster/backup", responses((status = 200, description = "the backup file")), security(("bearer" = [])))]
 async fn backup(State(app): AppState) -> Response {
-    match app.sluice.node.backup() {
+    match app.sluice.backup() {
         Ok((bytes, index)) => (
             [
                 (
@@ -945,7 +892,7 @@ async fn backup(State(app): AppState) -> Response {
             bytes,
         )
             .into_response(),
-        Err(e) => ApiError::from(e).into_response(),
+        Err(e) => e.into_http(),
     }
 }
 
@@ -961,7 +908,7 @@ pub struct LogQuery {
 }
 
 async fn metrics(State(app): AppState) -> Response {
-    let body = app.metrics.render(&app.sluice, &app.auth);
+    let body = crate::metrics::render(&app.metrics, &app.sluice, &app.auth);
     (
         [(
             header::CONTENT_TYPE,
@@ -981,7 +928,7 @@ async fn healthz() -> Response {
 async fn readyz(State(app): AppState) -> Response {
     match app.sluice.ready() {
         Ok(()) => Json(serde_json::json!({"status": "ready"})).into_response(),
-        Err(e) => e.into_response(),
+        Err(e) => e.into_http(),
     }
 }
 
@@ -1015,7 +962,7 @@ async fn asset(Path(name): Path<String>) -> Response {
             *body,
         )
             .into_response(),
-        None => ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such asset").into_response(),
+        None => ApiError::new(Kind::NotFound, "not_found", "no such asset").into_http(),
     }
 }
 
@@ -1027,12 +974,7 @@ async fn landing(State(app): AppState) -> Html<String> {
 /// lands.
 async fn demo(State(app): AppState, headers: HeaderMap) -> Response {
     let Some(room) = app.demo_room.clone() else {
-        return ApiError::new(
-            StatusCode::NOT_FOUND,
-            "not_found",
-            "no demo room on this node",
-        )
-        .into_response();
+        return ApiError::new(Kind::NotFound, "not_found", "no demo room on this node").into_http();
     };
     let admitted = match cookie_ticket(&headers, &room) {
         Some(t) => app
@@ -1120,7 +1062,7 @@ async fn staff_page(
     headers: HeaderMap,
 ) -> Response {
     if Sluice::check_room(&room).is_err() {
-        return ApiError::invalid("room", "not a room name").into_response();
+        return ApiError::invalid("room", "not a room name").into_http();
     }
     staff_answer(
         StatusCode::OK,
@@ -1139,7 +1081,7 @@ async fn staff_enter(
     body: Bytes,
 ) -> Response {
     if Sluice::check_room(&room).is_err() {
-        return ApiError::invalid("room", "not a room name").into_response();
+        return ApiError::invalid("room", "not a room name").into_http();
     }
     let fields = serde_urlencoded::from_bytes::<Vec<(String, String)>>(&body).unwrap_or_default();
     let token = fields
@@ -1155,7 +1097,7 @@ async fn staff_enter(
             let secure = if app.secure_cookies { "; Secure" } else { "" };
             let cookie = format!(
                 "{}={token}; Path=/; HttpOnly; SameSite=Lax; Max-Age={left_secs}{secure}",
-                crate::bypass::cookie_name(&room)
+                sluice_ops::bypass::cookie_name(&room)
             );
             if let Ok(v) = HeaderValue::from_str(&cookie) {
                 r.headers_mut().insert(header::SET_COOKIE, v);
@@ -1165,7 +1107,7 @@ async fn staff_enter(
             r
         }
         Err(e) => staff_answer(
-            e.status,
+            crate::error::http_status(e.kind),
             pages::staff_form(lang_of(raw.as_deref(), &headers), &room, Some(&e.message)),
         ),
     }
@@ -1262,7 +1204,7 @@ async fn not_found(
         )
             .into_response();
     }
-    ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint").into_response()
+    ApiError::new(Kind::NotFound, "not_found", "no such endpoint").into_http()
 }
 
 // ---- middleware --------------------------------------------------------------------------
@@ -1276,7 +1218,7 @@ fn bearer(req: &Request) -> Option<&str> {
 }
 
 /// Operator routes: the bearer token must name an operator whose role is at least what the
-/// route asks ([`crate::operators::http_role`], from the method and the matched route); the
+/// route asks ([`crate::roles::http_role`], from the method and the matched route); the
 /// request then runs with that operator acting, so that its writes are attributed to it.
 async fn operator_auth(State(app): AppState, req: Request, next: Next) -> Response {
     let client = client_ip(&app, &req);
@@ -1284,14 +1226,14 @@ async fn operator_auth(State(app): AppState, req: Request, next: Next) -> Respon
         .extensions()
         .get::<MatchedPath>()
         .map_or(req.uri().path(), |p| p.as_str());
-    let needed = crate::operators::http_role(req.method(), route);
+    let needed = crate::roles::http_role(req.method(), route);
     let checked = app
         .auth
         .authenticate(client, bearer(&req))
         .and_then(|op| op.may(needed).map(|()| op));
     match checked {
-        Ok(op) => crate::operators::acting(op, next.run(req)).await,
-        Err(e) => e.into_response(),
+        Ok(op) => sluice_ops::operators::acting(op, next.run(req)).await,
+        Err(e) => e.into_http(),
     }
 }
 
@@ -1301,10 +1243,10 @@ async fn backend_auth(State(app): AppState, req: Request, next: Next) -> Respons
     let client = client_ip(&app, &req);
     match app
         .auth
-        .check(client, bearer(&req), crate::auth::Scope::Backend)
+        .check(client, bearer(&req), sluice_ops::auth::Scope::Backend)
     {
         Ok(()) => next.run(req).await,
-        Err(e) => e.into_response(),
+        Err(e) => e.into_http(),
     }
 }
 
@@ -1313,10 +1255,10 @@ async fn metrics_auth(State(app): AppState, req: Request, next: Next) -> Respons
     let client = client_ip(&app, &req);
     match app
         .auth
-        .check(client, bearer(&req), crate::auth::Scope::Metrics)
+        .check(client, bearer(&req), sluice_ops::auth::Scope::Metrics)
     {
         Ok(()) => next.run(req).await,
-        Err(e) => e.into_response(),
+        Err(e) => e.into_http(),
     }
 }
 
@@ -1328,7 +1270,7 @@ async fn rate_limit(State(app): AppState, req: Request, next: Next) -> Response 
             let pl = page_lang(req.uri().query(), req.headers());
             pages::too_many(pl, e.retry_after.unwrap_or(1))
         }
-        Err(e) => e.into_response(),
+        Err(e) => e.into_http(),
     }
 }
 
@@ -1342,22 +1284,8 @@ fn accepts_html(headers: &HeaderMap) -> bool {
 
 /// Counts a visitor request from `client` against its rate (an IPv6 client is its /64: it holds
 /// all of it); 429 with `Retry-After` past it.
-pub(crate) fn limit(
-    limiter: &DefaultKeyedRateLimiter<IpAddr>,
-    client: IpAddr,
-) -> Result<(), ApiError> {
-    let key = crate::auth::client_key(client);
-    limiter.check_key(&key).map_err(|not_until| {
-        let wait = not_until.wait_time_from(governor::clock::Clock::now(
-            &governor::clock::DefaultClock::default(),
-        ));
-        ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "rate_limited",
-            "too many requests from this client",
-        )
-        .retry(wait.as_secs().max(1))
-    })
+pub(crate) fn limit(limiter: &ClientLimiter, client: IpAddr) -> Result<(), ApiError> {
+    sluice_gate::rate::check(limiter, client).map_err(ApiError::rate_limited)
 }
 
 async fn record(State(app): AppState, req: Request, next: Next) -> Response {
@@ -1437,7 +1365,7 @@ impl HotRoute {
             ),
             HotRoute::Status => {
                 if let Err(e) = limit(&app.limiter, client) {
-                    return e.into_response();
+                    return e.into_http();
                 }
                 match Query::<ReadQuery>::from_request_parts(&mut parts, &()).await {
                     Ok(Query(q)) => status_answer(app, room, q, parts.headers, client).await,
@@ -1488,7 +1416,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/cluster/digest", get(digest))
         .route("/v1/cluster/log", get(log))
         .route("/v1/cluster/backup", get(backup))
-        .route("/v1/audit", get(crate::audit::http_list))
+        .route("/v1/audit", get(audit_list))
         .route_layer(middleware::from_fn_with_state(app.clone(), operator_auth));
     let reporters = Router::new()
         .route("/v1/rooms/{room}/origin/reports", post(origin_reports))
@@ -1553,11 +1481,11 @@ pub fn router(app: Arc<App>) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(|| async {
             ApiError::new(
-                StatusCode::METHOD_NOT_ALLOWED,
+                Kind::MethodNotAllowed,
                 "method_not_allowed",
                 "method not allowed",
             )
-            .into_response()
+            .into_http()
         })
         .route_layer(middleware::from_fn_with_state(app.clone(), record))
         .with_state(app)
@@ -1640,10 +1568,10 @@ mod tests {
 #[openapi(
     info(title = "Sluice", description = "Virtual waiting room and admission coordinator", version = "1"),
     paths(join, challenge, status, heartbeat, leave, events, gate, put_room, get_room, delete_room, list_rooms, room_action, bypass_op, create_codes, list_codes, end_codes, origin_reports, queue, ledger, explain, draw,
-          put_pool, get_pool, list_pools, delete_pool, pool_action, cluster, add_learner, membership, digest, log, backup, crate::audit::http_list),
+          put_pool, get_pool, list_pools, delete_pool, pool_action, cluster, add_learner, membership, digest, log, backup, audit_list),
     components(schemas(VisitorReply, TicketBody, JoinBody, RoomConfigBody, BrandingBody, EntryBody, PowBody, ExternalChallengeBody, LineBody, OriginBody, BypassBody, BypassPathBody, BypassTokenBody, BypassTokenReply, BypassRevokeBody, CodesCreateBody, CodesCreatedBody, CodeBatchBody, CodeBatchList, LaneBody, LaneStatusBody, ProbeBody, OriginReportBody, OriginSampleBody, HealthChangeBody, OriginWindowBody, RoomBody, RoomList, TotalsBody, ModeBody, HealthBody,
         AdmitBody, RevokeBody, BanBody, SetNoticeBody, NoticeBody, CountReply, QueueReply, QueueEntryBody, PoolBody, PoolReply, PoolList, PoolRoom, AssignReply, PoolRoomBody,
-        LearnerBody, MembershipBody, crate::audit::AuditEntry, crate::audit::AuditPage,
+        LearnerBody, MembershipBody, sluice_ops::audit::AuditEntry, sluice_ops::audit::AuditPage,
         LedgerPageBody, LedgerRecordBody, DrawBody, DrawStatusBody, ExplainedState, ExplanationBody, SentenceBody, PlaceBody, AdmissionBody, EndBody, AdmissionGroupBody, AdmittedBetweenBody)),
     modifiers(&BearerAuth)
 )]
@@ -1660,5 +1588,24 @@ impl utoipa::Modify for BearerAuth {
             "bearer",
             SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
         );
+    }
+}
+/// `GET /v1/audit`: the operator audit log, a page at a time.
+#[utoipa::path(get, path = "/v1/audit",
+    params(("room" = Option<String>, Query, description = "only commands that addressed this room or pool"),
+        ("operator" = Option<String>, Query, description = "only this operator's commands"),
+        ("from" = Option<String>, Query, description = "only at or after this log time: RFC 3339 or ms since the epoch"),
+        ("to" = Option<String>, Query, description = "only at or before this log time: RFC 3339 or ms since the epoch"),
+        ("after" = Option<String>, Query, description = "the previous page's next"),
+        ("limit" = Option<usize>, Query, description = "page size, 1 to 1,000 (100)")),
+    responses((status = 200, body = sluice_ops::audit::AuditPage), (status = 400), (status = 401), (status = 404, description = "ledger_off: this node keeps no ledger")),
+    security(("bearer" = [])))]
+async fn audit_list(
+    State(app): State<Arc<App>>,
+    Query(q): Query<sluice_ops::audit::AuditQuery>,
+) -> Response {
+    match sluice_ops::audit::list(&app.sluice, &q).await {
+        Ok(page) => axum::Json(page).into_response(),
+        Err(e) => e.into_http(),
     }
 }

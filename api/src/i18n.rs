@@ -1,7 +1,7 @@
 //! The waiting page's words in fifteen languages, chosen by `?lang=` or `Accept-Language`,
 //! and the language switcher that links the page in each of them.
 
-use crate::text::esc;
+use sluice_ops::text::esc;
 
 /// A supported language.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -658,7 +658,7 @@ fn keygen() {
 /// `sluice keygen --operator NAME --role ROLE`: a fresh token for a named operator, shown
 /// once on standard error, and the configuration lines with its hash on standard output.
 fn keygen_operator(name: &str, role: &str) -> anyhow::Result<()> {
-    use sluice_api::operators::{hex, token_hash, OperatorConfig, Role};
+    use sluice_ops::operators::{hex, token_hash, OperatorConfig, Role};
     let role =
         Role::parse(role).ok_or_else(|| anyhow::anyhow!("--role: viewer, operator or admin"))?;
     let token = random_token();
@@ -667,7 +667,7 @@ fn keygen_operator(name: &str, role: &str) -> anyhow::Result<()> {
         role,
         token_sha256: hex(&token_hash(&token)),
     };
-    sluice_api::operators::validate(std::slice::from_ref(&entry)).map_err(anyhow::Error::msg)?;
+    sluice_ops::operators::validate(std::slice::from_ref(&entry)).map_err(anyhow::Error::msg)?;
     println!("# The operator {name} ({role}): the same lines on every node, then restart them.");
     println!("[[operators]]");
     println!("name = \"{name}\"");

@@ -1,206 +1,134 @@
 //! Prometheus text exposition (format 0.0.4): per-room gauges and counters and Raft state read at
 //! scrape time, plus request counters and latency histograms for HTTP and gRPC.
 
-use crate::core::Sluice;
-use sluice_raft::metrics::{HistogramSnapshot, LatencyHistogram};
-use std::collections::BTreeMap;
+use sluice_ops::cluster::HistogramSnapshot;
+use sluice_ops::core::Sluice;
 use std::fmt::Write;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-/// Request counters and latencies.
-#[derive(Debug, Default)]
-pub struct Metrics {
-    /// By route template. Looked up by `&str`, so a request to a known route allocates nothing.
-    http: Mutex<BTreeMap<String, HttpRoute>>,
-    grpc: Mutex<BTreeMap<(String, String), u64>>,
-    grpc_latency: Mutex<BTreeMap<String, Arc<LatencyHistogram>>>,
-    /// Webhook deliveries (counted by the leader that makes them).
-    pub webhooks: Arc<crate::webhook::WebhookMetrics>,
+/// The request counters both edges record into.
+pub use sluice_ops::served::Served as Metrics;
+
+/// The whole exposition.
+pub fn render(metrics: &Metrics, sluice: &Sluice, auth: &sluice_ops::auth::OperatorAuth) -> String {
+    let mut out = String::with_capacity(8 * 1024);
+    let w = &mut out;
+    // One snapshot of the node's counters and histograms for the whole scrape.
+    let node = sluice.node_metrics();
+    render_rooms(w, sluice);
+    render_raft(w, sluice);
+    render_clock(w, sluice);
+    render_raft_timings(w, &node);
+    render_http(metrics, w);
+    render_grpc(metrics, w);
+    render_webhooks(metrics, w);
+    render_defences(w, auth, sluice, &node);
+    out
 }
 
-/// One route's requests by method and status, and their latency.
-#[derive(Debug, Default)]
-struct HttpRoute {
-    /// (method, status, count); a handful per route, searched in place.
-    counts: Vec<(String, u16, u64)>,
-    latency: LatencyHistogram,
+/// Webhook deliveries, failed attempts and events given up.
+fn render_webhooks(metrics: &Metrics, w: &mut String) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let h = &metrics.webhooks;
+    for (name, help, v) in [
+        (
+            "sluice_webhook_deliveries_total",
+            "Webhook events delivered (answered 2xx) by this node.",
+            h.delivered.load(Relaxed),
+        ),
+        (
+            "sluice_webhook_failed_attempts_total",
+            "Webhook delivery attempts that failed and were retried.",
+            h.failed_attempts.load(Relaxed),
+        ),
+        (
+            "sluice_webhook_given_up_total",
+            "Webhook events given up, older than a day.",
+            h.given_up.load(Relaxed),
+        ),
+        (
+            "sluice_webhook_gaps_total",
+            "Stretches of the log after a webhook's position that this leader holds no ledger records of (it caught up by a snapshot): their events are not delivered.",
+            h.gaps.load(Relaxed),
+        ),
+    ] {
+        header(w, name, help, "counter");
+        let _ = writeln!(w, "{name} {v}");
+    }
 }
 
-/// Distinct routes and methods tracked, at most (they are fixed by the code, not by clients).
-const SERIES_MAX: usize = 1_000;
-
-impl Metrics {
-    /// Records one HTTP request (`route` is the matched route template, never the raw path).
-    /// Methods outside the standard ones are counted as `other`, so that clients cannot add
-    /// series at will.
-    pub fn http(&self, method: &str, route: &str, status: u16, took: Duration) {
-        const KNOWN: [&str; 7] = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"];
-        let method = KNOWN.into_iter().find(|m| *m == method).unwrap_or("other");
-        let mut m = self.http.lock().expect("metrics lock");
-        if !m.contains_key(route) {
-            if m.len() >= SERIES_MAX {
-                return;
-            }
-            m.insert(route.to_string(), HttpRoute::default());
-        }
-        let r = m.get_mut(route).expect("route present");
-        if let Some(c) = r
-            .counts
-            .iter_mut()
-            .find(|(me, st, _)| *st == status && me == method)
-        {
-            c.2 += 1;
-        } else if r.counts.len() < SERIES_MAX {
-            r.counts.push((method.to_string(), status, 1));
-        }
-        r.latency.observe(took);
-    }
-
-    /// Records one gRPC call.
-    pub fn grpc(&self, method: &str, code: &str, took: Duration) {
-        *self
-            .grpc
-            .lock()
-            .expect("metrics lock")
-            .entry((method.to_string(), code.to_string()))
-            .or_default() += 1;
-        let h = self
-            .grpc_latency
-            .lock()
-            .expect("metrics lock")
-            .entry(method.to_string())
-            .or_default()
-            .clone();
-        h.observe(took);
-    }
-
-    /// The whole exposition.
-    pub fn render(&self, sluice: &Sluice, auth: &crate::auth::OperatorAuth) -> String {
-        let mut out = String::with_capacity(8 * 1024);
-        let w = &mut out;
-        // One snapshot of the node's counters and histograms for the whole scrape.
-        let node = sluice.node.metrics();
-        render_rooms(w, sluice);
-        render_raft(w, sluice);
-        render_clock(w, sluice);
-        render_raft_timings(w, &node);
-        self.render_http(w);
-        self.render_grpc(w);
-        self.render_webhooks(w);
-        render_defences(w, auth, sluice, &node);
-        out
-    }
-
-    /// Webhook deliveries, failed attempts and events given up.
-    fn render_webhooks(&self, w: &mut String) {
-        use std::sync::atomic::Ordering::Relaxed;
-        let h = &self.webhooks;
-        for (name, help, v) in [
-            (
-                "sluice_webhook_deliveries_total",
-                "Webhook events delivered (answered 2xx) by this node.",
-                h.delivered.load(Relaxed),
-            ),
-            (
-                "sluice_webhook_failed_attempts_total",
-                "Webhook delivery attempts that failed and were retried.",
-                h.failed_attempts.load(Relaxed),
-            ),
-            (
-                "sluice_webhook_given_up_total",
-                "Webhook events given up, older than a day.",
-                h.given_up.load(Relaxed),
-            ),
-            (
-                "sluice_webhook_gaps_total",
-                "Stretches of the log after a webhook's position that this leader holds no ledger records of (it caught up by a snapshot): their events are not delivered.",
-                h.gaps.load(Relaxed),
-            ),
-        ] {
-            header(w, name, help, "counter");
-            let _ = writeln!(w, "{name} {v}");
-        }
-    }
-
-    /// Requests and latencies by method, route and status.
-    fn render_http(&self, w: &mut String) {
-        header(
-            w,
-            "sluice_http_requests_total",
-            "HTTP requests by method, route and status.",
-            "counter",
-        );
-        let http = self.http.lock().expect("metrics lock");
-        for (r, route) in http.iter() {
-            let mut counts: Vec<_> = route.counts.iter().collect();
-            counts.sort();
-            for (m, st, n) in counts {
-                let _ = writeln!(
-                    w,
-                    "sluice_http_requests_total{{method=\"{}\",route=\"{}\",status=\"{st}\"}} {n}",
-                    esc(m),
-                    esc(r)
-                );
-            }
-        }
-        header(
-            w,
-            "sluice_http_request_duration_seconds",
-            "HTTP request latency by route.",
-            "histogram",
-        );
-        for (r, route) in http.iter() {
-            histogram(
-                w,
-                "sluice_http_request_duration_seconds",
-                &format!("route=\"{}\"", esc(r)),
-                &route.latency.snapshot(),
-            );
-        }
-        drop(http);
-    }
-
-    /// gRPC calls and latencies by method and code.
-    fn render_grpc(&self, w: &mut String) {
-        header(
-            w,
-            "sluice_grpc_requests_total",
-            "gRPC calls by method and code.",
-            "counter",
-        );
-        for ((m, c), n) in self.grpc.lock().expect("metrics lock").iter() {
+/// Requests and latencies by method, route and status.
+fn render_http(metrics: &Metrics, w: &mut String) {
+    header(
+        w,
+        "sluice_http_requests_total",
+        "HTTP requests by method, route and status.",
+        "counter",
+    );
+    let mut latencies = Vec::new();
+    metrics.each_http_route(|r, counts, latency| {
+        let mut counts: Vec<_> = counts.iter().collect();
+        counts.sort();
+        for (m, st, n) in counts {
             let _ = writeln!(
                 w,
-                "sluice_grpc_requests_total{{method=\"{}\",code=\"{}\"}} {n}",
+                "sluice_http_requests_total{{method=\"{}\",route=\"{}\",status=\"{st}\"}} {n}",
                 esc(m),
-                esc(c)
+                esc(r)
             );
         }
-        header(
+        latencies.push((r.to_string(), latency.snapshot()));
+    });
+    header(
+        w,
+        "sluice_http_request_duration_seconds",
+        "HTTP request latency by route.",
+        "histogram",
+    );
+    for (r, latency) in &latencies {
+        histogram(
+            w,
+            "sluice_http_request_duration_seconds",
+            &format!("route=\"{}\"", esc(r)),
+            latency,
+        );
+    }
+}
+
+/// gRPC calls and latencies by method and code.
+fn render_grpc(metrics: &Metrics, w: &mut String) {
+    header(
+        w,
+        "sluice_grpc_requests_total",
+        "gRPC calls by method and code.",
+        "counter",
+    );
+    metrics.each_grpc_count(|m, c, n| {
+        let _ = writeln!(
+            w,
+            "sluice_grpc_requests_total{{method=\"{}\",code=\"{}\"}} {n}",
+            esc(m),
+            esc(c)
+        );
+    });
+    header(
+        w,
+        "sluice_grpc_request_duration_seconds",
+        "gRPC call latency by method.",
+        "histogram",
+    );
+    metrics.each_grpc_latency(|m, h| {
+        histogram(
             w,
             "sluice_grpc_request_duration_seconds",
-            "gRPC call latency by method.",
-            "histogram",
+            &format!("method=\"{}\"", esc(m)),
+            &h.snapshot(),
         );
-        for (m, h) in self.grpc_latency.lock().expect("metrics lock").iter() {
-            histogram(
-                w,
-                "sluice_grpc_request_duration_seconds",
-                &format!("method=\"{}\"", esc(m)),
-                &h.snapshot(),
-            );
-        }
-    }
+    });
 }
 
 /// Each room's gauges and counters, read from this node's applied state at scrape time.
 fn render_rooms(w: &mut String, sluice: &Sluice) {
-    let rooms = sluice
-        .node
-        .read(|st| st.sm.rooms())
-        .map(|(r, _)| r)
-        .unwrap_or_default();
+    let rooms = sluice.rooms_here();
     type RoomGetter = fn(&sluice_statemachine::RoomView) -> u64;
     let gauges: [(&str, &str, RoomGetter); 8] = [
         ("sluice_room_waiting", "Visitors waiting in line.", |r| {
@@ -286,7 +214,7 @@ fn render_rooms(w: &mut String, sluice: &Sluice) {
 
 /// The node's Raft position, then its followers' (see [`render_raft_followers`]).
 fn render_raft(w: &mut String, sluice: &Sluice) {
-    let s = sluice.node.status();
+    let s = sluice.cluster();
     for (name, help, v) in [
         ("sluice_raft_term", "Current Raft term.", s.term),
         (
@@ -333,7 +261,7 @@ fn render_raft(w: &mut String, sluice: &Sluice) {
 
 /// On the leader: each follower's lag and last acknowledgement, the quorum's; on every node,
 /// the votes it asked for.
-fn render_raft_followers(w: &mut String, sluice: &Sluice, s: &sluice_raft::ClusterStatus) {
+fn render_raft_followers(w: &mut String, sluice: &Sluice, s: &sluice_ops::cluster::ClusterStatus) {
     header(
         w,
         "sluice_raft_replication_lag",
@@ -353,7 +281,7 @@ fn render_raft_followers(w: &mut String, sluice: &Sluice, s: &sluice_raft::Clust
         "Since a follower last acknowledged the leader (on the leader; absent until it has).",
         "gauge",
     );
-    for (id, age) in sluice.node.follower_ack_ages() {
+    for (id, age) in sluice.follower_ack_ages() {
         if let Some(age) = age {
             let _ = writeln!(
                 w,
@@ -368,7 +296,7 @@ fn render_raft_followers(w: &mut String, sluice: &Sluice, s: &sluice_raft::Clust
         "Since a quorum last acknowledged the leader (on the leader; absent until one has).",
         "gauge",
     );
-    if let Some(age) = sluice.node.quorum_ack_age() {
+    if let Some(age) = sluice.quorum_ack_age() {
         let _ = writeln!(
             w,
             "sluice_raft_quorum_ack_age_seconds {:.3}",
@@ -382,7 +310,7 @@ fn render_raft_followers(w: &mut String, sluice: &Sluice, s: &sluice_raft::Clust
          for election). Votes that keep growing mean elections keep happening.",
         "counter",
     );
-    let (pre_votes, votes) = sluice.node.vote_requests_sent();
+    let (pre_votes, votes) = sluice.vote_requests_sent();
     let _ = writeln!(
         w,
         "sluice_raft_vote_requests_sent_total{{kind=\"pre_vote\"}} {pre_votes}"
@@ -404,7 +332,7 @@ fn render_clock(w: &mut String, sluice: &Sluice) {
     let _ = writeln!(
         w,
         "sluice_clock_offset_seconds {:.3}",
-        sluice.node.clock_offset_ms() as f64 / 1000.0
+        sluice.clock().0 as f64 / 1000.0
     );
     header(
         w,
@@ -412,26 +340,18 @@ fn render_clock(w: &mut String, sluice: &Sluice) {
         "Other voters whose clocks this node knows (answered within the last 5 s).",
         "gauge",
     );
-    let _ = writeln!(
-        w,
-        "sluice_clock_peers_known {}",
-        sluice.node.clock_peers_known()
-    );
+    let _ = writeln!(w, "sluice_clock_peers_known {}", sluice.clock().1);
     header(
         w,
         "sluice_clock_agreed",
         "1 when this node knows enough voters' clocks to tell the cluster's time; 0 and leading, it stamps entries with its own clock.",
         "gauge",
     );
-    let _ = writeln!(
-        w,
-        "sluice_clock_agreed {}",
-        sluice.node.clock_agreed() as u8
-    );
+    let _ = writeln!(w, "sluice_clock_agreed {}", sluice.clock().2 as u8);
 }
 
 /// Leader changes, and the durations of snapshots, commits, WAL syncs, queueing and forwarding.
-fn render_raft_timings(w: &mut String, m: &sluice_raft::NodeMetrics) {
+fn render_raft_timings(w: &mut String, m: &sluice_ops::cluster::NodeMetrics) {
     header(
         w,
         "sluice_raft_leader_changes_total",
@@ -474,9 +394,9 @@ fn render_raft_timings(w: &mut String, m: &sluice_raft::NodeMetrics) {
 /// The defences' counters: refused operator tokens and node-to-node calls, open status streams.
 fn render_defences(
     w: &mut String,
-    auth: &crate::auth::OperatorAuth,
+    auth: &sluice_ops::auth::OperatorAuth,
     sluice: &Sluice,
-    node: &sluice_raft::NodeMetrics,
+    node: &sluice_ops::cluster::NodeMetrics,
 ) {
     use std::sync::atomic::Ordering::Relaxed;
     let counters = [

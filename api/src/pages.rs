@@ -2,14 +2,14 @@
 //! external assets, a few kilobytes per page. The operator dashboard is in [`crate::admin`].
 
 use crate::app::App;
-use crate::core::TicketSource;
 use crate::i18n::{texts, Lang, Texts, Units};
-use crate::model::{ReplyState, VisitorReply};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
+use sluice_ops::core::TicketSource;
+use sluice_ops::model::{ReplyState, VisitorReply};
 use sluice_statemachine::{Mode, RoomView};
 
-pub use crate::text::esc;
+pub use sluice_ops::text::esc;
 
 /// Only same-site absolute paths are followed after admission (no open redirects), written as
 /// a URL writes them: no spaces, quotes or angle brackets (those come percent-encoded).
@@ -268,7 +268,7 @@ fn header_html(t: &Texts, room: Option<&RoomView>, fallback_title: &str) -> (Str
 
 /// The line that says a room's draws are committed in advance (the commitment's first 16 hex
 /// digits), opening to what that means and the whole commitment. Works without JavaScript.
-fn draw_html(t: &Texts, draw: Option<&crate::ledger::DrawBody>) -> String {
+fn draw_html(t: &Texts, draw: Option<&sluice_ops::ledger::DrawBody>) -> String {
     let Some(d) = draw else {
         return String::new();
     };
@@ -289,7 +289,7 @@ fn wait_html(
     pl: PageLang,
     r: &VisitorReply,
     room: Option<&RoomView>,
-    draw: Option<&crate::ledger::DrawBody>,
+    draw: Option<&sluice_ops::ledger::DrawBody>,
     next: &str,
     now_secs: u64,
 ) -> String {
@@ -331,8 +331,8 @@ fn wait_html(
             t.opens_in,
             t.units.fmt(at.saturating_sub(now_secs)),
             left = at.saturating_sub(now_secs),
-            iso = crate::civil::iso_utc(at),
-            utc = crate::civil::readable_utc(at),
+            iso = sluice_ops::civil::iso_utc(at),
+            utc = sluice_ops::civil::readable_utc(at),
         ),
         None => String::new(),
     };
@@ -552,7 +552,7 @@ style=\"width:100%;font-family:monospace\"{req}></p><p><button type=\"submit\">{
         lq = esc(&pl.query()),
         next = esc(next),
         code = esc(code),
-        max = crate::codes::CODE_TEXT_MAX,
+        max = sluice_ops::codes::CODE_TEXT_MAX,
         req = if required { " required" } else { "" },
     )
 }
@@ -602,7 +602,7 @@ autocomplete=\"off\" autocapitalize=\"characters\" spellcheck=\"false\" maxlengt
 style=\"width:100%;font-family:monospace\"{}></p>",
             t.code_label,
             esc(code),
-            crate::codes::CODE_TEXT_MAX,
+            sluice_ops::codes::CODE_TEXT_MAX,
             if invite_only { " required" } else { "" }
         )
     } else {
@@ -751,7 +751,7 @@ pub async fn wait(
                 code,
             },
         ) => {
-            let proof = crate::core::JoinProof::new(altcha.as_deref(), identity.as_deref())
+            let proof = sluice_ops::core::JoinProof::new(altcha.as_deref(), identity.as_deref())
                 .with_external(external.as_deref())
                 .with_code(code.as_deref());
             app.sluice.join(room, &src, Some(client), &proof).await
@@ -817,13 +817,8 @@ impl<'a> WaitPage<'a> {
         let view = app.sluice.room_view(room);
         let (invite_only, after_url) = app
             .sluice
-            .node
-            .read(|st| {
-                st.sm
-                    .policy(room)
-                    .map_or((false, None), |p| (p.invite_only, p.after_url.clone()))
-            })
-            .map_or((false, None), |(v, _)| v);
+            .entry_policy_here(room)
+            .map_or((false, None), |p| (p.invite_only, p.after_url));
         WaitPage {
             app,
             room,
@@ -839,7 +834,7 @@ impl<'a> WaitPage<'a> {
     /// A visitor without a place: the join page, or why the room takes nobody.
     fn look(&self, form: JoinForm<'_>) -> Response {
         let (app, room, t, pl, next) = (self.app, self.room, self.t, self.pl, &self.next);
-        if self.view.is_none() || crate::core::Sluice::check_room(room).is_err() {
+        if self.view.is_none() || sluice_ops::core::Sluice::check_room(room).is_err() {
             return message_page(t, pl, None, room, next, t.not_found, StatusCode::NOT_FOUND);
         }
         // A room that takes nobody new says so at once, rather than offer a join.
@@ -860,10 +855,7 @@ impl<'a> WaitPage<'a> {
         }
         let pow = app
             .sluice
-            .node
-            .read(|st| st.sm.entry_policy(room))
-            .ok()
-            .and_then(|(p, _)| p)
+            .entry_policy_here(room)
             .is_some_and(|p| p.proof_of_work.is_some());
         let mut r = Html(join_html(
             t,
@@ -895,7 +887,7 @@ impl<'a> WaitPage<'a> {
             "code_expired" => t.code_expired,
             _ => t.busy,
         };
-        let retry = e.status.is_server_error();
+        let retry = crate::error::http_status(e.kind).is_server_error();
         let mut html = message_html(t, pl, self.view.as_ref(), room, next, text, retry);
         // After a failed check, a way back to the join page (which solves a new challenge,
         // or takes the shop's link again).
@@ -912,7 +904,7 @@ impl<'a> WaitPage<'a> {
             );
             html = html.replacen("</main>", &back, 1);
         }
-        let mut resp = (e.status, Html(html)).into_response();
+        let mut resp = (crate::error::http_status(e.kind), Html(html)).into_response();
         if let Some(s) = e.retry_after {
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(s));
@@ -941,21 +933,16 @@ impl<'a> WaitPage<'a> {
             };
             see_other(&format!("/wait/{room}?{}{marker}next={next}", pl.query()))
         } else if reply.state == ReplyState::Waiting {
-            let now_secs = app.sluice.node.now_ms() / 1000;
+            let now_secs = app.sluice.now_ms() / 1000;
             // A room that draws shows what its draws are bound to.
             let lottery_lanes = app
                 .sluice
-                .node
-                .read(|st| {
-                    st.sm
-                        .policy(room)
-                        .is_some_and(|p| p.lanes.iter().any(|l| l.lottery))
-                })
-                .is_ok_and(|(b, _)| b);
+                .entry_policy_here(room)
+                .is_some_and(|p| p.lanes.iter().any(|l| l.lottery));
             let draw = self
                 .view
                 .as_ref()
-                .and_then(|v| crate::ledger::DrawBody::of(v, lottery_lanes));
+                .and_then(|v| sluice_ops::ledger::DrawBody::of(v, lottery_lanes));
             Html(wait_html(
                 t,
                 pl,

@@ -1,18 +1,17 @@
 //! Starting a node with its HTTP and gRPC servers, and stopping it gracefully.
 
 use crate::app::App;
-use crate::auth::OperatorGuard;
 use crate::config::ServerConfig;
-use crate::core::Sluice;
 use crate::edge::{Edge, InFlight, PerAddress};
 use crate::grpc::Grpc;
+use crate::guard::OperatorGuard;
 use crate::http::router;
 use crate::metrics::Metrics;
 use crate::pb;
-use crate::renew::Renewer;
-use crate::tokens::TicketKeys;
 use anyhow::Context;
 use sluice_gate::listener::{gated_incoming, ConnectionGate, ConnectionLimits, Prefixed, Slot};
+use sluice_ops::core::Sluice;
+use sluice_ops::tokens::TicketKeys;
 use sluice_raft::{NodeAddr, NodeConfig, RaftNode, TlsMaterial};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -62,7 +61,7 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
 
     let cancel = CancellationToken::new();
     let sluice = sluice(cfg, &node, &cancel)?;
-    crate::origin::start(sluice.clone(), cancel.clone());
+    sluice_ops::origin::start(sluice.clone(), cancel.clone());
     let metrics = Arc::new(Metrics::default());
     let mut app = App::new(
         sluice.clone(),
@@ -100,7 +99,7 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
         .await?,
     ];
     spawn_upkeep(&app, &cancel);
-    crate::webhook::spawn(
+    sluice_ops::webhook::spawn(
         node.clone(),
         &cfg.webhooks,
         app.metrics.webhooks.clone(),
@@ -127,7 +126,7 @@ async fn bind(addr: SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {
 
 /// The operators' credentials: the admin token (refused if it is a published sample or too
 /// short), the metrics token, named operators and backend tokens.
-fn operator_auth(cfg: &ServerConfig) -> anyhow::Result<Arc<crate::auth::OperatorAuth>> {
+fn operator_auth(cfg: &ServerConfig) -> anyhow::Result<Arc<sluice_ops::auth::OperatorAuth>> {
     let admin_token = cfg.admin_token().map_err(anyhow::Error::msg)?;
     if crate::config::is_published_secret(&admin_token) {
         anyhow::bail!(
@@ -142,7 +141,7 @@ fn operator_auth(cfg: &ServerConfig) -> anyhow::Result<Arc<crate::auth::Operator
         );
     }
     Ok(Arc::new(
-        crate::auth::OperatorAuth::new(admin_token, cfg.metrics_token.clone())
+        sluice_ops::auth::OperatorAuth::new(admin_token, cfg.metrics_token.clone())
             .with_operators(&cfg.operators)
             .map_err(anyhow::Error::msg)?
             .with_backend_tokens(cfg.backend_tokens.clone()),
@@ -156,27 +155,29 @@ fn sluice(
     cancel: &CancellationToken,
 ) -> anyhow::Result<Arc<Sluice>> {
     let ticket_keys = cfg.ticket_keys().map_err(anyhow::Error::msg)?;
-    let pow = crate::pow::PowKeys::new(ticket_keys.iter().map(|(_, s)| s.as_slice()));
+    let pow = sluice_ops::pow::PowKeys::new(ticket_keys.iter().map(|(_, s)| s.as_slice()));
     let identity = match &cfg.identity {
         Some(i) => Some(i.keys().map_err(anyhow::Error::msg)?),
         None => None,
     };
-    Ok(Arc::new(Sluice {
-        node: node.clone(),
+    let services = sluice_ops::core::Services {
         tickets: TicketKeys::new(ticket_keys).map_err(anyhow::Error::msg)?,
         pow,
         identity,
-        providers: crate::hook::Providers::new(&cfg.challenge_providers),
+        providers: sluice_ops::hook::Providers::new(&cfg.challenge_providers),
         jwt: cfg.jwt_keys().map_err(anyhow::Error::msg)?,
-        renew: Renewer::start(node.clone(), cancel.clone()),
         catch_up_timeout: Duration::from_secs(2),
-        watches: crate::watches::Watches::new(
+        watches: sluice_ops::watches::Watches::new(
             cfg.limits.event_streams_max,
             cfg.limits.event_streams_per_address_max,
             cancel.clone(),
         ),
-        bypassed: Default::default(),
-    }))
+    };
+    Ok(Arc::new(Sluice::new(
+        node.clone(),
+        services,
+        cancel.clone(),
+    )))
 }
 
 /// The public listeners' limits: per HTTP connection, and on connections (in all, per client
@@ -243,7 +244,7 @@ async fn spawn_grpc(
     cfg: &ServerConfig,
     listener: tokio::net::TcpListener,
     app: &Arc<App>,
-    auth: Arc<crate::auth::OperatorAuth>,
+    auth: Arc<sluice_ops::auth::OperatorAuth>,
     limits: HttpLimits,
     connection_limits: ConnectionLimits,
     cancel: &CancellationToken,
@@ -514,14 +515,14 @@ fn spawn_upkeep(app: &Arc<App>, cancel: &CancellationToken) {
     // The dashboard's charts: each room's figures, sampled from this node's applied state.
     let (a, c) = (app.clone(), cancel.clone());
     tokio::spawn(async move {
-        let every = Duration::from_secs(crate::history::SAMPLE_EVERY_SECS);
+        let every = Duration::from_secs(sluice_ops::history::SAMPLE_EVERY_SECS);
         let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 _ = c.cancelled() => break,
                 _ = tick.tick() => {
-                    let rooms = a.sluice.room_views(crate::history::ROOMS_TRACKED_MAX);
+                    let rooms = a.sluice.room_views(sluice_ops::history::ROOMS_TRACKED_MAX);
                     let now = std::time::SystemTime::now()
                         .duration_since(std::time::UNIX_EPOCH)
                         .map_or(0, |d| d.as_secs());
@@ -729,13 +730,11 @@ impl<S> JsonErrors<S> {
         {
             return None;
         }
-        let body = crate::error::ApiError::new(
-            axum::http::StatusCode::from_bytes(&buf[9..12]).ok()?,
-            code,
-            text,
-        )
-        .body()
-        .to_string();
+        axum::http::StatusCode::from_bytes(&buf[9..12]).ok()?;
+        // Only the body is made here (the status line is hyper's): the kind is not read.
+        let body = crate::error::ApiError::new(crate::error::Kind::Invalid, code, text)
+            .body()
+            .to_string();
         let mut out = Vec::with_capacity(end + body.len() + 64);
         for line in head.trim_end_matches("\r\n").split("\r\n") {
             if line.eq_ignore_ascii_case("content-length: 0") {
@@ -901,7 +900,7 @@ fn draw_key_unchanged(
     data_dir: &std::path::Path,
     key: &sluice_statemachine::draw::DrawKey,
 ) -> anyhow::Result<()> {
-    let fingerprint = crate::text::hex(
+    let fingerprint = sluice_ops::text::hex(
         &blake3::derive_key("sluice 2026-12 draw key fingerprint v1", &key.0)[..16],
     );
     let path = data_dir.join(DRAW_KEY_FILE);
@@ -959,7 +958,7 @@ mod draw_key_tests {
         assert!(e.contains("tokens.draw_secret"), "{e}");
         let path = dir.path().join(super::DRAW_KEY_FILE);
         let file = std::fs::read_to_string(&path).unwrap();
-        assert!(!file.contains(&crate::text::hex(&a.0)), "{file}");
+        assert!(!file.contains(&sluice_ops::text::hex(&a.0)), "{file}");
         // A file torn by a crash (part of a fingerprint, or nothing) names no key: the node
         // starts and writes it again.
         for torn in [&file[..7], ""] {

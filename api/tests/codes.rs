@@ -131,7 +131,7 @@ async fn codes_place_visitors_in_their_lane_once_each_and_guesses_cost_nothing()
             assert_eq!(f[3].len(), 20, "{l}");
             assert!(f[3].ends_with('Z'), "{l}");
             assert!(
-                *f[3] > *sluice_api::civil::iso_utc(now_secs() + 6 * 86_400),
+                *f[3] > *sluice_ops::civil::iso_utc(now_secs() + 6 * 86_400),
                 "{l}"
             );
             f[0].to_string()

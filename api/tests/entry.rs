@@ -7,7 +7,7 @@ mod common;
 use common::*;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
-use sluice_api::pow;
+use sluice_ops::pow;
 
 /// A paused room: visitors join and wait.
 fn held() -> Value {

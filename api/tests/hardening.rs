@@ -476,13 +476,13 @@ async fn the_gate_renews_a_ticket_signed_with_the_previous_key() {
     assert!(r.headers().get("x-sluice-set-cookie").is_none());
     // The same admission in a ticket signed with the previous key, k1, as it was issued before
     // the rotation.
-    let keys = sluice_api::tokens::TicketKeys::new(vec![(
+    let keys = sluice_ops::tokens::TicketKeys::new(vec![(
         "k0".into(),
         b"the-current-ticket-key-of-32-bytes!".to_vec(),
     )])
     .unwrap();
     let claims = keys.verify(&current).unwrap();
-    let before = sluice_api::tokens::TicketKeys::new(vec![(
+    let before = sluice_ops::tokens::TicketKeys::new(vec![(
         "k1".into(),
         base64::engine::general_purpose::STANDARD
             .decode(TICKET_KEY)
@@ -1345,7 +1345,7 @@ async fn a_ticket_from_ahead_of_the_cluster_gets_an_error_not_a_dropped_connecti
     let c = Cluster::start(1).await;
     c.create_room("s", held()).await;
     let joined = c.join(1, "s", None).await;
-    let keys = sluice_api::tokens::TicketKeys::new(vec![(
+    let keys = sluice_ops::tokens::TicketKeys::new(vec![(
         "k1".into(),
         base64::engine::general_purpose::STANDARD
             .decode(TICKET_KEY)

@@ -632,7 +632,7 @@ async fn forged_tampered_and_other_room_tickets_and_tokens() {
     let seed = base64::engine::general_purpose::STANDARD
         .decode("dGVzdC1qd3Qtc2VlZC0zMi1ieXRlcy1leGFjdGx5ISE=")
         .unwrap();
-    let keys = sluice_api::tokens::JwtKeys::from_seed("j1", "sluice", &seed).unwrap();
+    let keys = sluice_ops::tokens::JwtKeys::from_seed("j1", "sluice", &seed).unwrap();
     let old = keys.issue(
         "one",
         sluice_statemachine::VisitorId::from_u128(1),

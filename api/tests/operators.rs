@@ -9,8 +9,8 @@ mod common;
 use common::*;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
-use sluice_api::operators::{hex, token_hash};
 use sluice_api::pb;
+use sluice_ops::operators::{hex, token_hash};
 use std::time::{Duration, Instant};
 
 const ALICE: &str = "alice-operator-token-0123456789abcdef";

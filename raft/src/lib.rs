@@ -9,8 +9,8 @@
 //!   format, and backups', is `snapshot_file`'s).
 //! - [`network`] and [`service`]: the tonic node-to-node transport, client and server;
 //!   [`transport`]: the byte streams under it (TCP, or a simulation's network).
-//! - [`auth`]: the cluster secret every node-to-node call carries; [`listener`]: bounded
-//!   listeners (connections in all and per address, a deadline for the first bytes).
+//! - [`auth`]: the cluster secret every node-to-node call carries (its listener is bounded by
+//!   `sluice-gate`: connections in all and per address, a deadline for the first bytes).
 //! - [`clock`]: the cluster's time, the lower median of the voters' wall clocks.
 //! - [`types`]: openraft's type configuration; [`codec`]: the versioned encoding of everything
 //!   stored or sent; [`error`]: [`ClusterError`]; [`metrics`]: a latency histogram.

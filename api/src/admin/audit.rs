@@ -1,14 +1,14 @@
 //! The "Audit log" page: who did what to which room, when, and with what outcome, from this
-//! node's ledger ([`crate::audit`]), filtered by room, operator and how far back, a page at a
+//! node's ledger ([`sluice_ops::audit`]), filtered by room, operator and how far back, a page at a
 //! time in log order. Every signed-in operator may read it, viewers too.
 
 use super::{page, see_other, session, AppState};
 use crate::app::{App, Query};
-use crate::audit::{AuditEntry, AuditQuery};
-use crate::text::esc;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
+use sluice_ops::audit::{AuditEntry, AuditQuery};
+use sluice_ops::text::esc;
 
 /// Entries the page shows at once.
 pub const AUDIT_SHOWN: usize = 100;
@@ -121,14 +121,14 @@ async fn listing(app: &App, v: &AuditView, since: &str, label: &str, secs: Optio
         room: nonempty(&v.room),
         operator: nonempty(&v.operator),
         from: secs.map(|secs| {
-            let ms = app.sluice.node.now_ms().saturating_sub(secs * 1000);
+            let ms = app.sluice.now_ms().saturating_sub(secs * 1000);
             ms.to_string()
         }),
         to: None,
         after: nonempty(&v.after),
         limit: Some(AUDIT_SHOWN),
     };
-    let p = match crate::audit::list(&app.sluice, &q).await {
+    let p = match sluice_ops::audit::list(&app.sluice, &q).await {
         Ok(p) => p,
         Err(e) => return format!("<p class=\"err\" role=\"alert\">{}</p>", esc(&e.message)),
     };

@@ -4,7 +4,7 @@
 //! saving the form keeps whatever they are at the time.
 
 use super::form::{parse_instant, Fields, Reader, View};
-use crate::model::{
+use sluice_ops::model::{
     BrandingBody, BypassBody, BypassPathBody, EntryBody, ExternalChallengeBody, LaneBody, LineBody,
     OriginBody, PowBody, ProbeBody, RoomConfigBody,
 };
@@ -141,7 +141,7 @@ fn visitor_page(v: &View, c: &RoomConfigBody, room: &str) -> String {
         v.check("line.show_waiting", "Show waiters how many are waiting", c.line.show_waiting),
         v.number("line.status_reads_per_sec", "Polling budget, status reads per second", c.line.status_reads_per_sec, "Empty: none."),
         v.input("line.after_url", "After the event, send visitors to", c.line.after_url.as_deref().unwrap_or(""), "text", "The page of a closed room links here (a sold-out or thank-you page); empty: back to the site."),
-        format!("<p><button type=\"submit\" formaction=\"/admin/rooms/{}/preview\" formtarget=\"_blank\" class=\"secondary\">Preview the visitor's page</button> (opens in a new tab, saves nothing)</p>", crate::text::esc(room)),
+        format!("<p><button type=\"submit\" formaction=\"/admin/rooms/{}/preview\" formtarget=\"_blank\" class=\"secondary\">Preview the visitor's page</button> (opens in a new tab, saves nothing)</p>", sluice_ops::text::esc(room)),
     ]
     .concat()
 }
@@ -412,7 +412,7 @@ fn parse_entry(r: &mut Reader) -> EntryBody {
             let work = small(r, "entry.pow.work", work);
             let cost = match r.opt_num("entry.pow.cost") {
                 Some(c) => small(r, "entry.pow.cost", c),
-                None => crate::model::POW_COST_DEFAULT,
+                None => sluice_ops::model::POW_COST_DEFAULT,
             };
             Some(PowBody {
                 work,

@@ -6,7 +6,7 @@
 //! the page loads and, on submit, writes the picked instant as unix seconds into the hidden
 //! `{name}.unix` field; without the script the picker's value is read as UTC, as its label says.
 
-use crate::text::esc;
+use sluice_ops::text::esc;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 
@@ -337,9 +337,9 @@ fn strip_tags(label: &str) -> String {
     out
 }
 
-use crate::civil::days_from_civil;
+use sluice_ops::civil::days_from_civil;
 
-pub use crate::civil::{picker_utc, readable_utc};
+pub use sluice_ops::civil::{picker_utc, readable_utc};
 
 /// An instant written as unix seconds, or as `YYYY-MM-DDTHH:MM[:SS][Z]` in UTC (a date-time
 /// picker's value, or RFC 3339 in UTC).

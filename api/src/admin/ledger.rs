@@ -1,16 +1,16 @@
 //! The room page's "Recent decisions" (the room's last ledger records, newest first, in words,
 //! with their log index and operator) and "Explain a visitor" (a form that asks by `GET`, and
-//! the page that answers it with [`crate::explain`]'s sentences). No script: both work as
+//! the page that answers it with [`sluice_ops::explain`]'s sentences). No script: both work as
 //! plain HTML.
 
 use super::{page, see_other, session, AppState};
 use crate::app::{App, Path, Query};
-use crate::ledger::{describe, rfc3339, Words};
-use crate::text::esc;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
+use sluice_ops::ledger::{describe, rfc3339, Words};
+use sluice_ops::text::esc;
 use sluice_statemachine::ledger::Record;
 
 /// Records the room's page lists.
@@ -158,7 +158,7 @@ pub async fn explain_page(
                 )
             }
             Err(e) => (
-                e.status,
+                crate::error::http_status(e.kind),
                 format!("<p class=\"err\" role=\"alert\">{}</p>", esc(&e.message)),
             ),
         }

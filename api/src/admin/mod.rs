@@ -23,15 +23,17 @@ pub use room::{history, preview, room, save_config};
 use crate::app::App;
 use crate::app::Path;
 use crate::error::ApiError;
-use crate::model::RoomConfigBody;
-use crate::operators::{Operator, Role};
+use crate::error::IntoHttp;
+use crate::error::Kind;
 use crate::pages::STYLE;
-use crate::text::esc;
 use axum::extract::{Form, FromRequest, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
+use sluice_ops::model::RoomConfigBody;
+use sluice_ops::operators::{Operator, Role};
+use sluice_ops::text::esc;
 use sluice_statemachine::limits::ROOMS_PAGE_MAX;
 use std::sync::Arc;
 use subtle::ConstantTimeEq;
@@ -60,7 +62,7 @@ fn mac(key: &str, msg: &str) -> String {
 
 /// The cluster's time in seconds: a session signed in on one node lasts as long on the others.
 fn now(app: &App) -> u64 {
-    app.sluice.node.now_ms() / 1000
+    app.sluice.now_ms() / 1000
 }
 
 /// A signed-in operator's session: a random id, when it began and when it was last used, and
@@ -93,7 +95,7 @@ impl Session {
             self.active,
             self.name,
             self.role,
-            crate::operators::hex(&credential)
+            sluice_ops::operators::hex(&credential)
         );
         Some(format!(
             "{}.{}.{}.{}.{}.{}",
@@ -178,12 +180,7 @@ fn session(app: &App, headers: &HeaderMap) -> Option<Session> {
         && s.role == role
         && t < s.issued.saturating_add(SESSION_SECS)
         && t < s.active.saturating_add(SESSION_IDLE_SECS);
-    let ended = || {
-        app.sluice
-            .node
-            .read(|st| st.sm.credential_ended(&s.id))
-            .map_or(true, |(ended, _)| ended)
-    };
+    let ended = || app.sluice.credential_ended(&s.id);
     (valid && !ended()).then_some(s)
 }
 
@@ -206,11 +203,11 @@ pub async fn session_layer(
     let signed_in = session(&app, req.headers());
     if let Some(s) = signed_in.as_ref().filter(|_| form) {
         if let Err(e) = s.operator().may(Role::Operator) {
-            return e.into_response();
+            return e.into_http();
         }
     }
     let mut resp = match &signed_in {
-        Some(s) => crate::operators::acting(s.operator(), next.run(req)).await,
+        Some(s) => sluice_ops::operators::acting(s.operator(), next.run(req)).await,
         None => next.run(req).await,
     };
     if let Some(mut s) = signed_in.filter(|_| !polling) {
@@ -250,11 +247,11 @@ fn form_session(app: &App, headers: &HeaderMap, f: &Fields) -> Result<Session, B
 /// The answer to a form without its session's CSRF token.
 fn csrf_refused() -> Response {
     ApiError::new(
-        StatusCode::FORBIDDEN,
+        Kind::Forbidden,
         "csrf_invalid",
         "the form's CSRF token is missing or not this session's: reload the page and try again",
     )
-    .into_response()
+    .into_http()
 }
 
 fn page(title: &str, body: &str) -> Html<String> {
@@ -293,18 +290,18 @@ fn see_other(to: &str) -> Response {
 pub struct AdminForm(Fields);
 
 impl<S: Send + Sync> FromRequest<S> for AdminForm {
-    type Rejection = ApiError;
+    type Rejection = crate::error::HttpError;
 
-    async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, ApiError> {
+    async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, Self::Rejection> {
         Form::<Fields>::from_request(req, state)
             .await
             .map(|Form(f)| AdminForm(f))
-            .map_err(crate::error::form_rejection)
+            .map_err(|e| crate::error::HttpError(crate::error::form_rejection(e)))
     }
 }
 
 /// `POST /admin/login`: wrong tokens count towards the client's backoff, like every other
-/// operator credential (see [`crate::auth`]).
+/// operator credential (see [`sluice_ops::auth`]).
 pub async fn login(
     State(app): AppState,
     headers: HeaderMap,
@@ -338,12 +335,12 @@ pub async fn login(
     let op = match app.auth.authenticate(client, presented) {
         Ok(op) => op,
         Err(e) => {
-            let text = if e.status == StatusCode::TOO_MANY_REQUESTS {
+            let text = if e.kind == crate::error::Kind::TooMany {
                 "Too many wrong tokens from here: wait a while before trying again."
             } else {
                 "That token is not valid."
             };
-            let mut r = (e.status, login_form(Some(text))).into_response();
+            let mut r = (crate::error::http_status(e.kind), login_form(Some(text))).into_response();
             if let Some(secs) = e.retry_after {
                 r.headers_mut()
                     .insert(header::RETRY_AFTER, HeaderValue::from(secs));
@@ -381,13 +378,10 @@ pub async fn logout(State(app): AppState, headers: HeaderMap, AdminForm(f): Admi
         // Recorded as the signed-in operator's (`session_layer` made it the one acting).
         let ended = app
             .sluice
-            .node
-            .write(crate::operators::attributed(
-                sluice_statemachine::Command::EndCredential {
-                    credential: s.id,
-                    until_ms: s.issued.saturating_add(SESSION_SECS).saturating_mul(1000),
-                },
-            ))
+            .end_credential(
+                s.id,
+                s.issued.saturating_add(SESSION_SECS).saturating_mul(1000),
+            )
             .await;
         match ended {
             Err(e) => {
@@ -405,7 +399,7 @@ pub async fn logout(State(app): AppState, headers: HeaderMap, AdminForm(f): Admi
             // the operator learns that a copy of its cookie would still work elsewhere.
             Ok((sluice_statemachine::Outcome::Rejected(why), _)) => {
                 tracing::warn!(reason = %why, "signing out: the cluster refused to end the session");
-                let until = crate::ledger::rfc3339(
+                let until = sluice_ops::ledger::rfc3339(
                     s.issued.saturating_add(SESSION_SECS).saturating_mul(1000),
                 );
                 let mut r = (
@@ -534,14 +528,14 @@ fn cluster_html(app: &App) -> String {
 /// `GET /admin/stats.json`: what the charts draw.
 pub async fn stats(State(app): AppState, headers: HeaderMap) -> Response {
     if session(&app, &headers).is_none() {
-        return ApiError::unauthorized().into_response();
+        return ApiError::unauthorized().into_http();
     }
     match app.sluice.list_rooms(None, ROOMS_PAGE_MAX, false).await {
         Ok(l) => axum::Json(serde_json::json!({
             "rooms": l.rooms.iter().map(|r| serde_json::json!({"name": r.name, "waiting": r.waiting, "active": r.active, "capacity": r.config.capacity, "admitted_last_minute": r.admitted_last_minute, "newest_eta_secs": r.newest_eta_secs, "joined": r.totals.joined, "admitted": r.totals.admitted})).collect::<Vec<_>>()
         }))
         .into_response(),
-        Err(e) => e.into_response(),
+        Err(e) => e.into_http(),
     }
 }
 
@@ -555,7 +549,7 @@ const CODE_HOURS_MAX: u64 = 87_600;
 pub(super) fn codes_section(
     app: &App,
     room: &str,
-    lanes: &[crate::model::LaneBody],
+    lanes: &[sluice_ops::model::LaneBody],
     token: &str,
     can_act: bool,
 ) -> String {
@@ -584,16 +578,7 @@ pub(super) fn codes_section(
             "<div class=\"scroll\"><table><caption>Lanes</caption><tr><th>Lane</th><th>Admitting</th><th>Waiting</th><th>Joined</th><th>Admitted</th><th>Codes redeemed</th></tr>{lane_rows}</table></div>"
         )
     };
-    let batches: Vec<crate::model::CodeBatchBody> = app
-        .sluice
-        .node
-        .read(|st| st.sm.code_batches(room))
-        .ok()
-        .and_then(|(b, _)| b.ok())
-        .unwrap_or_default()
-        .iter()
-        .map(crate::model::CodeBatchBody::from)
-        .collect();
+    let batches = app.sluice.code_batches_here(room);
     let batch_rows: String = batches
         .iter()
         .map(|b| {
@@ -695,7 +680,7 @@ pub async fn create_room(
                 String::new()
             };
             (
-                e.status,
+                crate::error::http_status(e.kind),
                 page(
                     "Room not made",
                     &format!(
@@ -730,7 +715,7 @@ pub async fn action(
         }
         Err(e) => match app.sluice.get_room(&room, true).await {
             Ok(r) => (
-                e.status,
+                crate::error::http_status(e.kind),
                 room::room_page(
                     &app,
                     &s,
@@ -738,7 +723,7 @@ pub async fn action(
                     &form::Errors::from([(String::new(), e.message.clone())]),
                     None,
                     None,
-                    crate::history::Span::Quarter,
+                    sluice_ops::history::Span::Quarter,
                 )
                 .await,
             )
@@ -769,7 +754,7 @@ async fn do_action(
             return Ok((
                 format!(
                     "Room {room} deleted ({} ended).",
-                    crate::text::count(gone.count, "place or session", "places and sessions")
+                    sluice_ops::text::count(gone.count, "place or session", "places and sessions")
                 )
                 .into(),
                 "/admin".into(),
@@ -873,10 +858,10 @@ async fn other_action(
                                 format!("a whole number of hours between 1 and {CODE_HOURS_MAX}"),
                             )
                         })?;
-                    Some(app.sluice.node.now_ms() / 1000 + hours * 3_600)
+                    Some(app.sluice.now_ms() / 1000 + hours * 3_600)
                 }
             };
-            let body = crate::model::CodesCreateBody {
+            let body = sluice_ops::model::CodesCreateBody {
                 count: Some(count),
                 uses,
                 expires_at,
@@ -889,7 +874,7 @@ async fn other_action(
             return Ok(crate::app::FlashNote {
                 text: format!(
                     "{} made (batch {}), shown this once: copy them or download them below.",
-                    crate::text::count(made.codes.len() as u64, "code", "codes"),
+                    sluice_ops::text::count(made.codes.len() as u64, "code", "codes"),
                     made.batch.id,
                 ),
                 codes: Some(made),
@@ -902,11 +887,11 @@ async fn other_action(
             let n = sl.end_codes(room, batch).await?;
             format!(
                 "Batch {batch} ended: its {} no longer work.",
-                crate::text::count(n.count, "code", "codes")
+                sluice_ops::text::count(n.count, "code", "codes")
             )
         }
         "bypass_revoke" => {
-            let body = crate::model::BypassRevokeBody {
+            let body = sluice_ops::model::BypassRevokeBody {
                 token: None,
                 id: Some(get("id")),
             };

@@ -4,10 +4,10 @@
 use super::{csrf, form_session, page, see_other, session, AdminForm, AppState};
 use crate::app::App;
 use crate::error::ApiError;
-use crate::model::{PoolBody, PoolReply};
-use crate::text::esc;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
+use sluice_ops::model::{PoolBody, PoolReply};
+use sluice_ops::text::esc;
 
 /// The pools' rows; with `hidden` (the form's CSRF field, for those who may act), a form that
 /// deletes each.
@@ -131,7 +131,7 @@ pub async fn pool_action(
             see_other("/admin/pools")
         }
         Err(e) => (
-            e.status,
+            crate::error::http_status(e.kind),
             page("Pools", &pools_html(&app, &s, None, Some(&e.message))),
         )
             .into_response(),

@@ -5,18 +5,19 @@
 use super::form::{readable_utc, Errors, Fields, View};
 use super::{csrf, form_session, page, see_other, session, AdminForm, AppState};
 use crate::app::{App, Path};
-use crate::history::Span;
-use crate::model::RoomBody;
-use crate::text::esc;
+use crate::error::IntoHttp;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
+use sluice_ops::history::Span;
+use sluice_ops::model::RoomBody;
+use sluice_ops::text::esc;
 
 /// Waiters the room's page lists (the API's `/queue` pages through the rest).
 pub const QUEUE_SHOWN: usize = 50;
 
 fn now_secs(app: &App) -> u64 {
-    app.sluice.node.now_ms() / 1000
+    app.sluice.now_ms() / 1000
 }
 
 /// The room's state in words, each with its colour class (never colour alone): first one state,
@@ -129,7 +130,7 @@ fn summary(r: &RoomBody) -> String {
 /// Codes just made, shown this once: one a line to copy, as CSV to download (the columns of
 /// `sluice ctl codes create`), and as invitation links (each opens the room's page with its
 /// code filled in). The buttons need the script; the text is there without it.
-fn made_codes(room: &str, made: &crate::model::CodesCreatedBody) -> String {
+fn made_codes(room: &str, made: &sluice_ops::model::CodesCreatedBody) -> String {
     let b = &made.batch;
     let room_path = |code: &str| format!("/wait/{}?code={code}", esc(room));
     let rows = made.codes.len().clamp(2, 12);
@@ -156,7 +157,7 @@ fn made_codes(room: &str, made: &crate::model::CodesCreatedBody) -> String {
         id = b.id,
         lane = esc(b.lane.as_deref().unwrap_or("")),
         uses = b.uses,
-        expires = b.expires_at.map(crate::civil::iso_utc).unwrap_or_default(),
+        expires = b.expires_at.map(sluice_ops::civil::iso_utc).unwrap_or_default(),
     )
 }
 
@@ -341,8 +342,8 @@ fn danger_zone(room: &RoomBody, hidden: &str) -> String {
     format!(
         "<section id=\"danger\" class=\"danger-zone\" aria-labelledby=\"del-h\"><h2 id=\"del-h\">Delete the room</h2>\
 <p>Ends its {} and {} at once; their visitors are turned away.</p>{}</section>",
-        crate::text::count(room.waiting, "waiting place", "waiting places"),
-        crate::text::count(room.active, "session", "sessions"),
+        sluice_ops::text::count(room.waiting, "waiting place", "waiting places"),
+        sluice_ops::text::count(room.active, "session", "sessions"),
         form(
             &r,
             hidden,
@@ -504,7 +505,7 @@ pub async fn room(
 /// The page for a room that cannot be shown (a name that is not a room's, say).
 pub fn not_found(e: crate::error::ApiError) -> Response {
     (
-        e.status,
+        crate::error::http_status(e.kind),
         page(
             "Not found",
             &format!(
@@ -575,7 +576,7 @@ pub async fn save_config(
             see_other(&format!("/admin/rooms/{room}"))
         }
         Err(e) => {
-            let status = e.status;
+            let status = crate::error::http_status(e.kind);
             refused(status, form_errors(vec![e])).await
         }
     }
@@ -600,7 +601,7 @@ pub async fn preview(
     if let Ok(read) = super::config::read(&f, &current.config) {
         config.branding = read.branding;
     }
-    let warning = crate::model::check_contrast(&config.branding)
+    let warning = sluice_ops::model::check_contrast(&config.branding)
         .err()
         .map(|(_, why)| why);
     let Ok(sm_config) = config.to_config() else {
@@ -634,8 +635,8 @@ pub async fn preview(
         text_color: config.branding.text_color.clone(),
         challenges_remembered: 0,
     };
-    let reply = crate::model::VisitorReply {
-        state: crate::model::ReplyState::Waiting,
+    let reply = sluice_ops::model::VisitorReply {
+        state: sluice_ops::model::ReplyState::Waiting,
         room: room.clone(),
         visitor_id: String::new(),
         ticket: String::new(),
@@ -683,14 +684,14 @@ pub async fn history(
     headers: HeaderMap,
 ) -> Response {
     if session(&app, &headers).is_none() {
-        return crate::error::ApiError::unauthorized().into_response();
+        return crate::error::ApiError::unauthorized().into_http();
     }
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     match app.history.series(&room, q.span(), now) {
         Some(s) => axum::Json(s).into_response(),
-        None => axum::Json(crate::history::Series::default()).into_response(),
+        None => axum::Json(sluice_ops::history::Series::default()).into_response(),
     }
 }
 

@@ -2,11 +2,11 @@
 //! `sluice ctl explain` (the node's explanation of one visitor's place, in sentences).
 
 use super::{human, parse_ago, Node, Output};
-use crate::ledger::LedgerRecordBody;
 use clap::Subcommand;
 use reqwest::Method;
 use serde_json::Value;
-use sluice_raft::ledger_store::LEDGER_PAGE_MAX;
+use sluice_ops::cluster::LEDGER_PAGE_MAX;
+use sluice_ops::ledger::LedgerRecordBody;
 use std::io::Write;
 
 /// Ledger commands.

@@ -50,13 +50,13 @@ fn parse_utc(s: &str) -> Option<u64> {
     if hh > 23 || mm > 59 || ss > 59 {
         return None;
     }
-    let days = crate::civil::unix_days(y, m, d)?;
+    let days = sluice_ops::civil::unix_days(y, m, d)?;
     Some(days * 86_400 + hh * 3_600 + mm * 60 + ss)
 }
 
 /// Unix seconds as `2026-12-24 18:00 UTC` (with `:SS` when the seconds are not zero).
 pub fn format_utc(secs: u64) -> String {
-    let (y, m, d, hh, mm, ss) = crate::civil::civil_time(secs);
+    let (y, m, d, hh, mm, ss) = sluice_ops::civil::civil_time(secs);
     if ss == 0 {
         format!("{y:04}-{m:02}-{d:02} {hh:02}:{mm:02} UTC")
     } else {

@@ -2,7 +2,7 @@
 //! and which visitor each follows.
 
 use crate::error::ApiError;
-use axum::http::StatusCode;
+use crate::error::Kind;
 use sluice_statemachine::VisitorId;
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -128,7 +128,7 @@ impl Drop for Held {
 /// 503 `too_many_streams`: the node's (or this address's) watches are all in use.
 fn too_many(whose: &str) -> ApiError {
     ApiError::new(
-        StatusCode::SERVICE_UNAVAILABLE,
+        Kind::Unavailable,
         "too_many_streams",
         format!("{whose} as many status streams open as it may; poll the status instead"),
     )

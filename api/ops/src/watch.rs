@@ -3,9 +3,9 @@
 
 use crate::core::{Sluice, TicketSource};
 use crate::error::ApiError;
+use crate::error::Kind;
 use crate::model::{ReplyState, VisitorReply};
 use crate::watches::Held;
-use axum::http::StatusCode;
 use futures::Stream;
 use sluice_statemachine::VisitorId;
 use std::net::IpAddr;
@@ -119,9 +119,7 @@ pub async fn open(
                     }
                 }
                 // Leaderless or slow for now: the next poll may do.
-                Err(e)
-                    if e.status == StatusCode::SERVICE_UNAVAILABLE
-                        || e.status == StatusCode::GATEWAY_TIMEOUT => {}
+                Err(e) if e.kind == Kind::Unavailable || e.kind == Kind::Timeout => {}
                 Err(e) => {
                     st.done = true;
                     return Some((Err(e), st));

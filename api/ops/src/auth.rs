@@ -18,17 +18,12 @@
 //! the token never guess wrong, so the backoff never reaches them.
 
 use crate::error::ApiError;
-use crate::operators::{
-    acting, grpc_role, parse_hash, token_hash, Operator, OperatorConfig, Role, BREAK_GLASS,
-};
-use axum::http::StatusCode;
+use crate::error::Kind;
+use crate::operators::{parse_hash, token_hash, Operator, OperatorConfig, Role, BREAK_GLASS};
 use std::collections::HashMap;
-use std::future::Future;
 use std::net::IpAddr;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use subtle::{ConditionallySelectable, ConstantTimeEq};
 
@@ -353,7 +348,7 @@ impl Record {
 
 fn throttled(wait: Duration) -> ApiError {
     ApiError::new(
-        StatusCode::TOO_MANY_REQUESTS,
+        Kind::TooMany,
         "auth_throttled",
         "too many wrong operator tokens from this client; wait before trying again",
     )
@@ -362,86 +357,9 @@ fn throttled(wait: Duration) -> ApiError {
 
 /// The credentials of an `Authorization` value in `scheme`, whose name is case-insensitive
 /// (RFC 9110 11.1): `bearer x` is `Bearer x`.
-pub(crate) fn credentials<'a>(value: &'a str, scheme: &str) -> Option<&'a str> {
+pub fn credentials<'a>(value: &'a str, scheme: &str) -> Option<&'a str> {
     let (name, rest) = value.split_once(' ')?;
     name.eq_ignore_ascii_case(scheme).then(|| rest.trim())
-}
-
-/// The gRPC `Admin` and `Cluster` services behind the operator check: the call's bearer token
-/// must name an operator whose role is at least what [`grpc_role`] asks of the call's path; the
-/// call then runs with that operator [`acting`]. Refused calls get the error's status
-/// (`UNAUTHENTICATED`, `PERMISSION_DENIED`, `RESOURCE_EXHAUSTED` while the client backs off)
-/// before the message is read.
-#[derive(Clone, Debug)]
-pub struct OperatorGuard<S> {
-    inner: S,
-    auth: Arc<OperatorAuth>,
-    proxies: sluice_gate::client::TrustedProxies,
-}
-
-impl<S> OperatorGuard<S> {
-    /// `inner`, checked against `auth`; a client behind one of `proxies` is known by the
-    /// address its `x-forwarded-for` names (for the backoff after wrong tokens), as over HTTP.
-    pub fn new(inner: S, auth: Arc<OperatorAuth>, proxies: sluice_gate::client::TrustedProxies) -> Self {
-        Self {
-            inner,
-            auth,
-            proxies,
-        }
-    }
-}
-
-impl<S: tonic::server::NamedService> tonic::server::NamedService for OperatorGuard<S> {
-    const NAME: &'static str = S::NAME;
-}
-
-type BoxFuture<T, E> = Pin<Box<dyn Future<Output = Result<T, E>> + Send + 'static>>;
-
-impl<S, B> tower::Service<axum::http::Request<B>> for OperatorGuard<S>
-where
-    S: tower::Service<axum::http::Request<B>, Response = axum::http::Response<tonic::body::Body>>
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    S::Error: Send + 'static,
-{
-    type Response = axum::http::Response<tonic::body::Body>;
-    type Error = S::Error;
-    type Future = BoxFuture<Self::Response, Self::Error>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: axum::http::Request<B>) -> Self::Future {
-        let needed = grpc_role(req.uri().path());
-        let peer = sluice_gate::listener::ConnInfo::in_extensions(req.extensions())
-            .and_then(|c| c.remote_addr())
-            .map_or(std::net::IpAddr::from([0, 0, 0, 0]), |a| a.ip());
-        let client = self.proxies.client(
-            peer,
-            req.headers()
-                .get_all("x-forwarded-for")
-                .iter()
-                .map(|v| v.as_bytes()),
-        );
-        let presented = req
-            .headers()
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| credentials(v, "Bearer"));
-        let checked = self
-            .auth
-            .authenticate(client, presented)
-            .and_then(|op| op.may(needed).map(|()| op));
-        match checked {
-            Ok(op) => Box::pin(acting(op, self.inner.call(req))),
-            Err(e) => {
-                let refused = e.to_grpc().into_http();
-                Box::pin(async move { Ok(refused) })
-            }
-        }
-    }
 }
 
 #[cfg(test)]
@@ -461,19 +379,16 @@ mod tests {
         let c = ip("203.0.113.5");
         for _ in 0..FREE_FAILURES {
             let e = a.authenticate_at(c, Some("guess"), t).unwrap_err();
-            assert_eq!(e.status, StatusCode::UNAUTHORIZED);
+            assert_eq!(e.kind, Kind::Unauthenticated);
         }
         // The next wrong guess starts the backoff; during it even the right token is not
         // looked at (the answer would tell a guesser it was right).
         assert_eq!(
-            a.authenticate_at(c, Some("guess"), t).unwrap_err().status,
-            StatusCode::UNAUTHORIZED
+            a.authenticate_at(c, Some("guess"), t).unwrap_err().kind,
+            Kind::Unauthenticated
         );
         let e = a.authenticate_at(c, Some(TOKEN), t).unwrap_err();
-        assert_eq!(
-            (e.status, e.code),
-            (StatusCode::TOO_MANY_REQUESTS, "auth_throttled")
-        );
+        assert_eq!((e.kind, e.code), (Kind::TooMany, "auth_throttled"));
         assert_eq!(e.retry_after, Some(1));
         // After it, one more wrong guess doubles it.
         let t1 = t + BACKOFF_FIRST;
@@ -533,7 +448,7 @@ mod tests {
         // A viewer reads metrics but does not speak for a backend; an operator does.
         assert!(a.check_at(c, Some(viewer), Scope::Metrics, t).is_ok());
         let e = a.check_at(c, Some(viewer), Scope::Backend, t).unwrap_err();
-        assert_eq!((e.status, e.code), (StatusCode::FORBIDDEN, "forbidden"));
+        assert_eq!((e.kind, e.code), (Kind::Forbidden, "forbidden"));
         assert!(a.check_at(c, Some(alice), Scope::Backend, t).is_ok());
         assert!(a
             .check_at(
@@ -547,11 +462,11 @@ mod tests {
         let hash = crate::operators::hex(&token_hash(alice));
         let long = format!("{alice}{}", "x".repeat(TOKEN_BYTES_MAX));
         for wrong in [hash.as_str(), &alice[..alice.len() - 1], long.as_str()] {
-            assert_eq!(who(wrong).unwrap_err().status, StatusCode::UNAUTHORIZED);
+            assert_eq!(who(wrong).unwrap_err().kind, Kind::Unauthenticated);
         }
         assert_eq!(
-            a.authenticate_at(c, None, t).unwrap_err().status,
-            StatusCode::UNAUTHORIZED
+            a.authenticate_at(c, None, t).unwrap_err().kind,
+            Kind::Unauthenticated
         );
         // Every credential counts towards one backoff: after the four wrong guesses above, two
         // more shut the client out, whoever's token it then presents.
@@ -614,8 +529,8 @@ mod tests {
         for i in 0..GLOBAL_FAILURES_PER_SECOND_MAX {
             let c = IpAddr::from([10, 0, (i / 256) as u8, i as u8]);
             assert_eq!(
-                a.authenticate_at(c, Some("g"), t).unwrap_err().status,
-                StatusCode::UNAUTHORIZED
+                a.authenticate_at(c, Some("g"), t).unwrap_err().kind,
+                Kind::Unauthenticated
             );
             assert!(
                 a.shut_out(c, t).is_none(),
@@ -664,7 +579,7 @@ mod tests {
         let e = a
             .authenticate_at(ip("2001:db8:1:2::ffff"), Some(TOKEN), t)
             .unwrap_err();
-        assert_eq!(e.status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(e.kind, Kind::TooMany);
         assert!(a
             .authenticate_at(ip("2001:db8:1:3::1"), Some(TOKEN), t)
             .is_ok());

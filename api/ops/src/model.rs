@@ -602,6 +602,9 @@ pub struct OriginSampleBody {
     pub latency_ms: u64,
 }
 
+/// Rooms per page of a room listing when the request does not say.
+pub const ROOMS_PAGE_DEFAULT: usize = 100;
+
 /// Most samples in one origin report.
 pub const ORIGIN_REPORT_BODY_SAMPLES_MAX: usize = 1_000;
 

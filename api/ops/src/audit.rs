@@ -14,16 +14,12 @@
 //! HTTP `GET /v1/audit`, gRPC `Admin/Audit`, `sluice ctl audit` and the dashboard's "Audit log"
 //! page all read it through [`list`].
 
-use crate::app::{App, Query};
 use crate::core::Sluice;
 use crate::error::ApiError;
-use axum::extract::State;
-use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use sluice_raft::ledger_store::{LedgerQuery, LEDGER_PAGE_MAX};
 use sluice_statemachine::ledger::{Event, Record};
 use sluice_statemachine::types::validate_name;
-use std::sync::Arc;
 
 /// Entries per page when the request does not say.
 pub const AUDIT_PAGE_DEFAULT: usize = 100;
@@ -206,21 +202,4 @@ pub async fn list(sluice: &Sluice, q: &AuditQuery) -> Result<AuditPage, ApiError
     }
     out.next = lq.after.map(crate::ledger::cursor);
     Ok(out)
-}
-
-/// `GET /v1/audit`: the operator audit log, a page at a time.
-#[utoipa::path(get, path = "/v1/audit",
-    params(("room" = Option<String>, Query, description = "only commands that addressed this room or pool"),
-        ("operator" = Option<String>, Query, description = "only this operator's commands"),
-        ("from" = Option<String>, Query, description = "only at or after this log time: RFC 3339 or ms since the epoch"),
-        ("to" = Option<String>, Query, description = "only at or before this log time: RFC 3339 or ms since the epoch"),
-        ("after" = Option<String>, Query, description = "the previous page's next"),
-        ("limit" = Option<usize>, Query, description = "page size, 1 to 1,000 (100)")),
-    responses((status = 200, body = AuditPage), (status = 400), (status = 401), (status = 404, description = "ledger_off: this node keeps no ledger")),
-    security(("bearer" = [])))]
-pub async fn http_list(State(app): State<Arc<App>>, Query(q): Query<AuditQuery>) -> Response {
-    match list(&app.sluice, &q).await {
-        Ok(page) => axum::Json(page).into_response(),
-        Err(e) => e.into_response(),
-    }
 }

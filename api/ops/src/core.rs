@@ -3,10 +3,10 @@
 
 use crate::bypass::StaffToken;
 use crate::error::ApiError;
+use crate::error::Kind;
 use crate::model::*;
 use crate::renew::Renewer;
 use crate::tokens::{JwtKeys, Ticket, TicketKeys};
-use axum::http::StatusCode;
 use sluice_raft::{ClusterError, ClusterStatus, MembershipOp, NodeAddr, RaftNode};
 use sluice_statemachine::limits::{QUEUE_PAGE_MAX, ROOMS_PAGE_MAX};
 use sluice_statemachine::types::validate_name;
@@ -35,8 +35,8 @@ pub enum TicketSource {
 /// The node's shared services.
 #[derive(Debug)]
 pub struct Sluice {
-    /// The Raft node.
-    pub node: RaftNode,
+    /// The Raft node: the operations' alone (no edge reaches around them to consensus).
+    pub(crate) node: RaftNode,
     /// Ticket keys.
     pub tickets: TicketKeys,
     /// Proof-of-work challenge keys.
@@ -55,6 +55,27 @@ pub struct Sluice {
     pub watches: crate::watches::Watches,
     /// Requests the gate let through by a bypass rule, on this node.
     pub bypassed: crate::bypass::BypassCounts,
+    /// The last state digest computed (`/v1/cluster/digest`), for callers to share.
+    pub(crate) digests: crate::cluster::DigestPacing,
+}
+
+/// What a node's operations are made of, besides the node itself.
+#[derive(Debug)]
+pub struct Services {
+    /// Ticket keys.
+    pub tickets: TicketKeys,
+    /// Proof-of-work challenge keys.
+    pub pow: crate::pow::PowKeys,
+    /// The keys identity assertions are verified with, if configured.
+    pub identity: Option<crate::identity::IdentityKeys>,
+    /// External challenge providers.
+    pub providers: crate::hook::Providers,
+    /// Admission-token key.
+    pub jwt: JwtKeys,
+    /// How long a read waits for this node to catch up with a visitor's latest write.
+    pub catch_up_timeout: Duration,
+    /// Open status streams.
+    pub watches: crate::watches::Watches,
 }
 
 /// The key a client network is counted under in `room`: its address cut to the policy's prefix,
@@ -215,6 +236,37 @@ pub const BAN_SECS_MAX: u64 = 366 * 86_400;
 pub const ADDR_LEN_MAX: usize = 256;
 
 impl Sluice {
+    /// The operations of `node`, which they own from now on; session renewals run until
+    /// `cancel`.
+    pub fn new(
+        node: RaftNode,
+        services: Services,
+        cancel: tokio_util::sync::CancellationToken,
+    ) -> Self {
+        let Services {
+            tickets,
+            pow,
+            identity,
+            providers,
+            jwt,
+            catch_up_timeout,
+            watches,
+        } = services;
+        Sluice {
+            renew: Renewer::start(node.clone(), cancel),
+            node,
+            tickets,
+            pow,
+            identity,
+            providers,
+            jwt,
+            catch_up_timeout,
+            watches,
+            bypassed: Default::default(),
+            digests: Default::default(),
+        }
+    }
+
     /// The cluster's time in seconds (see `RaftNode::now_ms`), for the times tokens carry.
     fn now_secs(&self) -> u64 {
         self.node.now_ms() / 1000
@@ -364,7 +416,7 @@ impl Sluice {
             (Some(rule), Some(token)) => {
                 let keys = self.identity.as_ref().ok_or_else(|| {
                     ApiError::new(
-                        StatusCode::SERVICE_UNAVAILABLE,
+                        Kind::Unavailable,
                         "identity_unavailable",
                         "this node has no [identity] keys to verify assertions with",
                     )
@@ -421,7 +473,7 @@ impl Sluice {
                     }
                     crate::hook::Verdict::Busy => {
                         return Err(ApiError::new(
-                            StatusCode::SERVICE_UNAVAILABLE,
+                            Kind::Unavailable,
                             "busy",
                             "this node is verifying as many challenge tokens as it allows; send it again",
                         )
@@ -435,7 +487,7 @@ impl Sluice {
                     crate::hook::Verdict::Unavailable(why) => {
                         tracing::warn!(room, provider = %rule.provider, %why, "challenge provider unavailable; the room fails closed");
                         return Err(ApiError::new(
-                            StatusCode::SERVICE_UNAVAILABLE,
+                            Kind::Unavailable,
                             "challenge_unavailable",
                             "the challenge provider cannot be reached; try again in a moment",
                         )
@@ -489,15 +541,14 @@ impl Sluice {
             .ok_or_else(|| ApiError::from(Rejection::RoomNotFound))?;
         let Some(rule) = rule else {
             return Err(ApiError::new(
-                StatusCode::NOT_FOUND,
+                Kind::NotFound,
                 "challenge_not_required",
                 "this room asks no proof-of-work",
             ));
         };
         let mut random = [0u8; 36];
-        crate::text::random_fill(&mut random).map_err(|e| {
-            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
-        })?;
+        crate::text::random_fill(&mut random)
+            .map_err(|e| ApiError::new(Kind::Internal, "internal", e.to_string()))?;
         Ok(self.pow.issue_json(
             room,
             created,
@@ -530,7 +581,7 @@ impl Sluice {
         match self.pow.check_bounded(claim).await {
             Some(checked) => checked.map_err(ApiError::from),
             None => Err(ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
+                Kind::Unavailable,
                 "busy",
                 "this node is checking as many solutions as it can at once; send it again",
             )
@@ -551,9 +602,8 @@ impl Sluice {
             Some(t) => (t.visitor, false),
             None => {
                 let mut b = [0u8; 16];
-                crate::text::random_fill(&mut b).map_err(|e| {
-                    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
-                })?;
+                crate::text::random_fill(&mut b)
+                    .map_err(|e| ApiError::new(Kind::Internal, "internal", e.to_string()))?;
                 (VisitorId(b), true)
             }
         };
@@ -761,7 +811,7 @@ impl Sluice {
     /// which takes no place and no session, or when its ticket holds an active admission, which
     /// the check renews. Answered from this node's applied state.
     pub fn gate(&self, room: &str, ask: &GateAsk<'_>) -> Result<GateOk, ApiError> {
-        let deny = |m: &str| ApiError::new(StatusCode::UNAUTHORIZED, "not_admitted", m.to_string());
+        let deny = |m: &str| ApiError::new(Kind::Unauthenticated, "not_admitted", m.to_string());
         let now = self.node.now_ms();
         let staff = ask
             .staff
@@ -985,9 +1035,8 @@ impl Sluice {
                 Some(rule) => rule.salt,
                 None => {
                     let mut salt = [0u8; 16];
-                    getrandom::fill(&mut salt).map_err(|e| {
-                        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
-                    })?;
+                    getrandom::fill(&mut salt)
+                        .map_err(|e| ApiError::new(Kind::Internal, "internal", e.to_string()))?;
                     salt
                 }
             };
@@ -1483,9 +1532,8 @@ impl Sluice {
                     .collect::<Result<_, _>>()?
             };
         let mut random = vec![0u8; count as usize * 10];
-        getrandom::fill(&mut random).map_err(|e| {
-            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
-        })?;
+        getrandom::fill(&mut random)
+            .map_err(|e| ApiError::new(Kind::Internal, "internal", e.to_string()))?;
         let codes: Vec<String> = random
             .chunks_exact(10)
             .map(|r| crate::codes::format(r.try_into().expect("10 bytes")))
@@ -1619,7 +1667,7 @@ impl Sluice {
             None => return Err(Rejection::RoomNotFound.into()),
             Some(false) => {
                 return Err(ApiError::new(
-                    StatusCode::CONFLICT,
+                    Kind::Conflict,
                     "staff_tokens_off",
                     "the room does not accept staff tokens (bypass.staff_tokens is false)",
                 ))
@@ -1627,9 +1675,8 @@ impl Sluice {
             Some(true) => {}
         }
         let mut id = [0u8; 16];
-        getrandom::fill(&mut id).map_err(|e| {
-            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
-        })?;
+        getrandom::fill(&mut id)
+            .map_err(|e| ApiError::new(Kind::Internal, "internal", e.to_string()))?;
         // Not a dashboard session's: its revocation never competes with sign-outs for places.
         id[0] &= 0x7f;
         let t = StaffToken {
@@ -1660,7 +1707,7 @@ impl Sluice {
     /// revoked, and the room accepts staff tokens. Returns the seconds it has left.
     pub fn staff_token(&self, room: &str, token: &str) -> Result<u64, ApiError> {
         let refused =
-            |m: &str| ApiError::new(StatusCode::UNAUTHORIZED, "bypass_invalid", m.to_string());
+            |m: &str| ApiError::new(Kind::Unauthenticated, "bypass_invalid", m.to_string());
         let t = StaffToken::open(&self.tickets, token)
             .map_err(|_| refused("this is not a staff token of this cluster"))?;
         let now_s = self.node.now_ms() / 1000;
@@ -2014,19 +2061,16 @@ impl Sluice {
                 .is_none_or(|age| age > self.node.election_timeout_max());
         if quorum_gone {
             return Err(ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
+                Kind::Unavailable,
                 "no_quorum",
                 "this leader has not heard from a quorum of its cluster within the election timeout",
             )
             .retry(1));
         }
         if s.committed_index.saturating_sub(s.applied_index) > 1_000 {
-            return Err(ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "catching_up",
-                "applying the log",
-            )
-            .retry(1));
+            return Err(
+                ApiError::new(Kind::Unavailable, "catching_up", "applying the log").retry(1),
+            );
         }
         Ok(())
     }
@@ -2034,7 +2078,7 @@ impl Sluice {
 
 fn unexpected(o: Outcome) -> ApiError {
     ApiError::new(
-        StatusCode::INTERNAL_SERVER_ERROR,
+        Kind::Internal,
         "internal",
         format!("unexpected outcome {o:?}"),
     )
@@ -2060,7 +2104,7 @@ fn may_probe(
     match crate::operators::current() {
         Some(op) if op.role < crate::operators::Role::Admin && url(current) != Some(wanted) => {
             Err(ApiError::new(
-                StatusCode::FORBIDDEN,
+                Kind::Forbidden,
                 "forbidden",
                 format!(
                     "{} has the role {}: setting or changing origin.probe.url needs the role admin",

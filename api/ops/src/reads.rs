@@ -1,0 +1,46 @@
+//! Local reads of this node's applied state that the pages, the dashboard and the metrics make:
+//! no Raft round trip, no wait for a visitor's own writes (the visitor operations in `core`
+//! do that), and a node that cannot read answers with the plain default.
+
+use crate::core::Sluice;
+use crate::model::CodeBatchBody;
+use sluice_statemachine::{EntryPolicy, RoomView};
+
+impl Sluice {
+    /// Every room, as this node has applied it (none while it cannot read).
+    pub fn rooms_here(&self) -> Vec<RoomView> {
+        self.node
+            .read(|st| st.sm.rooms())
+            .map(|(r, _)| r)
+            .unwrap_or_default()
+    }
+
+    /// `room`'s entry policy, as this node has applied it.
+    pub fn entry_policy_here(&self, room: &str) -> Option<EntryPolicy> {
+        self.node
+            .read(|st| st.sm.entry_policy(room))
+            .ok()
+            .and_then(|(p, _)| p)
+    }
+
+    /// `room`'s batches of access codes, as this node has applied them.
+    pub fn code_batches_here(&self, room: &str) -> Vec<CodeBatchBody> {
+        self.node
+            .read(|st| st.sm.code_batches(room))
+            .ok()
+            .and_then(|(b, _)| b.ok())
+            .unwrap_or_default()
+            .iter()
+            .map(CodeBatchBody::from)
+            .collect()
+    }
+
+    /// Whether the operator credential (a dashboard session) `id` was ended (signed out) in
+    /// replicated state; a node that cannot read says it was, so that nothing is let in on
+    /// a guess.
+    pub fn credential_ended(&self, id: &[u8; 16]) -> bool {
+        self.node
+            .read(|st| st.sm.credential_ended(id))
+            .map_or(true, |(ended, _)| ended)
+    }
+}
