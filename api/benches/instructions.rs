@@ -269,7 +269,7 @@ fn counted_checks(n: &Node) -> sluice_statemachine::Command {
     let sluice = &n.running.as_ref().expect("running").sluice;
     let visitor = sluice_statemachine::VisitorId::from_u128(0x5eed);
     let client = Some(std::net::IpAddr::from([192, 0, 2, 7]));
-    let proof = sluice_ops::core::JoinProof::new(None, None);
+    let proof = sluice_ops::visitors::JoinProof::new(None, None);
     n.rt.block_on(sluice.join_command(black_box("open"), visitor, true, client, &proof))
         .expect("a join command")
 }

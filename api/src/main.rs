@@ -3,8 +3,8 @@
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use sluice_api::config::{random_secret, random_token, ServerConfig};
-use sluice_api::ctl::{self, CtlArgs};
 use sluice_api::server;
+use sluice_ctl::CtlArgs;
 use sluice_statemachine::{Command, RoomConfig};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -350,7 +350,7 @@ async fn main() -> anyhow::Result<()> {
         } => restore(&backup, &config, node_id, data_dir),
         Cmd::Serve(args) => serve(args).await,
         Cmd::Ctl(args) => {
-            let code = ctl::main(args).await;
+            let code = sluice_ctl::main(args).await;
             if code != 0 {
                 std::process::exit(code);
             }

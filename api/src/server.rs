@@ -1,18 +1,18 @@
 //! Starting a node with its HTTP and gRPC servers, and stopping it gracefully.
 
-use crate::app::App;
 use crate::config::ServerConfig;
-use crate::edge::{Edge, InFlight, PerAddress};
-use crate::grpc::Grpc;
-use crate::guard::OperatorGuard;
-use crate::http::router;
-use crate::metrics::Metrics;
-use crate::pb;
 use anyhow::Context;
 use sluice_gate::listener::{gated_incoming, ConnectionGate, ConnectionLimits, Prefixed, Slot};
+use sluice_grpc::guard::OperatorGuard;
+use sluice_grpc::pb;
+use sluice_grpc::services::Grpc;
 use sluice_ops::core::Sluice;
 use sluice_ops::tokens::TicketKeys;
 use sluice_raft::{NodeAddr, NodeConfig, RaftNode, TlsMaterial};
+use sluice_web::app::App;
+use sluice_web::edge::{Edge, InFlight, PerAddress};
+use sluice_web::http::router;
+use sluice_web::metrics::Metrics;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -298,7 +298,7 @@ async fn spawn_grpc(
         .add_service(reflection)
         .add_service(InterceptedService::new(
             pb::visitor_server::VisitorServer::new(grpc.clone()).max_decoding_message_size(max),
-            crate::grpc::visitor_interceptor(
+            sluice_grpc::services::visitor_interceptor(
                 auth.clone(),
                 app.limiter.clone(),
                 app.trusted_proxies.clone(),
@@ -349,7 +349,7 @@ where
     S: tower::Service<axum::http::Request<B>, Response = axum::http::Response<R>>,
     S::Future: Send + 'static,
 {
-    type Response = axum::http::Response<crate::edge::Guarded<R>>;
+    type Response = axum::http::Response<sluice_web::edge::Guarded<R>>;
     type Error = S::Error;
     type Future = std::pin::Pin<
         Box<dyn std::future::Future<Output = Result<Self::Response, S::Error>> + Send>,
@@ -370,7 +370,7 @@ where
         let answer = self.0.call(req);
         Box::pin(async move {
             let answer = answer.await?;
-            Ok(answer.map(|inner| crate::edge::Guarded { inner, guard: call }))
+            Ok(answer.map(|inner| sluice_web::edge::Guarded { inner, guard: call }))
         })
     }
 }
@@ -732,7 +732,7 @@ impl<S> JsonErrors<S> {
         }
         axum::http::StatusCode::from_bytes(&buf[9..12]).ok()?;
         // Only the body is made here (the status line is hyper's): the kind is not read.
-        let body = crate::error::ApiError::new(crate::error::Kind::Invalid, code, text)
+        let body = sluice_web::error::ApiError::new(sluice_web::error::Kind::Invalid, code, text)
             .body()
             .to_string();
         let mut out = Vec::with_capacity(end + body.len() + 64);

@@ -171,13 +171,13 @@ async fn bypass_paths_and_networks_pass_the_gate_without_taking_a_place() {
     assert_eq!(from("198.51.101.9").await.0, StatusCode::UNAUTHORIZED);
 
     // The gRPC gate answers alike.
-    let mut grpc = sluice_api::pb::visitor_client::VisitorClient::connect(format!(
+    let mut grpc = sluice_grpc::pb::visitor_client::VisitorClient::connect(format!(
         "http://{}",
         c.node(1).grpc
     ))
     .await
     .unwrap();
-    let check = |target: &str, method: &str| sluice_api::pb::GateRequest {
+    let check = |target: &str, method: &str| sluice_grpc::pb::GateRequest {
         room: "b".into(),
         target: target.into(),
         method: method.into(),

@@ -674,7 +674,7 @@ async fn futures_join(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lanes_and_codes_over_grpc() {
-    use sluice_api::pb;
+    use sluice_grpc::pb;
     let c = Cluster::start(1).await;
     let channel = tonic::transport::Channel::from_shared(format!("http://{}", c.node(1).grpc))
         .unwrap()

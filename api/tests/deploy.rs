@@ -720,8 +720,8 @@ async fn tls_clients_that_stall_are_cut_off() {
         .connect()
         .await
         .unwrap();
-    let reply = sluice_api::pb::visitor_client::VisitorClient::new(ch)
-        .join(sluice_api::pb::JoinRequest {
+    let reply = sluice_grpc::pb::visitor_client::VisitorClient::new(ch)
+        .join(sluice_grpc::pb::JoinRequest {
             room: "none-such".into(),
             ticket: String::new(),
             client_address: String::new(),

@@ -36,8 +36,8 @@ async fn join_from(c: &Cluster, room: &str, from: &str) -> (StatusCode, Value) {
 /// A gRPC Visitor client of node 1.
 async fn visitor_client(
     c: &Cluster,
-) -> sluice_api::pb::visitor_client::VisitorClient<tonic::transport::Channel> {
-    sluice_api::pb::visitor_client::VisitorClient::connect(format!("http://{}", c.node(1).grpc))
+) -> sluice_grpc::pb::visitor_client::VisitorClient<tonic::transport::Channel> {
+    sluice_grpc::pb::visitor_client::VisitorClient::connect(format!("http://{}", c.node(1).grpc))
         .await
         .unwrap()
 }
@@ -324,7 +324,7 @@ async fn a_place_costs_a_solved_challenge_once() {
     // gRPC: the same rule, the same codes.
     let mut g = visitor_client(&c).await;
     let e = g
-        .join(sluice_api::pb::JoinRequest {
+        .join(sluice_grpc::pb::JoinRequest {
             room: "pw".into(),
             ..Default::default()
         })
@@ -332,7 +332,7 @@ async fn a_place_costs_a_solved_challenge_once() {
         .unwrap_err();
     assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e:?}");
     let json = g
-        .challenge(sluice_api::pb::ChallengeRequest { room: "pw".into() })
+        .challenge(sluice_grpc::pb::ChallengeRequest { room: "pw".into() })
         .await
         .unwrap()
         .into_inner()
@@ -340,7 +340,7 @@ async fn a_place_costs_a_solved_challenge_once() {
     let ch: pow::Challenge = serde_json::from_str(&json).unwrap();
     let (counter, key) = pow::solve(&ch).unwrap();
     let ok = g
-        .join(sluice_api::pb::JoinRequest {
+        .join(sluice_grpc::pb::JoinRequest {
             room: "pw".into(),
             altcha: pow::payload(&ch, counter, &key),
             ..Default::default()
@@ -466,7 +466,7 @@ async fn one_identity_holds_one_place() {
     // gRPC: the same place for the same identity.
     let mut g = visitor_client(&c).await;
     let st = g
-        .join(sluice_api::pb::JoinRequest {
+        .join(sluice_grpc::pb::JoinRequest {
             room: "pw".into(),
             identity: alice.clone(),
             ..Default::default()

@@ -8,7 +8,7 @@ mod common;
 use common::*;
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
-use sluice_api::pb;
+use sluice_grpc::pb;
 use std::process::Command;
 use std::time::Duration;
 
@@ -48,7 +48,7 @@ async fn python_grpc_client_pyjwt_and_promtool() {
     }
     let c = Cluster::start(1).await;
     c.create_room("py", room_config(5)).await;
-    let proto = concat!(env!("CARGO_MANIFEST_DIR"), "/proto");
+    let proto = concat!(env!("CARGO_MANIFEST_DIR"), "/grpc/proto");
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/py/grpc_client.py");
     let v = python(&[script, proto, &c.node(1).grpc, "py"]);
     assert_eq!(v["join_state"], "admitted");

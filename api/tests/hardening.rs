@@ -92,10 +92,10 @@ async fn guessing_the_operator_token_backs_off() {
         .unwrap();
     assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
     let mut admin =
-        sluice_api::pb::admin_client::AdminClient::connect(format!("http://{}", c.node(1).grpc))
+        sluice_grpc::pb::admin_client::AdminClient::connect(format!("http://{}", c.node(1).grpc))
             .await
             .unwrap();
-    let mut req = tonic::Request::new(sluice_api::pb::ListRoomsRequest::default());
+    let mut req = tonic::Request::new(sluice_grpc::pb::ListRoomsRequest::default());
     req.metadata_mut()
         .insert("authorization", format!("Bearer {TOKEN}").parse().unwrap());
     let e = admin.list_rooms(req).await.unwrap_err();
@@ -1091,7 +1091,7 @@ async fn looking_at_the_waiting_page_takes_no_place() {
 /// tokens it is held to the per-address visitor limit; with them, a call needs one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grpc_joins_need_a_backend_token_or_keep_to_the_visitor_limit() {
-    use sluice_api::pb;
+    use sluice_grpc::pb;
     let join = |c: &Cluster, token: Option<&str>, calls: usize| {
         let addr = format!("http://{}", c.node(1).grpc);
         let token = token.map(str::to_string);

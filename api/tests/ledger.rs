@@ -476,7 +476,7 @@ async fn a_visitor_is_explained_by_the_api_and_ctl_and_the_export_is_the_pages()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grpc_reads_the_same_ledger_and_explanations() {
-    use sluice_api::pb;
+    use sluice_grpc::pb;
     let c = Cluster::start(1).await;
     let visitors = sale(&c).await;
     let channel = tonic::transport::Channel::from_shared(format!("http://{}", c.node(1).grpc))

@@ -9,7 +9,7 @@ mod common;
 use common::*;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
-use sluice_api::pb;
+use sluice_grpc::pb;
 use sluice_ops::operators::{hex, token_hash};
 use std::time::{Duration, Instant};
 

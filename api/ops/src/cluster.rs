@@ -7,7 +7,10 @@ pub use sluice_raft::metrics::{HistogramSnapshot, LatencyHistogram};
 pub use sluice_raft::{ClusterStatus, NodeMetrics, LOG_PAGE_MAX};
 
 use crate::core::Sluice;
-use crate::error::ApiError;
+use crate::error::{ApiError, Kind};
+use crate::model::{Digest, LearnerBody, MembershipBody};
+use sluice_raft::{ClusterError, MembershipOp, NodeAddr};
+use sluice_statemachine::Command;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -15,23 +18,6 @@ pub use sluice_raft::LogRecord;
 
 /// Least time between two computations of the state digest on one node.
 pub const DIGEST_GAP: Duration = Duration::from_secs(1);
-
-/// This node's state digests and the index they were computed at.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Digest {
-    /// The last applied index the digests are of.
-    pub applied_index: u64,
-    /// BLAKE3 of the canonical state (hex).
-    pub digest: String,
-    /// BLAKE3 of the state without the log position (hex): equal on replicas that hold the
-    /// same rooms whatever entries they applied.
-    pub content: String,
-}
-
-/// The last digest computed on this node, and when: callers within [`DIGEST_GAP`] of it share
-/// the next one.
-#[derive(Debug, Default)]
-pub(crate) struct DigestPacing(tokio::sync::Mutex<Option<(tokio::time::Instant, Digest)>>);
 
 impl Sluice {
     /// The cluster's time now (ms since the epoch), by which tokens and sessions are judged.
@@ -110,5 +96,147 @@ impl Sluice {
         };
         *last = Some((at, d.clone()));
         Ok(d)
+    }
+}
+
+/// Whether `a` is `host:port`: a non-empty host (a name, an IPv4 address or a bracketed IPv6
+/// one) and a port from 1 to 65535, at most `ADDR_LEN_MAX` bytes.
+pub(crate) fn host_port(a: &str) -> bool {
+    let Some((host, port)) = a.rsplit_once(':') else {
+        return false;
+    };
+    a.len() <= ADDR_LEN_MAX
+        && !host.is_empty()
+        && port.parse::<u16>().is_ok_and(|p| p > 0)
+        && (host.starts_with('[') && host.ends_with(']')
+            || host
+                .bytes()
+                .all(|c| c.is_ascii_alphanumeric() || c == b'.' || c == b'-'))
+}
+
+/// Longest node address a membership change accepts.
+pub const ADDR_LEN_MAX: usize = 256;
+
+impl Sluice {
+    /// This node's view of the cluster.
+    pub fn cluster(&self) -> ClusterStatus {
+        self.node.status()
+    }
+
+    /// Adds a learner (addresses are host:port, at most [`ADDR_LEN_MAX`] bytes each).
+    pub async fn add_learner(&self, b: &LearnerBody) -> Result<ClusterStatus, ApiError> {
+        // Every address is host:port; the clients' too, so that the node can be reached and
+        // named in the cluster's status.
+        for (field, a) in [
+            ("raft_addr", &b.raft_addr),
+            ("http_addr", &b.http_addr),
+            ("grpc_addr", &b.grpc_addr),
+        ] {
+            if !host_port(a) {
+                return Err(ApiError::invalid(
+                    field,
+                    format!("must be host:port (at most {ADDR_LEN_MAX} bytes), not {a:?}"),
+                ));
+            }
+        }
+        // A learner nothing answers for would only fill the log with replication retries.
+        let reachable = tokio::time::timeout(
+            Duration::from_secs(2),
+            tokio::net::TcpStream::connect(b.raft_addr.as_str()),
+        )
+        .await;
+        if !matches!(reachable, Ok(Ok(_))) {
+            return Err(ApiError::invalid(
+                "raft_addr",
+                format!(
+                    "nothing answers at {} (is the new node started, and is its raft_addr this one?)",
+                    b.raft_addr
+                ),
+            ));
+        }
+        let addr = NodeAddr {
+            raft: b.raft_addr.clone(),
+            http: b.http_addr.clone(),
+            grpc: b.grpc_addr.clone(),
+        };
+        // Raft's own entry, not a command: logged with who asked, for the record.
+        tracing::info!(operator = %crate::operators::acting_name(), id = b.id, raft = %b.raft_addr, "adding a learner");
+        let done = format!("added node {} as a learner ({})", b.id, b.raft_addr);
+        self.noted_change(
+            format!("adding node {} as a learner ({})", b.id, b.raft_addr),
+            done,
+            MembershipOp::AddLearner { id: b.id, addr },
+        )
+        .await
+    }
+
+    /// Makes a membership change, which Raft makes by an entry of its own, with the operator
+    /// audit log's notes around it: what is `asked`, under the operator's name, before (a
+    /// change is not made unless that note is in the log, so none is made unseen), and what was
+    /// `done` after (best effort: the change stands whether or not it reaches the log).
+    pub(crate) async fn noted_change(
+        &self,
+        asked: String,
+        done: String,
+        op: MembershipOp,
+    ) -> Result<ClusterStatus, ApiError> {
+        self.write(Command::NoteClusterChange { what: asked })
+            .await?;
+        let status = self.node.membership(op).await?;
+        if let Err(e) = self.write(Command::NoteClusterChange { what: done }).await {
+            tracing::warn!(error = %e.message, "a membership change's result is not in the audit log");
+        }
+        Ok(status)
+    }
+
+    /// Promotes or removes a node.
+    pub async fn change_membership(&self, b: &MembershipBody) -> Result<ClusterStatus, ApiError> {
+        let op = match b.action.as_str() {
+            "promote" => MembershipOp::Promote { id: b.id },
+            "remove" => MembershipOp::Remove { id: b.id },
+            _ => return Err(ApiError::invalid("action", "must be promote or remove")),
+        };
+        tracing::info!(operator = %crate::operators::acting_name(), id = b.id, action = %b.action, "changing the membership");
+        let (asked, done) = if b.action == "promote" {
+            ("promoting node {} to voter", "promoted node {} to voter")
+        } else {
+            ("removing node {}", "removed node {}")
+        };
+        let id = b.id.to_string();
+        self.noted_change(asked.replace("{}", &id), done.replace("{}", &id), op)
+            .await
+    }
+
+    /// Ready to serve: recovered, a leader is known, and applied is close to committed.
+    pub fn ready(&self) -> Result<(), ApiError> {
+        let s = self.node.status();
+        if !s.ready {
+            return Err(ClusterError::NotReady.into());
+        }
+        if s.leader.is_none() {
+            return Err(ClusterError::NoLeader.into());
+        }
+        // A leader that no quorum has acknowledged within the election timeout cannot commit
+        // (its followers are down or cut off, or have elected another).
+        let quorum_gone = s.leader == Some(s.id)
+            && s.voters.len() > 1
+            && self
+                .node
+                .quorum_ack_age()
+                .is_none_or(|age| age > self.node.election_timeout_max());
+        if quorum_gone {
+            return Err(ApiError::new(
+                Kind::Unavailable,
+                "no_quorum",
+                "this leader has not heard from a quorum of its cluster within the election timeout",
+            )
+            .retry(1));
+        }
+        if s.committed_index.saturating_sub(s.applied_index) > 1_000 {
+            return Err(
+                ApiError::new(Kind::Unavailable, "catching_up", "applying the log").retry(1),
+            );
+        }
+        Ok(())
     }
 }

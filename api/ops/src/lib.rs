@@ -5,9 +5,11 @@
 //! maps to its own protocol's status.
 //!
 //! Map of the crate:
-//! - [`core`]: [`core::Sluice`], the operations (join, status, gate, rooms, pools, codes,
-//!   bypass, cluster and membership), turning requests into state machine commands and reads;
-//!   [`model`]: the requests and replies both APIs share.
+//! - [`core`]: [`core::Sluice`], which owns the node and offers the operations, by family:
+//!   [`visitors`] (join, status, gate, leave), [`rooms`], [`access`] (codes and bypass tokens),
+//!   [`pools`], [`cluster`] (membership, the node's status, digests, log pages, backups),
+//!   [`reads`] (local reads for pages and metrics); [`model`]: the requests and replies both
+//!   APIs share.
 //! - [`auth`] and [`operators`]: operators' credentials and roles, the backoff for wrong
 //!   guesses, and attributing their writes; [`audit`]: the operator audit log.
 //! - [`tokens`]: tickets (HMAC) and admission tokens (EdDSA JWT, JWKS); [`bypass`]: staff
@@ -20,6 +22,7 @@
 //! - The leader's duties: [`origin`] (probes of rooms' origins) and [`webhook`] (deliveries).
 //! - [`error`]; [`civil`]: the UTC calendar; [`text`]: HTML escaping and hex.
 
+pub mod access;
 pub mod audit;
 pub mod auth;
 pub mod bypass;
@@ -36,12 +39,15 @@ pub mod ledger;
 pub mod model;
 pub mod operators;
 pub mod origin;
+pub mod pools;
 pub mod pow;
 pub mod reads;
 pub mod renew;
+pub mod rooms;
 pub mod served;
 pub mod text;
 pub mod tokens;
+pub mod visitors;
 pub mod watch;
 pub mod watches;
 pub mod webhook;

@@ -1675,6 +1675,18 @@ pub fn json_set_back(
     object.get(*last) != before.as_ref()
 }
 
+/// This node's state digests and the index they were computed at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Digest {
+    /// The last applied index the digests are of.
+    pub applied_index: u64,
+    /// BLAKE3 of the canonical state (hex).
+    pub digest: String,
+    /// BLAKE3 of the state without the log position (hex): equal on replicas that hold the
+    /// same rooms whatever entries they applied.
+    pub content: String,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

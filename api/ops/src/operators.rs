@@ -210,25 +210,6 @@ pub fn attributed(command: Command) -> Command {
     }
 }
 
-impl crate::core::Sluice {
-    /// Ends the operator credential `credential` (a dashboard session) everywhere until
-    /// `until_ms`, when it would have ended anyway, attributed to the operator acting. The
-    /// outcome is returned as it is: a refusal (too many ended at once) is the caller's to word.
-    pub async fn end_credential(
-        &self,
-        credential: [u8; 16],
-        until_ms: u64,
-    ) -> Result<(sluice_statemachine::Outcome, u64), ApiError> {
-        Ok(self
-            .node
-            .write(attributed(Command::EndCredential {
-                credential,
-                until_ms,
-            }))
-            .await?)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

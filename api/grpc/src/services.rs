@@ -2,13 +2,12 @@
 //! standard health service and server reflection. Handlers only translate messages: the
 //! operations are [`Sluice`]'s, shared with HTTP.
 
-use crate::error::ApiError;
-use crate::error::ToGrpc;
-use crate::metrics::Metrics;
 use crate::pb;
+use crate::status::{ApiError, ToGrpc};
 use sluice_gate::client::TrustedProxies;
 use sluice_ops::core::{Sluice, TicketSource};
 use sluice_ops::model::*;
+use sluice_ops::served::Served as Metrics;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
@@ -646,7 +645,7 @@ impl pb::visitor_server::Visitor for Grpc {
         } else {
             Some(peer)
         };
-        let proof = sluice_ops::core::JoinProof::new(Some(&r.altcha), Some(&r.identity))
+        let proof = sluice_ops::visitors::JoinProof::new(Some(&r.altcha), Some(&r.identity))
             .with_external(Some(&r.challenge_token))
             .with_code(Some(&r.code));
         self.call(
@@ -727,7 +726,7 @@ impl pb::visitor_server::Visitor for Grpc {
         };
         let result = self.sluice.gate(
             &r.room,
-            &sluice_ops::core::GateAsk {
+            &sluice_ops::visitors::GateAsk {
                 ticket: Some(r.ticket.as_str()).filter(|t| !t.is_empty()),
                 client,
                 target: Some(r.target.as_str())

@@ -751,9 +751,10 @@ pub async fn wait(
                 code,
             },
         ) => {
-            let proof = sluice_ops::core::JoinProof::new(altcha.as_deref(), identity.as_deref())
-                .with_external(external.as_deref())
-                .with_code(code.as_deref());
+            let proof =
+                sluice_ops::visitors::JoinProof::new(altcha.as_deref(), identity.as_deref())
+                    .with_external(external.as_deref())
+                    .with_code(code.as_deref());
             app.sluice.join(room, &src, Some(client), &proof).await
         }
         (None, WaitRequest::Look { .. }) if wants_json => {

@@ -20,13 +20,14 @@ use axum::routing::{any, delete, get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 use sluice_gate::rate::ClientLimiter;
-use sluice_ops::core::{GateAsk, JoinProof, Sluice, TicketSource};
+use sluice_ops::core::{Sluice, TicketSource};
 use sluice_ops::explain::{
     AdmissionBody, AdmissionGroupBody, AdmittedBetweenBody, EndBody, ExplainedState,
     ExplanationBody, PlaceBody, SentenceBody,
 };
 use sluice_ops::ledger::{DrawBody, DrawStatusBody, LedgerPageBody, LedgerRecordBody};
 use sluice_ops::model::*;
+use sluice_ops::visitors::{GateAsk, JoinProof};
 use std::convert::Infallible;
 use std::net::IpAddr;
 use std::sync::Arc;

@@ -52,7 +52,7 @@ const NOT_A_PAGE_CONTENT_SECURITY_POLICY: &str = "default-src 'none'; frame-ance
 
 /// The parts of the edge one listener's connections share.
 #[derive(Clone)]
-pub(crate) struct Edge {
+pub struct Edge {
     /// The router, with the body limit its extractors keep.
     routes: <DefaultBodyLimit as Layer<Router>>::Service,
     /// Requests being handled by the whole node, at most the configured number.
@@ -68,14 +68,14 @@ pub(crate) struct Edge {
 /// the bound; addresses that `exempt` accepts (trusted proxies, which speak for many clients)
 /// are not counted.
 #[derive(Clone)]
-pub(crate) struct PerAddress {
+pub struct PerAddress {
     counts: AddressCounts,
     max: usize,
     exempt: Option<Exempt>,
 }
 
 impl PerAddress {
-    pub(crate) fn new(max: usize, exempt: Option<Exempt>) -> Self {
+    pub fn new(max: usize, exempt: Option<Exempt>) -> Self {
         Self {
             counts: AddressCounts::default(),
             max: max.max(1),
@@ -94,10 +94,10 @@ impl PerAddress {
 }
 
 impl Edge {
-    /// The edge of `router` and of `app`'s [`HotRoute`]s: requests' bodies up to `body_max`
+    /// The edge of `router` and of `app`'s hot routes (`http::HotRoute`): requests' bodies up to `body_max`
     /// bytes, at most `concurrent` requests at once (more wait), and at most `per_address`'s
     /// bound from one client address (more are refused).
-    pub(crate) fn new(
+    pub fn new(
         router: Router,
         app: Arc<App>,
         body_max: usize,
@@ -116,7 +116,7 @@ impl Edge {
     }
 
     /// The service for one connection from `peer`, whose requests in flight `in_flight` counts.
-    pub(crate) fn connection(&self, peer: SocketAddr, in_flight: InFlight) -> Connection {
+    pub fn connection(&self, peer: SocketAddr, in_flight: InFlight) -> Connection {
         Connection {
             edge: self.clone(),
             peer,
@@ -127,7 +127,7 @@ impl Edge {
 
 /// The service hyper calls for each request of one connection.
 #[derive(Clone)]
-pub(crate) struct Connection {
+pub struct Connection {
     edge: Edge,
     peer: SocketAddr,
     in_flight: InFlight,
@@ -333,7 +333,7 @@ fn closing(mut resp: Response) -> Response {
 /// ([`Activity`]: a request began or ended, or an answer's body was asked for its next frame,
 /// which hyper does only while it can send).
 #[derive(Clone, Default)]
-pub(crate) struct InFlight(Arc<Activity>);
+pub struct InFlight(Arc<Activity>);
 
 impl InFlight {
     fn begin(&self) -> CallGuard {
@@ -341,7 +341,7 @@ impl InFlight {
     }
 
     /// Whether a request (or its answer's body) is in flight.
-    pub(crate) fn any_open(&self) -> bool {
+    pub fn any_open(&self) -> bool {
         self.0.in_flight() > 0
     }
 
@@ -351,7 +351,7 @@ impl InFlight {
     /// answers so; an open event stream is asked each time it looks for news, four times a
     /// second). It looks again when that time would be up, so a busy connection costs one timer
     /// per `idle`, not one per request.
-    pub(crate) async fn idle_for(&self, idle: Duration) {
+    pub async fn idle_for(&self, idle: Duration) {
         loop {
             let left = idle.saturating_sub(self.0.since_progress());
             if left.is_zero() {
@@ -366,9 +366,9 @@ impl InFlight {
 /// connection's progress each time it is asked for its next frame (hyper asks only while it can
 /// send; a streamed answer is asked each time its stream wakes). The public gRPC listener's
 /// answers are wrapped in it too.
-pub(crate) struct Guarded<B> {
-    pub(crate) inner: B,
-    pub(crate) guard: Option<CallGuard>,
+pub struct Guarded<B> {
+    pub inner: B,
+    pub guard: Option<CallGuard>,
 }
 
 impl<B: http_body::Body + Unpin> http_body::Body for Guarded<B> {
@@ -392,6 +392,36 @@ impl<B: http_body::Body + Unpin> http_body::Body for Guarded<B> {
 
     fn size_hint(&self) -> http_body::SizeHint {
         self.inner.size_hint()
+    }
+}
+
+impl std::fmt::Debug for Edge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Edge").finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for PerAddress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PerAddress").finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection").finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for InFlight {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InFlight").finish_non_exhaustive()
+    }
+}
+
+impl<B> std::fmt::Debug for Guarded<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Guarded").finish_non_exhaustive()
     }
 }
 

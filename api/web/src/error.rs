@@ -1,10 +1,9 @@
-//! The one place where errors become HTTP statuses and gRPC codes.
+//! The one place where the operations' errors become HTTP answers (`sluice-grpc`'s `status.rs`
+//! is its counterpart for gRPC codes).
 //!
 //! Every error response is JSON `{"error":{"code":"...","message":"..."}}` (plus `field` for
 //! invalid fields, and `ticket` for a new visitor's join that may still be applied) with a
-//! fitting status, and `Retry-After` where retrying makes sense. Over gRPC the code and the
-//! ticket travel as `sluice-error-code` and `sluice-ticket` metadata, and the wait as
-//! `retry-after`.
+//! fitting status, and `Retry-After` where retrying makes sense.
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -30,50 +29,6 @@ pub fn http_status(kind: Kind) -> StatusCode {
         Kind::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
         Kind::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
     }
-}
-
-/// The gRPC code of an error of `kind`.
-pub fn grpc_code(kind: Kind) -> tonic::Code {
-    use tonic::Code;
-    match kind {
-        Kind::Invalid | Kind::TooLarge | Kind::UnsupportedMediaType => Code::InvalidArgument,
-        Kind::Unauthenticated => Code::Unauthenticated,
-        Kind::Forbidden => Code::PermissionDenied,
-        Kind::NotFound => Code::NotFound,
-        Kind::Gone | Kind::PreconditionRequired => Code::FailedPrecondition,
-        Kind::Conflict => Code::AlreadyExists,
-        Kind::TooMany => Code::ResourceExhausted,
-        Kind::Unavailable | Kind::Timeout => Code::Unavailable,
-        Kind::Internal | Kind::Upstream | Kind::RequestTimeout | Kind::MethodNotAllowed => {
-            Code::Internal
-        }
-    }
-}
-
-/// An operations' error as a gRPC status.
-pub trait ToGrpc {
-    /// The gRPC status: the kind's code, and the error's code, ticket and wait as metadata.
-    fn to_grpc(&self) -> tonic::Status;
-}
-
-impl ToGrpc for ApiError {
-    fn to_grpc(&self) -> tonic::Status {
-        to_grpc(self)
-    }
-}
-
-fn to_grpc(e: &ApiError) -> tonic::Status {
-    let mut s = tonic::Status::new(grpc_code(e.kind), format!("{}: {}", e.code, e.message));
-    if let Ok(v) = e.code.parse() {
-        s.metadata_mut().insert("sluice-error-code", v);
-    }
-    if let Some(Ok(v)) = e.ticket.as_deref().map(str::parse) {
-        s.metadata_mut().insert("sluice-ticket", v);
-    }
-    if let Some(secs) = e.retry_after {
-        s.metadata_mut().insert("retry-after", secs.into());
-    }
-    s
 }
 
 /// An operations' error as an HTTP answer.
@@ -181,40 +136,4 @@ impl From<axum::extract::rejection::PathRejection> for HttpError {
 /// A path segment that does not decode (`%FF`) or parse.
 pub fn path_rejection(r: axum::extract::rejection::PathRejection) -> ApiError {
     ApiError::new(Kind::Invalid, "invalid_path", r.body_text())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use sluice_statemachine::Rejection;
-
-    #[test]
-    fn a_role_too_small_is_permission_denied() {
-        use sluice_ops::operators::Role;
-        let e = ApiError::forbidden("vera", Role::Viewer, Role::Operator);
-        assert_eq!(
-            (http_status(e.kind), e.code),
-            (StatusCode::FORBIDDEN, "forbidden")
-        );
-        let s = to_grpc(&e);
-        assert_eq!(s.code(), tonic::Code::PermissionDenied);
-        assert_eq!(s.metadata().get("sluice-error-code").unwrap(), "forbidden");
-        assert!(s.message().contains("vera has the role viewer"), "{s:?}");
-    }
-
-    #[test]
-    fn grpc_statuses_carry_the_code_the_wait_and_the_ticket() {
-        let full = ApiError::from(Rejection::QueueFull);
-        assert_eq!(full.retry_after, Some(30));
-        let s = to_grpc(&full);
-        assert_eq!(s.code(), tonic::Code::Unavailable);
-        assert_eq!(s.metadata().get("sluice-error-code").unwrap(), "queue_full");
-        assert_eq!(s.metadata().get("retry-after").unwrap(), "30");
-        assert!(s.metadata().get("sluice-ticket").is_none());
-        let mut lost = ApiError::new(Kind::Timeout, "timeout", "no answer in time");
-        lost.ticket = Some("t1.k1.abc.def".into());
-        let s = to_grpc(&lost);
-        assert_eq!(s.metadata().get("sluice-ticket").unwrap(), "t1.k1.abc.def");
-        assert!(s.metadata().get("retry-after").is_none());
-    }
 }
