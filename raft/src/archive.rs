@@ -23,7 +23,7 @@ pub use crate::segment::{
     encode_segment, ArchivedEntry, Frame, SegmentHeader, SegmentReader, SEGMENT_BODY_MAX,
     SEGMENT_ENTRIES_MAX, SEGMENT_FILE_MAX,
 };
-use crate::service::SNAPSHOT_BYTES_MAX;
+use crate::snapshot_file::SNAPSHOT_BYTES_MAX;
 use crate::types::Entry;
 use openraft::EntryPayload;
 use serde::{Deserialize, Serialize};

@@ -15,6 +15,7 @@ use crate::metrics::LatencyHistogram;
 use crate::network::Peers;
 use crate::pb;
 use crate::reply::{deliver, fail_all, Reply, Waiter};
+use sluice_statemachine::limits::PROPOSAL_BYTES_MAX;
 use sluice_statemachine::Command;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -56,6 +57,9 @@ impl Replies {
         self.pending.lock().expect("pending lock").is_some()
     }
 }
+
+/// What a batch's frame adds to its commands' own encoded sizes: the batch id and the count.
+const FRAME_SLACK: usize = 32;
 
 /// One open stream to one leader. Dropping the last handle ends the request side; the reader
 /// finishes once the leader has answered what it was sent.
@@ -110,6 +114,15 @@ impl Forwarder {
             }
         }
         let data = codec::encode(&(id, &cmds));
+        // A forwarded batch is cut as the leader's own proposals are, at the bytes of one
+        // proposal (a lone command larger than that is refused before it is queued): within
+        // what the leader accepts of one forwarded batch.
+        assert!(
+            cmds.len() == 1 || data.len() <= PROPOSAL_BYTES_MAX + FRAME_SLACK,
+            "a forwarded batch of {} commands in {} bytes",
+            cmds.len(),
+            data.len()
+        );
         if stream.tx.send(pb::Payload { data }).await.is_err() {
             // The request side is gone: this batch never left.
             if let Some(sent) = stream.replies.take(id) {

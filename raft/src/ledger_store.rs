@@ -23,7 +23,7 @@
 //! that installs a snapshot from its leader has no records for the entries the snapshot
 //! covered: `complete_from` says where its records begin to be whole.
 
-use crate::log_store::StorageThread;
+use crate::storage::StorageThread;
 use rocksdb::{Direction, IteratorMode, WriteBatch, WriteOptions, DB};
 use sluice_statemachine::ledger::{Event, Record, RecordKey};
 use sluice_statemachine::VisitorId;

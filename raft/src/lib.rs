@@ -33,6 +33,7 @@ pub mod segment;
 pub mod service;
 pub mod sm_store;
 mod snapshot_file;
+mod storage;
 pub mod transport;
 pub mod types;
 

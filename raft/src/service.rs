@@ -22,8 +22,7 @@ use tonic::{Request, Response, Status, Streaming};
 pub use crate::network::MESSAGE_BYTES_MAX;
 /// Batches a forwarding stream may have waiting for outcomes at once; more wait to be read.
 pub const FORWARD_STREAM_BATCHES_MAX: usize = 1_024;
-/// Largest snapshot a node accepts.
-pub const SNAPSHOT_BYTES_MAX: usize = 4 << 30;
+pub use crate::snapshot_file::SNAPSHOT_BYTES_MAX;
 /// Longest wait for the next chunk of a snapshot being received.
 pub const SNAPSHOT_CHUNK_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(30);
 

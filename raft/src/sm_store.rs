@@ -147,7 +147,7 @@ impl SmStore {
     }
 
     /// The ledger writer's thread, for shutdown to stop and join.
-    pub fn ledger_thread(&self) -> Option<crate::log_store::StorageThread> {
+    pub fn ledger_thread(&self) -> Option<crate::storage::StorageThread> {
         self.ledger.as_ref().map(LedgerWriter::thread)
     }
 

@@ -10,6 +10,9 @@ use sluice_statemachine::StateMachine;
 use std::collections::BTreeSet;
 use std::io;
 
+/// Largest snapshot a node accepts (and a backup or an archive's base it reads).
+pub const SNAPSHOT_BYTES_MAX: usize = 4 << 30;
+
 const SNAP_MAGIC: &[u8; 4] = b"SLRS";
 const SNAP_VERSION: u8 = 1;
 

@@ -168,6 +168,11 @@ impl Sluice {
         min_index: u64,
         applied_index: u64,
     ) -> VisitorReply {
+        // The visitor reads its own writes: no reply is of a state older than its ticket says.
+        assert!(
+            applied_index >= min_index,
+            "a reply of the state at {applied_index}, before the visitor's write at {min_index}"
+        );
         let mut r = VisitorReply {
             state: ReplyState::of(&view.state),
             room: room.to_string(),
@@ -569,12 +574,6 @@ impl Sluice {
         if let Some(net) = net {
             self.renew.touch_from(room, t.visitor, net);
         }
-        // The visitor reads its own writes: the state read is never older than its ticket says.
-        assert!(
-            index >= t.min_index,
-            "a status read at {index}, before the visitor's write at {}",
-            t.min_index
-        );
         Ok(self.reply(room, &view, t.min_index, index))
     }
 

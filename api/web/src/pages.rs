@@ -107,19 +107,7 @@ style-src 'self' 'unsafe-inline'; img-src 'self' https: data:; connect-src 'self
 form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
 
 /// The shared style: readable, responsive, high contrast, respects reduced motion.
-pub const STYLE: &str = ":root{--accent:#0b57d0;--bg:#ffffff;--fg:#1a1a1a}\
-*{box-sizing:border-box}body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;background:var(--bg);color:var(--fg);line-height:1.5}\
-main{max-width:40rem;margin:0 auto;padding:1.5rem 1rem}h1{font-size:1.6rem;margin:.5rem 0 1rem}\
-.big{font-size:2.6rem;font-weight:700;color:var(--accent)}a,button{color:var(--accent)}\
-button,.button{font:inherit;padding:.5rem 1rem;border:2px solid var(--accent);border-radius:.4rem;background:var(--bg);cursor:pointer}\
-button:focus,a:focus,input:focus,select:focus{outline:3px solid var(--accent);outline-offset:2px}\
-progress{width:100%;height:1rem;accent-color:var(--accent)}img.logo{max-height:4rem;max-width:100%}\
-.card{border:1px solid #ccc;border-radius:.5rem;padding:1rem;margin:1rem 0}\
-.brand{display:flex;align-items:center;gap:.75rem;flex-wrap:wrap}.brand-title{font-size:1.3rem;font-weight:700;margin:0}\
-.brand-message{white-space:pre-line;font-size:1.05rem;border:1px solid #ccc;border-radius:.5rem;padding:.75rem 1rem;background:#ffffff;color:#1a1a1a}\
-.sr{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap}.updated{font-size:.9rem}\
-.notice{white-space:pre-line;border-left:.3rem solid var(--accent);background:#fff8e1;color:#1a1a1a;padding:.6rem 1rem;border-radius:.3rem}\
-@media (prefers-reduced-motion:reduce){*{transition:none!important;animation:none!important}}";
+pub const STYLE: &str = include_str!("../assets/page.css");
 
 fn page(lang: Lang, title: &str, head_extra: &str, body: &str) -> String {
     format!(
@@ -816,6 +804,11 @@ struct WaitPage<'a> {
 impl<'a> WaitPage<'a> {
     fn new(app: &'a App, room: &'a str, next: Option<&str>, pl: PageLang) -> Self {
         let view = app.sluice.room_view(room);
+        // A page is never rendered from another room's state than the one asked for.
+        assert!(
+            view.as_ref().is_none_or(|v| v.name == room),
+            "the waiting page of {room} read another room"
+        );
         let (invite_only, after_url) = app
             .sluice
             .entry_policy_here(room)

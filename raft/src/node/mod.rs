@@ -104,7 +104,7 @@ pub(crate) struct NodeInner {
     ledger_scans: Arc<tokio::sync::Semaphore>,
     /// Stopped and joined at shutdown, so that the database closes on the thread that drops the
     /// node.
-    storage_threads: Vec<crate::log_store::StorageThread>,
+    storage_threads: Vec<crate::storage::StorageThread>,
 }
 
 /// One log entry as read back for audits and replays.
@@ -506,7 +506,7 @@ impl RaftNode {
         let joined = tokio::task::spawn_blocking(move || {
             threads
                 .iter()
-                .for_each(crate::log_store::StorageThread::stop_and_join)
+                .for_each(crate::storage::StorageThread::stop_and_join)
         });
         if let Err(e) = joined.await {
             tracing::warn!(error = %e, "storage threads");

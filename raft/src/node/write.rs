@@ -386,6 +386,12 @@ impl NodeInner {
         // A live leader opens a stream well within an election timeout; one that does not is
         // as good as gone (and the write, never sent, is retried).
         let open_timeout = self.cfg.request_timeout.min(self.silence_limit());
+        // Cut by the batcher as the leader's own proposals are.
+        assert!(
+            cmds.len() <= BATCH_COMMANDS_MAX,
+            "a forwarded batch of {} commands",
+            cmds.len()
+        );
         self.forwarder
             .send(
                 &self.peers,
