@@ -4,7 +4,7 @@
 //!
 //! Files in the archive directory, each written to a temporary name, synced and renamed:
 //! - `seg-{first:020}-{last:020}.slar`: entries `first..=last` and the ledger records they made
-//!   (the format is [`crate::segment`]'s), read back one entry at a time.
+//!   (the format is the private `segment` module's), read back one entry at a time.
 //! - `chk-{index:020}.json`: a checkpoint, written with every snapshot this node takes: the
 //!   state's digest and the ledger's chain at that index.
 //! - `base-{index:020}.bin`: a snapshot file the archive starts from, when it does not start at

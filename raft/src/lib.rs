@@ -1,7 +1,8 @@
 //! Sluice's Raft layer: the only crate that knows Raft, RocksDB and durability.
 //!
 //! Map of the crate:
-//! - [`archive`]: the log archived before it is purged, and its replay; [`segment`]: its files.
+//! - [`archive`]: the log archived before it is purged, and its replay (its files' format is
+//!   the private `segment`'s).
 //! - [`node`]: [`RaftNode`]: the start function (config → storage → network → Raft → server),
 //!   the write batcher, the tick proposer, reads and membership.
 //! - [`log_store`]: the Raft log and vote in RocksDB with group commit.
@@ -11,15 +12,17 @@
 //!   [`transport`]: the byte streams under it (TCP, or a simulation's network).
 //! - [`auth`]: the cluster secret every node-to-node call carries (its listener is bounded by
 //!   `sluice-gate`: connections in all and per address, a deadline for the first bytes).
-//! - [`clock`]: the cluster's time, the lower median of the voters' wall clocks.
+//! - The cluster's time, the lower median of the voters' wall clocks ([`WallClock`], from the
+//!   private `clock`).
 //! - [`types`]: openraft's type configuration; [`codec`]: the versioned encoding of everything
-//!   stored or sent; [`error`]: [`ClusterError`]; [`metrics`]: a latency histogram.
+//!   stored or sent; [`ClusterError`], every failure to reach an outcome; [`metrics`]: a latency
+//!   histogram. Modules not listed are the crate's own.
 
 pub mod archive;
 pub mod auth;
-pub mod clock;
+mod clock;
 pub mod codec;
-pub mod error;
+mod error;
 mod forward;
 mod leader_contact;
 pub mod ledger_store;
@@ -29,7 +32,7 @@ pub mod network;
 pub mod node;
 mod reply;
 pub mod runtime;
-pub mod segment;
+mod segment;
 pub mod service;
 pub mod sm_store;
 mod snapshot_file;

@@ -152,7 +152,7 @@ const READ_AHEAD: usize = 64 << 10;
 /// A segment read frame by frame. The header and the body's checksum are checked when it is
 /// opened; the frames (their order, sizes and counts against the header) as they are read.
 /// Whatever the file holds, the reader holds at most one frame's bytes at a time (at most
-/// [`FRAME_BYTES_MAX`]) and inflates at most [`SEGMENT_BODY_MAX`] bytes of body.
+/// `FRAME_BYTES_MAX`) and inflates at most `SEGMENT_BODY_MAX` bytes of body.
 pub struct SegmentReader<'a> {
     header: SegmentHeader,
     body: Body<'a>,
