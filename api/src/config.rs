@@ -106,10 +106,10 @@ fn decode_cluster_secret(field: &str, s: &str) -> Result<Vec<u8>, String> {
     let s = B64
         .decode(s)
         .map_err(|_| format!("{field} is not base64"))?;
-    if s.len() < sluice_raft::auth::SECRET_BYTES_MIN {
+    if s.len() < sluice_raft::SECRET_BYTES_MIN {
         return Err(format!(
             "{field} must decode to at least {} bytes",
-            sluice_raft::auth::SECRET_BYTES_MIN
+            sluice_raft::SECRET_BYTES_MIN
         ));
     }
     Ok(s)
@@ -408,13 +408,13 @@ pub struct ArchiveSettings {
 
 impl ArchiveSettings {
     /// The node's archive setting, checked.
-    pub fn node_config(&self) -> Result<sluice_raft::node::ArchiveConfig, String> {
+    pub fn node_config(&self) -> Result<sluice_raft::ArchiveConfig, String> {
         if let Some(d) = self.keep_days {
             if !(1..=36_500).contains(&d) {
                 return Err("archive.keep_days must be between 1 and 36500".into());
             }
         }
-        Ok(sluice_raft::node::ArchiveConfig {
+        Ok(sluice_raft::ArchiveConfig {
             dir: self.dir.clone(),
             keep: self
                 .keep_days
@@ -444,14 +444,11 @@ fn yes() -> bool {
 
 /// The Raft crate's default retention (written once, in `LedgerRetention::default`).
 fn default_ledger_retention_days() -> u64 {
-    sluice_raft::node::LedgerRetention::default()
-        .max_age
-        .as_secs()
-        / 86_400
+    sluice_raft::LedgerRetention::default().max_age.as_secs() / 86_400
 }
 
 fn default_ledger_records_max() -> u64 {
-    sluice_raft::node::LedgerRetention::default().records_max
+    sluice_raft::LedgerRetention::default().records_max
 }
 
 impl Default for LedgerConfig {
@@ -466,7 +463,7 @@ impl Default for LedgerConfig {
 
 impl LedgerConfig {
     /// The node's retention setting, checked.
-    pub fn retention(&self) -> Result<Option<sluice_raft::node::LedgerRetention>, String> {
+    pub fn retention(&self) -> Result<Option<sluice_raft::LedgerRetention>, String> {
         if !self.enabled {
             return Ok(None);
         }
@@ -476,7 +473,7 @@ impl LedgerConfig {
         if !(1_000..=10_000_000_000).contains(&self.records_max) {
             return Err("ledger.records_max must be between 1000 and 10000000000".into());
         }
-        Ok(Some(sluice_raft::node::LedgerRetention {
+        Ok(Some(sluice_raft::LedgerRetention {
             max_age: std::time::Duration::from_secs(self.retention_days * 86_400),
             records_max: self.records_max,
         }))

@@ -447,7 +447,7 @@ fn replay(
     to: Option<u64>,
     json: bool,
 ) -> anyhow::Result<i32> {
-    use sluice_raft::archive::{replay, ReplayOptions};
+    use sluice_raft::{replay, ReplayOptions};
     let key = match config {
         Some(path) => load_config(path, None, None)?
             .draw_key()
@@ -475,7 +475,7 @@ fn replay(
 }
 
 /// The replay's report in sentences.
-fn replay_summary(r: &sluice_raft::archive::ReplayReport, secs: f64, room: Option<&str>) -> String {
+fn replay_summary(r: &sluice_raft::ReplayReport, secs: f64, room: Option<&str>) -> String {
     use std::fmt::Write;
     let mut out = String::new();
     let rate = if secs > 0.0 {
@@ -577,7 +577,7 @@ fn restore(
         })
         .collect();
     let dir = cfg.data_dir;
-    let b = sluice_raft::sm_store::seed_from_backup(&dir, &bytes, cfg.node_id, members)
+    let b = sluice_raft::seed_from_backup(&dir, &bytes, cfg.node_id, members)
         .with_context(|| format!("seeding {}", dir.display()))?;
     println!(
         "restored {} rooms at log index {} into {}; content digest {}",

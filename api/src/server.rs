@@ -455,7 +455,7 @@ fn node_config(
     })?;
     draw_key_unchanged(&cfg.data_dir, &nc.draw_key)?;
     let secret = |s: &[u8]| {
-        sluice_raft::auth::ClusterSecret::new(s)
+        sluice_raft::ClusterSecret::new(s)
             .map_err(|e| anyhow::anyhow!("tokens.cluster_secret: {e}"))
     };
     for s in cfg

@@ -118,3 +118,24 @@ fn every_workspace_member_is_placed_in_a_layer() {
     let placed: BTreeSet<&str> = LAYERS.iter().map(|(_, dir, _)| *dir).collect();
     assert_eq!(members, placed);
 }
+
+/// The Raft crate's modules are public only under its `test-support` feature; no crate's
+/// normal or build dependencies may switch it on (its own tests and other crates' tests may).
+#[test]
+fn no_crate_builds_against_the_raft_crates_internals() {
+    for (name, dir, _) in LAYERS {
+        let text = std::fs::read_to_string(root().join(dir).join("Cargo.toml")).unwrap();
+        let m: toml::Table = text.parse().unwrap();
+        for section in ["dependencies", "build-dependencies"] {
+            let Some(raft) = m.get(section).and_then(|d| d.get("sluice-raft")) else {
+                continue;
+            };
+            let features = raft.get("features").and_then(|f| f.as_array());
+            let internal = features
+                .into_iter()
+                .flatten()
+                .any(|f| f.as_str() == Some("test-support"));
+            assert!(!internal, "{name}'s [{section}] opens sluice-raft's internals");
+        }
+    }
+}

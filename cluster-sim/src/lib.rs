@@ -11,13 +11,13 @@
 //!   ([`sluice_raft::WallClock::simulated`]) follow the simulated clock, so a schedule of a
 //!   minute of cluster time runs in well under a second;
 //! - storage is real RocksDB in a temporary directory. Each node syncs its WAL on its own
-//!   runtime after a simulated delay ([`sluice_raft::log_store::LogStore::simulated`]); a crash
+//!   runtime after a simulated delay (the store's delay set by [`sluice_raft::Simulation`]); a crash
 //!   that loses unsynced writes removes what was appended and not yet synced
-//!   ([`sluice_raft::log_store::forget_unsynced`]) before the node restarts.
+//!   ([`sluice_raft::sim::forget_unsynced`]) before the node restarts.
 //!
 //! A schedule's outcome depends on the seed alone once the schedule has a process of its own
 //! (as the binary runs each): tokio's random choices are seeded by turmoil (the workspace builds
-//! with `--cfg tokio_unstable`), openraft's by [`sluice_raft::runtime::seed_this_thread`], and a
+//! with `--cfg tokio_unstable`), openraft's by [`sluice_raft::sim::seed_this_thread`], and a
 //! simulated node's file work stays on its thread. Within a process that ran other schedules,
 //! tokio's process-wide task numbers can change the order in which a crashed node's tasks are
 //! dropped, and with it what follows (cluster-sim/README.md, "Reproducing a seed").
@@ -30,7 +30,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 use sluice_jepsen::checker::{self, Verdict};
 use sluice_jepsen::history::{Event, History, Kind};
-use sluice_raft::transport::{BoxIo, Incoming, Transport};
+use sluice_raft::sim::{BoxIo, Incoming, Transport};
 use sluice_raft::{Broken, ClusterError, MembershipOp, NodeAddr, NodeConfig, RaftNode, Simulation};
 use sluice_statemachine::{Command, Outcome, VisitorId};
 use std::collections::{BTreeMap, BTreeSet};
@@ -241,8 +241,8 @@ async fn node_software(shared: Arc<Shared>, id: u64) -> Result<(), Boxed> {
     if shared.lose.lock().unwrap().remove(&id) {
         let synced = shared.synced[&id].load(Ordering::SeqCst);
         // The crashed runtime's last references to the database go as its tasks drop.
-        let db = sluice_raft::log_store::open_db_retrying(&dir.join("db")).await?;
-        sluice_raft::log_store::forget_unsynced(&db, synced)?;
+        let db = sluice_raft::sim::open_db_retrying(&dir.join("db")).await?;
+        sluice_raft::sim::forget_unsynced(&db, synced)?;
     }
     let step = shared.steps.lock().unwrap().get(&id).copied().unwrap_or(0);
     let elapsed = turmoil::sim_elapsed().unwrap_or_default().as_millis() as u64;
@@ -657,7 +657,7 @@ pub fn run(cfg: &Config) -> anyhow::Result<Report> {
         checks_failed: Mutex::default(),
     });
     // openraft's random draws (election timeouts) on this thread follow from the seed too.
-    sluice_raft::runtime::seed_this_thread(cfg.seed);
+    sluice_raft::sim::seed_this_thread(cfg.seed);
     let snapshots = SnapshotCounter::start();
     let mut sim = builder(cfg.seed).build();
     for &id in &ids {

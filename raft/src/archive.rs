@@ -20,9 +20,10 @@
 use crate::ledger_store::LedgerStore;
 use crate::segment::bad;
 pub use crate::segment::{
-    encode_segment, ArchivedEntry, Frame, SegmentHeader, SegmentReader, SEGMENT_BODY_MAX,
-    SEGMENT_ENTRIES_MAX, SEGMENT_FILE_MAX,
+    encode_segment, ArchivedEntry, Frame, SegmentReader, SEGMENT_ENTRIES_MAX, SEGMENT_FILE_MAX,
 };
+#[cfg(feature = "test-support")]
+pub use crate::segment::{SegmentHeader, SEGMENT_BODY_MAX};
 use crate::snapshot_file::SNAPSHOT_BYTES_MAX;
 use crate::types::Entry;
 use openraft::EntryPayload;

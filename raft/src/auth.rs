@@ -76,6 +76,7 @@ pub struct Credential(pub(crate) Option<ClusterSecret>);
 
 impl Credential {
     /// Calls carrying the credential of `secret` (none without one).
+    #[cfg(feature = "test-support")]
     pub fn new(secret: Option<ClusterSecret>) -> Self {
         Self(secret)
     }

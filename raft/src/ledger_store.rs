@@ -466,6 +466,7 @@ impl LedgerStore {
     }
 
     /// Records kept (counted as written and removed).
+    #[cfg(feature = "test-support")]
     pub fn count(&self) -> io::Result<u64> {
         self.meta(KEY_COUNT)
     }

@@ -1,60 +1,101 @@
 //! Sluice's Raft layer: the only crate that knows Raft, RocksDB and durability.
 //!
-//! Map of the crate:
-//! - [`archive`]: the log archived before it is purged, and its replay (its files' format is
-//!   the private `segment`'s).
-//! - [`node`]: [`RaftNode`]: the start function (config → storage → network → Raft → server),
-//!   the write batcher, the tick proposer, reads and membership.
-//! - [`log_store`]: the Raft log and vote in RocksDB with group commit.
-//! - [`sm_store`]: `sluice-statemachine` behind a lock, with durable snapshot files (whose
-//!   format, and backups', is `snapshot_file`'s).
-//! - [`network`] and [`service`]: the tonic node-to-node transport, client and server;
-//!   [`transport`]: the byte streams under it (TCP, or a simulation's network).
-//! - [`auth`]: the cluster secret every node-to-node call carries (its listener is bounded by
-//!   `sluice-gate`: connections in all and per address, a deadline for the first bytes).
-//! - The cluster's time, the lower median of the voters' wall clocks ([`WallClock`], from the
-//!   private `clock`).
-//! - [`types`]: openraft's type configuration; [`codec`]: the versioned encoding of everything
-//!   stored or sent; [`ClusterError`], every failure to reach an outcome; [`metrics`]: a latency
-//!   histogram. Modules not listed are the crate's own.
+//! Its surface is [`RaftNode`] (started from a [`NodeConfig`]), the errors it returns
+//! ([`ClusterError`]), and the few values the operations above read: the committed state
+//! ([`SmState`]), the cluster's view ([`ClusterStatus`], [`NodeMetrics`], [`LogRecord`],
+//! [`LatencyHistogram`]), the ledger's pages ([`LedgerQuery`], [`LedgerPage`]), the cluster's
+//! time ([`WallClock`]), the archive's [`replay`] and seeding a node from a backup
+//! ([`seed_from_backup`]). [`sim`] holds the hooks a deterministic simulation drives.
+//! Every module is private; this crate's own tests and benches reach them through the
+//! `test-support` feature.
+//!
+//! Map of the modules:
+//! - `node`: the start function (config → storage → network → Raft → server), the write
+//!   batcher, the tick proposer, reads and membership.
+//! - `log_store`: the Raft log and vote in RocksDB with group commit; `ledger_store`: the ledger
+//!   of applied commands; `storage`: the threads every store hands its RocksDB work to.
+//! - `sm_store`: `sluice-statemachine` behind a lock, with durable snapshot files (whose format,
+//!   and backups', is `snapshot_file`'s).
+//! - `archive`: the log archived before it is purged, and its replay (files in `segment`'s
+//!   format).
+//! - `network` and `service`: the tonic node-to-node transport, client and server; `transport`:
+//!   the byte streams under it (TCP, or a simulation's network); `auth`: the cluster secret
+//!   every node-to-node call carries (its listener is bounded by `sluice-gate`).
+//! - `clock`: the cluster's time, the lower median of the voters' wall clocks.
+//! - `types`: openraft's type configuration; `codec`: the versioned encoding of everything
+//!   stored or sent; `error`: every failure to reach an outcome; `metrics`: a latency histogram.
 
-pub mod archive;
-pub mod auth;
+/// Declares modules private, or public under the `test-support` feature (for this crate's own
+/// tests and benches, which build stores and craft node-to-node calls directly).
+macro_rules! internal_modules {
+    ($($name:ident),* $(,)?) => {$(
+        #[cfg(feature = "test-support")]
+        #[doc(hidden)]
+        pub mod $name;
+        #[cfg(not(feature = "test-support"))]
+        mod $name;
+    )*};
+}
+
+internal_modules!(
+    archive,
+    auth,
+    codec,
+    ledger_store,
+    log_store,
+    network,
+    node,
+    service,
+    sm_store,
+    types
+);
 mod clock;
-pub mod codec;
 mod error;
 mod forward;
 mod leader_contact;
-pub mod ledger_store;
-pub mod log_store;
-pub mod metrics;
-pub mod network;
-pub mod node;
+mod metrics;
 mod reply;
-pub mod runtime;
+mod runtime;
 mod segment;
-pub mod service;
-pub mod sm_store;
 mod snapshot_file;
 mod storage;
-pub mod transport;
-pub mod types;
+mod transport;
 
 /// Generated protobuf types and gRPC stubs of the node-to-node service.
+#[cfg(feature = "test-support")]
+#[doc(hidden)]
 #[allow(missing_docs, clippy::all, missing_debug_implementations)]
 pub mod pb {
     tonic::include_proto!("sluice.raft.v1");
 }
+#[cfg(not(feature = "test-support"))]
+#[allow(missing_docs, clippy::all, missing_debug_implementations, dead_code)]
+mod pb {
+    tonic::include_proto!("sluice.raft.v1");
+}
 
+pub use archive::{replay, ReplayOptions, ReplayReport};
+pub use auth::{ClusterSecret, SECRET_BYTES_MIN};
 pub use clock::WallClock;
 pub use error::ClusterError;
+pub use ledger_store::{LedgerPage, LedgerQuery, LEDGER_PAGE_MAX};
+pub use metrics::{HistogramSnapshot, LatencyHistogram};
 pub use network::TlsMaterial;
 pub use node::{
-    wall_ms, Broken, ClusterStatus, LogRecord, MembershipOp, NodeConfig, NodeMetrics, RaftNode,
-    Replication, Simulation, LOG_PAGE_MAX,
+    wall_ms, ArchiveConfig, Broken, ClusterStatus, LedgerRetention, LogRecord, MembershipOp,
+    NodeConfig, NodeMetrics, RaftNode, Replication, Simulation, LOG_PAGE_MAX,
 };
-pub use sm_store::SmState;
-pub use types::{NodeAddr, TypeConfig};
+pub use sm_store::{seed_from_backup, SmState};
+pub use types::NodeAddr;
+
+/// What a deterministic simulation drives: the byte streams between nodes ([`Transport`](sim::Transport), set
+/// in [`NodeConfig`]), the thread's seed for openraft's randomness, and a crash that loses what
+/// the disk had not yet synced.
+pub mod sim {
+    pub use crate::log_store::{forget_unsynced, open_db_retrying};
+    pub use crate::runtime::seed_this_thread;
+    pub use crate::transport::{BoxIo, Incoming, Transport};
+}
 
 /// Node `node` snapshots every `every × (1 + (node mod 5)/16)` entries. The periods differ per
 /// node so that replicas do not all stop to encode and fsync a snapshot at the same log index: a

@@ -80,7 +80,7 @@ pub fn open_db(dir: &Path) -> io::Result<Arc<DB>> {
     Ok(Arc::new(db))
 }
 
-/// Opens RocksDB as [`open_db`] does, waiting up to 10 s for an earlier instance in this
+/// Opens RocksDB as `open_db` does, waiting up to 10 s for an earlier instance in this
 /// process (a node restarting, or one a simulation crashed whose tasks are still dropping) to
 /// release the directory's lock.
 pub async fn open_db_retrying(dir: &Path) -> io::Result<Arc<DB>> {

@@ -669,8 +669,8 @@ async fn a_stale_snapshot_is_answered_without_reading_its_data() {
     .expect("answered without waiting for the rest of the stream")
     .unwrap();
     let answer: Result<
-        openraft::raft::SnapshotResponse<sluice_raft::TypeConfig>,
-        openraft::errors::RaftError<sluice_raft::TypeConfig>,
+        openraft::raft::SnapshotResponse<sluice_raft::types::TypeConfig>,
+        openraft::errors::RaftError<sluice_raft::types::TypeConfig>,
     > = sluice_raft::codec::decode(&reply.into_inner().data).unwrap();
     assert!(
         answer.unwrap().vote.leader_id().term > 0,

@@ -7,7 +7,7 @@ use openraft::type_config::TypeConfigExt;
 use openraft::StorageError;
 use sluice_raft::log_store::{open_db, LogStore};
 use sluice_raft::sm_store::SmStore;
-use sluice_raft::TypeConfig;
+use sluice_raft::types::TypeConfig;
 use tempfile::TempDir;
 
 struct Builder;

@@ -1,7 +1,7 @@
 //! The operator audit log: every command an operator caused, accepted or refused, with who,
 //! when, where in the log, and the outcome.
 //!
-//! It is read from the node's ledger (`sluice_raft::ledger_store`): applying a
+//! It is read from the node's ledger (`sluice_raft`'s ledger store): applying a
 //! `Command::AsOperator` records an `Event::Command` with the operator's name, the same on every
 //! replica, and each node indexes those records apart. A page is read in log order from a
 //! cursor (`after`, the previous page's `next`, opaque, as the ledger's own pages use), and
@@ -17,7 +17,7 @@
 use crate::core::Sluice;
 use crate::error::ApiError;
 use serde::{Deserialize, Serialize};
-use sluice_raft::ledger_store::{LedgerQuery, LEDGER_PAGE_MAX};
+use sluice_raft::{LedgerQuery, LEDGER_PAGE_MAX};
 use sluice_statemachine::ledger::{Event, Record};
 use sluice_statemachine::types::validate_name;
 

@@ -2,9 +2,9 @@
 //! the bounds of its pages. Re-exported here so that no crate above the operations names the
 //! Raft crate; the node itself stays inside [`crate::core::Sluice`].
 
-pub use sluice_raft::ledger_store::LEDGER_PAGE_MAX;
-pub use sluice_raft::metrics::{HistogramSnapshot, LatencyHistogram};
+pub use sluice_raft::LEDGER_PAGE_MAX;
 pub use sluice_raft::{ClusterStatus, NodeMetrics, LOG_PAGE_MAX};
+pub use sluice_raft::{HistogramSnapshot, LatencyHistogram};
 
 use crate::core::Sluice;
 use crate::error::{ApiError, Kind};

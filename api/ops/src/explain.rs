@@ -18,7 +18,7 @@ use crate::core::Sluice;
 use crate::error::ApiError;
 use crate::ledger::{hex, parse_visitor, rfc3339, LedgerRecordBody, DRAW_ALGORITHM};
 use serde::{Deserialize, Serialize};
-use sluice_raft::ledger_store::{LedgerQuery, LEDGER_PAGE_MAX};
+use sluice_raft::{LedgerQuery, LEDGER_PAGE_MAX};
 use sluice_statemachine::ledger::{Event, Record, RecordKey, Rule};
 use sluice_statemachine::outcome::DrawView;
 use sluice_statemachine::{

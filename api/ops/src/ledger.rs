@@ -16,7 +16,7 @@
 use crate::core::Sluice;
 use crate::error::ApiError;
 use serde::{Deserialize, Serialize};
-use sluice_raft::ledger_store::{LedgerPage, LedgerQuery, LEDGER_PAGE_MAX};
+use sluice_raft::{LedgerPage, LedgerQuery, LEDGER_PAGE_MAX};
 use sluice_statemachine::ledger::{Event, Record, RecordKey, Rule};
 use sluice_statemachine::VisitorId;
 use std::time::{Duration, Instant};

@@ -52,7 +52,7 @@ pub struct NodeConfig {
     /// Mutual TLS between nodes.
     pub tls: Option<TlsMaterial>,
     /// The cluster secret's credential, carried by every node-to-node call and required of
-    /// every call received (see [`crate::auth`]). Without it (and without TLS) anyone who can
+    /// every call received (see [`crate::ClusterSecret`]). Without it (and without TLS) anyone who can
     /// reach the node-to-node address controls the cluster: keep such a node on loopback.
     pub cluster_secret: Option<ClusterSecret>,
     /// Secrets whose credentials are accepted from other nodes besides `cluster_secret`'s, but
@@ -99,7 +99,7 @@ pub struct NodeConfig {
 /// The parts of a node a whole-cluster simulation replaces with its own.
 #[derive(Clone, Debug)]
 pub struct Simulation {
-    /// The network between nodes (see [`crate::transport`]).
+    /// The network between nodes (see [`crate::sim::Transport`]).
     pub transport: Arc<dyn Transport>,
     /// How long each WAL sync takes; syncs run on the node's (simulated) runtime.
     pub wal_sync_takes: Duration,

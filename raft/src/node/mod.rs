@@ -22,13 +22,12 @@ mod write;
 
 pub use crate::clock::wall_ms;
 pub use config::{
-    ArchiveConfig, Broken, LedgerRetention, NodeConfig, Simulation, LEDGER_RECORDS_MAX,
-    MEMBER_ADDRESSES_EVERY, RAFT_AUTHENTICATE_WITHIN, RAFT_CONNECTIONS_MAX,
-    RAFT_CONNECTIONS_PER_ADDRESS_MAX, RAFT_CONNECTIONS_RESERVED, RAFT_STREAMS_PER_CONNECTION_MAX,
+    ArchiveConfig, Broken, LedgerRetention, NodeConfig, Simulation, MEMBER_ADDRESSES_EVERY,
 };
 pub use membership::MembershipOp;
 pub use read::{ClusterStatus, Replication};
-pub use write::{BATCH_COMMANDS_MAX, FORWARDED_BATCH_BYTES_MAX};
+#[cfg(feature = "test-support")]
+pub use write::FORWARDED_BATCH_BYTES_MAX;
 
 use crate::clock::ClusterClock;
 use crate::error::ClusterError;
@@ -562,13 +561,13 @@ mod tests {
 
     #[test]
     fn a_discarded_membership_change_is_indeterminate_a_refused_one_retriable() {
-        let discarded: RaftError<crate::TypeConfig, ClientWriteError<crate::TypeConfig>> =
+        let discarded: RaftError<crate::types::TypeConfig, ClientWriteError<crate::types::TypeConfig>> =
             RaftError::APIError(ClientWriteError::LogEntryDiscarded(ForwardToLeader::empty()));
         assert!(matches!(
             raft_err(discarded),
             ClusterError::Indeterminate(_)
         ));
-        let refused: RaftError<crate::TypeConfig, ClientWriteError<crate::TypeConfig>> =
+        let refused: RaftError<crate::types::TypeConfig, ClientWriteError<crate::types::TypeConfig>> =
             RaftError::APIError(ClientWriteError::ForwardToLeader(ForwardToLeader::empty()));
         assert!(matches!(raft_err(refused), ClusterError::NoLeader));
     }
