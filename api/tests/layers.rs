@@ -135,7 +135,10 @@ fn no_crate_builds_against_the_raft_crates_internals() {
                 .into_iter()
                 .flatten()
                 .any(|f| f.as_str() == Some("test-support"));
-            assert!(!internal, "{name}'s [{section}] opens sluice-raft's internals");
+            assert!(
+                !internal,
+                "{name}'s [{section}] opens sluice-raft's internals"
+            );
         }
     }
 }
