@@ -23,3 +23,4 @@ pub mod i18n;
 pub mod metrics;
 pub mod pages;
 pub mod roles;
+mod views;

@@ -2,13 +2,15 @@
 //! external assets, a few kilobytes per page. The operator dashboard is in [`crate::admin`].
 
 use crate::app::App;
-use crate::i18n::{texts, Lang, Texts, Units};
+use crate::i18n::{texts, Lang, Texts};
+use crate::views::{join_html, message_html, wait_html, JoinForm, Message, Then};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use sluice_ops::core::TicketSource;
 use sluice_ops::model::{ReplyState, VisitorReply};
 use sluice_statemachine::{Mode, RoomView};
 
+pub use crate::views::{demo_shop, landing, staff_form};
 pub use sluice_ops::text::esc;
 
 /// Only same-site absolute paths are followed after admission (no open redirects), written as
@@ -53,23 +55,13 @@ impl PageLang {
     }
 
     /// `lang=xx&` when picked, for the page's own URLs (before `next=`, which comes last).
-    fn query(self) -> String {
+    pub(crate) fn query(self) -> String {
         if self.picked {
             format!("lang={}&", self.lang.tag())
         } else {
             String::new()
         }
     }
-}
-
-/// The language links of a waiting page for `room`.
-fn switcher(pl: PageLang, room: &str, next: &str, code: &str) -> String {
-    let mut pairs: Vec<(&str, &str)> = Vec::new();
-    if !code.is_empty() {
-        pairs.push(("code", code));
-    }
-    pairs.push(("next", next));
-    crate::i18n::switcher(pl.lang, &format!("/wait/{room}"), &pairs)
 }
 
 /// The pages' scripts, served from the binary at `/assets/…`: pages carry no inline script,
@@ -109,350 +101,6 @@ form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
 /// The shared style: readable, responsive, high contrast, respects reduced motion.
 pub const STYLE: &str = include_str!("../assets/page.css");
 
-fn page(lang: Lang, title: &str, head_extra: &str, body: &str) -> String {
-    format!(
-        "<!doctype html><html lang=\"{}\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
-<title>{}</title><style>{STYLE}</style>{head_extra}</head><body><main>{body}</main></body></html>",
-        lang.tag(),
-        esc(title)
-    )
-}
-
-/// The landing page of a node.
-pub fn landing(demo_room: Option<&str>) -> String {
-    let demo = match demo_room {
-        Some(r) => format!(
-            "<p>Try the demo room: open <a href=\"/wait/{r}?next=/demo\">/wait/{r}</a> in a few different browsers or browser profiles (the tabs and private windows of one browser share its cookies: they are one visitor). It admits two visitors at a time; the others wait in line and move up as sessions end (after a minute without activity).</p>",
-            r = esc(r)
-        ),
-        None => String::new(),
-    };
-    page(
-        Lang::En,
-        "Sluice",
-        "",
-        &format!(
-            "<h1>Sluice</h1><p>A self-hosted virtual waiting room and admission coordinator.</p>{demo}\
-<ul><li><a href=\"/admin\">Operator dashboard</a></li><li><a href=\"/openapi.json\">API document (OpenAPI)</a></li>\
-<li><a href=\"/.well-known/jwks.json\">Admission token keys (JWKS)</a></li><li><a href=\"/readyz\">Readiness</a></li></ul>"
-        ),
-    )
-}
-
-/// The demo's stand-in for a shop (`sluice dev`): what an admitted visitor of `room` reaches,
-/// or, for anyone else, the way to its line.
-pub fn demo_shop(room: &str, admitted: bool) -> String {
-    let r = esc(room);
-    let body = if admitted {
-        format!(
-            "<h1>You are in</h1><p>This page stands in for the shop behind the waiting room \
-<b>{r}</b>: you were admitted from its line. Your place lasts while you keep using it (each visit to \
-this page counts); visitors still waiting move up as places end.</p>\
-<p><a href=\"/\">Back to the start page</a></p>"
-        )
-    } else {
-        format!(
-            "<h1>Not admitted yet</h1><p>This page stands in for the shop behind the waiting room \
-<b>{r}</b>. Join its line first.</p><p><a class=\"button\" href=\"/wait/{r}?next=/demo\">To the waiting room</a></p>"
-        )
-    };
-    page(Lang::En, "Demo shop", "", &body)
-}
-
-/// The page where staff give their browser a bypass token for `room`: a form that posts it
-/// back, with `note` (why a token was refused), in the visitor's language.
-pub fn staff_form(lang: Lang, room: &str, note: Option<&str>) -> String {
-    let t = texts(lang);
-    let note = note
-        .map(|n| {
-            format!(
-                "<p role=\"alert\" class=\"card\">{} {}</p>",
-                t.staff_refused,
-                esc(n)
-            )
-        })
-        .unwrap_or_default();
-    page(
-        lang,
-        t.staff_title,
-        "",
-        &format!(
-            "<h1>{title}{colon}{room}</h1>{note}<p>{intro}</p>\
-<form method=\"post\"><label for=\"token\">{label}</label><br>\
-<input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"off\" required maxlength=\"512\" style=\"width:100%\"><br><br>\
-<button type=\"submit\">{enter}</button></form>",
-            title = t.staff_title,
-            intro = esc(t.staff_intro).replace("{room}", &format!("<b>{}</b>", esc(room))),
-            label = t.staff_token,
-            enter = t.staff_enter,
-            colon = lang.colon(),
-            room = esc(room)
-        ),
-    )
-}
-
-/// A waiting time as a range ("4 min – 5 min"), one figure when both ends read alike, or
-/// `unknown` when there is no honest estimate. The page's script writes it alike (`wait.js`).
-fn fmt_wait(units: &Units, eta: Option<u64>, eta_max: Option<u64>, unknown: &str) -> String {
-    match (eta.map(|s| units.fmt(s)), eta_max.map(|s| units.fmt(s))) {
-        (None, _) => unknown.to_string(),
-        (Some(a), Some(b)) if a != b => format!("{a} – {b}"),
-        (Some(a), _) => a,
-    }
-}
-
-fn branding_css(room: Option<&RoomView>) -> String {
-    let Some(b) = room.map(|r| &r.config.branding) else {
-        return String::new();
-    };
-    // Colours were validated as #rrggbb by the state machine.
-    let mut css = String::new();
-    if let Some(c) = &b.accent_color {
-        css.push_str(&format!("--accent:{c};"));
-    }
-    if let Some(c) = &b.background_color {
-        css.push_str(&format!("--bg:{c};"));
-    }
-    if let Some(c) = room.and_then(|r| r.text_color.as_ref()) {
-        css.push_str(&format!("--fg:{c};"));
-    }
-    if css.is_empty() {
-        String::new()
-    } else {
-        format!("<style>:root{{{}}}</style>", esc(&css))
-    }
-}
-
-fn header_html(t: &Texts, room: Option<&RoomView>, fallback_title: &str) -> (String, String) {
-    let b = room.map(|r| r.config.branding.clone()).unwrap_or_default();
-    let title = b
-        .title
-        .clone()
-        .unwrap_or_else(|| fallback_title.to_string());
-    // The organiser's own name for the page, above the line's heading, with its logo.
-    let logo = b
-        .logo_url
-        .as_ref()
-        .map(|u| format!("<img class=\"logo\" src=\"{}\" alt=\"\">", esc(u)))
-        .unwrap_or_default();
-    let brand = b
-        .title
-        .as_ref()
-        .map(|t| format!("<p class=\"brand-title\">{}</p>", esc(t)))
-        .unwrap_or_default();
-    let header = if logo.is_empty() && brand.is_empty() {
-        String::new()
-    } else {
-        format!("<header class=\"brand\">{logo}{brand}</header>")
-    };
-    let message = b
-        .message
-        .as_ref()
-        .map(|m| format!("<p class=\"brand-message\">{}</p>", esc(m)))
-        .unwrap_or_default();
-    let _ = t;
-    (title, format!("{header}{message}"))
-}
-
-/// The line that says a room's draws are committed in advance (the commitment's first 16 hex
-/// digits), opening to what that means and the whole commitment. Works without JavaScript.
-fn draw_html(t: &Texts, draw: Option<&sluice_ops::ledger::DrawBody>) -> String {
-    let Some(d) = draw else {
-        return String::new();
-    };
-    let start = d.commitment.get(..16).unwrap_or(&d.commitment);
-    let line = esc(t.draw_committed).replace("{c}", &format!("<code>{}</code>", esc(start)));
-    format!(
-        "<details id=\"draw\" class=\"draw\"><summary><small>{line} <span style=\"text-decoration:underline\">{}</span></small></summary>\
-<p><small>{}</small></p><p><small><code style=\"word-break:break-all\">{}</code> ({})</small></p></details>",
-        esc(t.draw_what),
-        esc(t.draw_explained),
-        esc(&d.commitment),
-        esc(&d.algorithm)
-    )
-}
-
-fn wait_html(
-    t: &Texts,
-    pl: PageLang,
-    r: &VisitorReply,
-    room: Option<&RoomView>,
-    draw: Option<&sluice_ops::ledger::DrawBody>,
-    next: &str,
-    now_secs: u64,
-) -> String {
-    let lang = pl.lang;
-    let colon = lang.colon();
-    let (title, top) = header_html(t, room, &r.room);
-    let lottery = room.is_some_and(|v| v.config.mode == Mode::Lottery);
-    let position = r.position.map_or("—".to_string(), |p| p.to_string());
-    let eta = fmt_wait(&t.units, r.eta_secs, r.eta_max_secs, t.unknown);
-    // Without an estimate, say why when the reason is the room's: paused, or its site down.
-    let why = match room {
-        _ if r.held == Some(true) => {
-            format!("<p id=\"why\" role=\"status\">{}</p>", t.why_held)
-        }
-        Some(v) if r.eta_secs.is_none() && v.config.paused => {
-            format!("<p id=\"why\" role=\"status\">{}</p>", t.why_paused)
-        }
-        Some(v) if r.eta_secs.is_none() && v.config.health == sluice_statemachine::Health::Down => {
-            format!("<p id=\"why\" role=\"status\">{}</p>", t.why_origin_down)
-        }
-        _ => String::new(),
-    };
-    // The opening the visitor waits for: its lane's, else the room's.
-    let lane_view = room.and_then(|v| {
-        let name = r.lane.as_deref()?;
-        v.lanes.iter().find(|l| l.name == name)
-    });
-    let opens_at = match lane_view {
-        Some(l) if l.opens_at_ms.is_some() => l.opens_at_ms.filter(|_| !l.open),
-        _ => room.filter(|v| !v.open).and_then(|v| v.config.opens_at_ms),
-    }
-    .map(|ms| ms / 1000);
-    let countdown = match opens_at {
-        // How long, and when: the date and time in UTC here, in the visitor's own zone and
-        // language once the script has run.
-        Some(at) => format!(
-            "<div class=\"card\"><p>{} <strong id=\"cd\" data-at=\"{at}\" data-left=\"{left}\">{}</strong> \
-(<time id=\"opens\" datetime=\"{iso}\" data-unix=\"{at}\">{utc}</time>)</p></div>",
-            t.opens_in,
-            t.units.fmt(at.saturating_sub(now_secs)),
-            left = at.saturating_sub(now_secs),
-            iso = sluice_ops::civil::iso_utc(at),
-            utc = sluice_ops::civil::readable_utc(at),
-        ),
-        None => String::new(),
-    };
-    let place = if lottery {
-        format!("<p>{}</p>", t.lottery)
-    } else if r.provisional == Some(true) {
-        format!("<p id=\"provisional\">{}</p>", t.drawn_at_open)
-    } else if r.position.is_none() {
-        // The room shows only the waiting time.
-        String::new()
-    } else {
-        format!(
-            "<p>{}{colon}<span class=\"big\" id=\"pos\">{position}</span></p>",
-            t.your_place
-        )
-    };
-    let waiting = r
-        .waiting
-        .map(|n| {
-            format!(
-                "<p>{}{colon}<strong id=\"waiting\">{n}</strong></p>",
-                t.people_waiting
-            )
-        })
-        .unwrap_or_default();
-    let lane = r
-        .lane
-        .as_ref()
-        .map(|l| {
-            format!(
-                "<p>{}{colon}<strong id=\"lane\">{}</strong></p>",
-                t.your_lane,
-                esc(l)
-            )
-        })
-        .unwrap_or_default();
-    let ahead = r
-        .ahead
-        .filter(|&n| n > 0)
-        .map(|n| {
-            format!(
-                "<p>{}{colon}<strong id=\"ahead\">{n}</strong></p>",
-                t.ahead_in_lanes
-            )
-        })
-        .unwrap_or_default();
-    // In the room's own line of a room with codes: a code moves the visitor to its lane.
-    let redeem = if r.lane.is_none() && room.is_some_and(|v| v.codes > 0) {
-        format!(
-            "<p>{}</p>{}",
-            t.code_have,
-            code_form(t, pl, &r.room, next, "", true)
-        )
-    } else {
-        String::new()
-    };
-    // The operator's notice: always on the page (hidden without one), so that a notice set
-    // while the visitor waits appears live.
-    let notice = format!(
-        "<p id=\"notice\" class=\"notice\" role=\"status\" aria-label=\"{}\"{}>{}</p>",
-        esc(t.notice_heading),
-        if r.notice.is_some() { "" } else { " hidden" },
-        esc(r.notice.as_deref().unwrap_or(""))
-    );
-    // Everyone ahead, in all lanes, in words (plural forms for the script to pick from); not
-    // said where lanes go first and the room does not show how many wait in them (it would
-    // count only the visitor's own line).
-    let lanes_untold = r.ahead.is_none() && room.is_some_and(|v| !v.lanes.is_empty());
-    let people_ahead = r
-        .position
-        .filter(|_| !lanes_untold)
-        .map(|p| {
-            let n = p - 1 + r.ahead.unwrap_or(0);
-            let forms = &t.people_ahead;
-            format!(
-                "<p id=\"people-ahead\" data-one=\"{}\" data-few=\"{}\" data-many=\"{}\" data-other=\"{}\">{}</p>",
-                esc(forms.one),
-                esc(forms.few),
-                esc(forms.many),
-                esc(forms.other),
-                esc(&crate::i18n::people_ahead(lang, n))
-            )
-        })
-        .unwrap_or_default();
-    let updated = format!(
-        "<p class=\"updated\">{}{colon}<time id=\"updated\" datetime=\"{now_secs}\">{:02}:{:02}:{:02} UTC</time></p>\
-<p id=\"stale\" class=\"notice\" role=\"status\" hidden>{}</p>",
-        t.last_updated,
-        now_secs % 86_400 / 3_600,
-        now_secs % 3_600 / 60,
-        now_secs % 60,
-        esc(t.no_news),
-    );
-    let check = r.next_check_secs.unwrap_or(5);
-    // The script is a file of its own (no inline script: the page's Content-Security-Policy
-    // forbids them); it reads its data from these attributes.
-    let script = format!(
-        "<div id=\"sluice-wait\" hidden data-room=\"{}\" data-next=\"{}\" data-unknown=\"{}\" data-check=\"{check}\" \
-data-turn=\"{}\" data-cont=\"{}\" data-lang=\"{}\" data-colon=\"{}\" data-place=\"{}\" data-wait=\"{}\" data-units=\"{}\"></div>\
-<script src=\"/assets/wait.js\" defer></script>",
-        esc(&r.room),
-        esc(next),
-        esc(t.unknown),
-        esc(t.your_turn),
-        esc(t.continue_),
-        lang.tag(),
-        esc(colon),
-        esc(t.your_place),
-        esc(t.estimated_wait),
-        esc(&t.units.joined()),
-    );
-    // One live region says what changed in a whole sentence, once (the figures themselves do
-    // not talk).
-    let say = "<p id=\"say\" class=\"sr\" role=\"status\" aria-live=\"polite\"></p>";
-    let langs = switcher(pl, &r.room, next, "");
-    page(
-        lang,
-        &title,
-        &format!(
-            "{}<noscript><meta http-equiv=\"refresh\" content=\"{check}\"></noscript>",
-            branding_css(room)
-        ),
-        &format!(
-            "{top}<h1>{}</h1>{notice}<div id=\"details\"><p>{}</p>{countdown}{lane}{place}{people_ahead}{ahead}{waiting}\
-<p>{}{colon}<strong id=\"eta\">{eta}</strong></p>{why}</div>\
-<label for=\"prog\">{}</label><progress id=\"prog\" aria-label=\"{}\"></progress>{updated}{say}{draw}{redeem}{langs}{script}",
-            t.in_line, t.keep_open, t.estimated_wait, t.progress, t.progress,
-            draw = draw_html(t, draw),
-        ),
-    )
-}
-
 /// The waiting page as a visitor at `reply` would see it in `room` (the dashboard's preview of
 /// a room's branding before it is saved). Its script is left out: a preview moves nowhere.
 pub fn preview_html(lang: Lang, reply: &VisitorReply, room: &RoomView, now_secs: u64) -> String {
@@ -460,197 +108,7 @@ pub fn preview_html(lang: Lang, reply: &VisitorReply, room: &RoomView, now_secs:
         lang,
         picked: false,
     };
-    let html = wait_html(texts(lang), pl, reply, Some(room), None, "/", now_secs);
-    html.replace("<script src=\"/assets/wait.js\" defer></script>", "")
-}
-
-fn message_html(
-    t: &Texts,
-    pl: PageLang,
-    room: Option<&RoomView>,
-    room_name: &str,
-    next: &str,
-    text: &str,
-    retry: bool,
-) -> String {
-    message_with_links(t, pl, room, room_name, next, text, retry, None)
-}
-
-/// A message page with a way onward: the organiser's page after the event (`after_url`), and
-/// back to the site.
-#[allow(clippy::too_many_arguments)]
-fn message_with_links(
-    t: &Texts,
-    pl: PageLang,
-    room: Option<&RoomView>,
-    room_name: &str,
-    next: &str,
-    text: &str,
-    retry: bool,
-    after_url: Option<&str>,
-) -> String {
-    let lang = pl.lang;
-    let after = after_url
-        .map(|u| {
-            format!(
-                "<p><a class=\"button\" href=\"{}\">{}</a></p>",
-                esc(u),
-                t.after_event
-            )
-        })
-        .unwrap_or_default();
-    let onward = format!("{after}<p><a href=\"/\">{}</a></p>", t.back_to_site);
-    let (title, top) = header_html(t, room, room_name);
-    let refresh = if retry {
-        "<meta http-equiv=\"refresh\" content=\"10\">"
-    } else {
-        ""
-    };
-    page(
-        lang,
-        &title,
-        &format!("{}{refresh}", branding_css(room)),
-        &format!(
-            "{top}<h1>{}</h1><p role=\"status\">{}</p>{onward}{}",
-            t.sorry,
-            esc(text),
-            switcher(pl, room_name, next, "")
-        ),
-    )
-}
-
-/// A form that redeems an access code (posting to the waiting page, which joins with it):
-/// `required` where a place needs one.
-fn code_form(
-    t: &Texts,
-    pl: PageLang,
-    room: &str,
-    next: &str,
-    code: &str,
-    required: bool,
-) -> String {
-    format!(
-        "<form class=\"card\" method=\"post\" action=\"/wait/{room}?{lq}next={next}\">\
-<p><label for=\"code\">{}</label><br><input id=\"code\" name=\"code\" value=\"{code}\" \
-autocomplete=\"off\" autocapitalize=\"characters\" spellcheck=\"false\" maxlength=\"{max}\" \
-style=\"width:100%;font-family:monospace\"{req}></p><p><button type=\"submit\">{}</button></p></form>",
-        t.code_label,
-        t.code_button,
-        room = esc(room),
-        lq = esc(&pl.query()),
-        next = esc(next),
-        code = esc(code),
-        max = sluice_ops::codes::CODE_TEXT_MAX,
-        req = if required { " required" } else { "" },
-    )
-}
-
-/// What the join page's form carries besides the join.
-struct JoinForm<'a> {
-    /// The room asks a proof-of-work, which the page's script solves.
-    pow: bool,
-    /// The shop's identity assertion, from the link.
-    identity: &'a str,
-    /// An invitation's access code, from the link.
-    code: &'a str,
-    /// The room gives places only to code holders.
-    invite_only: bool,
-    /// The visitor's last place was lost by not checking in.
-    away: bool,
-    /// The browser was just given a place and came back without its cookie: it keeps none.
-    cookies_lost: bool,
-}
-
-/// The page that asks a visitor without a place to join: a form that posts to the page itself
-/// (without JavaScript), which the page's script submits for the visitor (with it). Showing it
-/// takes no place: link previews, prefetchers, crawlers and uptime checks only look. In a room
-/// with access codes the form has a code field (filled in from an invitation link); an
-/// invite-only room's page waits for the visitor to give one.
-fn join_html(
-    t: &Texts,
-    pl: PageLang,
-    room: Option<&RoomView>,
-    room_name: &str,
-    next: &str,
-    form: JoinForm<'_>,
-) -> String {
-    let JoinForm {
-        pow,
-        identity,
-        code,
-        invite_only,
-        away,
-        cookies_lost,
-    } = form;
-    let with_codes = invite_only || !code.is_empty() || room.is_some_and(|r| r.codes > 0);
-    let code_field = if with_codes {
-        format!(
-            "<p><label for=\"code\">{}</label><br><input id=\"code\" name=\"code\" value=\"{}\" \
-autocomplete=\"off\" autocapitalize=\"characters\" spellcheck=\"false\" maxlength=\"{}\" \
-style=\"width:100%;font-family:monospace\"{}></p>",
-            t.code_label,
-            esc(code),
-            sluice_ops::codes::CODE_TEXT_MAX,
-            if invite_only { " required" } else { "" }
-        )
-    } else {
-        String::new()
-    };
-    // An invite-only room without a code in the link: the visitor types it, then joins. A
-    // visitor whose place was lost reads why before joining again.
-    let auto_join = !(away || cookies_lost || invite_only && code.is_empty());
-    let intro = if away {
-        t.away_too_long
-    } else if invite_only {
-        t.invite_only
-    } else if pow && auto_join {
-        // The script hides the button while it works, and joins by itself: "press the button"
-        // would name a button that is not there (it comes back, with why, if the work fails).
-        t.keep_open
-    } else {
-        t.join_intro
-    };
-    let lang = pl.lang;
-    let (title, top) = header_html(t, room, room_name);
-    // With a proof-of-work, the script solves it (a progress bar and a live text say how far it
-    // is) and then joins; without JavaScript, the page says why the button cannot work.
-    let pow_html = if pow {
-        format!(
-            "<div id=\"pow\" hidden><p role=\"status\" aria-live=\"polite\">{}</p>\
-<p><progress id=\"pow-bar\" max=\"1\" value=\"0\" aria-label=\"{}\"></progress> <span id=\"pow-pct\"></span></p></div>\
-<p id=\"pow-failed\" role=\"alert\" hidden>{}</p>\
-<noscript><p role=\"alert\">{}</p></noscript>",
-            t.pow_working, t.progress, t.challenge_needs_script, t.challenge_needs_script
-        )
-    } else {
-        String::new()
-    };
-    page(
-        lang,
-        &title,
-        &branding_css(room),
-        &format!(
-            "{top}<h1>{}</h1><p>{}</p>{pow_html}\
-<p id=\"cookies\" role=\"alert\"{cookies_hidden}>{}</p>\
-<form id=\"join\" method=\"post\" action=\"/wait/{room}?{lq}next={next}\"><input type=\"hidden\" name=\"altcha\" value=\"\">\
-<input type=\"hidden\" name=\"identity\" value=\"{identity}\">{code_field}\
-<p><button type=\"submit\">{}</button></p></form>\
-<div id=\"sluice-wait\" hidden data-room=\"{room}\" data-next=\"{next}\" data-join=\"1\" data-manual=\"{manual}\" data-pow=\"{pow}\"></div>\
-{langs}<script src=\"/assets/wait.js\" defer></script>",
-            t.join_title,
-            intro,
-            t.cookies_blocked,
-            t.join_button,
-            manual = if auto_join { "" } else { "1" },
-            room = esc(room_name),
-            lq = esc(&pl.query()),
-            next = esc(next),
-            pow = if pow { "1" } else { "" },
-            identity = esc(identity),
-            langs = switcher(pl, room_name, next, code),
-            cookies_hidden = if cookies_lost { "" } else { " hidden" },
-        ),
-    )
+    wait_html(pl, reply, Some(room), None, "/", now_secs, false)
 }
 
 /// What a visitor's browser asks of the waiting page.
@@ -829,7 +287,8 @@ impl<'a> WaitPage<'a> {
     fn look(&self, form: JoinForm<'_>) -> Response {
         let (app, room, t, pl, next) = (self.app, self.room, self.t, self.pl, &self.next);
         if self.view.is_none() || sluice_ops::core::Sluice::check_room(room).is_err() {
-            return message_page(t, pl, None, room, next, t.not_found, StatusCode::NOT_FOUND);
+            let not_found = Message::text(t.not_found);
+            return message_page(pl, None, room, next, not_found, StatusCode::NOT_FOUND);
         }
         // A room that takes nobody new says so at once, rather than offer a join.
         if let Some(v) = self
@@ -842,7 +301,11 @@ impl<'a> WaitPage<'a> {
             } else {
                 (t.not_taking, None)
             };
-            let html = message_with_links(t, pl, Some(v), room, next, text, false, after);
+            let message = Message {
+                after_url: after,
+                ..Message::text(text)
+            };
+            let html = message_html(pl, Some(v), room, next, message);
             let mut r = (StatusCode::FORBIDDEN, Html(html)).into_response();
             no_store(&mut r);
             return r;
@@ -852,7 +315,6 @@ impl<'a> WaitPage<'a> {
             .entry_policy_here(room)
             .is_some_and(|p| p.proof_of_work.is_some());
         let mut r = Html(join_html(
-            t,
             pl,
             self.view.as_ref(),
             room,
@@ -882,22 +344,21 @@ impl<'a> WaitPage<'a> {
             _ => t.busy,
         };
         let retry = crate::error::http_status(e.kind).is_server_error();
-        let mut html = message_html(t, pl, self.view.as_ref(), room, next, text, retry);
         // After a failed check, a way back to the join page (which solves a new challenge,
         // or takes the shop's link again).
-        if e.code == "invite_only" || e.code.starts_with("code_") {
-            let form = code_form(t, pl, room, next, code_given.unwrap_or(""), true);
-            html = html.replacen("</main>", &format!("{form}</main>"), 1);
+        let then = if e.code == "invite_only" || e.code.starts_with("code_") {
+            Then::Code(code_given.unwrap_or(""))
         } else if e.code.starts_with("challenge_") || e.code.starts_with("identity_") {
-            let back = format!(
-                "<p><a class=\"button\" href=\"/wait/{}?{}next={}\">{}</a></p></main>",
-                esc(room),
-                esc(&pl.query()),
-                esc(next),
-                t.rejoin
-            );
-            html = html.replacen("</main>", &back, 1);
-        }
+            Then::Rejoin
+        } else {
+            Then::Nothing
+        };
+        let message = Message {
+            retry,
+            then,
+            ..Message::text(text)
+        };
+        let html = message_html(pl, self.view.as_ref(), room, next, message);
         let mut resp = (crate::error::http_status(e.kind), Html(html)).into_response();
         if let Some(s) = e.retry_after {
             resp.headers_mut()
@@ -938,13 +399,13 @@ impl<'a> WaitPage<'a> {
                 .as_ref()
                 .and_then(|v| sluice_ops::ledger::DrawBody::of(v, lottery_lanes));
             Html(wait_html(
-                t,
                 pl,
                 reply,
                 self.view.as_ref(),
                 draw.as_ref(),
                 next,
                 now_secs,
+                true,
             ))
             .into_response()
         } else {
@@ -953,8 +414,11 @@ impl<'a> WaitPage<'a> {
                 Some("room_rejecting") => (t.not_taking, None),
                 _ => (t.ended, None),
             };
-            let html =
-                message_with_links(t, pl, self.view.as_ref(), room, next, text, false, after);
+            let message = Message {
+                after_url: after,
+                ..Message::text(text)
+            };
+            let html = message_html(pl, self.view.as_ref(), room, next, message);
             (StatusCode::FORBIDDEN, Html(html)).into_response()
         }
     }
@@ -982,16 +446,7 @@ fn see_other(to: &str) -> Response {
 /// The page for a browser whose network sent too many requests: says so, and reloads itself
 /// once `retry_secs` have passed (no state is read: it must stay cheap).
 pub fn too_many(pl: PageLang, retry_secs: u64) -> Response {
-    let t = texts(pl.lang);
-    let html = page(
-        pl.lang,
-        t.sorry,
-        &format!("<meta http-equiv=\"refresh\" content=\"{retry_secs}\">"),
-        &format!(
-            "<h1>{}</h1><p role=\"status\">{}</p><p><a href=\"/\">{}</a></p>",
-            t.sorry, t.too_many, t.back_to_site
-        ),
-    );
+    let html = crate::views::too_many_html(pl.lang, retry_secs);
     let mut r = (StatusCode::TOO_MANY_REQUESTS, Html(html)).into_response();
     r.headers_mut()
         .insert(header::RETRY_AFTER, HeaderValue::from(retry_secs));
@@ -1001,19 +456,15 @@ pub fn too_many(pl: PageLang, retry_secs: u64) -> Response {
 
 /// A message page with `status`.
 fn message_page(
-    t: &Texts,
     pl: PageLang,
     room: Option<&RoomView>,
     room_name: &str,
     next: &str,
-    text: &str,
+    message: Message<'_>,
     status: StatusCode,
 ) -> Response {
-    let mut r = (
-        status,
-        Html(message_html(t, pl, room, room_name, next, text, false)),
-    )
-        .into_response();
+    let html = message_html(pl, room, room_name, next, message);
+    let mut r = (status, Html(html)).into_response();
     no_store(&mut r);
     r
 }
@@ -1069,16 +520,5 @@ mod tests {
             esc("<a href=\"x\">'&'</a>"),
             "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;"
         );
-    }
-
-    #[test]
-    fn durations_read_well() {
-        let en = &crate::i18n::texts(Lang::En).units;
-        assert_eq!(fmt_wait(en, Some(200), Some(250), "?"), "4 min – 5 min");
-        assert_eq!(fmt_wait(en, Some(181), Some(200), "?"), "4 min");
-        assert_eq!(fmt_wait(en, Some(5), None, "?"), "5 s");
-        assert_eq!(fmt_wait(en, None, Some(5), "?"), "?");
-        let ja = &crate::i18n::texts(Lang::Ja).units;
-        assert_eq!(fmt_wait(ja, Some(200), Some(250), "?"), "4分 – 5分");
     }
 }
