@@ -282,7 +282,8 @@ pub(crate) struct Signals {
     draw_settings: (u64, bool),
 }
 
-/// Restored parts of a room, as a snapshot holds them.
+/// Restored parts of a room, as a snapshot holds them: its head and lines, then what its
+/// snapshot sections held ([`RoomExtras`]).
 #[derive(Debug)]
 pub(crate) struct RoomParts {
     pub name: String,
@@ -299,6 +300,14 @@ pub(crate) struct RoomParts {
     pub windows: [u64; WINDOWS],
     pub window_latest: u64,
     pub totals: Totals,
+    pub extras: RoomExtras,
+}
+
+/// What a room keeps beyond its head, its own line, its sessions and its ended visitors: each
+/// field is one snapshot section's part (`snapshot/sections.rs`), the default when the room
+/// has none.
+#[derive(Debug, Default)]
+pub(crate) struct RoomExtras {
     pub bans: Vec<(VisitorId, u64)>,
     pub policy: EntryPolicy,
     pub client_of: Vec<(VisitorId, ClientKey)>,
@@ -374,6 +383,9 @@ impl Room {
     }
 
     /// Rebuilds a room from snapshot parts, checking that they are consistent.
+    /// A room from a snapshot's parts, each step checking its part against those before it
+    /// (a visitor holds one place, a redemption or a client belongs to a place, …), the
+    /// derived indexes rebuilt.
     pub fn from_parts(p: RoomParts) -> Result<Self, String> {
         let mut room = Room::new(p.name, p.config, p.created_at_ms);
         room.opened = p.opened;
@@ -384,70 +396,113 @@ impl Room {
         room.windows = p.windows;
         room.window_latest = p.window_latest;
         room.totals = p.totals;
-        room.notice = p.notice;
-        room.draws = p.draws;
-        room.closed_noted = p.closed_noted;
-        room.queue = WaitQueue::default();
-        room.waiting.reserve(p.waiters.len());
-        let mut due = Vec::with_capacity(p.waiters.len());
-        for s in p.waiters {
-            if s.seq == 0 || s.seq >= room.next_seq {
-                return Err(format!(
-                    "room {}: waiter seq {} out of range",
-                    room.name, s.seq
-                ));
-            }
-            // The line's order is not the seq order once it has been shuffled at an opening,
-            // and a later config may say nothing of a shuffle: no order is checked here.
-            let qidx = room.queue.push(s);
-            if room.waiting.insert(s.id, qidx).is_some() {
-                return Err(format!("room {}: visitor {} waits twice", room.name, s.id));
-            }
+        let x = p.extras;
+        room.notice = x.notice;
+        room.draws = x.draws;
+        room.closed_noted = x.closed_noted;
+        room.sessions_shared = x.sessions_shared;
+        room.turnover = x.turnover;
+        room.restore_line(p.waiters)?;
+        room.restore_sessions(p.sessions)?;
+        room.restore_ended(p.ended)?;
+        if x.bans.len() > BANS_PER_ROOM_MAX {
+            return Err(format!("room {}: too many bans", room.name));
+        }
+        room.bans = x.bans.into_iter().collect();
+        room.policy = x.policy;
+        room.restore_lanes(x.lanes, x.public_credit)?;
+        room.restore_codes(x.codes)?;
+        room.restore_clients(x.client_of)?;
+        room.rebuild_unused_due();
+        room.restore_challenges(x.challenges_used)?;
+        room.restore_identities(x.identity_of)?;
+        room.restore_networks(x.networks_of)?;
+        if x.origin.slots.len() as u64 > ORIGIN_SLOTS + 1 {
+            return Err("origin: too many slots".into());
+        }
+        room.origin = x.origin;
+        room.restore_held(x.held_head)?;
+        Ok(room)
+    }
+
+    /// A waiter's place in a restored line: its seq was given out, and the visitor waits once.
+    fn restore_waiter(&mut self, s: Slot, qidx: u64) -> Result<(), String> {
+        if s.seq == 0 || s.seq >= self.next_seq {
+            return Err(format!(
+                "room {}: waiter seq {} out of range",
+                self.name, s.seq
+            ));
+        }
+        if self.waiting.insert(s.id, qidx).is_some() || self.sessions.get(&s.id).is_some() {
+            return Err(format!("room {}: visitor {} waits twice", self.name, s.id));
+        }
+        Ok(())
+    }
+
+    /// The room's own line, in its order (which is not the seq order once an opening shuffled
+    /// it, and a later config may say nothing of a shuffle: no order is checked).
+    fn restore_line(&mut self, waiters: Vec<Slot>) -> Result<(), String> {
+        self.queue = WaitQueue::default();
+        self.waiting.reserve(waiters.len());
+        let mut due = Vec::with_capacity(waiters.len());
+        for s in waiters {
+            let qidx = self.queue.push(s);
+            self.restore_waiter(s, qidx)?;
             due.push((s.last_seen_ms, qidx));
         }
-        room.waiter_due = DueQueue::from_vec(due);
-        let mut due = Vec::with_capacity(p.sessions.len());
-        for (id, s) in p.sessions {
-            if s.seq == 0 || s.seq >= room.next_seq || room.waiting.contains_key(&id) {
-                return Err(format!("room {}: bad session for {id}", room.name));
+        self.waiter_due = DueQueue::from_vec(due);
+        Ok(())
+    }
+
+    /// The sessions, and the admissions and use counted from them.
+    fn restore_sessions(&mut self, sessions: Vec<(VisitorId, Session)>) -> Result<(), String> {
+        let mut due = Vec::with_capacity(sessions.len());
+        for (id, s) in sessions {
+            if s.seq == 0 || s.seq >= self.next_seq || self.waiting.contains_key(&id) {
+                return Err(format!("room {}: bad session for {id}", self.name));
             }
-            if let Err(e) = room.sessions.insert(id, s) {
-                return Err(format!("room {}: bad session for {id}: {e}", room.name));
+            if let Err(e) = self.sessions.insert(id, s) {
+                return Err(format!("room {}: bad session for {id}: {e}", self.name));
             }
             due.push((s.last_active_ms, s.seq, id));
         }
-        room.session_due = DueQueue::from_vec(due);
-        for (_, s) in room.sessions.iter() {
-            *room.admitted_in.entry(s.admitted_at_ms / 1000).or_insert(0) += 1;
-            room.admitted_secs_sum += u128::from(s.admitted_at_ms / 1000);
+        self.session_due = DueQueue::from_vec(due);
+        for (_, s) in self.sessions.iter() {
+            let second = s.admitted_at_ms / 1000;
+            *self.admitted_in.entry(second).or_insert(0) += 1;
+            self.admitted_secs_sum += u128::from(second);
             if s.last_active_ms == s.admitted_at_ms {
-                *room.unused_in.entry(s.admitted_at_ms / 1000).or_insert(0) += 1;
-                room.unused_count += 1;
+                *self.unused_in.entry(second).or_insert(0) += 1;
+                self.unused_count += 1;
             } else {
-                *room.used_in.entry(s.admitted_at_ms / 1000).or_insert(0) += 1;
+                *self.used_in.entry(second).or_insert(0) += 1;
             }
         }
-        if p.ended.len() > ENDED_PER_ROOM_MAX {
-            return Err(format!("room {}: too many ended records", room.name));
+        Ok(())
+    }
+
+    fn restore_ended(&mut self, ended: Vec<(VisitorId, Ended)>) -> Result<(), String> {
+        if ended.len() > ENDED_PER_ROOM_MAX {
+            return Err(format!("room {}: too many ended records", self.name));
         }
-        for (id, e) in p.ended {
-            room.ended_index.insert(id, e);
-            room.ended.push_back((id, e));
+        for (id, e) in ended {
+            self.ended_index.insert(id, e);
+            self.ended.push_back((id, e));
         }
-        if p.bans.len() > BANS_PER_ROOM_MAX {
-            return Err(format!("room {}: too many bans", room.name));
-        }
-        room.bans = p.bans.into_iter().collect();
-        room.policy = p.policy;
-        if p.lanes.len() != room.policy.lanes.len() {
+        Ok(())
+    }
+
+    /// The priority lanes' lines, one per lane of the (restored) policy.
+    fn restore_lanes(&mut self, lanes: Vec<LaneParts>, public_credit: i64) -> Result<(), String> {
+        if lanes.len() != self.policy.lanes.len() {
             return Err(format!(
                 "room {}: {} lanes, but its policy has {}",
-                room.name,
-                p.lanes.len(),
-                room.policy.lanes.len()
+                self.name,
+                lanes.len(),
+                self.policy.lanes.len()
             ));
         }
-        for (l, lane) in p.lanes.into_iter().enumerate() {
+        for (l, lane) in lanes.into_iter().enumerate() {
             let mut line = LaneLine {
                 queue: WaitQueue::starting_at(lane_base(l)),
                 credit: lane.credit,
@@ -455,101 +510,120 @@ impl Room {
                 admitted: lane.admitted,
             };
             for s in lane.waiters {
-                if s.seq == 0 || s.seq >= room.next_seq {
-                    return Err(format!("room {}: lane waiter seq out of range", room.name));
-                }
                 let qidx = line.queue.push(s);
-                if room.waiting.insert(s.id, qidx).is_some() || room.sessions.get(&s.id).is_some() {
-                    return Err(format!("room {}: visitor {} waits twice", room.name, s.id));
-                }
-                room.waiter_due.push((s.last_seen_ms, qidx));
+                self.restore_waiter(s, qidx)?;
+                self.waiter_due.push((s.last_seen_ms, qidx));
             }
-            room.lanes.push(line);
+            self.lanes.push(line);
         }
-        room.public_credit = p.public_credit;
-        for v in p.codes.redeemed.keys() {
-            if room.sessions.get(v).is_none() && !room.waiting.contains_key(v) {
-                return Err(format!(
-                    "room {}: a redemption by {v}, who holds no place",
-                    room.name
-                ));
-            }
+        self.public_credit = public_credit;
+        Ok(())
+    }
+
+    /// The code book: every redemption is a place's.
+    fn restore_codes(&mut self, codes: CodeBook) -> Result<(), String> {
+        if let Some(v) = codes.redeemed.keys().find(|v| !self.holds_place(**v)) {
+            return Err(format!(
+                "room {}: a redemption by {v}, who holds no place",
+                self.name
+            ));
         }
-        room.codes = p.codes;
-        for (id, client) in p.client_of {
-            if room.sessions.get(&id).is_none() && !room.waiting.contains_key(&id) {
+        self.codes = codes;
+        Ok(())
+    }
+
+    /// The networks of counted visitors, each a place's, and the places and sessions counted
+    /// per network.
+    fn restore_clients(&mut self, client_of: Vec<(VisitorId, ClientKey)>) -> Result<(), String> {
+        for (id, client) in client_of {
+            if !self.holds_place(id) {
                 return Err(format!(
                     "room {}: a client for {id}, who holds no place",
-                    room.name
+                    self.name
                 ));
             }
-            if room.client_of.insert(id, client).is_some() {
-                return Err(format!("room {}: two clients for {id}", room.name));
+            if self.client_of.insert(id, client).is_some() {
+                return Err(format!("room {}: two clients for {id}", self.name));
             }
-            *room.places_of.entry(client).or_insert(0) += 1;
-            if room.sessions.get(&id).is_some() {
-                *room.sessions_of.entry(client).or_insert(0) += 1;
+            *self.places_of.entry(client).or_insert(0) += 1;
+            if self.sessions.get(&id).is_some() {
+                *self.sessions_of.entry(client).or_insert(0) += 1;
             }
         }
-        room.rebuild_unused_due();
-        if p.challenges_used.len() > CHALLENGES_REMEMBERED_MAX {
-            return Err(format!("room {}: too many used challenges", room.name));
+        Ok(())
+    }
+
+    fn restore_challenges(&mut self, used: Vec<(u64, [u8; 16])>) -> Result<(), String> {
+        if used.len() > CHALLENGES_REMEMBERED_MAX {
+            return Err(format!("room {}: too many used challenges", self.name));
         }
-        for (expires, id) in p.challenges_used {
-            if !room.challenge_ids.insert(id) {
-                return Err(format!("room {}: a challenge used twice", room.name));
+        for (expires, id) in used {
+            if !self.challenge_ids.insert(id) {
+                return Err(format!("room {}: a challenge used twice", self.name));
             }
-            room.challenges_used.insert((expires, id));
+            self.challenges_used.insert((expires, id));
         }
-        for (id, who) in p.identity_of {
-            // A banned visitor keeps its identity, so that the identity stays banned.
-            if room.sessions.get(&id).is_none()
-                && !room.waiting.contains_key(&id)
-                && !room.bans.contains_key(&id)
-            {
+        Ok(())
+    }
+
+    /// The identities, each a place's or a banned visitor's (who keeps it, so that the
+    /// identity stays banned), none twice.
+    fn restore_identities(
+        &mut self,
+        identity_of: Vec<(VisitorId, IdentityKey)>,
+    ) -> Result<(), String> {
+        for (id, who) in identity_of {
+            if !self.holds_place(id) && !self.bans.contains_key(&id) {
                 return Err(format!(
                     "room {}: an identity for {id}, who holds no place",
-                    room.name
+                    self.name
                 ));
             }
-            if room.identity_of.insert(id, who).is_some()
-                || room.visitor_of.insert(who, id).is_some()
+            if self.identity_of.insert(id, who).is_some()
+                || self.visitor_of.insert(who, id).is_some()
             {
-                return Err(format!("room {}: an identity listed twice", room.name));
+                return Err(format!("room {}: an identity listed twice", self.name));
             }
         }
-        for (id, nets) in p.networks_of {
-            if room.sessions.get(&id).is_none() {
+        Ok(())
+    }
+
+    /// The networks each session was used from: a session's, distinct, within the bound.
+    fn restore_networks(
+        &mut self,
+        networks_of: Vec<(VisitorId, Vec<(ClientKey, u64)>)>,
+    ) -> Result<(), String> {
+        for (id, nets) in networks_of {
+            if self.sessions.get(&id).is_none() {
                 return Err(format!(
                     "room {}: networks of {id}, who holds no session",
-                    room.name
+                    self.name
                 ));
             }
             let distinct: BTreeSet<ClientKey> = nets.iter().map(|&(n, _)| n).collect();
             if nets.is_empty()
                 || nets.len() as u64 > crate::policy::NETWORKS_PER_SESSION_MAX
                 || distinct.len() != nets.len()
-                || room.networks_of.insert(id, nets).is_some()
+                || self.networks_of.insert(id, nets).is_some()
             {
-                return Err(format!("room {}: the networks of {id}", room.name));
+                return Err(format!("room {}: the networks of {id}", self.name));
             }
         }
-        room.sessions_shared = p.sessions_shared;
-        room.turnover = p.turnover;
-        if p.origin.slots.len() as u64 > ORIGIN_SLOTS + 1 {
-            return Err("origin: too many slots".into());
-        }
-        room.origin = p.origin;
-        for (l, n) in p.held_head {
+        Ok(())
+    }
+
+    /// The held waiters at each line's head: an existing line, at most its length.
+    fn restore_held(&mut self, held: Vec<(u64, u64)>) -> Result<(), String> {
+        for (l, n) in held {
             let fits = usize::try_from(l)
                 .ok()
-                .filter(|&l| l <= room.public() && n > 0 && n <= room.line(l).len());
+                .filter(|&l| l <= self.public() && n > 0 && n <= self.line(l).len());
             match fits {
-                Some(l) if room.held_head.insert(l, n).is_none() => {}
-                _ => return Err(format!("room {}: held waiters of line {l}", room.name)),
+                Some(l) if self.held_head.insert(l, n).is_none() => {}
+                _ => return Err(format!("room {}: held waiters of line {l}", self.name)),
             }
         }
-        Ok(room)
+        Ok(())
     }
 
     // ---- lines: the priority lanes and the room's own --------------------------------------------
