@@ -38,6 +38,30 @@ pub(crate) fn staff_state_refusal(
     }
 }
 
+/// How many codes `body` asks for: `count`, or one per identity; within the request's bound.
+fn codes_asked(body: &CodesCreateBody) -> Result<u64, ApiError> {
+    use crate::codes::CODES_PER_REQUEST_MAX;
+    let count = match (body.count, body.identities.len() as u64) {
+        (Some(n), 0) => n,
+        (None, 0) => return Err(ApiError::invalid("count", "how many codes to make")),
+        (None, k) => k,
+        (Some(n), k) if n == k => n,
+        (Some(_), _) => {
+            return Err(ApiError::invalid(
+                "count",
+                "with identities, one code per identity: leave count out",
+            ))
+        }
+    };
+    if !(1..=CODES_PER_REQUEST_MAX).contains(&count) {
+        return Err(ApiError::invalid(
+            "count",
+            format!("must be between 1 and {CODES_PER_REQUEST_MAX}"),
+        ));
+    }
+    Ok(count)
+}
+
 impl Sluice {
     /// Makes a batch of access codes for `room`: random codes, shown in the answer this once;
     /// the cluster keeps their hashes, written a command of
@@ -49,27 +73,8 @@ impl Sluice {
         room: &str,
         body: &CodesCreateBody,
     ) -> Result<CodesCreatedBody, ApiError> {
-        use crate::codes::CODES_PER_REQUEST_MAX;
-        use sluice_statemachine::codes::CODES_PER_COMMAND_MAX;
         Self::check_room(room)?;
-        let count = match (body.count, body.identities.len() as u64) {
-            (Some(n), 0) => n,
-            (None, 0) => return Err(ApiError::invalid("count", "how many codes to make")),
-            (None, k) => k,
-            (Some(n), k) if n == k => n,
-            (Some(_), _) => {
-                return Err(ApiError::invalid(
-                    "count",
-                    "with identities, one code per identity: leave count out",
-                ))
-            }
-        };
-        if !(1..=CODES_PER_REQUEST_MAX).contains(&count) {
-            return Err(ApiError::invalid(
-                "count",
-                format!("must be between 1 and {CODES_PER_REQUEST_MAX}"),
-            ));
-        }
+        let count = codes_asked(body)?;
         let batch = sluice_statemachine::CodeBatch {
             label: body.label.clone(),
             lane: body.lane.clone().filter(|l| !l.is_empty()),
@@ -93,32 +98,7 @@ impl Sluice {
                 ));
             }
         }
-        let identities: Vec<Option<sluice_statemachine::IdentityKey>> =
-            if body.identities.is_empty() {
-                vec![None; count as usize]
-            } else {
-                let rule = policy.identity.as_ref().ok_or_else(|| {
-                    ApiError::invalid(
-                        "identities",
-                        "the room asks no identities (entry.identity_required)",
-                    )
-                })?;
-                let keys = self.identity.as_ref().ok_or_else(|| {
-                    ApiError::invalid("identities", "this node has no [identity] keys")
-                })?;
-                body.identities
-                    .iter()
-                    .map(|sub| {
-                        if sub.is_empty() || sub.len() > crate::identity::SUBJECT_BYTES_MAX {
-                            return Err(ApiError::invalid(
-                                "identities",
-                                format!("each 1 to {} bytes", crate::identity::SUBJECT_BYTES_MAX),
-                            ));
-                        }
-                        Ok(Some(keys.key(room, &rule.salt, sub)))
-                    })
-                    .collect::<Result<_, _>>()?
-            };
+        let identities = self.code_identities(room, body, &policy, count)?;
         let mut random = vec![0u8; count as usize * 10];
         getrandom::fill(&mut random)
             .map_err(|e| ApiError::new(Kind::Internal, "internal", e.to_string()))?;
@@ -137,6 +117,65 @@ impl Sluice {
                 identity,
             })
             .collect();
+        let (view, index) = self.write_codes(room, batch, &hashed).await?;
+        tracing::info!(
+            room,
+            batch = view.id,
+            codes = view.codes,
+            "access codes made"
+        );
+        Ok(CodesCreatedBody {
+            batch: CodeBatchBody::from(&view),
+            codes,
+            applied_index: index,
+        })
+    }
+
+    /// The identity each code of a batch is for: none, or one per subject of `body`, keyed as
+    /// the room's identity rule keys a visitor's assertion.
+    fn code_identities(
+        &self,
+        room: &str,
+        body: &CodesCreateBody,
+        policy: &sluice_statemachine::EntryPolicy,
+        count: u64,
+    ) -> Result<Vec<Option<sluice_statemachine::IdentityKey>>, ApiError> {
+        if body.identities.is_empty() {
+            return Ok(vec![None; count as usize]);
+        }
+        let rule = policy.identity.as_ref().ok_or_else(|| {
+            ApiError::invalid(
+                "identities",
+                "the room asks no identities (entry.identity_required)",
+            )
+        })?;
+        let keys = self
+            .identity
+            .as_ref()
+            .ok_or_else(|| ApiError::invalid("identities", "this node has no [identity] keys"))?;
+        let max = crate::identity::SUBJECT_BYTES_MAX;
+        body.identities
+            .iter()
+            .map(|sub| {
+                if sub.is_empty() || sub.len() > max {
+                    let each = format!("each 1 to {max} bytes");
+                    return Err(ApiError::invalid("identities", each));
+                }
+                Ok(Some(keys.key(room, &rule.salt, sub)))
+            })
+            .collect()
+    }
+
+    /// Writes a batch's codes, a command of
+    /// [`CODES_PER_COMMAND_MAX`](sluice_statemachine::codes::CODES_PER_COMMAND_MAX) at a time;
+    /// if a later part cannot be written, ends the batch (none of its codes works).
+    async fn write_codes(
+        &self,
+        room: &str,
+        batch: sluice_statemachine::CodeBatch,
+        hashed: &[sluice_statemachine::NewCode],
+    ) -> Result<(sluice_statemachine::CodeBatchView, u64), ApiError> {
+        use sluice_statemachine::codes::CODES_PER_COMMAND_MAX;
         let mut parts = hashed.chunks(CODES_PER_COMMAND_MAX);
         let first = Command::CreateCodes {
             room: room.into(),
@@ -168,17 +207,7 @@ impl Sluice {
                 }
             }
         }
-        tracing::info!(
-            room,
-            batch = view.id,
-            codes = view.codes,
-            "access codes made"
-        );
-        Ok(CodesCreatedBody {
-            batch: CodeBatchBody::from(&view),
-            codes,
-            applied_index: index,
-        })
+        Ok((view, index))
     }
 
     /// A room's code batches: counts and uses, never the codes (a linearizable read with

@@ -725,49 +725,8 @@ impl Builder {
         let Event::Admitted { lane, rule, .. } = &a.event else {
             unreachable!("an admission")
         };
-        let during = match (&a.by, rule.chosen()) {
-            (Some(o), Rule::Head | Rule::Lottery { .. } | Rule::Passthrough) => {
-                format!(" (while applying operator {o}'s command)")
-            }
-            _ => String::new(),
-        };
         let passed = rule.passed();
-        let text = match rule.chosen() {
-            Rule::Head if passed > 0 => format!(
-                "You were admitted at {}, when the room's rate and capacity allowed: {} ahead of you in {} {} held back (away within the grace period, or their network at its session limit), so you were the first not held back{during}.",
-                at(a),
-                if passed == 1 { "the waiter".to_string() } else { format!("the {passed} waiters") },
-                line(lane),
-                if passed == 1 { "was" } else { "were" }
-            ),
-            Rule::Head => format!(
-                "You were admitted at {}, first in {} when the room's rate and capacity allowed{during}.",
-                at(a),
-                line(lane)
-            ),
-            Rule::Lottery {
-                seed,
-                candidates,
-                rank,
-            } => format!(
-                "You were admitted at {}, drawn by lot among {candidates} {} in {} (rank {rank}, seed {}){during}.",
-                at(a),
-                if *candidates == 1 { "waiter" } else { "waiters" },
-                line(lane),
-                hex(seed)
-            ),
-            Rule::Forced => format!(
-                "You were admitted at {} by {}'s force-admit, ahead of the rate and any pause.",
-                at(a),
-                by_operator(&a.by)
-            ),
-            Rule::Passthrough => format!(
-                "You were let in at {}: the room admits everyone (passthrough){during}.",
-                at(a)
-            ),
-            Rule::PassedOver { .. } => unreachable!("chosen() sees through"),
-        };
-        s.say(text, vec![a.index]);
+        s.say(admission_sentence(a, rule, lane), vec![a.index]);
         if passed > 0 && rule.draw().is_some() {
             s.say(
                 format!(
@@ -791,53 +750,57 @@ impl Builder {
             revealed_index: None,
             passed_over: Some(passed).filter(|&p| p > 0),
         };
-        if let Some((seed, candidates, rank)) = rule.draw() {
-            match (commitment, self.revealed) {
-                (Some(c), Some((ri, _))) => s.say(
+        let Some((seed, candidates, rank)) = rule.draw() else {
+            return plain;
+        };
+        self.say_draw_binding(s, a, commitment);
+        AdmissionBody {
+            seed: Some(hex(&seed)),
+            candidates: Some(candidates),
+            rank: Some(rank),
+            commitment: commitment.map(|c| hex(&c)),
+            revealed_index: self.revealed.map(|(i, _)| i),
+            ..plain
+        }
+    }
+
+    /// What the draw of admission `a` was bound to, and whether its secret is out.
+    fn say_draw_binding(&self, s: &mut Sentences, a: &Record, commitment: Option<[u8; 32]>) {
+        match (commitment, self.revealed) {
+            (Some(c), Some((ri, _))) => s.say(
+                format!(
+                    "That draw was bound to the commitment {} ({DRAW_ALGORITHM}), published before it; the secret was revealed at index {ri}, so anyone can redo the draw from the ledger.",
+                    hex(&c)
+                ),
+                vec![a.index, ri],
+            ),
+            (Some(c), None)
+                if self.after_complete
+                    || self.current_draw().map(|d| d.commitment) == Some(c) =>
+            {
+                s.say(
                     format!(
-                        "That draw was bound to the commitment {} ({DRAW_ALGORITHM}), published before it; the secret was revealed at index {ri}, so anyone can redo the draw from the ledger.",
+                        "That draw was bound to the commitment {} ({DRAW_ALGORITHM}), published before it; the secret has not been revealed yet: it will be once the room's draws are over.",
                         hex(&c)
                     ),
-                    vec![a.index, ri],
-                ),
-                (Some(c), None)
-                    if self.after_complete
-                        || self.current_draw().map(|d| d.commitment) == Some(c) =>
-                {
-                    s.say(
-                        format!(
-                            "That draw was bound to the commitment {} ({DRAW_ALGORITHM}), published before it; the secret has not been revealed yet: it will be once the room's draws are over.",
-                            hex(&c)
-                        ),
-                        vec![a.index],
-                    )
-                }
-                (Some(c), None) => s.say(
-                    format!(
-                        "That draw was bound to the commitment {} ({DRAW_ALGORITHM}), published before it; its secret has been replaced since, but its reveal is not within the records read ({} pages after the admission).",
-                        hex(&c),
-                        EXPLAIN_AFTER_PAGES_MAX
-                    ),
                     vec![a.index],
-                ),
-                (None, _) => s.say(
-                    format!(
-                        "The commitment that draw was bound to is not within the records read ({} pages after the admission).",
-                        EXPLAIN_AFTER_PAGES_MAX
-                    ),
-                    vec![a.index],
-                ),
+                )
             }
-            AdmissionBody {
-                seed: Some(hex(&seed)),
-                candidates: Some(candidates),
-                rank: Some(rank),
-                commitment: commitment.map(|c| hex(&c)),
-                revealed_index: self.revealed.map(|(i, _)| i),
-                ..plain
-            }
-        } else {
-            plain
+            (Some(c), None) => s.say(
+                format!(
+                    "That draw was bound to the commitment {} ({DRAW_ALGORITHM}), published before it; its secret has been replaced since, but its reveal is not within the records read ({} pages after the admission).",
+                    hex(&c),
+                    EXPLAIN_AFTER_PAGES_MAX
+                ),
+                vec![a.index],
+            ),
+            (None, _) => s.say(
+                format!(
+                    "The commitment that draw was bound to is not within the records read ({} pages after the admission).",
+                    EXPLAIN_AFTER_PAGES_MAX
+                ),
+                vec![a.index],
+            ),
         }
     }
 
@@ -1218,6 +1181,52 @@ impl Sluice {
         }
         Ok(b.finish())
     }
+}
+
+/// The sentence that says how admission `a` chose the visitor, under `rule`, from `lane`.
+fn admission_sentence(a: &Record, rule: &Rule, lane: &Option<String>) -> String {
+    let passed = rule.passed();
+    let during = match (&a.by, rule.chosen()) {
+        (Some(o), Rule::Head | Rule::Lottery { .. } | Rule::Passthrough) => {
+            format!(" (while applying operator {o}'s command)")
+        }
+        _ => String::new(),
+    };
+    match rule.chosen() {
+        Rule::Head if passed > 0 => format!(
+            "You were admitted at {}, when the room's rate and capacity allowed: {} ahead of you in {} {} held back (away within the grace period, or their network at its session limit), so you were the first not held back{during}.",
+            at(a),
+            if passed == 1 { "the waiter".to_string() } else { format!("the {passed} waiters") },
+            line(lane),
+            if passed == 1 { "was" } else { "were" }
+        ),
+        Rule::Head => format!(
+            "You were admitted at {}, first in {} when the room's rate and capacity allowed{during}.",
+            at(a),
+            line(lane)
+        ),
+        Rule::Lottery {
+            seed,
+            candidates,
+            rank,
+        } => format!(
+            "You were admitted at {}, drawn by lot among {candidates} {} in {} (rank {rank}, seed {}){during}.",
+            at(a),
+            if *candidates == 1 { "waiter" } else { "waiters" },
+            line(lane),
+            hex(seed)
+        ),
+        Rule::Forced => format!(
+            "You were admitted at {} by {}'s force-admit, ahead of the rate and any pause.",
+            at(a),
+            by_operator(&a.by)
+        ),
+        Rule::Passthrough => format!(
+            "You were let in at {}: the room admits everyone (passthrough){during}.",
+            at(a)
+        ),
+        Rule::PassedOver { .. } => unreachable!("chosen() sees through"),
+        }
 }
 
 #[cfg(test)]

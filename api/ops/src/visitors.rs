@@ -260,59 +260,18 @@ impl Sluice {
         client: Option<IpAddr>,
         proof: &JoinProof<'_>,
     ) -> Result<Command, ApiError> {
-        let terms = |st: &sluice_raft::SmState| st.sm.join_terms(room);
         let sluice_statemachine::JoinTerms {
             policy,
             waiting,
             created_at_ms,
-        } = match self.node.read(terms) {
-            Ok((Some(t), _)) => t,
-            // A room this node does not know may have been made a moment ago: ask again at
-            // the leader's commit (a round trip). A room that does not exist costs no log
-            // entry, however many joins name it.
-            Ok((None, _)) => self
-                .node
-                .read_linearizable(terms)
-                .await?
-                .0
-                .ok_or_else(|| ApiError::from(Rejection::RoomNotFound))?,
-            Err(_) => Default::default(),
-        };
+        } = self.join_terms(room).await?;
         let (identity, lane) = match (&policy.identity, proof.identity) {
-            (Some(rule), Some(token)) => {
-                let keys = self.identity.as_ref().ok_or_else(|| {
-                    ApiError::new(
-                        Kind::Unavailable,
-                        "identity_unavailable",
-                        "this node has no [identity] keys to verify assertions with",
-                    )
-                })?;
-                let a = keys.verify_assertion(token)?;
-                (Some(keys.key(room, &rule.salt, &a.subject)), a.lane)
-            }
+            (Some(rule), Some(token)) => self.identity_and_lane(room, &rule.salt, token)?,
             (Some(_), None) if fresh => return Err(ApiError::from(Rejection::IdentityRequired)),
             _ => (None, None),
         };
-        // A code is checked here first, against applied state: a guess, a typo or a spent code
-        // costs no log entry. Whether it is still good when the join is applied is decided
-        // there, the same on every replica.
         let code = match proof.code {
-            Some(text) => {
-                let canon = crate::codes::normalize(text)
-                    .ok_or_else(|| ApiError::from(Rejection::CodeInvalid))?;
-                let h = crate::codes::hash(room, &canon);
-                let known = (!fresh).then_some(visitor);
-                let usable = |st: &sluice_raft::SmState| st.sm.code_usable(room, &h, known);
-                match self.node.read(usable).map_err(ApiError::from)?.0 {
-                    // Codes made a moment ago may not have reached this node yet: ask again
-                    // at the leader's commit (a round trip, still no log entry).
-                    Err(Rejection::CodeInvalid) => {
-                        self.node.read_linearizable(usable).await?.0?;
-                    }
-                    r => r?,
-                }
-                Some(h)
-            }
+            Some(text) => Some(self.usable_code(room, visitor, fresh, text).await?),
             None => None,
         };
         if fresh && policy.invite_only && code.is_none() && lane.is_none() {
@@ -330,36 +289,8 @@ impl Sluice {
         // Last, as it asks another service: the external challenge.
         let external_passed = match (&policy.external_challenge, proof.external) {
             (Some(rule), Some(token)) => {
-                match self.providers.verify(&rule.provider, token, client).await {
-                    crate::hook::Verdict::Passed => true,
-                    crate::hook::Verdict::Refused => {
-                        return Err(ApiError::from(Rejection::ChallengeInvalid {
-                            reason: "the challenge provider refused the token".into(),
-                        }))
-                    }
-                    crate::hook::Verdict::Busy => {
-                        return Err(ApiError::new(
-                            Kind::Unavailable,
-                            "busy",
-                            "this node is verifying as many challenge tokens as it allows; send it again",
-                        )
-                        .retry(1))
-                    }
-                    crate::hook::Verdict::Unavailable(why) if rule.fail_open => {
-                        tracing::warn!(room, provider = %rule.provider, %why, "challenge provider unavailable; the room fails open");
-                        true
-                    }
-                    // Why stays in the node's log: the visitor learns nothing of the provider.
-                    crate::hook::Verdict::Unavailable(why) => {
-                        tracing::warn!(room, provider = %rule.provider, %why, "challenge provider unavailable; the room fails closed");
-                        return Err(ApiError::new(
-                            Kind::Unavailable,
-                            "challenge_unavailable",
-                            "the challenge provider cannot be reached; try again in a moment",
-                        )
-                        .retry(5));
-                    }
-                }
+                let provider = (rule.provider.as_str(), rule.fail_open);
+                self.external_verdict(room, provider, token, client).await?
             }
             (Some(_), None) if fresh => {
                 return Err(ApiError::from(Rejection::ChallengeRequired { work: 0 }))
@@ -393,6 +324,104 @@ impl Sluice {
             }
             .encode(),
         })
+    }
+
+    /// What a join to `room` must bring, from this node's applied state. A room this node does
+    /// not know may have been made a moment ago: asked again at the leader's commit (a round
+    /// trip). A room that does not exist costs no log entry, however many joins name it.
+    async fn join_terms(&self, room: &str) -> Result<sluice_statemachine::JoinTerms, ApiError> {
+        let terms = |st: &sluice_raft::SmState| st.sm.join_terms(room);
+        Ok(match self.node.read(terms) {
+            Ok((Some(t), _)) => t,
+            Ok((None, _)) => self
+                .node
+                .read_linearizable(terms)
+                .await?
+                .0
+                .ok_or_else(|| ApiError::from(Rejection::RoomNotFound))?,
+            Err(_) => Default::default(),
+        })
+    }
+
+    /// The identity key (under the room's `salt`) and lane of the shop's assertion `token`.
+    fn identity_and_lane(
+        &self,
+        room: &str,
+        salt: &[u8; 16],
+        token: &str,
+    ) -> Result<(Option<sluice_statemachine::IdentityKey>, Option<String>), ApiError> {
+        let keys = self.identity.as_ref().ok_or_else(|| {
+            ApiError::new(
+                Kind::Unavailable,
+                "identity_unavailable",
+                "this node has no [identity] keys to verify assertions with",
+            )
+        })?;
+        let a = keys.verify_assertion(token)?;
+        Ok((Some(keys.key(room, salt, &a.subject)), a.lane))
+    }
+
+    /// The hash of access code `text`, if `visitor` may use it in `room`. Checked against
+    /// applied state first: a guess, a typo or a spent code costs no log entry. Whether it is
+    /// still good when the join is applied is decided there, the same on every replica.
+    async fn usable_code(
+        &self,
+        room: &str,
+        visitor: VisitorId,
+        fresh: bool,
+        text: &str,
+    ) -> Result<sluice_statemachine::CodeHash, ApiError> {
+        let canon =
+            crate::codes::normalize(text).ok_or_else(|| ApiError::from(Rejection::CodeInvalid))?;
+        let h = crate::codes::hash(room, &canon);
+        let known = (!fresh).then_some(visitor);
+        let usable = |st: &sluice_raft::SmState| st.sm.code_usable(room, &h, known);
+        match self.node.read(usable).map_err(ApiError::from)?.0 {
+            // Codes made a moment ago may not have reached this node yet: ask again at the
+            // leader's commit (a round trip, still no log entry).
+            Err(Rejection::CodeInvalid) => {
+                self.node.read_linearizable(usable).await?.0?;
+            }
+            r => r?,
+        }
+        Ok(h)
+    }
+
+    /// Whether the external challenge `provider` passes `token`: refused, busy or (for a room
+    /// that does not `fail_open`) unreachable is an error; why stays in the node's log, the
+    /// visitor learns nothing of the provider.
+    async fn external_verdict(
+        &self,
+        room: &str,
+        (provider, fail_open): (&str, bool),
+        token: &str,
+        client: Option<IpAddr>,
+    ) -> Result<bool, ApiError> {
+        match self.providers.verify(provider, token, client).await {
+            crate::hook::Verdict::Passed => Ok(true),
+            crate::hook::Verdict::Refused => Err(ApiError::from(Rejection::ChallengeInvalid {
+                reason: "the challenge provider refused the token".into(),
+            })),
+            crate::hook::Verdict::Busy => Err(ApiError::new(
+                Kind::Unavailable,
+                "busy",
+                "this node is verifying as many challenge tokens as it allows; send it again",
+            )
+            .retry(1)),
+            crate::hook::Verdict::Unavailable(why) if fail_open => {
+                tracing::warn!(room, provider, %why, "challenge provider unavailable; the room fails open");
+                Ok(true)
+            }
+            crate::hook::Verdict::Unavailable(why) => {
+                tracing::warn!(room, provider, %why, "challenge provider unavailable; the room fails closed");
+                Err(ApiError::new(
+                    Kind::Unavailable,
+                    "challenge_unavailable",
+                    "the challenge provider cannot be reached; try again in a moment",
+                )
+                .retry(5))
+            }
+        }
     }
 
     /// A proof-of-work challenge for a join to `room`, as hard as the room's rule asks now, as
