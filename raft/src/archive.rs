@@ -251,11 +251,7 @@ impl Archive {
                 first_in_log,
                 "archive has a gap; starting again from a snapshot"
             );
-            drop(_held);
-            let base = self.keep_base(now_ms)?;
-            let mut st = self.state()?.unwrap_or_default();
-            st.archived_through = base.unwrap_or(upto).max(upto);
-            return self.set_state(&st);
+            return self.restart_from_base(_held, upto, now_ms);
         }
         let mut at = from;
         while at <= upto {
@@ -273,27 +269,7 @@ impl Archive {
             if held == 0 {
                 break;
             }
-            let archived: Vec<ArchivedEntry> = got
-                .iter()
-                .map(|e| ArchivedEntry {
-                    index: e.log_id.index,
-                    term: e.log_id.leader_id.term,
-                    proposal: match &e.payload {
-                        EntryPayload::Normal(r) => Some(r.0.encode()),
-                        _ => None,
-                    },
-                })
-                .collect();
-            let last = at + held as u64 - 1;
-            let (records, records_from) = match ledger {
-                Some(l) => (l.range(at, last)?, l.complete_from()?.max(at)),
-                None => (Vec::new(), u64::MAX),
-            };
-            let bytes = encode_segment(&archived, &records, records_from)?;
-            write_durably(
-                &self.dir.join(format!("seg-{at:020}-{last:020}.slar")),
-                &bytes,
-            )?;
+            let last = self.write_segment(&got[..held], ledger)?;
             st.archived_through = last;
             self.set_state(&st)?;
             at = last + 1;
@@ -311,14 +287,53 @@ impl Archive {
                 "entries covered by an installed snapshot are not in this node's log; \
                  the archive goes on from the snapshot"
             );
-            drop(_held);
-            let base = self.keep_base(now_ms)?;
-            let mut st = self.state()?.unwrap_or_default();
-            st.archived_through = base.unwrap_or(upto).max(upto);
-            return self.set_state(&st);
+            return self.restart_from_base(_held, upto, now_ms);
         }
         self.prune(now_ms)?;
         Ok(())
+    }
+
+    /// Starts the archive again from a new base (the newest snapshot), archived through at
+    /// least `upto`: for entries the log no longer holds. Lets go of `held` first, as keeping
+    /// a base takes the lock.
+    fn restart_from_base(
+        &self,
+        held: std::sync::MutexGuard<'_, ()>,
+        upto: u64,
+        now_ms: u64,
+    ) -> io::Result<()> {
+        drop(held);
+        let base = self.keep_base(now_ms)?;
+        let mut st = self.state()?.unwrap_or_default();
+        st.archived_through = base.unwrap_or(upto).max(upto);
+        self.set_state(&st)
+    }
+
+    /// Writes `entries` (consecutive, at least one), with their records from `ledger`, as a
+    /// durable segment; returns the last entry's index.
+    fn write_segment(&self, entries: &[Entry], ledger: Option<&LedgerStore>) -> io::Result<u64> {
+        let archived: Vec<ArchivedEntry> = entries
+            .iter()
+            .map(|e| ArchivedEntry {
+                index: e.log_id.index,
+                term: e.log_id.leader_id.term,
+                proposal: match &e.payload {
+                    EntryPayload::Normal(r) => Some(r.0.encode()),
+                    _ => None,
+                },
+            })
+            .collect();
+        let (at, last) = (archived[0].index, archived[archived.len() - 1].index);
+        let (records, records_from) = match ledger {
+            Some(l) => (l.range(at, last)?, l.complete_from()?.max(at)),
+            None => (Vec::new(), u64::MAX),
+        };
+        let bytes = encode_segment(&archived, &records, records_from)?;
+        write_durably(
+            &self.dir.join(format!("seg-{at:020}-{last:020}.slar")),
+            &bytes,
+        )?;
+        Ok(last)
     }
 
     /// Drops segments, checkpoints and bases older than the retention, keeping everything

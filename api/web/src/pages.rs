@@ -162,24 +162,8 @@ pub async fn wait(
         Some(tk) => TicketSource::Cookie(tk),
         None => TicketSource::None,
     };
-    // A visitor who already holds a place is only checked in (batched), not written per view;
-    // one who brings a code joins with it (which redeems it for the place held).
     let redeeming = matches!(&request, WaitRequest::Join { code: Some(_), .. });
-    // A place lost by not checking in: the page says so, rather than quietly taking a new one.
-    let mut away = false;
-    let resumed = match &src {
-        // (An admitted visitor is sent on through the gate, which counts its network.)
-        TicketSource::Cookie(_) if !redeeming => match app.sluice.heartbeat(room, &src, None).await
-        {
-            Ok(r) if r.state != ReplyState::Rejected => Some(r),
-            Ok(r) => {
-                away = r.reason.as_deref() == Some("abandoned");
-                None
-            }
-            _ => None,
-        },
-        _ => None,
-    };
+    let (resumed, away) = resume(app, room, &src, redeeming).await;
     let page = WaitPage::new(app, room, next, pl);
     let joining = matches!(request, WaitRequest::Join { .. });
     let code_given = match &request {
@@ -241,6 +225,26 @@ pub async fn wait(
     crate::app::retire_legacy_cookie(app, &mut resp, room, headers);
     no_store(&mut resp);
     resp
+}
+
+/// The place a visitor's cookie holds, checked in (batched, not written per view); none for a
+/// visitor who brings a code (who joins with it, which redeems it for the place held). Also
+/// whether the place was lost by not checking in: the page says so, rather than quietly take
+/// a new one. (An admitted visitor is sent on through the gate, which counts its network.)
+async fn resume(
+    app: &App,
+    room: &str,
+    src: &TicketSource,
+    redeeming: bool,
+) -> (Option<VisitorReply>, bool) {
+    if !matches!(src, TicketSource::Cookie(_)) || redeeming {
+        return (None, false);
+    }
+    match app.sluice.heartbeat(room, src, None).await {
+        Ok(r) if r.state != ReplyState::Rejected => (Some(r), false),
+        Ok(r) => (None, r.reason.as_deref() == Some("abandoned")),
+        _ => (None, false),
+    }
 }
 
 /// What one waiting page is about: the room (as this node's applied state has it), where the

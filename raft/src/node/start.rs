@@ -57,24 +57,15 @@ impl RaftNode {
         )
         .await
         .map_err(|e| ClusterError::Fatal(e.to_string()))?;
+        let secrets = cfg.cluster_secret.iter();
         let gatekeeper = Gatekeeper::new(
-            cfg.cluster_secret
-                .iter()
+            secrets
                 .chain(&cfg.cluster_secrets_also_accepted)
                 .cloned()
                 .collect(),
         );
         let members = tasks::MemberAddresses::default();
-        let gate = ConnectionGate::new(ConnectionLimits {
-            connections_max: RAFT_CONNECTIONS_MAX,
-            per_address_max: RAFT_CONNECTIONS_PER_ADDRESS_MAX,
-            first_bytes_timeout: RAFT_AUTHENTICATE_WITHIN,
-            exempt: None,
-            reserve: Some(Reserve {
-                slots: RAFT_CONNECTIONS_RESERVED,
-                holders: members.holders(),
-            }),
-        });
+        let gate = raft_port_gate(&members);
 
         let (queue, queued) = mpsc::channel(cfg.write_queue_max);
         let inner = Arc::new(NodeInner {
@@ -121,6 +112,21 @@ impl RaftNode {
             server: Arc::new(tokio::sync::Mutex::new(Some(server))),
         })
     }
+}
+
+/// The Raft port's connection gate: few connections, per address fewer, authenticated soon,
+/// with slots kept for the members' addresses.
+fn raft_port_gate(members: &tasks::MemberAddresses) -> ConnectionGate {
+    ConnectionGate::new(ConnectionLimits {
+        connections_max: RAFT_CONNECTIONS_MAX,
+        per_address_max: RAFT_CONNECTIONS_PER_ADDRESS_MAX,
+        first_bytes_timeout: RAFT_AUTHENTICATE_WITHIN,
+        exempt: None,
+        reserve: Some(Reserve {
+            slots: RAFT_CONNECTIONS_RESERVED,
+            holders: members.holders(),
+        }),
+    })
 }
 
 /// A node's storage, opened: one RocksDB database for the log, the ledger and the Raft metadata,

@@ -120,45 +120,60 @@ pub(super) async fn batcher(inner: Arc<NodeInner>, mut rx: mpsc::Receiver<Pendin
             inner.queue_wait.observe(p.queued.elapsed());
         }
         if inner.raft.is_leader() {
-            let (cmds, txs): (Vec<Command>, Vec<_>) =
-                batch.into_iter().map(|p| (p.cmd, p.tx)).unzip();
-            if inner.cut_off_from_leader() {
-                // No quorum has answered for an election timeout: a proposal would wait for
-                // one that may never come.
-                fail_all(txs, ClusterError::NoLeader);
-                continue;
-            }
-            match inner.propose(cmds).await {
-                Ok(done) => {
-                    tokio::spawn(async move {
-                        deliver(txs, done.await);
-                        drop(permit);
-                    });
-                }
-                Err(e) => fail_all(txs, e),
-            }
+            propose_batch(&inner, batch, permit).await;
         } else {
-            // Leadership moved while these waited: the follower that forwarded a command retries
-            // it itself, so it is not forwarded a second time from here.
-            let (forwarded, local): (Vec<Pending>, Vec<Pending>) =
-                batch.into_iter().partition(|p| p.forwarded);
-            fail_all(
-                forwarded.into_iter().map(|p| p.tx).collect(),
-                ClusterError::NoLeader,
-            );
-            let (cmds, txs): (Vec<Command>, Vec<_>) =
-                local.into_iter().map(|p| (p.cmd, p.tx)).unzip();
-            if cmds.is_empty() {
-                continue;
-            }
-            let inner = inner.clone();
-            tokio::spawn(async move { inner.forward(cmds, txs, permit).await });
+            forward_batch(&inner, batch, permit);
         }
     }
     rx.close();
     while let Ok(p) = rx.try_recv() {
         let _ = p.tx.send(Err(ClusterError::ShuttingDown));
     }
+}
+
+/// Proposes a batch as the leader; each command's answer is delivered once it is applied.
+async fn propose_batch(
+    inner: &Arc<NodeInner>,
+    batch: Vec<Pending>,
+    permit: tokio::sync::OwnedSemaphorePermit,
+) {
+    let (cmds, txs): (Vec<Command>, Vec<_>) = batch.into_iter().map(|p| (p.cmd, p.tx)).unzip();
+    if inner.cut_off_from_leader() {
+        // No quorum has answered for an election timeout: a proposal would wait for one that
+        // may never come.
+        fail_all(txs, ClusterError::NoLeader);
+        return;
+    }
+    match inner.propose(cmds).await {
+        Ok(done) => {
+            tokio::spawn(async move {
+                deliver(txs, done.await);
+                drop(permit);
+            });
+        }
+        Err(e) => fail_all(txs, e),
+    }
+}
+
+/// Forwards a batch to the leader. Leadership may have moved while these waited: the follower
+/// that forwarded a command here retries it itself, so it is not forwarded a second time.
+fn forward_batch(
+    inner: &Arc<NodeInner>,
+    batch: Vec<Pending>,
+    permit: tokio::sync::OwnedSemaphorePermit,
+) {
+    let (forwarded, local): (Vec<Pending>, Vec<Pending>) =
+        batch.into_iter().partition(|p| p.forwarded);
+    fail_all(
+        forwarded.into_iter().map(|p| p.tx).collect(),
+        ClusterError::NoLeader,
+    );
+    let (cmds, txs): (Vec<Command>, Vec<_>) = local.into_iter().map(|p| (p.cmd, p.tx)).unzip();
+    if cmds.is_empty() {
+        return;
+    }
+    let inner = inner.clone();
+    tokio::spawn(async move { inner.forward(cmds, txs, permit).await });
 }
 
 /// The term, the known leader and the index of the membership's log entry.

@@ -786,6 +786,62 @@ async fn do_action(
     Ok((msg, here))
 }
 
+/// The dashboard's "make codes" action: a batch of at most [`DASHBOARD_CODES_MAX`], shown once
+/// on the page the browser is sent to, to copy, download or send.
+async fn codes_create(
+    app: &App,
+    room: &str,
+    get: &impl Fn(&str) -> String,
+) -> Result<crate::app::FlashNote, ApiError> {
+    let count = get("count")
+        .parse::<u64>()
+        .ok()
+        .filter(|n| (1..=DASHBOARD_CODES_MAX).contains(n))
+        .ok_or_else(|| {
+            ApiError::invalid(
+                "count",
+                format!("between 1 and {DASHBOARD_CODES_MAX} (more with sluice ctl codes create)"),
+            )
+        })?;
+    let uses = get("uses")
+        .parse::<u32>()
+        .map_err(|_| ApiError::invalid("uses", "must be a whole number"))?;
+    let expires_at = match get("expires_hours").as_str() {
+        "" => None,
+        h => {
+            let hours = h
+                .parse::<u64>()
+                .ok()
+                .filter(|n| (1..=CODE_HOURS_MAX).contains(n))
+                .ok_or_else(|| {
+                    ApiError::invalid(
+                        "expires_hours",
+                        format!("a whole number of hours between 1 and {CODE_HOURS_MAX}"),
+                    )
+                })?;
+            Some(app.sluice.now_ms() / 1000 + hours * 3_600)
+        }
+    };
+    let body = sluice_ops::model::CodesCreateBody {
+        count: Some(count),
+        uses,
+        expires_at,
+        lane: Some(get("lane")).filter(|l| !l.is_empty()),
+        label: get("label"),
+        identities: Vec::new(),
+    };
+    let made = app.sluice.create_codes(room, &body).await?;
+    Ok(crate::app::FlashNote {
+        text: format!(
+            "{} made (batch {}), shown this once: copy them or download them below.",
+            sluice_ops::text::count(made.codes.len() as u64, "code", "codes"),
+            made.batch.id,
+        ),
+        codes: Some(made),
+    })
+}
+
+/// A room's actions other than its configuration, by the form's `action`.
 async fn other_action(
     app: &App,
     room: &str,
@@ -831,55 +887,7 @@ async fn other_action(
                     t.id, t.expires_at, t.token
                 )
         }
-        "codes_create" => {
-            let count = get("count")
-                    .parse::<u64>()
-                    .ok()
-                    .filter(|n| (1..=DASHBOARD_CODES_MAX).contains(n))
-                    .ok_or_else(|| {
-                        ApiError::invalid(
-                            "count",
-                            format!("between 1 and {DASHBOARD_CODES_MAX} (more with sluice ctl codes create)"),
-                        )
-                    })?;
-            let uses = get("uses")
-                .parse::<u32>()
-                .map_err(|_| ApiError::invalid("uses", "must be a whole number"))?;
-            let expires_at = match get("expires_hours").as_str() {
-                "" => None,
-                h => {
-                    let hours = h
-                        .parse::<u64>()
-                        .ok()
-                        .filter(|n| (1..=CODE_HOURS_MAX).contains(n))
-                        .ok_or_else(|| {
-                            ApiError::invalid(
-                                "expires_hours",
-                                format!("a whole number of hours between 1 and {CODE_HOURS_MAX}"),
-                            )
-                        })?;
-                    Some(app.sluice.now_ms() / 1000 + hours * 3_600)
-                }
-            };
-            let body = sluice_ops::model::CodesCreateBody {
-                count: Some(count),
-                uses,
-                expires_at,
-                lane: Some(get("lane")).filter(|l| !l.is_empty()),
-                label: get("label"),
-                identities: Vec::new(),
-            };
-            let made = sl.create_codes(room, &body).await?;
-            // Shown once, on the page the browser is sent to: to copy, download or send.
-            return Ok(crate::app::FlashNote {
-                text: format!(
-                    "{} made (batch {}), shown this once: copy them or download them below.",
-                    sluice_ops::text::count(made.codes.len() as u64, "code", "codes"),
-                    made.batch.id,
-                ),
-                codes: Some(made),
-            });
-        }
+        "codes_create" => return codes_create(app, room, &get).await,
         "codes_end" => {
             let batch = get("batch")
                 .parse::<u32>()

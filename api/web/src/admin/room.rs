@@ -377,18 +377,7 @@ pub async fn room_page(
         .filter(|_| submitted.is_none())
         .map(|e| format!("<p class=\"err\" role=\"alert\">{}</p>", esc(e)))
         .unwrap_or_default();
-    let flash = flash
-        .map(|n| {
-            format!(
-                "<p class=\"ok\" role=\"status\">{}</p>{}",
-                esc(&n.text),
-                n.codes
-                    .as_ref()
-                    .map(|m| made_codes(&room.name, m))
-                    .unwrap_or_default()
-            )
-        })
-        .unwrap_or_default();
+    let flash = flash.map(|n| flash_html(n, &room.name)).unwrap_or_default();
     let health = room
         .health_change
         .as_ref()
@@ -408,29 +397,7 @@ pub async fn room_page(
     } else {
         String::new()
     };
-    // The page is long: a bar of jump links, kept at the top as it scrolls.
-    let jump = {
-        let mut links = vec![
-            ("overview", "Overview"),
-            ("charts", "Figures"),
-            ("line", "Line"),
-            ("codes", "Codes"),
-        ];
-        if can_act {
-            links.extend([
-                ("staff", "Staff"),
-                ("config", "Settings"),
-                ("design", "Design"),
-                ("danger", "Delete"),
-            ]);
-        }
-        let links: String = links
-            .iter()
-            .map(|(id, label)| format!("<a href=\"#{id}\">{label}</a>"))
-            .collect::<Vec<_>>()
-            .join(" ");
-        format!("<nav class=\"jump\" aria-label=\"Parts of this page\">{links}</nav>")
-    };
+    let jump = jump_bar(can_act);
     let actions = if can_act {
         format!(
             "<h2 id=\"actions\">Actions</h2><div class=\"cards\">{}</div>",
@@ -457,6 +424,43 @@ pub async fn room_page(
         acts(danger_zone(room, &hidden)),
     );
     page(&format!("Room {}", room.name), &body)
+}
+
+/// The page is long: a bar of jump links to its parts, kept at the top as it scrolls (the
+/// parts that change the room only for who may act).
+fn jump_bar(can_act: bool) -> String {
+    let mut links = vec![
+        ("overview", "Overview"),
+        ("charts", "Figures"),
+        ("line", "Line"),
+        ("codes", "Codes"),
+    ];
+    if can_act {
+        links.extend([
+            ("staff", "Staff"),
+            ("config", "Settings"),
+            ("design", "Design"),
+            ("danger", "Delete"),
+        ]);
+    }
+    let links: Vec<String> = links
+        .iter()
+        .map(|(id, label)| format!("<a href=\"#{id}\">{label}</a>"))
+        .collect();
+    format!(
+        "<nav class=\"jump\" aria-label=\"Parts of this page\">{}</nav>",
+        links.join(" ")
+    )
+}
+
+/// What the last action said, and the codes it made (shown this once).
+fn flash_html(n: &crate::app::FlashNote, room: &str) -> String {
+    let codes = n.codes.as_ref().map(|m| made_codes(room, m));
+    format!(
+        "<p class=\"ok\" role=\"status\">{}</p>{}",
+        esc(&n.text),
+        codes.unwrap_or_default()
+    )
 }
 
 /// `?span=` of the room's page and its history.
@@ -582,6 +586,64 @@ pub async fn save_config(
     }
 }
 
+/// The room a branding preview shows: open, 120 waiting, with the form's configuration.
+fn preview_view(
+    room: &str,
+    config: sluice_statemachine::RoomConfig,
+    active: u64,
+    text_color: Option<String>,
+) -> sluice_statemachine::RoomView {
+    sluice_statemachine::RoomView {
+        name: room.to_string(),
+        config,
+        created_at_ms: 0,
+        open: true,
+        closed: false,
+        waiting: 120,
+        active,
+        totals: Default::default(),
+        admitted_last_minute: 0,
+        eta_rate_per_minute: 0,
+        bucket_tokens: 0,
+        next_seq: 1,
+        sessions_shared: 0,
+        health_change: None,
+        paused_by_origin: false,
+        origin_window: None,
+        lanes: Vec::new(),
+        codes: 0,
+        notice: None,
+        draw: None,
+        newest_eta_secs: None,
+        text_color,
+        challenges_remembered: 0,
+    }
+}
+
+/// The visitor a branding preview shows: 42nd in line, about ten minutes from the turn.
+fn preview_reply(room: &str, notice: Option<String>) -> sluice_ops::model::VisitorReply {
+    sluice_ops::model::VisitorReply {
+        state: sluice_ops::model::ReplyState::Waiting,
+        room: room.to_string(),
+        visitor_id: String::new(),
+        ticket: String::new(),
+        position: Some(42),
+        lane: None,
+        ahead: None,
+        eta_secs: Some(480),
+        eta_max_secs: Some(720),
+        waiting: Some(120),
+        provisional: None,
+        held: None,
+        next_check_secs: None,
+        admission_token: None,
+        expires_at: None,
+        notice,
+        reason: None,
+        applied_index: 0,
+    }
+}
+
 /// `POST /admin/rooms/{room}/preview`: the waiting page with the form's branding, as a visitor
 /// in the middle of the line would see it; nothing is saved.
 pub async fn preview(
@@ -610,51 +672,10 @@ pub async fn preview(
             "cannot be shown",
         ));
     };
-    let view = sluice_statemachine::RoomView {
-        name: room.clone(),
-        config: sm_config,
-        created_at_ms: 0,
-        open: true,
-        closed: false,
-        waiting: 120,
-        active: current.active,
-        totals: Default::default(),
-        admitted_last_minute: 0,
-        eta_rate_per_minute: 0,
-        bucket_tokens: 0,
-        next_seq: 1,
-        sessions_shared: 0,
-        health_change: None,
-        paused_by_origin: false,
-        origin_window: None,
-        lanes: Vec::new(),
-        codes: 0,
-        notice: None,
-        draw: None,
-        newest_eta_secs: None,
-        text_color: config.branding.text_color.clone(),
-        challenges_remembered: 0,
-    };
-    let reply = sluice_ops::model::VisitorReply {
-        state: sluice_ops::model::ReplyState::Waiting,
-        room: room.clone(),
-        visitor_id: String::new(),
-        ticket: String::new(),
-        position: Some(42),
-        lane: None,
-        ahead: None,
-        eta_secs: Some(480),
-        eta_max_secs: Some(720),
-        waiting: Some(120),
-        provisional: None,
-        held: None,
-        next_check_secs: None,
-        admission_token: None,
-        expires_at: None,
-        notice: current.notice.as_ref().map(|n| n.text.clone()),
-        reason: None,
-        applied_index: 0,
-    };
+    let text_color = config.branding.text_color.clone();
+    let view = preview_view(&room, sm_config, current.active, text_color);
+    let notice = current.notice.as_ref().map(|n| n.text.clone());
+    let reply = preview_reply(&room, notice);
     let lang = crate::i18n::Lang::negotiate(
         headers
             .get(axum::http::header::ACCEPT_LANGUAGE)
