@@ -91,6 +91,9 @@ fn lane_base(l: usize) -> u64 {
     (l as u64 + 1) << LANE_SHIFT
 }
 
+/// A visit ended by expiry: (seq, visitor, reason, its session, if it had one).
+type Gone = (u64, VisitorId, EndReason, Option<Session>);
+
 /// A lane's parts, as a snapshot holds them.
 #[derive(Debug)]
 pub(crate) struct LaneParts {
@@ -893,6 +896,26 @@ impl Room {
     /// the cut, when there are more than the limit, is made by true time and seq, which every
     /// replica agrees on.
     fn expire(&mut self, now: u64, draw: &mut Step) -> u64 {
+        let mut gone = self.expired_sessions(now);
+        self.unused_sessions(now, &mut gone);
+        self.abandoned_waiters(now, &mut gone);
+        gone.sort_unstable_by_key(|&(seq, _, _, _)| seq);
+        for &(seq, id, reason, session) in &gone {
+            self.record_end(id, seq, reason, session, now);
+            draw.note(Event::Ended {
+                visitor: id,
+                seq,
+                reason,
+                admitted: session.is_some(),
+            });
+        }
+        self.maybe_compact();
+        gone.len() as u64
+    }
+
+    /// Sessions past their time to live (at most [`EXPIRIES_PER_APPLY_MAX`], the oldest),
+    /// ended: (seq, visitor, reason, its session).
+    fn expired_sessions(&mut self, now: u64) -> Vec<Gone> {
         let ttl = self.config.session_ttl_secs * 1000;
         let mut due: Vec<(u64, u64, VisitorId)> = Vec::new();
         while let Some(&(t, seq, id)) = self.session_due.peek() {
@@ -916,16 +939,19 @@ impl Room {
         for e in later {
             self.session_due.push(e);
         }
-        // (seq, visitor, reason, its session, if it had one)
-        let mut gone: Vec<(u64, VisitorId, EndReason, Option<Session>)> =
-            Vec::with_capacity(due.len());
+        let mut gone: Vec<Gone> = Vec::with_capacity(due.len());
         for (_, seq, id) in due {
             if let Some(s) = self.sessions.remove(&id) {
                 gone.push((seq, id, EndReason::Expired, Some(s)));
             }
         }
-        // Admissions not used in time. Deadlines never move (a use only makes an entry stale),
-        // so the heap pops in true order and every replica cuts alike.
+        gone
+    }
+
+    /// Admissions not used in time, ended, up to the bound of ends per apply. Deadlines never
+    /// move (a use only makes an entry stale), so the heap pops in true order and every
+    /// replica cuts alike.
+    fn unused_sessions(&mut self, now: u64, gone: &mut Vec<Gone>) {
         while gone.len() < EXPIRIES_PER_APPLY_MAX {
             let Some(&(deadline, seq, id)) = self.unused_due.peek() else {
                 break;
@@ -944,6 +970,11 @@ impl Room {
                 }
             }
         }
+    }
+
+    /// Waiters not seen for longer than the room keeps them, removed from their lines, up to
+    /// the bound of ends per apply.
+    fn abandoned_waiters(&mut self, now: u64, gone: &mut Vec<Gone>) {
         let ttl = self.waiter_keep_ms();
         let mut due: Vec<(u64, u64, u64)> = Vec::new();
         while let Some(&(t, qidx)) = self.waiter_due.peek() {
@@ -970,18 +1001,6 @@ impl Room {
                 gone.push((seq, slot.id, EndReason::Abandoned, None));
             }
         }
-        gone.sort_unstable_by_key(|&(seq, _, _, _)| seq);
-        for &(seq, id, reason, session) in &gone {
-            self.record_end(id, seq, reason, session, now);
-            draw.note(Event::Ended {
-                visitor: id,
-                seq,
-                reason,
-                admitted: session.is_some(),
-            });
-        }
-        self.maybe_compact();
-        gone.len() as u64
     }
 
     fn refill(&mut self, now: u64) {
@@ -1153,54 +1172,12 @@ impl Room {
             if lines.is_empty() {
                 break; // no open line has waiters
             }
-            let mut picked = None;
-            let mut rule = Rule::Head;
-            let mut redrawn = 0;
-            for l in lines.iter() {
-                redrawn = 0;
-                let k = if self.line_lottery(l) {
-                    let candidates = self.line(l).len();
-                    let d = draw.get();
-                    let mut rank = d.below(candidates);
-                    // Every waiter not held back has the same chance: a draw that falls on one
-                    // held back is drawn again (a bounded number of times; then, as in a FIFO
-                    // line, the first after it that is not held goes in).
-                    while redrawn < LOTTERY_REDRAWS_MAX
-                        && skips_left > 0
-                        && self.held_at(l, rank, now)
-                    {
-                        skips_left -= 1;
-                        redrawn += 1;
-                        rank = d.below(candidates);
-                    }
-                    rule = Rule::Lottery {
-                        seed: d.seed(),
-                        candidates,
-                        rank,
-                    };
-                    rank
-                } else {
-                    rule = Rule::Head;
-                    0
-                };
-                picked = self.pick(l, k, now, &mut skips_left).map(|q| (l, q));
-                if picked.is_some() || skips_left == 0 {
-                    break;
-                }
-            }
-            let Some((l, (qidx, walked))) = picked else {
+            let Some((l, qidx, rule)) = self.choose(&lines, now, draw, &mut skips_left) else {
                 // Every waiter held: only a change of state lets one go. Out of looks: the
                 // next command looks on from where this one stopped.
                 self.held_back = skips_left > 0;
                 break;
             };
-            let passed = redrawn + walked;
-            if passed > 0 {
-                rule = Rule::PassedOver {
-                    chosen: Box::new(rule),
-                    passed,
-                };
-            }
             let (visitor, seq) = self.admit(l, qidx, now);
             draw.note(Event::Admitted {
                 visitor,
@@ -1227,6 +1204,60 @@ impl Room {
             "admission overshot capacity"
         );
         n
+    }
+
+    /// The waiter to admit next from `lines`, tried in their order: its line, its place in the
+    /// line and the rule that chose it (passed over, when waiters held back were passed to
+    /// reach it). A lottery line draws a rank; a draw that falls on a waiter held back is
+    /// drawn again (a bounded number of times; then, as in a FIFO line, the first after it
+    /// that is not held goes in), so that every waiter not held back has the same chance.
+    /// `None` when every look found a waiter held.
+    fn choose(
+        &mut self,
+        lines: &LineOrder,
+        now: u64,
+        draw: &mut Step,
+        skips_left: &mut u64,
+    ) -> Option<(usize, u64, Rule)> {
+        for l in lines.iter() {
+            let mut redrawn = 0;
+            let (k, rule) = if self.line_lottery(l) {
+                let candidates = self.line(l).len();
+                let d = draw.get();
+                let mut rank = d.below(candidates);
+                while redrawn < LOTTERY_REDRAWS_MAX && *skips_left > 0 && self.held_at(l, rank, now)
+                {
+                    *skips_left -= 1;
+                    redrawn += 1;
+                    rank = d.below(candidates);
+                }
+                let seed = d.seed();
+                let rule = Rule::Lottery {
+                    seed,
+                    candidates,
+                    rank,
+                };
+                (rank, rule)
+            } else {
+                (0, Rule::Head)
+            };
+            if let Some((qidx, walked)) = self.pick(l, k, now, skips_left) {
+                let passed = redrawn + walked;
+                let rule = if passed > 0 {
+                    Rule::PassedOver {
+                        chosen: Box::new(rule),
+                        passed,
+                    }
+                } else {
+                    rule
+                };
+                return Some((l, qidx, rule));
+            }
+            if *skips_left == 0 {
+                break;
+            }
+        }
+        None
     }
 
     /// The waiter to admit and how many were passed over to reach it: the one at rank `k`, or,
@@ -1814,7 +1845,6 @@ impl Room {
         now: u64,
         draw: &mut Step,
     ) -> Outcome {
-        let client = evidence.client;
         // One identity, one place: an identity that holds a place resumes it, from any device;
         // one whose visitor is banned is banned, whatever visitor id it comes with.
         if let Some(&held) = evidence.identity.and_then(|k| self.visitor_of.get(&k)) {
@@ -1841,73 +1871,89 @@ impl Room {
             }
             let qidx = *self.waiting.get(&id).expect("indexed waiter");
             self.check_in(qidx, now);
-        } else {
-            if self.config.closes_at_ms.is_some_and(|t| t <= now) {
-                return Outcome::Rejected(Rejection::RoomClosed);
-            }
-            if self.config.mode == Mode::Reject {
-                return Outcome::Rejected(Rejection::RoomRejecting);
-            }
-            // Let the line move before judging whether it is full.
-            self.pump(now, draw);
-            if self.waiting_len() >= self.config.max_waiting {
-                return Outcome::Rejected(Rejection::QueueFull);
-            }
-            let identity = evidence.identity.filter(|_| self.policy.identity.is_some());
-            if self.policy.identity.is_some() && identity.is_none() {
-                return Outcome::Rejected(Rejection::IdentityRequired);
-            }
-            let (line, code) = match self.placement(id, evidence, now) {
-                Ok(p) => p,
-                Err(r) => return Outcome::Rejected(r),
-            };
-            let counted = client.filter(|_| self.policy.counts_clients());
-            if let (Some(c), Some(max)) = (counted, self.policy.places_per_client_max) {
-                if self.places_of.get(&c).copied().unwrap_or(0) >= max {
-                    return Outcome::Rejected(Rejection::PlaceLimit { max });
-                }
-            }
-            if self.policy.external_challenge.is_some() && !evidence.external_passed {
-                return Outcome::Rejected(Rejection::ChallengeRequired { work: 0 });
-            }
-            if let Err(r) = self.spend_challenge(evidence.challenge, now) {
-                return Outcome::Rejected(r);
-            }
-            if let Some(c) = counted {
-                self.client_of.insert(id, c);
-                *self.places_of.entry(c).or_insert(0) += 1;
-            }
-            if let Some(k) = identity {
-                // An identity the visitor kept from a place it was banned from (whose ban has
-                // ended) goes: a visitor holds one identity, and a replica restored from a
-                // snapshot knows only that one.
-                self.forget_identity(id);
-                self.identity_of.insert(id, k);
-                self.visitor_of.insert(k, id);
-            }
-            if let Some(code) = code {
-                self.codes.take(code, id);
-            }
-            let seq = self.next_seq;
-            self.next_seq += 1;
-            self.push_waiter(
-                line,
-                Slot {
-                    id,
-                    seq,
-                    last_seen_ms: now,
-                },
-            );
-            self.totals.joined += 1;
-            draw.note(Event::Joined {
-                visitor: id,
-                seq,
-                lane: self.lane_name(line),
-                position: self.line(line).len(),
-            });
+        } else if let Err(r) = self.new_place(id, evidence, now, draw) {
+            return Outcome::Rejected(r);
         }
         self.pump(now, draw);
         Outcome::Visitor(self.view(id, now).expect("joined visitor has a view"))
+    }
+
+    /// A new place for `id` at the end of its line, if the room gives one.
+    fn new_place(
+        &mut self,
+        id: VisitorId,
+        evidence: &JoinEvidence,
+        now: u64,
+        draw: &mut Step,
+    ) -> Result<(), Rejection> {
+        let (line, code) = self.entry_terms(id, evidence, now, draw)?;
+        let counted = evidence.client.filter(|_| self.policy.counts_clients());
+        if let (Some(c), Some(max)) = (counted, self.policy.places_per_client_max) {
+            if self.places_of.get(&c).copied().unwrap_or(0) >= max {
+                return Err(Rejection::PlaceLimit { max });
+            }
+        }
+        if self.policy.external_challenge.is_some() && !evidence.external_passed {
+            return Err(Rejection::ChallengeRequired { work: 0 });
+        }
+        self.spend_challenge(evidence.challenge, now)?;
+        if let Some(c) = counted {
+            self.client_of.insert(id, c);
+            *self.places_of.entry(c).or_insert(0) += 1;
+        }
+        if let Some(k) = evidence.identity.filter(|_| self.policy.identity.is_some()) {
+            // An identity the visitor kept from a place it was banned from (whose ban has
+            // ended) goes: a visitor holds one identity, and a replica restored from a
+            // snapshot knows only that one.
+            self.forget_identity(id);
+            self.identity_of.insert(id, k);
+            self.visitor_of.insert(k, id);
+        }
+        if let Some(code) = code {
+            self.codes.take(code, id);
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let slot = Slot {
+            id,
+            seq,
+            last_seen_ms: now,
+        };
+        self.push_waiter(line, slot);
+        self.totals.joined += 1;
+        draw.note(Event::Joined {
+            visitor: id,
+            seq,
+            lane: self.lane_name(line),
+            position: self.line(line).len(),
+        });
+        Ok(())
+    }
+
+    /// Whether the room takes a newcomer now (open to joins, its line not full, the identity
+    /// it asks given), and where: the line and the code the place takes. Lets the line move
+    /// first, so that a full line is judged after admissions due.
+    fn entry_terms(
+        &mut self,
+        id: VisitorId,
+        evidence: &JoinEvidence,
+        now: u64,
+        draw: &mut Step,
+    ) -> Result<(usize, Option<CodeHash>), Rejection> {
+        if self.config.closes_at_ms.is_some_and(|t| t <= now) {
+            return Err(Rejection::RoomClosed);
+        }
+        if self.config.mode == Mode::Reject {
+            return Err(Rejection::RoomRejecting);
+        }
+        self.pump(now, draw);
+        if self.waiting_len() >= self.config.max_waiting {
+            return Err(Rejection::QueueFull);
+        }
+        if self.policy.identity.is_some() && evidence.identity.is_none() {
+            return Err(Rejection::IdentityRequired);
+        }
+        self.placement(id, evidence, now)
     }
 
     /// The line a new place goes to, and the code whose use it takes: the lane of the code the
