@@ -2378,63 +2378,7 @@ impl Room {
             });
         }
         if let Some(&qidx) = self.waiting.get(&id) {
-            let l = self.line_of(qidx).expect("indexed waiter");
-            let queue = self.line(l);
-            let slot = queue.get(qidx).expect("indexed waiter");
-            let rank = queue.rank(qidx);
-            let in_line = queue.len();
-            let waiting = self.waiting_len();
-            let lottery = self.line_lottery(l);
-            // Held by its network's sessions: no estimate is honest until one of them ends.
-            let held = self.network_full(id);
-            // Positions before a shuffled opening are not kept: they are not shown, and the
-            // estimate is the line's, as a lottery's, whatever the order of joining.
-            let shuffled = l == self.public() && self.shuffles_at_open();
-            // Admissions until this waiter's turn, in line order (lines not drawn by lot).
-            let until = (!lottery).then(|| self.admissions_until(l, rank + 1));
-            let estimate = if held {
-                None
-            } else if lottery || shuffled {
-                // Each draw picks one waiter of the line: an even chance after half the line
-                // has been drawn, nine in ten after nine tenths (late joiners only lengthen it).
-                self.estimate(self.admissions_until(l, in_line.div_ceil(2)), l, now)
-                    .zip(self.estimate(
-                        self.admissions_until(l, (in_line * 9).div_ceil(10)),
-                        l,
-                        now,
-                    ))
-                    .map(|(even, likely)| Estimate {
-                        secs: even.secs,
-                        max_secs: likely.max_secs,
-                    })
-            } else {
-                self.estimate(until.expect("a line not drawn by lot"), l, now)
-            };
-            let line = &self.policy.line;
-            // Waiters of the other lines admitted before this one's turn: with strict priority
-            // every waiter of the lanes before it, with shares as many as the shares let in
-            // meanwhile (what the estimate counts too).
-            let ahead: u64 = match until {
-                Some(until) => until - (rank + 1),
-                None => (0..l).map(|i| self.line(i).len()).sum(),
-            };
-            return Some(VisitorView {
-                visitor: id,
-                seq: slot.seq,
-                state: VisitorState::Waiting {
-                    position: (!lottery && !shuffled && line.show_positions).then_some(rank + 1),
-                    lane: self.lane_name(l),
-                    ahead: (line.show_waiting && !self.lanes.is_empty()).then_some(ahead),
-                    provisional: shuffled,
-                    held,
-                    waiting: line.show_waiting.then_some(waiting),
-                    next_check_secs: line.next_check_secs(waiting, self.config.waiter_ttl_secs),
-                    eta_secs: estimate.map(|e| e.secs),
-                    eta_max_secs: estimate.map(|e| e.max_secs),
-                    last_seen_ms: slot.last_seen_ms,
-                    notice: self.notice.as_ref().map(|(text, _)| text.clone()),
-                },
-            });
+            return Some(self.waiter_view(id, qidx, now));
         }
         self.ended_index.get(&id).map(|e| VisitorView {
             visitor: id,
@@ -2444,6 +2388,77 @@ impl Room {
                 at_ms: e.at_ms,
             },
         })
+    }
+
+    /// What a waiter at `qidx` is told: its place (where the room shows it), its line, who is
+    /// ahead in the lines before it, and how long it may wait.
+    fn waiter_view(&self, id: VisitorId, qidx: u64, now: u64) -> VisitorView {
+        let l = self.line_of(qidx).expect("indexed waiter");
+        let queue = self.line(l);
+        let slot = queue.get(qidx).expect("indexed waiter");
+        let rank = queue.rank(qidx);
+        let waiting = self.waiting_len();
+        let lottery = self.line_lottery(l);
+        // Held by its network's sessions: no estimate is honest until one of them ends.
+        let held = self.network_full(id);
+        // Positions before a shuffled opening are not kept: they are not shown, and the
+        // estimate is the line's, as a lottery's, whatever the order of joining.
+        let shuffled = l == self.public() && self.shuffles_at_open();
+        // Admissions until this waiter's turn, in line order (lines not drawn by lot).
+        let until = (!lottery).then(|| self.admissions_until(l, rank + 1));
+        let estimate = if held {
+            None
+        } else {
+            self.waiter_estimate(l, until, lottery || shuffled, now)
+        };
+        let line = &self.policy.line;
+        // Waiters of the other lines admitted before this one's turn: with strict priority
+        // every waiter of the lanes before it, with shares as many as the shares let in
+        // meanwhile (what the estimate counts too).
+        let ahead: u64 = match until {
+            Some(until) => until - (rank + 1),
+            None => (0..l).map(|i| self.line(i).len()).sum(),
+        };
+        VisitorView {
+            visitor: id,
+            seq: slot.seq,
+            state: VisitorState::Waiting {
+                position: (!lottery && !shuffled && line.show_positions).then_some(rank + 1),
+                lane: self.lane_name(l),
+                ahead: (line.show_waiting && !self.lanes.is_empty()).then_some(ahead),
+                provisional: shuffled,
+                held,
+                waiting: line.show_waiting.then_some(waiting),
+                next_check_secs: line.next_check_secs(waiting, self.config.waiter_ttl_secs),
+                eta_secs: estimate.map(|e| e.secs),
+                eta_max_secs: estimate.map(|e| e.max_secs),
+                last_seen_ms: slot.last_seen_ms,
+                notice: self.notice.as_ref().map(|(text, _)| text.clone()),
+            },
+        }
+    }
+
+    /// The wait of a waiter of line `l` with `until` admissions before its turn. In a line
+    /// drawn by lot (or before a shuffled opening), each draw picks one waiter of the line: an
+    /// even chance after half the line has been drawn, nine in ten after nine tenths (late
+    /// joiners only lengthen it).
+    fn waiter_estimate(
+        &self,
+        l: usize,
+        until: Option<u64>,
+        drawn: bool,
+        now: u64,
+    ) -> Option<Estimate> {
+        if !drawn {
+            return self.estimate(until.expect("a line not drawn by lot"), l, now);
+        }
+        let in_line = self.line(l).len();
+        self.estimate(self.admissions_until(l, in_line.div_ceil(2)), l, now)
+            .zip(self.estimate(self.admissions_until(l, (in_line * 9).div_ceil(10)), l, now))
+            .map(|(even, likely)| Estimate {
+                secs: even.secs,
+                max_secs: likely.max_secs,
+            })
     }
 
     pub fn room_view(&self, now: u64) -> RoomView {
