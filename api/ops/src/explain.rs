@@ -814,33 +814,7 @@ impl Builder {
             else {
                 unreachable!("an end")
             };
-            let what = if *admitted { "session" } else { "place" };
-            let who = by_operator(&e.by);
-            let text = match reason {
-                EndReason::Left if *admitted => format!("You left at {}, ending your session.", at(e)),
-                EndReason::Left => format!("You left the line at {}.", at(e)),
-                EndReason::Abandoned => format!(
-                    "Your place ended at {}: you did not check in within the room's waiter TTL.",
-                    at(e)
-                ),
-                EndReason::Expired => format!(
-                    "Your session ended at {} after no activity within the room's session TTL.",
-                    at(e)
-                ),
-                EndReason::Revoked => format!("Your {what} was revoked at {} by {who}.", at(e)),
-                EndReason::Removed => format!("You were removed at {} by {who}.", at(e)),
-                EndReason::Banned => {
-                    format!("You were banned from the room at {} by {who}.", at(e))
-                }
-                EndReason::Unused => format!(
-                    "Your admission lapsed at {}: it was not used within the room's first-use TTL.",
-                    at(e)
-                ),
-                EndReason::Shared => format!(
-                    "Your session ended at {}: it was used from more networks than the room allows (a shared ticket).",
-                    at(e)
-                ),
-            };
+            let text = end_sentence(e, *reason, *admitted);
             s.say(text, vec![e.index]);
             ended = Some(EndBody {
                 index: Some(e.index),
@@ -902,6 +876,44 @@ impl Builder {
         ended
     }
 
+    /// Why the room admits nobody now, if it does not: paused, its origin down or slow, or
+    /// not open yet.
+    fn say_room_holds(&self, s: &mut Sentences, room: &RoomView) {
+        let c = &room.config;
+        if c.paused {
+            let why = if room.paused_by_origin {
+                " by the origin rule, as the origin is down"
+            } else {
+                ""
+            };
+            s.say(
+                format!("Admissions are paused{why}: nobody is admitted until they resume."),
+                vec![self.current.applied_index],
+            );
+        }
+        match c.health {
+            Health::Down => s.say(
+                "The origin is down: nobody is admitted until it recovers.".into(),
+                vec![self.current.applied_index],
+            ),
+            Health::Slow => s.say(
+                "The origin is slow: admissions run at a reduced rate.".into(),
+                vec![self.current.applied_index],
+            ),
+            Health::Ok => {}
+        }
+        if !room.open {
+            let when = c
+                .opens_at_ms
+                .map(|t| format!(" (it opens at {})", rfc3339(t)))
+                .unwrap_or_default();
+            s.say(
+                format!("The room has not opened yet{when}: nobody is admitted before."),
+                vec![self.current.applied_index],
+            );
+        }
+    }
+
     /// Where the visitor stands now (still waiting, and what holds the line; admitted), or
     /// that the room is gone. `ended`: the end was told already.
     fn say_now(&self, s: &mut Sentences, ended: bool) {
@@ -946,41 +958,7 @@ impl Builder {
                     format!("You are still waiting: {place}{ahead}."),
                     vec![self.current.applied_index],
                 );
-                let c = &room.config;
-                if c.paused {
-                    let why = if room.paused_by_origin {
-                        " by the origin rule, as the origin is down"
-                    } else {
-                        ""
-                    };
-                    s.say(
-                        format!(
-                            "Admissions are paused{why}: nobody is admitted until they resume."
-                        ),
-                        vec![self.current.applied_index],
-                    );
-                }
-                match c.health {
-                    Health::Down => s.say(
-                        "The origin is down: nobody is admitted until it recovers.".into(),
-                        vec![self.current.applied_index],
-                    ),
-                    Health::Slow => s.say(
-                        "The origin is slow: admissions run at a reduced rate.".into(),
-                        vec![self.current.applied_index],
-                    ),
-                    Health::Ok => {}
-                }
-                if !room.open {
-                    let when = c
-                        .opens_at_ms
-                        .map(|t| format!(" (it opens at {})", rfc3339(t)))
-                        .unwrap_or_default();
-                    s.say(
-                        format!("The room has not opened yet{when}: nobody is admitted before."),
-                        vec![self.current.applied_index],
-                    );
-                }
+                self.say_room_holds(s, room);
                 if let Some(eta) = eta_secs {
                     s.say(
                         format!("Your estimated wait is about {}.", wait_words(*eta)),
@@ -1180,6 +1158,37 @@ impl Sluice {
             }
         }
         Ok(b.finish())
+    }
+}
+
+/// The sentence that says how the visit of record `e` ended.
+fn end_sentence(e: &Record, reason: EndReason, admitted: bool) -> String {
+    let what = if admitted { "session" } else { "place" };
+    let who = by_operator(&e.by);
+    match reason {
+        EndReason::Left if admitted => format!("You left at {}, ending your session.", at(e)),
+        EndReason::Left => format!("You left the line at {}.", at(e)),
+        EndReason::Abandoned => format!(
+            "Your place ended at {}: you did not check in within the room's waiter TTL.",
+            at(e)
+        ),
+        EndReason::Expired => format!(
+            "Your session ended at {} after no activity within the room's session TTL.",
+            at(e)
+        ),
+        EndReason::Revoked => format!("Your {what} was revoked at {} by {who}.", at(e)),
+        EndReason::Removed => format!("You were removed at {} by {who}.", at(e)),
+        EndReason::Banned => {
+            format!("You were banned from the room at {} by {who}.", at(e))
+        }
+        EndReason::Unused => format!(
+            "Your admission lapsed at {}: it was not used within the room's first-use TTL.",
+            at(e)
+        ),
+        EndReason::Shared => format!(
+            "Your session ended at {}: it was used from more networks than the room allows (a shared ticket).",
+            at(e)
+        ),
     }
 }
 

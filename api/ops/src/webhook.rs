@@ -378,48 +378,14 @@ impl Deliverer {
             .filter_map(event_of)
             .filter(|d| self.hook.wants(d.kind, &d.room))
             .collect();
-        // The membership, when it changed after the position.
-        let (member_index, voters, learners, now_ms) = self
-            .node
-            .read(|st| {
-                let m = st.membership.membership();
-                (
-                    st.membership.log_id().as_ref().map_or(0, |l| l.index),
-                    m.voter_ids().collect::<Vec<_>>(),
-                    m.learner_ids().collect::<Vec<_>>(),
-                    st.sm.clock_ms(),
-                )
-            })
-            .map_err(|e| e.to_string())?
-            .0;
         let page_end = records.last().map(|r| r.key());
-        if member_index > at.index
-            && page_end.is_none_or(|e| member_index <= e.index)
-            && self.hook.wants("cluster.membership", "")
-            // Records are written behind the applies: the position moves past the membership
-            // entry only once every record before it is written and read.
-            && (page_end.is_some_and(|e| member_index < e.index) || through >= member_index)
-        {
-            let cursor = RecordKey {
-                index: member_index,
-                sub: u32::MAX,
-                n: u32::MAX,
-            };
-            let d = Delivery {
-                id: format!("m{member_index}"),
-                kind: "cluster.membership",
-                room: String::new(),
-                index: member_index,
-                time: crate::ledger::rfc3339(now_ms),
-                time_ms: now_ms,
-                data: serde_json::json!({ "voters": voters, "learners": learners }),
-                cursor,
-            };
-            let at = events
+        let (membership, now_ms) = self.membership_since(at, page_end, through)?;
+        if let Some(d) = membership {
+            let pos = events
                 .iter()
-                .position(|e| e.cursor > cursor)
+                .position(|e| e.cursor > d.cursor)
                 .unwrap_or(events.len());
-            events.insert(at, d);
+            events.insert(pos, d);
         }
         for d in events {
             if now_ms.saturating_sub(d.time_ms) > GIVE_UP_AFTER_MS {
@@ -442,6 +408,55 @@ impl Deliverer {
             }
         }
         Ok(full)
+    }
+
+    /// The membership's event, when it changed after the position `at` and within the page
+    /// that ends at `page_end` (`through`: the last entry whose records are written), and the
+    /// cluster's time.
+    fn membership_since(
+        &self,
+        at: RecordKey,
+        page_end: Option<RecordKey>,
+        through: u64,
+    ) -> Result<(Option<Delivery>, u64), String> {
+        let (member_index, voters, learners, now_ms) = self
+            .node
+            .read(|st| {
+                let m = st.membership.membership();
+                (
+                    st.membership.log_id().as_ref().map_or(0, |l| l.index),
+                    m.voter_ids().collect::<Vec<_>>(),
+                    m.learner_ids().collect::<Vec<_>>(),
+                    st.sm.clock_ms(),
+                )
+            })
+            .map_err(|e| e.to_string())?
+            .0;
+        let due = member_index > at.index
+            && page_end.is_none_or(|e| member_index <= e.index)
+            && self.hook.wants("cluster.membership", "")
+            // Records are written behind the applies: the position moves past the membership
+            // entry only once every record before it is written and read.
+            && (page_end.is_some_and(|e| member_index < e.index) || through >= member_index);
+        if !due {
+            return Ok((None, now_ms));
+        }
+        let cursor = RecordKey {
+            index: member_index,
+            sub: u32::MAX,
+            n: u32::MAX,
+        };
+        let d = Delivery {
+            id: format!("m{member_index}"),
+            kind: "cluster.membership",
+            room: String::new(),
+            index: member_index,
+            time: crate::ledger::rfc3339(now_ms),
+            time_ms: now_ms,
+            data: serde_json::json!({ "voters": voters, "learners": learners }),
+            cursor,
+        };
+        Ok((Some(d), now_ms))
     }
 
     /// Where this node's records are whole: the first and the last log index.
