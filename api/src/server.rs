@@ -236,6 +236,69 @@ fn spawn_http(
     )))
 }
 
+/// The health and reflection services, serving; requests bounded to `max` bytes as HTTP
+/// bodies are (tonic's default is 4 MiB), on the services anyone may call too.
+async fn grpc_health_and_reflection(
+    max: usize,
+) -> anyhow::Result<(
+    tonic_health::pb::health_server::HealthServer<impl tonic_health::pb::health_server::Health>,
+    tonic_reflection::server::v1::ServerReflectionServer<
+        impl tonic_reflection::server::v1::ServerReflection,
+    >,
+)> {
+    let (health_reporter, health_service) = tonic_health::server::health_reporter();
+    health_reporter
+        .set_serving::<pb::visitor_server::VisitorServer<Grpc>>()
+        .await;
+    health_reporter
+        .set_serving::<pb::admin_server::AdminServer<Grpc>>()
+        .await;
+    health_reporter
+        .set_serving::<pb::cluster_server::ClusterServer<Grpc>>()
+        .await;
+    let health_service = health_service.max_decoding_message_size(max);
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()?
+        .max_decoding_message_size(max);
+    Ok((health_service, reflection))
+}
+
+/// The public gRPC server's settings: streams, timeouts, pings and header bounds as the HTTP
+/// listener's, and its TLS.
+fn grpc_server_builder(
+    cfg: &ServerConfig,
+    limits: &HttpLimits,
+) -> anyhow::Result<tonic::transport::Server> {
+    let mut builder = tonic::transport::Server::builder()
+        .tcp_nodelay(true)
+        .concurrency_limit_per_connection(cfg.limits.streams_per_connection_max as usize)
+        .max_concurrent_streams(Some(cfg.limits.streams_per_connection_max))
+        .timeout(Duration::from_secs(30))
+        // Pings find the peers that are gone; `gated_incoming` bounds the connections.
+        .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .http2_keepalive_timeout(Some(Duration::from_secs(20)))
+        .http2_max_header_list_size(u32::try_from(cfg.limits.header_bytes_max).unwrap_or(u32::MAX));
+    if let Some(t) = &cfg.http_tls {
+        let identity = tonic::transport::Identity::from_pem(read(&t.cert)?, read(&t.key)?);
+        builder = builder.tls_config(
+            tonic::transport::ServerTlsConfig::new()
+                .identity(identity)
+                .timeout(limits.header_read_timeout.min(TLS_HANDSHAKE_MAX)),
+        )?;
+    }
+    if let Some(t) = &cfg.http_tls {
+        let identity = tonic::transport::Identity::from_pem(read(&t.cert)?, read(&t.key)?);
+        builder = builder.tls_config(
+            tonic::transport::ServerTlsConfig::new()
+                .identity(identity)
+                .timeout(limits.header_read_timeout.min(TLS_HANDSHAKE_MAX)),
+        )?;
+    }
+    Ok(builder)
+}
+
 /// Serves the public gRPC services (visitor, admin, cluster, health, reflection) on
 /// `listener`: operators' calls need their roles, and a connection must make its first call
 /// within the header timeout, as an HTTP one must send its headers ([`CallActivity`] tells the
@@ -255,42 +318,9 @@ async fn spawn_grpc(
         backends_need_tokens: !cfg.backend_tokens.is_empty(),
         proxies: app.trusted_proxies.clone(),
     };
-    let (health_reporter, health_service) = tonic_health::server::health_reporter();
-    health_reporter
-        .set_serving::<pb::visitor_server::VisitorServer<Grpc>>()
-        .await;
-    health_reporter
-        .set_serving::<pb::admin_server::AdminServer<Grpc>>()
-        .await;
-    health_reporter
-        .set_serving::<pb::cluster_server::ClusterServer<Grpc>>()
-        .await;
-    // Requests are bounded as HTTP bodies are (tonic's default is 4 MiB), on the services
-    // anyone may call too.
     let max = cfg.limits.body_bytes_max;
-    let health_service = health_service.max_decoding_message_size(max);
-    let reflection = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1()?
-        .max_decoding_message_size(max);
-    let mut builder = tonic::transport::Server::builder()
-        .tcp_nodelay(true)
-        .concurrency_limit_per_connection(cfg.limits.streams_per_connection_max as usize)
-        .max_concurrent_streams(Some(cfg.limits.streams_per_connection_max))
-        .timeout(Duration::from_secs(30))
-        // Pings find the peers that are gone; `gated_incoming` bounds the connections.
-        .http2_keepalive_interval(Some(Duration::from_secs(30)))
-        .http2_keepalive_timeout(Some(Duration::from_secs(20)))
-        .http2_max_header_list_size(u32::try_from(cfg.limits.header_bytes_max).unwrap_or(u32::MAX));
-    if let Some(t) = &cfg.http_tls {
-        let identity = tonic::transport::Identity::from_pem(read(&t.cert)?, read(&t.key)?);
-        builder = builder.tls_config(
-            tonic::transport::ServerTlsConfig::new()
-                .identity(identity)
-                .timeout(limits.header_read_timeout.min(TLS_HANDSHAKE_MAX)),
-        )?;
-    }
+    let (health_service, reflection) = grpc_health_and_reflection(max).await?;
+    let builder = grpc_server_builder(cfg, &limits)?;
     use tonic::service::interceptor::InterceptedService;
     let router = builder
         .layer(tower::layer::layer_fn(CallActivity))

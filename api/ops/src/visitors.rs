@@ -40,6 +40,52 @@ pub fn client_key(room: &str, ip: IpAddr, policy: &EntryPolicy) -> ClientKey {
     ClientKey(key)
 }
 
+/// What the gate reads of the applied state for `ask` to `room`: whether a bypass rule or a
+/// staff token lets it through (then nothing else is read), else whether its ticket's
+/// admission is the visitor's active session, and the network it is counted from (only when
+/// the room counts the networks a session is used from).
+fn gate_state(
+    sm: &sluice_statemachine::StateMachine,
+    room: &str,
+    ask: &GateAsk<'_>,
+    staff: Option<&StaffToken>,
+    admitted: Option<&Ticket>,
+    now: u64,
+) -> (
+    Option<BypassKind>,
+    bool,
+    Option<sluice_statemachine::ClientKey>,
+) {
+    let policy = sm.policy(room);
+    let bypassed = policy.and_then(|p| {
+        p.bypass
+            .lets_through(ask.target, ask.method, ask.client)
+            .or_else(|| {
+                staff
+                    .filter(|t| staff_state_refusal(p, sm, t).is_none())
+                    .map(|_| BypassKind::Token)
+            })
+    });
+    if bypassed.is_some() {
+        return (bypassed, false, None);
+    }
+    let active = admitted.is_some_and(|t| {
+        matches!(
+            sm.visitor(room, t.visitor),
+            Ok(VisitorView {
+                seq,
+                state: VisitorState::Admitted { expires_at_ms, .. },
+                ..
+            }) if seq == t.admitted_seq && expires_at_ms > now
+        )
+    });
+    let counted = ask
+        .client
+        .filter(|_| active)
+        .and_then(|ip| counted_network(sm, room, ip));
+    (None, active, counted)
+}
+
 /// The network `ip` counts as in `room`, when the room counts the networks a session is used
 /// from (`networks_per_session_max`).
 pub(crate) fn counted_network(
@@ -711,38 +757,10 @@ impl Sluice {
             Some(Ok((_, t))) if t.room == room && t.admitted_seq != 0 => Some(t),
             _ => None,
         };
-        let ((bypassed, active, counted), _) = self.node.read(|st| {
-            let policy = st.sm.policy(room);
-            let bypassed = policy.and_then(|p| {
-                p.bypass
-                    .lets_through(ask.target, ask.method, ask.client)
-                    .or_else(|| {
-                        staff
-                            .as_ref()
-                            .filter(|t| staff_state_refusal(p, &st.sm, t).is_none())
-                            .map(|_| BypassKind::Token)
-                    })
-            });
-            if bypassed.is_some() {
-                return (bypassed, false, None);
-            }
-            let active = admitted.is_some_and(|t| {
-                matches!(
-                    st.sm.visitor(room, t.visitor),
-                    Ok(VisitorView {
-                        seq,
-                        state: VisitorState::Admitted { expires_at_ms, .. },
-                        ..
-                    }) if seq == t.admitted_seq && expires_at_ms > now
-                )
-            });
-            // The network only when the room counts the networks a session is used from.
-            let counted = ask
-                .client
-                .filter(|_| active)
-                .and_then(|ip| counted_network(&st.sm, room, ip));
-            (None, active, counted)
-        })?;
+        let read = |st: &sluice_raft::SmState| {
+            gate_state(&st.sm, room, ask, staff.as_ref(), admitted, now)
+        };
+        let ((bypassed, active, counted), _) = self.node.read(read)?;
         if let Some(kind) = bypassed {
             self.bypassed.record(room, kind);
             return Ok(GateOk {

@@ -169,23 +169,11 @@ pub async fn wait(
     let code_given = match &request {
         WaitRequest::Look { code, .. } | WaitRequest::Join { code, .. } => code.clone(),
     };
-    let reply = match (resumed, request) {
+    let reply = match (resumed, &request) {
         (Some(r), _) => Ok(r),
-        (
-            None,
-            WaitRequest::Join {
-                client,
-                altcha,
-                identity,
-                external,
-                code,
-            },
-        ) => {
-            let proof =
-                sluice_ops::visitors::JoinProof::new(altcha.as_deref(), identity.as_deref())
-                    .with_external(external.as_deref())
-                    .with_code(code.as_deref());
-            app.sluice.join(room, &src, Some(client), &proof).await
+        (None, WaitRequest::Join { client, .. }) => {
+            let proof = request.join_proof().expect("a join");
+            app.sluice.join(room, &src, Some(*client), &proof).await
         }
         (None, WaitRequest::Look { .. }) if wants_json => {
             Err(crate::error::ApiError::missing_ticket())
@@ -200,11 +188,11 @@ pub async fn wait(
         ) => {
             let form = JoinForm {
                 pow: false,
-                identity: &identity.unwrap_or_default(),
-                code: &code.unwrap_or_default(),
+                identity: identity.as_deref().unwrap_or_default(),
+                code: code.as_deref().unwrap_or_default(),
                 invite_only: page.invite_only,
                 away,
-                cookies_lost: just_joined && matches!(src, TicketSource::None),
+                cookies_lost: *just_joined && matches!(src, TicketSource::None),
             };
             return page.look(form);
         }
@@ -225,6 +213,28 @@ pub async fn wait(
     crate::app::retire_legacy_cookie(app, &mut resp, room, headers);
     no_store(&mut resp);
     resp
+}
+
+impl WaitRequest {
+    /// What a `POST`'s form carried for the join (`None` for a `GET`).
+    fn join_proof(&self) -> Option<sluice_ops::visitors::JoinProof<'_>> {
+        let WaitRequest::Join {
+            altcha,
+            identity,
+            external,
+            code,
+            ..
+        } = self
+        else {
+            return None;
+        };
+        let proof = sluice_ops::visitors::JoinProof::new(altcha.as_deref(), identity.as_deref());
+        Some(
+            proof
+                .with_external(external.as_deref())
+                .with_code(code.as_deref()),
+        )
+    }
 }
 
 /// The place a visitor's cookie holds, checked in (batched, not written per view); none for a
