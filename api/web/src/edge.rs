@@ -161,27 +161,8 @@ impl Connection {
         let Some(_slot) = per_address.admit(self.peer.ip()) else {
             app.metrics
                 .http(method.as_str(), "unmatched", 429, started.elapsed());
-            let mut refused = ApiError::new(
-                Kind::TooMany,
-                "too_many_in_flight",
-                format!(
-                    "this address has {} requests being handled; send the next when one is answered",
-                    per_address.max
-                ),
-            )
-            .retry(1)
-            .into_http();
-            // Its body, if it has one, is not read: the connection closes after the answer.
-            if !axum::body::HttpBody::is_end_stream(req.body()) {
-                refused = closing(refused);
-            }
-            secure(refused.headers_mut());
-            return refused.map(|body| {
-                Body::new(Guarded {
-                    inner: body,
-                    guard: Some(guard),
-                })
-            });
+            let refused = too_many_in_flight(per_address.max, &req);
+            return guarded(refused, guard);
         };
         // The body is read before the request takes one of the node's places: a client that
         // is slow to send it (within the body timeout) holds only its address's places, never
@@ -214,13 +195,39 @@ impl Connection {
             }
         };
         secure(resp.headers_mut());
-        resp.map(|body| {
-            Body::new(Guarded {
-                inner: body,
-                guard: Some(guard),
-            })
-        })
+        guarded(resp, guard)
     }
+}
+
+/// The answer to an address past its bound of requests in flight. Its body, if it has one,
+/// is not read: the connection closes after the answer.
+fn too_many_in_flight(max: usize, req: &Request) -> Response {
+    let refused = ApiError::new(
+        Kind::TooMany,
+        "too_many_in_flight",
+        format!(
+            "this address has {max} requests being handled; send the next when one is answered"
+        ),
+    )
+    .retry(1)
+    .into_http();
+    let mut refused = if axum::body::HttpBody::is_end_stream(req.body()) {
+        refused
+    } else {
+        closing(refused)
+    };
+    secure(refused.headers_mut());
+    refused
+}
+
+/// `resp`, in flight until its body has been sent.
+fn guarded(resp: Response, guard: CallGuard) -> Response {
+    resp.map(|body| {
+        Body::new(Guarded {
+            inner: body,
+            guard: Some(guard),
+        })
+    })
 }
 
 /// `req` with the connection's peer, where [`crate::app::client_ip`] finds it.

@@ -367,6 +367,32 @@ async fn gate(
     gate_answer(&app, room.ok(), &method, &uri, &headers, client)
 }
 
+/// The gate's 200: who the visitor is, the bypass that let it through, and a fresh ticket
+/// for the proxy to pass on.
+fn gate_passed(app: &App, ok: &sluice_ops::visitors::GateOk, room: Option<&str>) -> Response {
+    let mut r = StatusCode::OK.into_response();
+    if let Some(Ok(h)) = ok.visitor.map(|v| HeaderValue::from_str(&v.to_string())) {
+        r.headers_mut().insert("x-sluice-visitor", h);
+    }
+    if let Some(kind) = ok.bypassed {
+        r.headers_mut()
+            .insert("x-sluice-bypass", HeaderValue::from_static(kind.as_str()));
+    }
+    // The proxy passes this on as the answer's `Set-Cookie` (nginx:
+    // `auth_request_set` + `add_header`), so that a visitor who only browses the origin
+    // keeps a current ticket across key rotations and past the cookie's day.
+    if let (Some(t), Some(room)) = (&ok.fresh_ticket, room) {
+        let mut cookie = Response::new(axum::body::Body::empty());
+        set_ticket_cookie(app, &mut cookie, room, t);
+        if let Some(v) = cookie.headers().get(header::SET_COOKIE) {
+            r.headers_mut().insert("x-sluice-set-cookie", v.clone());
+        }
+    }
+    r.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
 /// [`gate`]'s answer for the client at `client`.
 fn gate_answer(
     app: &App,
@@ -401,29 +427,7 @@ fn gate_answer(
         None => Err(ApiError::invalid("room", "not a room name")),
     };
     match checked {
-        Ok(ok) => {
-            let mut r = StatusCode::OK.into_response();
-            if let Some(Ok(h)) = ok.visitor.map(|v| HeaderValue::from_str(&v.to_string())) {
-                r.headers_mut().insert("x-sluice-visitor", h);
-            }
-            if let Some(kind) = ok.bypassed {
-                r.headers_mut()
-                    .insert("x-sluice-bypass", HeaderValue::from_static(kind.as_str()));
-            }
-            // The proxy passes this on as the answer's `Set-Cookie` (nginx:
-            // `auth_request_set` + `add_header`), so that a visitor who only browses the origin
-            // keeps a current ticket across key rotations and past the cookie's day.
-            if let (Some(t), Some(Path(room))) = (&ok.fresh_ticket, &room) {
-                let mut cookie = Response::new(axum::body::Body::empty());
-                set_ticket_cookie(app, &mut cookie, room, t);
-                if let Some(v) = cookie.headers().get(header::SET_COOKIE) {
-                    r.headers_mut().insert("x-sluice-set-cookie", v.clone());
-                }
-            }
-            r.headers_mut()
-                .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-            r
-        }
+        Ok(ok) => gate_passed(app, &ok, room.as_ref().map(|Path(r)| r.as_str())),
         Err(mut e) => {
             // A proxy's forward-auth understands 200 and 401 (and retries on 503), nothing else.
             if e.kind != Kind::Unavailable {

@@ -553,85 +553,62 @@ pub(super) fn codes_section(
     token: &str,
     can_act: bool,
 ) -> String {
-    let r = esc(room);
-    let hidden = format!("<input type=\"hidden\" name=\"csrf\" value=\"{token}\">");
-    let view = app.sluice.room_view(room);
-    let lane_rows: String = view
-        .iter()
-        .flat_map(|v| v.lanes.iter())
-        .map(|l| {
-            format!(
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                esc(&l.name),
-                if l.open { "open" } else { "not yet" },
-                l.waiting,
-                l.joined,
-                l.admitted,
-                l.redeemed
-            )
-        })
-        .collect();
-    let lanes_table = if lane_rows.is_empty() {
-        String::new()
-    } else {
-        format!(
-            "<div class=\"scroll\"><table><caption>Lanes</caption><tr><th>Lane</th><th>Admitting</th><th>Waiting</th><th>Joined</th><th>Admitted</th><th>Codes redeemed</th></tr>{lane_rows}</table></div>"
-        )
-    };
     let batches = app.sluice.code_batches_here(room);
-    let batch_rows: String = batches
-        .iter()
-        .map(|b| {
-            let end = if can_act {
-                format!("<form class=\"inline\" method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"codes_end\">\
-<input type=\"hidden\" name=\"batch\" value=\"{id}\"><button aria-label=\"End batch {id}\">End</button></form>", id = b.id)
-            } else {
-                String::new()
-            };
-            format!(
-                "<tr><td>{id}</td><td>{label}</td><td>{lane}</td><td>{uses}</td><td>{codes}</td><td>{used}</td><td>{used_up}</td><td>{exp}</td>\
-<td>{end}</td></tr>",
-                id = b.id,
-                label = esc(&b.label),
-                lane = esc(b.lane.as_deref().unwrap_or("(own line)")),
-                uses = b.uses,
-                codes = b.codes,
-                used = b.used,
-                used_up = b.used_up,
-                exp = b.expires_at.map_or("never".to_string(), |t| format!(
-                    "<time data-unix=\"{t}\">{}</time>",
-                    form::readable_utc(t)
-                )),
-            )
-        })
-        .collect();
-    let batch_table = if batch_rows.is_empty() {
-        "<p>No access codes yet.</p>".to_string()
-    } else {
-        format!(
-            "<div class=\"scroll\"><table><caption>Code batches</caption><tr><th>Batch</th><th>Label</th><th>Lane</th><th>Uses each</th><th>Codes</th><th>Uses taken</th><th>Used up</th><th>Expires</th><th></th></tr>{batch_rows}</table></div>"
-        )
+    let page = CodesSection {
+        room,
+        token,
+        can_act,
+        codes_max: DASHBOARD_CODES_MAX,
+        lanes: app
+            .sluice
+            .room_view(room)
+            .map(|v| v.lanes)
+            .unwrap_or_default(),
+        batches: batches.iter().map(BatchRow::of).collect(),
+        lane_names: lanes.iter().map(|l| l.name.as_str()).collect(),
     };
-    if !can_act {
-        return format!("<h2 id=\"codes\">Access codes</h2>{lanes_table}{batch_table}");
+    askama::Template::render(&page).expect("a section's values always render")
+}
+
+/// A room's access codes (`templates/admin/codes.html`).
+#[derive(askama::Template)]
+#[template(path = "admin/codes.html")]
+struct CodesSection<'a> {
+    room: &'a str,
+    token: &'a str,
+    can_act: bool,
+    codes_max: u64,
+    lanes: Vec<sluice_statemachine::LaneView>,
+    batches: Vec<BatchRow<'a>>,
+    lane_names: Vec<&'a str>,
+}
+
+/// A code batch as its row shows it.
+struct BatchRow<'a> {
+    id: u32,
+    label: &'a str,
+    lane: &'a str,
+    uses: u32,
+    codes: u64,
+    used: u64,
+    used_up: u64,
+    /// When it expires: seconds since the epoch, and as read (UTC).
+    expires: Option<(u64, String)>,
+}
+
+impl<'a> BatchRow<'a> {
+    fn of(b: &'a sluice_ops::model::CodeBatchBody) -> Self {
+        BatchRow {
+            id: b.id,
+            label: &b.label,
+            lane: b.lane.as_deref().unwrap_or("(own line)"),
+            uses: b.uses,
+            codes: b.codes,
+            used: b.used,
+            used_up: b.used_up,
+            expires: b.expires_at.map(|t| (t, form::readable_utc(t))),
+        }
     }
-    let lane_options: String =
-        std::iter::once("<option value=\"\">(the room's own line)</option>".to_string())
-            .chain(
-                lanes
-                    .iter()
-                    .map(|l| format!("<option>{}</option>", esc(&l.name))),
-            )
-            .collect();
-    format!(
-        "<h2 id=\"codes\">Access codes</h2>{lanes_table}{batch_table}\
-<form method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"codes_create\">\
-<label for=\"f-ccount\">How many (at most {DASHBOARD_CODES_MAX}; more with sluice ctl codes create)</label><input id=\"f-ccount\" name=\"count\" type=\"number\" min=\"1\" max=\"{DASHBOARD_CODES_MAX}\" value=\"10\">\
-<label for=\"f-cuses\">Uses per code</label><input id=\"f-cuses\" name=\"uses\" type=\"number\" min=\"1\" value=\"1\">\
-<label for=\"f-clane\">Lane</label><select id=\"f-clane\" name=\"lane\">{lane_options}</select>\
-<label for=\"f-cexp\">Valid for, hours (empty: no end)</label><input id=\"f-cexp\" name=\"expires_hours\" type=\"number\" min=\"1\">\
-<label for=\"f-clabel\">Label</label><input id=\"f-clabel\" name=\"label\" maxlength=\"64\"> <button>Make codes</button></form>"
-    )
 }
 
 /// The staff bypass token forms of room `r` (escaped).
