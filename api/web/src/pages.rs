@@ -10,7 +10,7 @@ use sluice_ops::core::TicketSource;
 use sluice_ops::model::{ReplyState, VisitorReply};
 use sluice_statemachine::{Mode, RoomView};
 
-pub use crate::views::{demo_shop, landing, staff_form};
+pub use crate::views::{demo_shop, landing, staff_form, PageLang, STYLE};
 pub use sluice_ops::text::esc;
 
 /// Only same-site absolute paths are followed after admission (no open redirects), written as
@@ -29,38 +29,6 @@ pub fn safe_next(next: Option<&str>) -> String {
             n.to_string()
         }
         _ => "/".to_string(),
-    }
-}
-
-/// The language a waiting page speaks: the visitor's pick (`?lang=`), which the page's own
-/// links and forms carry on, or else the browser's preference (`Accept-Language`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PageLang {
-    /// The language.
-    pub lang: Lang,
-    /// Picked by the visitor, not negotiated.
-    pub picked: bool,
-}
-
-impl PageLang {
-    /// From the `lang` parameter, if it names a language, else the header.
-    pub fn new(param: Option<&str>, accept_language: Option<&str>) -> Self {
-        match param.and_then(Lang::from_tag) {
-            Some(lang) => PageLang { lang, picked: true },
-            None => PageLang {
-                lang: Lang::negotiate(accept_language),
-                picked: false,
-            },
-        }
-    }
-
-    /// `lang=xx&` when picked, for the page's own URLs (before `next=`, which comes last).
-    pub(crate) fn query(self) -> String {
-        if self.picked {
-            format!("lang={}&", self.lang.tag())
-        } else {
-            String::new()
-        }
     }
 }
 
@@ -97,9 +65,6 @@ pub fn asset_type(name: &str) -> &'static str {
 pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
 style-src 'self' 'unsafe-inline'; img-src 'self' https: data:; connect-src 'self'; \
 form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
-
-/// The shared style: readable, responsive, high contrast, respects reduced motion.
-pub const STYLE: &str = include_str!("../assets/page.css");
 
 /// The waiting page as a visitor at `reply` would see it in `room` (the dashboard's preview of
 /// a room's branding before it is saved). Its script is left out: a preview moves nowhere.

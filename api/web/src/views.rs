@@ -4,12 +4,46 @@
 //! shows; the templates say how.
 
 use crate::i18n::{texts, Lang, Texts, Units};
-use crate::pages::PageLang;
 use askama::Template;
 use sluice_ops::ledger::DrawBody;
 use sluice_ops::model::VisitorReply;
 use sluice_ops::text::esc;
 use sluice_statemachine::{Mode, RoomView};
+
+/// The shared style: readable, responsive, high contrast, respects reduced motion.
+pub const STYLE: &str = include_str!("../assets/page.css");
+
+/// The language a waiting page speaks: the visitor's pick (`?lang=`), which the page's own
+/// links and forms carry on, or else the browser's preference (`Accept-Language`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageLang {
+    /// The language.
+    pub lang: Lang,
+    /// Picked by the visitor, not negotiated.
+    pub picked: bool,
+}
+
+impl PageLang {
+    /// From the `lang` parameter, if it names a language, else the header.
+    pub fn new(param: Option<&str>, accept_language: Option<&str>) -> Self {
+        match param.and_then(Lang::from_tag) {
+            Some(lang) => PageLang { lang, picked: true },
+            None => PageLang {
+                lang: Lang::negotiate(accept_language),
+                picked: false,
+            },
+        }
+    }
+
+    /// `lang=xx&` when picked, for the page's own URLs (before `next=`, which comes last).
+    pub(crate) fn query(self) -> String {
+        if self.picked {
+            format!("lang={}&", self.lang.tag())
+        } else {
+            String::new()
+        }
+    }
+}
 
 /// The templates' escaper: the project's one ([`esc`]), so that a value reads the same in a
 /// page whether a template or code wrote it.
