@@ -62,20 +62,7 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
     let cancel = CancellationToken::new();
     let sluice = sluice(cfg, &node, &cancel)?;
     sluice_ops::origin::start(sluice.clone(), cancel.clone());
-    let metrics = Arc::new(Metrics::default());
-    let mut app = App::new(
-        sluice.clone(),
-        metrics.clone(),
-        auth.clone(),
-        cfg.limits.visitor_requests_per_second,
-        cfg.limits.visitor_burst,
-    );
-    app.trusted_proxies = cfg.trusted_proxies().map_err(anyhow::Error::msg)?;
-    // Over HTTPS cookies are Secure, whether or not the configuration says so.
-    app.secure_cookies = cfg.secure_cookies || cfg.http_tls.is_some();
-    app.body_bytes_max = cfg.limits.body_bytes_max;
-    app.demo_room = demo_room;
-    let app = Arc::new(app);
+    let app = Arc::new(app(cfg, sluice.clone(), auth.clone(), demo_room)?);
 
     let (limits, connection_limits) = listener_limits(cfg)?;
     let servers = vec![
@@ -116,6 +103,29 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
         cancel,
         servers,
     })
+}
+
+/// What both edges share: the operations, the request counters, the operators' keys, the
+/// per-client rate, the proxies trusted, the cookies' settings.
+fn app(
+    cfg: &ServerConfig,
+    sluice: Arc<Sluice>,
+    auth: Arc<sluice_ops::auth::OperatorAuth>,
+    demo_room: Option<String>,
+) -> anyhow::Result<App> {
+    let mut app = App::new(
+        sluice,
+        Arc::new(Metrics::default()),
+        auth,
+        cfg.limits.visitor_requests_per_second,
+        cfg.limits.visitor_burst,
+    );
+    app.trusted_proxies = cfg.trusted_proxies().map_err(anyhow::Error::msg)?;
+    // Over HTTPS cookies are Secure, whether or not the configuration says so.
+    app.secure_cookies = cfg.secure_cookies || cfg.http_tls.is_some();
+    app.body_bytes_max = cfg.limits.body_bytes_max;
+    app.demo_room = demo_room;
+    Ok(app)
 }
 
 async fn bind(addr: SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {

@@ -223,21 +223,7 @@ impl Archive {
         let mut st = match self.state()? {
             Some(s) => s,
             None if first_in_log <= 1 => ArchiveState::default(),
-            None => {
-                // The log does not go back to its first entry here: the archive starts from
-                // the newest snapshot, which covers everything this purge drops.
-                drop(_held);
-                let base = self.keep_base(now_ms)?;
-                let _held = self.lock.lock().unwrap_or_else(|e| e.into_inner());
-                let mut st = self.state()?.unwrap_or_default();
-                st.archived_through = base.unwrap_or(0);
-                self.set_state(&st)?;
-                tracing::info!(
-                    from = st.archived_through,
-                    "archive started from a snapshot"
-                );
-                return Ok(());
-            }
+            None => return self.start_from_base(_held, now_ms),
         };
         if upto <= st.archived_through {
             return Ok(());
@@ -290,6 +276,23 @@ impl Archive {
             return self.restart_from_base(_held, upto, now_ms);
         }
         self.prune(now_ms)?;
+        Ok(())
+    }
+
+    /// Starts an archive where the log does not go back to its first entry: from the newest
+    /// snapshot, which covers everything the purge drops. Lets go of `held` while it keeps the
+    /// base, as that takes the lock.
+    fn start_from_base(&self, held: std::sync::MutexGuard<'_, ()>, now_ms: u64) -> io::Result<()> {
+        drop(held);
+        let base = self.keep_base(now_ms)?;
+        let _held = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut st = self.state()?.unwrap_or_default();
+        st.archived_through = base.unwrap_or(0);
+        self.set_state(&st)?;
+        tracing::info!(
+            from = st.archived_through,
+            "archive started from a snapshot"
+        );
         Ok(())
     }
 
@@ -493,82 +496,35 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> io::Result<(ReplayReport, Sta
         ));
     }
     let mut report = ReplayReport::default();
-    // From the log's beginning when the segments reach it, else from the oldest base kept.
-    let from_start = listing.segments.first().is_none_or(|s| s.0 == 1) || listing.bases.is_empty();
-    let mut sm = if from_start {
-        if listing.segments.first().is_some_and(|s| s.0 != 1) {
-            return Err(bad(
-                "the archive starts after index 1 and keeps no base snapshot",
-            ));
-        }
-        let mut sm = StateMachine::new();
-        sm.set_draw_key(opts.key);
-        sm.keep_ledger(true);
-        sm
-    } else {
-        let (index, path) = &listing.bases[0];
-        report.from = *index;
-        load_base(path, *index, &listing, opts, &mut report)?
-    };
+    let mut sm = starting_state(&listing, opts, &mut report)?;
     report.through = report.from;
     let mut draws = Draws::default();
     draws.start_from(&sm);
-    let mut checkpoints = listing
-        .checkpoints
-        .range((Bound::Excluded(report.from), Bound::Unbounded))
-        .map(|(i, p)| (*i, p.clone()))
-        .collect::<Vec<_>>()
-        .into_iter()
-        .peekable();
+    let after_base = (Bound::Excluded(report.from), Bound::Unbounded);
+    let checkpoints = listing.checkpoints.range(after_base);
+    let mut checkpoints = checkpoints.map(|(i, p)| (*i, p.clone())).peekable();
     'segments: for (first, last, path) in &listing.segments {
         if *last <= report.through {
             continue;
         }
         if *first > report.through.saturating_add(1) {
-            // A node that installed a snapshot its log never held goes on archiving from that
-            // snapshot, kept as a base: the replay goes on from it too.
-            match listing
-                .bases
-                .iter()
-                .find(|(i, _)| i.checked_add(1) == Some(*first))
-            {
-                Some((index, base)) => {
-                    sm = load_base(base, *index, &listing, opts, &mut report)?;
+            match restart_before(*first, &listing, opts, &mut report)? {
+                Some(base) => {
+                    sm = base;
                     draws.start_from(&sm);
-                    report.restarts.push(*index);
-                    report.through = *index;
-                    while checkpoints.next_if(|(i, _)| *i <= *index).is_some() {}
+                    let index = report.through;
+                    while checkpoints.next_if(|(i, _)| *i <= index).is_some() {}
                 }
-                None => {
-                    report.mismatch(format!(
-                        "entries {}..{} are missing from the archive",
-                        report.through.saturating_add(1),
-                        first
-                    ));
-                    break;
-                }
+                None => break,
             }
         }
         // A segment that overlaps what is replayed already (written again after a crash
         // between a segment and `archive.json`): its entries and records up to here are skipped.
         let replayed_before = report.through;
         let bytes = read_at_most(path, SEGMENT_FILE_MAX)?;
-        let mut frames = match SegmentReader::new(&bytes) {
-            Ok(r) => r,
-            Err(e) => {
-                report.mismatch(format!("{}: {e}", path.display()));
-                break;
-            }
-        };
-        // What the replay skips or goes on from is chosen by the name: the header must agree.
-        let (h_first, h_last) = (frames.header().first, frames.header().last);
-        if (h_first, h_last) != (*first, *last) {
-            report.mismatch(format!(
-                "{}: the segment's header says entries {h_first}..={h_last}, its name {first}..={last}",
-                path.display()
-            ));
+        let Some(mut frames) = open_segment(&bytes, path, (*first, *last), &mut report) else {
             break;
-        }
+        };
         let records_from = frames.header().records_from;
         report.segments += 1;
         let mut frames = frames.by_ref().peekable();
@@ -593,120 +549,244 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> io::Result<(ReplayReport, Sta
             if opts.to.is_some_and(|to| e.index > to) {
                 break 'segments;
             }
-            // The state machine takes entries in log order only (it asserts so): an archive
-            // that is not in that order is refused here, before it reaches the machine.
-            if let Some(last) = sm.last_applied() {
-                if e.index <= last.index || e.term < last.term {
-                    return Err(bad(format!(
-                        "{}: entry {} of term {} comes after entry {} of term {}: \
-                         indexes must rise and terms never fall",
-                        path.display(),
-                        e.index,
-                        e.term,
-                        last.index,
-                        last.term
-                    )));
-                }
-            }
-            match &e.proposal {
-                None => sm.apply_empty(e.term, e.index),
-                Some(p) => {
-                    let proposal = Proposal::decode(p).map_err(|err| {
-                        bad(format!("{}: entry {}: {err}", path.display(), e.index))
-                    })?;
-                    // No cluster stamps a time past the year 2400; times near the end of u64
-                    // would overflow the machine's arithmetic of deadlines.
-                    if proposal.time_ms > INSTANT_MS_MAX {
-                        return Err(bad(format!(
-                            "{}: entry {}: its log time {} ms is past the latest a log \
-                             holds ({INSTANT_MS_MAX} ms, the year 2400)",
-                            path.display(),
-                            e.index,
-                            proposal.time_ms
-                        )));
-                    }
-                    sm.apply(e.term, e.index, &proposal);
-                }
-            }
+            apply_archived(&mut sm, &e, path)?;
             report.entries += 1;
             report.through = e.index;
-            for made in sm.take_ledger() {
-                report.records += 1;
-                if opts.room.as_deref().is_none_or(|r| r == made.room) {
-                    report.room_records += 1;
-                }
-                // The archived records of this entry follow it; one of an earlier index, or
-                // one the log does not make, is an extra.
-                let archived = |key| {
-                    move |f: &io::Result<Frame>| match f {
-                        Ok(Frame::Record(a)) => a.key() < key,
-                        _ => false,
-                    }
-                };
-                while let Some(Ok(Frame::Record(a))) = frames.next_if(archived(made.key())) {
-                    report.mismatch(extra_record(&a));
-                }
-                // Draws are checked on the archived records, the evidence, so that a replay
-                // without the nodes' key still checks every revealed draw.
-                let same = |f: &io::Result<Frame>| matches!(f, Ok(Frame::Record(a)) if a.key() == made.key());
-                match frames.next_if(same) {
-                    Some(Ok(Frame::Record(a))) => {
-                        if a != made {
-                            report.mismatch(format!(
-                                "index {}: the archived record differs from the one the log \
-                                 makes: archived {}, made {}",
-                                made.index,
-                                brief(&a),
-                                brief(&made)
-                            ));
-                        }
-                        check_draw(&a, e.term, &mut draws, &mut report);
-                    }
-                    _ => {
-                        if made.index >= records_from {
-                            report.mismatch(format!(
-                                "index {}: the archive lacks a record the log makes: {}",
-                                made.index,
-                                brief(&made)
-                            ));
-                        }
-                        check_draw(&made, e.term, &mut draws, &mut report);
-                    }
-                }
-            }
-            while let Some((i, p)) = checkpoints.next_if(|(i, _)| *i <= e.index) {
-                if i < e.index {
-                    continue; // an index that holds no entry of this archive
-                }
-                check_checkpoint(i, &p, &sm, &mut report)?;
-            }
+            let records = Records {
+                term: e.term,
+                records_from,
+            };
+            records.compare(sm.take_ledger(), &mut frames, opts, &mut draws, &mut report);
+            check_checkpoints(&mut checkpoints, e.index, &sm, &mut report)?;
         }
     }
     report.draws_unrevealed = draws.pending.len() as u64;
-    // Segments missing at the end, or ending before their names say, leave the replay short of
-    // what the archive says it holds.
-    match state {
-        Some(st) => {
-            let end = opts.to.unwrap_or(st.archived_through);
-            if opts.to.is_some_and(|to| to > st.archived_through) {
-                report.mismatch(format!(
-                    "asked to replay through index {end}; the archive holds entries through {}",
-                    st.archived_through
-                ));
-            } else if report.through < end && report.ok() {
-                report.mismatch(format!(
-                    "the archive holds entries through index {end}, the replay ended at {}: \
-                     segments are missing or short",
-                    report.through
-                ));
+    check_end(state.as_ref(), opts, &mut report);
+    Ok((report, sm))
+}
+
+/// Checks the checkpoints through `index`, the entry just replayed: the one at `index`, if
+/// any, against the state; those before it are of indexes that hold no entry of the archive.
+fn check_checkpoints(
+    checkpoints: &mut std::iter::Peekable<impl Iterator<Item = (u64, PathBuf)>>,
+    index: u64,
+    sm: &StateMachine,
+    report: &mut ReplayReport,
+) -> io::Result<()> {
+    while let Some((i, p)) = checkpoints.next_if(|(i, _)| *i <= index) {
+        if i == index {
+            check_checkpoint(i, &p, sm, report)?;
+        }
+    }
+    Ok(())
+}
+
+/// The base a replay goes on from when the next segment starts at `first`, past what it
+/// replayed: a node that installed a snapshot its log never held goes on archiving from that
+/// snapshot, kept as a base. `None` (said in the report) when there is none: entries are
+/// missing.
+fn restart_before(
+    first: u64,
+    listing: &Listing,
+    opts: &ReplayOptions,
+    report: &mut ReplayReport,
+) -> io::Result<Option<StateMachine>> {
+    let base = listing
+        .bases
+        .iter()
+        .find(|(i, _)| i.checked_add(1) == Some(first));
+    let Some((index, base)) = base else {
+        report.mismatch(format!(
+            "entries {}..{} are missing from the archive",
+            report.through.saturating_add(1),
+            first
+        ));
+        return Ok(None);
+    };
+    let sm = load_base(base, *index, listing, opts, report)?;
+    report.restarts.push(*index);
+    report.through = *index;
+    Ok(Some(sm))
+}
+
+/// The frames of the segment `bytes` read from `path`, named for entries `first..=last`:
+/// `None` (said in the report) when it cannot be read or its header disagrees with its name,
+/// by which the replay chooses what it skips or goes on from.
+fn open_segment<'b>(
+    bytes: &'b [u8],
+    path: &Path,
+    (first, last): (u64, u64),
+    report: &mut ReplayReport,
+) -> Option<SegmentReader<'b>> {
+    let frames = match SegmentReader::new(bytes) {
+        Ok(r) => r,
+        Err(e) => {
+            report.mismatch(format!("{}: {e}", path.display()));
+            return None;
+        }
+    };
+    let (h_first, h_last) = (frames.header().first, frames.header().last);
+    if (h_first, h_last) != (first, last) {
+        report.mismatch(format!(
+            "{}: the segment's header says entries {h_first}..={h_last}, its name {first}..={last}",
+            path.display()
+        ));
+        return None;
+    }
+    Some(frames)
+}
+
+/// The state a replay starts from: empty, from the log's beginning when the segments reach it,
+/// else the oldest base kept.
+fn starting_state(
+    listing: &Listing,
+    opts: &ReplayOptions,
+    report: &mut ReplayReport,
+) -> io::Result<StateMachine> {
+    let from_start = listing.segments.first().is_none_or(|s| s.0 == 1) || listing.bases.is_empty();
+    if !from_start {
+        let (index, path) = &listing.bases[0];
+        report.from = *index;
+        return load_base(path, *index, listing, opts, report);
+    }
+    if listing.segments.first().is_some_and(|s| s.0 != 1) {
+        return Err(bad(
+            "the archive starts after index 1 and keeps no base snapshot",
+        ));
+    }
+    let mut sm = StateMachine::new();
+    sm.set_draw_key(opts.key);
+    sm.keep_ledger(true);
+    Ok(sm)
+}
+
+/// Applies archived entry `e` of the segment at `path`. The state machine takes entries in log
+/// order only (it asserts so): an archive that is not in that order is refused here, before it
+/// reaches the machine, as is a log time past the latest a log holds.
+fn apply_archived(sm: &mut StateMachine, e: &ArchivedEntry, path: &Path) -> io::Result<()> {
+    if let Some(last) = sm.last_applied() {
+        if e.index <= last.index || e.term < last.term {
+            return Err(bad(format!(
+                "{}: entry {} of term {} comes after entry {} of term {}: \
+                 indexes must rise and terms never fall",
+                path.display(),
+                e.index,
+                e.term,
+                last.index,
+                last.term
+            )));
+        }
+    }
+    let Some(p) = &e.proposal else {
+        sm.apply_empty(e.term, e.index);
+        return Ok(());
+    };
+    let proposal = Proposal::decode(p)
+        .map_err(|err| bad(format!("{}: entry {}: {err}", path.display(), e.index)))?;
+    // No cluster stamps a time past the year 2400; times near the end of u64 would overflow
+    // the machine's arithmetic of deadlines.
+    if proposal.time_ms > INSTANT_MS_MAX {
+        return Err(bad(format!(
+            "{}: entry {}: its log time {} ms is past the latest a log \
+             holds ({INSTANT_MS_MAX} ms, the year 2400)",
+            path.display(),
+            e.index,
+            proposal.time_ms
+        )));
+    }
+    sm.apply(e.term, e.index, &proposal);
+    Ok(())
+}
+
+/// What the comparison of an entry's records needs to know of it and its segment.
+struct Records {
+    /// The entry's term.
+    term: u64,
+    /// The first index whose records the segment holds whole.
+    records_from: u64,
+}
+
+impl Records {
+    /// Compares the records an entry made (`made`) with the archived ones that follow it in
+    /// `frames`: an archived record of an earlier index, or one the log does not make, is an
+    /// extra; one the log makes and the archive lacks is missing. Draws are checked on the
+    /// archived records, the evidence, so that a replay without the nodes' key still checks
+    /// every revealed draw.
+    fn compare(
+        &self,
+        made: Vec<Record>,
+        frames: &mut std::iter::Peekable<impl Iterator<Item = io::Result<Frame>>>,
+        opts: &ReplayOptions,
+        draws: &mut Draws,
+        report: &mut ReplayReport,
+    ) {
+        for made in made {
+            report.records += 1;
+            if opts.room.as_deref().is_none_or(|r| r == made.room) {
+                report.room_records += 1;
+            }
+            let archived = |key| {
+                move |f: &io::Result<Frame>| match f {
+                    Ok(Frame::Record(a)) => a.key() < key,
+                    _ => false,
+                }
+            };
+            while let Some(Ok(Frame::Record(a))) = frames.next_if(archived(made.key())) {
+                report.mismatch(extra_record(&a));
+            }
+            let same =
+                |f: &io::Result<Frame>| matches!(f, Ok(Frame::Record(a)) if a.key() == made.key());
+            match frames.next_if(same) {
+                Some(Ok(Frame::Record(a))) => {
+                    if a != made {
+                        report.mismatch(format!(
+                            "index {}: the archived record differs from the one the log \
+                             makes: archived {}, made {}",
+                            made.index,
+                            brief(&a),
+                            brief(&made)
+                        ));
+                    }
+                    check_draw(&a, self.term, draws, report);
+                }
+                _ => {
+                    if made.index >= self.records_from {
+                        report.mismatch(format!(
+                            "index {}: the archive lacks a record the log makes: {}",
+                            made.index,
+                            brief(&made)
+                        ));
+                    }
+                    check_draw(&made, self.term, draws, report);
+                }
             }
         }
-        None => report.mismatch(
+    }
+}
+
+/// Segments missing at the end, or ending before their names say, leave the replay short of
+/// what the archive says it holds (`state`, its `archive.json`).
+fn check_end(state: Option<&ArchiveState>, opts: &ReplayOptions, report: &mut ReplayReport) {
+    let Some(st) = state else {
+        report.mismatch(
             "archive.json is missing: whether segments are missing at the end cannot be told"
                 .into(),
-        ),
+        );
+        return;
+    };
+    let end = opts.to.unwrap_or(st.archived_through);
+    if opts.to.is_some_and(|to| to > st.archived_through) {
+        report.mismatch(format!(
+            "asked to replay through index {end}; the archive holds entries through {}",
+            st.archived_through
+        ));
+    } else if report.through < end && report.ok() {
+        report.mismatch(format!(
+            "the archive holds entries through index {end}, the replay ended at {}: \
+             segments are missing or short",
+            report.through
+        ));
     }
-    Ok((report, sm))
 }
 
 /// The base snapshot at `path` (of index `index`), ready to replay from, checked against the

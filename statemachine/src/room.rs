@@ -1760,6 +1760,31 @@ impl Room {
         }
     }
 
+    /// Takes an ended session out of the admission counts, and into how long places are held.
+    fn count_session_end(&mut self, s: Session, reason: EndReason, now: u64) {
+        let second = s.admitted_at_ms / 1000;
+        count_down(&mut self.admitted_in, &second);
+        self.admitted_secs_sum -= u128::from(second);
+        let unused = s.last_active_ms == s.admitted_at_ms;
+        if unused {
+            count_down(&mut self.unused_in, &second);
+            self.unused_count -= 1;
+        } else {
+            count_down(&mut self.used_in, &second);
+        }
+        match reason {
+            // Never used, it was held until its deadline, which the estimates knew: it says
+            // nothing of how long a used place is kept.
+            EndReason::Expired | EndReason::Unused if unused => {
+                self.turnover.unused = self.turnover.unused.saturating_add(1)
+            }
+            EndReason::Left | EndReason::Expired | EndReason::Unused => {
+                self.turnover.record(now.saturating_sub(s.admitted_at_ms))
+            }
+            _ => {}
+        }
+    }
+
     /// Records that a visitor's place ended: its session, if it had one.
     fn record_end(
         &mut self,
@@ -1770,27 +1795,7 @@ impl Room {
         now: u64,
     ) {
         if let Some(s) = session {
-            let second = s.admitted_at_ms / 1000;
-            count_down(&mut self.admitted_in, &second);
-            self.admitted_secs_sum -= u128::from(second);
-            let unused = s.last_active_ms == s.admitted_at_ms;
-            if unused {
-                count_down(&mut self.unused_in, &second);
-                self.unused_count -= 1;
-            } else {
-                count_down(&mut self.used_in, &second);
-            }
-            match reason {
-                // Never used, it was held until its deadline, which the estimates knew: it says
-                // nothing of how long a used place is kept.
-                EndReason::Expired | EndReason::Unused if unused => {
-                    self.turnover.unused = self.turnover.unused.saturating_add(1)
-                }
-                EndReason::Left | EndReason::Expired | EndReason::Unused => {
-                    self.turnover.record(now.saturating_sub(s.admitted_at_ms))
-                }
-                _ => {}
-            }
+            self.count_session_end(s, reason, now);
         }
         if let Some(k) = self.identity_of.remove(&id) {
             self.visitor_of.remove(&k);

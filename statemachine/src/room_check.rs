@@ -244,6 +244,11 @@ impl Room {
                 && unused_in.values().sum::<u64>() == self.unused_count,
             "unused sessions by second disagree with the sessions"
         );
+        self.check_networks()
+    }
+
+    /// The networks each session was used from: a session's, distinct, within the bound.
+    fn check_networks(&self) -> Result<(), String> {
         for (id, nets) in &self.networks_of {
             let distinct: BTreeSet<ClientKey> = nets.iter().map(|&(k, _)| k).collect();
             ensure!(

@@ -115,6 +115,30 @@ fn entry(r: &Record) -> Option<AuditEntry> {
     })
 }
 
+/// The query's `from` and `to` (RFC 3339 or ms since the epoch), in order.
+fn time_range(q: &AuditQuery) -> Result<(Option<u64>, Option<u64>), ApiError> {
+    let time = |field: &str, v: &Option<String>| {
+        v.as_deref()
+            .filter(|s| !s.is_empty())
+            .map(|t| {
+                crate::ledger::parse_time_ms(t).ok_or_else(|| {
+                    ApiError::invalid(
+                        field,
+                        "RFC 3339 (2026-12-24T18:00:00Z) or ms since the epoch",
+                    )
+                })
+            })
+            .transpose()
+    };
+    let (from, to) = (time("from", &q.from)?, time("to", &q.to)?);
+    if let (Some(from), Some(to)) = (from, to) {
+        if from > to {
+            return Err(ApiError::invalid("from", "must not be after to"));
+        }
+    }
+    Ok((from, to))
+}
+
 /// A page of the audit log, read from this node's ledger.
 pub async fn list(sluice: &Sluice, q: &AuditQuery) -> Result<AuditPage, ApiError> {
     let nonempty = |v: &Option<String>| v.clone().filter(|s| !s.is_empty());
@@ -133,24 +157,7 @@ pub async fn list(sluice: &Sluice, q: &AuditQuery) -> Result<AuditPage, ApiError
             format!("must be from 1 to {AUDIT_PAGE_MAX}"),
         ));
     }
-    let time = |field: &str, v: &Option<String>| {
-        nonempty(v)
-            .map(|t| {
-                crate::ledger::parse_time_ms(&t).ok_or_else(|| {
-                    ApiError::invalid(
-                        field,
-                        "RFC 3339 (2026-12-24T18:00:00Z) or ms since the epoch",
-                    )
-                })
-            })
-            .transpose()
-    };
-    let (from, to) = (time("from", &q.from)?, time("to", &q.to)?);
-    if let (Some(from), Some(to)) = (from, to) {
-        if from > to {
-            return Err(ApiError::invalid("from", "must not be after to"));
-        }
-    }
+    let (from, to) = time_range(q)?;
     let after = nonempty(&q.after)
         .map(|a| crate::ledger::parse_cursor(&a))
         .transpose()?;
@@ -187,6 +194,7 @@ pub async fn list(sluice: &Sluice, q: &AuditQuery) -> Result<AuditPage, ApiError
                 continue;
             };
             out.entries.push(e);
+            assert!(out.entries.len() <= limit, "an audit page past its limit");
             if out.entries.len() == limit {
                 // Full: the next page starts after this one, wherever the ledger's page ended.
                 let more =

@@ -938,18 +938,7 @@ impl Builder {
                 Some(room),
             ) => {
                 let lottery = room.config.mode == Mode::Lottery;
-                let place = match position {
-                    Some(p) => format!("number {p} in {}", line(lane)),
-                    None if *provisional => format!(
-                        "in {}; places are drawn when the room opens",
-                        line(lane)
-                    ),
-                    None if lottery || lane.is_some() => format!(
-                        "in {}, where waiters are drawn by lot: each has the same chance at every admission",
-                        line(lane)
-                    ),
-                    None => format!("in {} (the room does not show positions)", line(lane)),
-                };
+                let place = place_words(*position, lane, *provisional, lottery);
                 let ahead = match ahead {
                     Some(n) if *n > 0 => format!(", and {n} more wait in the lanes before yours"),
                     _ => String::new(),
@@ -1093,17 +1082,26 @@ impl Sluice {
                 applied_index: applied,
             },
         );
-        let page_of = |visitor: Option<VisitorId>, after: Option<RecordKey>| LedgerQuery {
-            room: room.to_string(),
-            visitor,
-            after,
-            limit: LEDGER_PAGE_MAX,
-            ..LedgerQuery::default()
-        };
-        // The visitor's own records.
+        self.read_visitor_records(room, v, &mut b).await?;
+        if let Some(start) = b.window_start() {
+            self.read_window(room, start, &mut b).await?;
+        }
+        if let Some(start) = b.after_start() {
+            self.read_after(room, start, &mut b).await?;
+        }
+        Ok(b.finish())
+    }
+
+    /// The visitor's own records, at most [`EXPLAIN_VISITOR_PAGES_MAX`] pages.
+    async fn read_visitor_records(
+        &self,
+        room: &str,
+        v: VisitorId,
+        b: &mut Builder,
+    ) -> Result<(), ApiError> {
         let mut after = None;
         for pages in 1.. {
-            let page = self.ledger_query(page_of(Some(v), after)).await?;
+            let page = self.ledger_query(page_of(room, Some(v), after)).await?;
             b.coverage(page.complete_from, page.through);
             for r in &page.records {
                 b.visitor_record(r);
@@ -1117,47 +1115,88 @@ impl Sluice {
                 None => break,
             }
         }
-        // The room's, from the join to the admission (or the end, or now).
-        if let Some(start) = b.window_start() {
-            let mut after = Some(start);
-            'window: for pages in 1.. {
-                let page = self.ledger_query(page_of(None, after)).await?;
-                for r in &page.records {
-                    if !b.window_record(r) {
-                        break 'window;
-                    }
+        Ok(())
+    }
+
+    /// The room's records from the join to the admission (or the end, or now).
+    async fn read_window(
+        &self,
+        room: &str,
+        start: RecordKey,
+        b: &mut Builder,
+    ) -> Result<(), ApiError> {
+        let mut after = Some(start);
+        for pages in 1.. {
+            let page = self.ledger_query(page_of(room, None, after)).await?;
+            if !page.records.iter().all(|r| b.window_record(r)) {
+                break;
+            }
+            match page.next {
+                Some(_) if pages >= EXPLAIN_WINDOW_PAGES_MAX => {
+                    b.window_cut();
+                    break;
                 }
-                match page.next {
-                    Some(_) if pages >= EXPLAIN_WINDOW_PAGES_MAX => {
-                        b.window_cut();
-                        break;
-                    }
-                    Some(k) => after = Some(k),
-                    None => break,
+                Some(k) => after = Some(k),
+                None => break,
+            }
+        }
+        Ok(())
+    }
+
+    /// The room's records after the admission: the draw secret's reveal, an end the visitor
+    /// has no record of.
+    async fn read_after(
+        &self,
+        room: &str,
+        start: RecordKey,
+        b: &mut Builder,
+    ) -> Result<(), ApiError> {
+        let mut after = Some(start);
+        for pages in 1.. {
+            let page = self.ledger_query(page_of(room, None, after)).await?;
+            if !page.records.iter().all(|r| b.after_record(r)) {
+                break;
+            }
+            match page.next {
+                Some(_) if pages >= EXPLAIN_AFTER_PAGES_MAX => break,
+                Some(k) => after = Some(k),
+                None => {
+                    b.after_read_to_end();
+                    break;
                 }
             }
         }
-        // After the admission: the draw secret's reveal, an end the visitor has no record of.
-        if let Some(start) = b.after_start() {
-            let mut after = Some(start);
-            'after: for pages in 1.. {
-                let page = self.ledger_query(page_of(None, after)).await?;
-                for r in &page.records {
-                    if !b.after_record(r) {
-                        break 'after;
-                    }
-                }
-                match page.next {
-                    Some(_) if pages >= EXPLAIN_AFTER_PAGES_MAX => break,
-                    Some(k) => after = Some(k),
-                    None => {
-                        b.after_read_to_end();
-                        break;
-                    }
-                }
-            }
-        }
-        Ok(b.finish())
+        Ok(())
+    }
+}
+
+/// A page of `room`'s ledger (of `visitor`'s records, or all) after `after`, as an
+/// explanation reads it.
+fn page_of(room: &str, visitor: Option<VisitorId>, after: Option<RecordKey>) -> LedgerQuery {
+    LedgerQuery {
+        room: room.to_string(),
+        visitor,
+        after,
+        limit: LEDGER_PAGE_MAX,
+        ..LedgerQuery::default()
+    }
+}
+
+/// Where a waiter stands, in words: its number in its line, or why there is none.
+fn place_words(
+    position: Option<u64>,
+    lane: &Option<String>,
+    provisional: bool,
+    lottery: bool,
+) -> String {
+    match position {
+        Some(p) => format!("number {p} in {}", line(lane)),
+        None if provisional => format!("in {}; places are drawn when the room opens", line(lane)),
+        None if lottery || lane.is_some() => format!(
+            "in {}, where waiters are drawn by lot: each has the same chance at every admission",
+            line(lane)
+        ),
+        None => format!("in {} (the room does not show positions)", line(lane)),
     }
 }
 

@@ -178,16 +178,11 @@ impl IdentityKeys {
         self.verify_at(token, now)
     }
 
-    /// [`verify_assertion`](Self::verify_assertion) at `now` (seconds since the epoch).
-    pub fn verify_at(&self, token: &str, now: u64) -> Result<Assertion, IdentityError> {
-        if token.len() > ASSERTION_BYTES_MAX {
-            return Err(IdentityError::TooLong);
-        }
+    /// The key that verifies a token with `header`. Shared secrets sign HS256 only; public keys
+    /// never verify an HS* token (the key confusion of a public key taken as an HMAC secret).
+    fn key_for(&self, header: &jsonwebtoken::Header) -> Result<DecodingKey, IdentityError> {
         let invalid = |e: &dyn std::fmt::Display| IdentityError::Invalid(e.to_string());
-        let header = jsonwebtoken::decode_header(token).map_err(|e| invalid(&e))?;
-        // Shared secrets sign HS256 only; public keys never verify an HS* token (the key
-        // confusion of a public key taken as an HMAC secret).
-        let key = match header.alg {
+        Ok(match header.alg {
             Algorithm::HS256 => self
                 .hmac
                 .clone()
@@ -202,7 +197,17 @@ impl IdentityKeys {
                 DecodingKey::from_jwk(jwk).map_err(|e| invalid(&e))?
             }
             other => return Err(invalid(&format!("algorithm {other:?} is not accepted"))),
-        };
+        })
+    }
+
+    /// [`verify_assertion`](Self::verify_assertion) at `now` (seconds since the epoch).
+    pub fn verify_at(&self, token: &str, now: u64) -> Result<Assertion, IdentityError> {
+        if token.len() > ASSERTION_BYTES_MAX {
+            return Err(IdentityError::TooLong);
+        }
+        let invalid = |e: &dyn std::fmt::Display| IdentityError::Invalid(e.to_string());
+        let header = jsonwebtoken::decode_header(token).map_err(|e| invalid(&e))?;
+        let key = self.key_for(&header)?;
         let mut v = Validation::new(header.alg);
         v.set_required_spec_claims(&["exp", "sub"]);
         v.leeway = LEEWAY_SECS;

@@ -15,12 +15,31 @@ impl Sluice {
             .unwrap_or_default()
     }
 
-    /// `room`'s entry policy, as this node has applied it.
-    pub fn entry_policy_here(&self, room: &str) -> Option<EntryPolicy> {
+    /// The room as this node has applied it, for pages (a local read; `None` when there is no
+    /// such room or the node cannot read).
+    pub fn room_view(&self, room: &str) -> Option<RoomView> {
         self.node
-            .read(|st| st.sm.entry_policy(room))
+            .read(|st| st.sm.room(room))
             .ok()
-            .and_then(|(p, _)| p)
+            .and_then(|(v, _)| v)
+    }
+
+    /// The first `limit` rooms by name as this node has applied them, for the dashboard's
+    /// history (a local read; empty while the node cannot read).
+    pub fn room_views(&self, limit: usize) -> Vec<RoomView> {
+        self.node
+            .read(|st| st.sm.rooms_after(None, limit).0)
+            .map(|(v, _)| v)
+            .unwrap_or_default()
+    }
+
+    /// What `f` reads of `room`'s entry policy, as this node has applied it, read in place (no
+    /// copy of the policy); `None` without such a room, or while the node cannot read.
+    pub fn entry_policy_here<T>(&self, room: &str, f: impl FnOnce(&EntryPolicy) -> T) -> Option<T> {
+        self.node
+            .read(|st| st.sm.policy(room).map(f))
+            .ok()
+            .and_then(|(t, _)| t)
     }
 
     /// `room`'s batches of access codes, as this node has applied them.

@@ -441,24 +441,6 @@ impl Sluice {
         .await
     }
 
-    /// The room as this node has applied it, for pages (a local read; `None` when there is no
-    /// such room or the node cannot read).
-    pub fn room_view(&self, room: &str) -> Option<sluice_statemachine::RoomView> {
-        self.node
-            .read(|st| st.sm.room(room))
-            .ok()
-            .and_then(|(v, _)| v)
-    }
-
-    /// The first `limit` rooms by name as this node has applied them, for the dashboard's
-    /// history (a local read; empty while the node cannot read).
-    pub fn room_views(&self, limit: usize) -> Vec<sluice_statemachine::RoomView> {
-        self.node
-            .read(|st| st.sm.rooms_after(None, limit).0)
-            .map(|(v, _)| v)
-            .unwrap_or_default()
-    }
-
     /// Shows `text` to everyone in the room's line, live, or takes the notice down (`None` or
     /// blank).
     pub async fn set_notice(&self, room: &str, text: Option<&str>) -> Result<RoomBody, ApiError> {

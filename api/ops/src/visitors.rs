@@ -310,14 +310,35 @@ impl Sluice {
             policy,
             waiting,
             created_at_ms,
-        } = self.join_terms(room).await?;
+        } = match self.join_terms_here(room) {
+            Some(terms) => terms,
+            None => self.join_terms_at_leader(room).await?,
+        };
         let (identity, lane) = match (&policy.identity, proof.identity) {
             (Some(rule), Some(token)) => self.identity_and_lane(room, &rule.salt, token)?,
             (Some(_), None) if fresh => return Err(ApiError::from(Rejection::IdentityRequired)),
             _ => (None, None),
         };
+        // A code is checked here first, against applied state: a guess, a typo or a spent code
+        // costs no log entry. Whether it is still good when the join is applied is decided
+        // there, the same on every replica.
         let code = match proof.code {
-            Some(text) => Some(self.usable_code(room, visitor, fresh, text).await?),
+            Some(text) => {
+                let canon = crate::codes::normalize(text)
+                    .ok_or_else(|| ApiError::from(Rejection::CodeInvalid))?;
+                let h = crate::codes::hash(room, &canon);
+                let known = (!fresh).then_some(visitor);
+                let usable = |st: &sluice_raft::SmState| st.sm.code_usable(room, &h, known);
+                match self.node.read(usable).map_err(ApiError::from)?.0 {
+                    // Codes made a moment ago may not have reached this node yet: ask again
+                    // at the leader's commit (a round trip, still no log entry).
+                    Err(Rejection::CodeInvalid) => {
+                        self.node.read_linearizable(usable).await?.0?;
+                    }
+                    r => r?,
+                }
+                Some(h)
+            }
             None => None,
         };
         if fresh && policy.invite_only && code.is_none() && lane.is_none() {
@@ -335,8 +356,36 @@ impl Sluice {
         // Last, as it asks another service: the external challenge.
         let external_passed = match (&policy.external_challenge, proof.external) {
             (Some(rule), Some(token)) => {
-                let provider = (rule.provider.as_str(), rule.fail_open);
-                self.external_verdict(room, provider, token, client).await?
+                match self.providers.verify(&rule.provider, token, client).await {
+                    crate::hook::Verdict::Passed => true,
+                    crate::hook::Verdict::Refused => {
+                        return Err(ApiError::from(Rejection::ChallengeInvalid {
+                            reason: "the challenge provider refused the token".into(),
+                        }))
+                    }
+                    crate::hook::Verdict::Busy => {
+                        return Err(ApiError::new(
+                            Kind::Unavailable,
+                            "busy",
+                            "this node is verifying as many challenge tokens as it allows; send it again",
+                        )
+                        .retry(1))
+                    }
+                    crate::hook::Verdict::Unavailable(why) if rule.fail_open => {
+                        tracing::warn!(room, provider = %rule.provider, %why, "challenge provider unavailable; the room fails open");
+                        true
+                    }
+                    // Why stays in the node's log: the visitor learns nothing of the provider.
+                    crate::hook::Verdict::Unavailable(why) => {
+                        tracing::warn!(room, provider = %rule.provider, %why, "challenge provider unavailable; the room fails closed");
+                        return Err(ApiError::new(
+                            Kind::Unavailable,
+                            "challenge_unavailable",
+                            "the challenge provider cannot be reached; try again in a moment",
+                        )
+                        .retry(5));
+                    }
+                }
             }
             (Some(_), None) if fresh => {
                 return Err(ApiError::from(Rejection::ChallengeRequired { work: 0 }))
@@ -372,21 +421,28 @@ impl Sluice {
         })
     }
 
-    /// What a join to `room` must bring, from this node's applied state. A room this node does
-    /// not know may have been made a moment ago: asked again at the leader's commit (a round
-    /// trip). A room that does not exist costs no log entry, however many joins name it.
-    async fn join_terms(&self, room: &str) -> Result<sluice_statemachine::JoinTerms, ApiError> {
+    /// What a join to `room` must bring, from this node's applied state (the defaults while
+    /// the node cannot read); `None` when this node does not know the room.
+    fn join_terms_here(&self, room: &str) -> Option<sluice_statemachine::JoinTerms> {
+        match self.node.read(|st| st.sm.join_terms(room)) {
+            Ok((terms, _)) => terms,
+            Err(_) => Some(Default::default()),
+        }
+    }
+
+    /// A room this node does not know may have been made a moment ago: its terms are asked
+    /// again at the leader's commit (a round trip). A room that does not exist costs no log
+    /// entry, however many joins name it.
+    async fn join_terms_at_leader(
+        &self,
+        room: &str,
+    ) -> Result<sluice_statemachine::JoinTerms, ApiError> {
         let terms = |st: &sluice_raft::SmState| st.sm.join_terms(room);
-        Ok(match self.node.read(terms) {
-            Ok((Some(t), _)) => t,
-            Ok((None, _)) => self
-                .node
-                .read_linearizable(terms)
-                .await?
-                .0
-                .ok_or_else(|| ApiError::from(Rejection::RoomNotFound))?,
-            Err(_) => Default::default(),
-        })
+        self.node
+            .read_linearizable(terms)
+            .await?
+            .0
+            .ok_or_else(|| ApiError::from(Rejection::RoomNotFound))
     }
 
     /// The identity key (under the room's `salt`) and lane of the shop's assertion `token`.
@@ -405,69 +461,6 @@ impl Sluice {
         })?;
         let a = keys.verify_assertion(token)?;
         Ok((Some(keys.key(room, salt, &a.subject)), a.lane))
-    }
-
-    /// The hash of access code `text`, if `visitor` may use it in `room`. Checked against
-    /// applied state first: a guess, a typo or a spent code costs no log entry. Whether it is
-    /// still good when the join is applied is decided there, the same on every replica.
-    async fn usable_code(
-        &self,
-        room: &str,
-        visitor: VisitorId,
-        fresh: bool,
-        text: &str,
-    ) -> Result<sluice_statemachine::CodeHash, ApiError> {
-        let canon =
-            crate::codes::normalize(text).ok_or_else(|| ApiError::from(Rejection::CodeInvalid))?;
-        let h = crate::codes::hash(room, &canon);
-        let known = (!fresh).then_some(visitor);
-        let usable = |st: &sluice_raft::SmState| st.sm.code_usable(room, &h, known);
-        match self.node.read(usable).map_err(ApiError::from)?.0 {
-            // Codes made a moment ago may not have reached this node yet: ask again at the
-            // leader's commit (a round trip, still no log entry).
-            Err(Rejection::CodeInvalid) => {
-                self.node.read_linearizable(usable).await?.0?;
-            }
-            r => r?,
-        }
-        Ok(h)
-    }
-
-    /// Whether the external challenge `provider` passes `token`: refused, busy or (for a room
-    /// that does not `fail_open`) unreachable is an error; why stays in the node's log, the
-    /// visitor learns nothing of the provider.
-    async fn external_verdict(
-        &self,
-        room: &str,
-        (provider, fail_open): (&str, bool),
-        token: &str,
-        client: Option<IpAddr>,
-    ) -> Result<bool, ApiError> {
-        match self.providers.verify(provider, token, client).await {
-            crate::hook::Verdict::Passed => Ok(true),
-            crate::hook::Verdict::Refused => Err(ApiError::from(Rejection::ChallengeInvalid {
-                reason: "the challenge provider refused the token".into(),
-            })),
-            crate::hook::Verdict::Busy => Err(ApiError::new(
-                Kind::Unavailable,
-                "busy",
-                "this node is verifying as many challenge tokens as it allows; send it again",
-            )
-            .retry(1)),
-            crate::hook::Verdict::Unavailable(why) if fail_open => {
-                tracing::warn!(room, provider, %why, "challenge provider unavailable; the room fails open");
-                Ok(true)
-            }
-            crate::hook::Verdict::Unavailable(why) => {
-                tracing::warn!(room, provider, %why, "challenge provider unavailable; the room fails closed");
-                Err(ApiError::new(
-                    Kind::Unavailable,
-                    "challenge_unavailable",
-                    "the challenge provider cannot be reached; try again in a moment",
-                )
-                .retry(5))
-            }
-        }
     }
 
     /// A proof-of-work challenge for a join to `room`, as hard as the room's rule asks now, as
@@ -573,35 +566,47 @@ impl Sluice {
         match outcome {
             Outcome::Visitor(view) => Ok(self.reply(room, &view, index, index)),
             Outcome::Rejected(r @ (Rejection::RoomClosed | Rejection::RoomRejecting)) => {
-                Ok(VisitorReply {
-                    state: ReplyState::Rejected,
-                    lane: None,
-                    ahead: None,
-                    room: room.into(),
-                    visitor_id: visitor.to_string(),
-                    ticket: self.tickets.issue(&Ticket {
-                        room: room.into(),
-                        visitor,
-                        issued_at: self.now_secs(),
-                        admitted_seq: 0,
-                        min_index: index,
-                    }),
-                    position: None,
-                    eta_secs: None,
-                    eta_max_secs: None,
-                    waiting: None,
-                    provisional: None,
-                    held: None,
-                    next_check_secs: None,
-                    admission_token: None,
-                    expires_at: None,
-                    notice: None,
-                    reason: Some(r.code().into()),
-                    applied_index: index,
-                })
+                Ok(self.turned_away(room, visitor, r, index))
             }
             Outcome::Rejected(r) => Err(r.into()),
             other => Err(unexpected(other)),
+        }
+    }
+
+    /// The reply to a join that a closed or rejecting room turned away (`r`, at `index`): not
+    /// an error, so that the page can say why, with a ticket for the visitor.
+    fn turned_away(
+        &self,
+        room: &str,
+        visitor: VisitorId,
+        r: Rejection,
+        index: u64,
+    ) -> VisitorReply {
+        VisitorReply {
+            state: ReplyState::Rejected,
+            lane: None,
+            ahead: None,
+            room: room.into(),
+            visitor_id: visitor.to_string(),
+            ticket: self.tickets.issue(&Ticket {
+                room: room.into(),
+                visitor,
+                issued_at: self.now_secs(),
+                admitted_seq: 0,
+                min_index: index,
+            }),
+            position: None,
+            eta_secs: None,
+            eta_max_secs: None,
+            waiting: None,
+            provisional: None,
+            held: None,
+            next_check_secs: None,
+            admission_token: None,
+            expires_at: None,
+            notice: None,
+            reason: Some(r.code().into()),
+            applied_index: index,
         }
     }
 

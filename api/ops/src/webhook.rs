@@ -388,6 +388,8 @@ impl Deliverer {
             events.insert(pos, d);
         }
         for d in events {
+            // Deliveries go forward: the position saved never goes back.
+            assert!(d.cursor > at, "a webhook event at or before its position");
             if now_ms.saturating_sub(d.time_ms) > GIVE_UP_AFTER_MS {
                 self.metrics.given_up.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(webhook = %self.hook.name, id = %d.id, "webhook event older than a day given up");

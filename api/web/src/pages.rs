@@ -248,8 +248,8 @@ impl<'a> WaitPage<'a> {
         );
         let (invite_only, after_url) = app
             .sluice
-            .entry_policy_here(room)
-            .map_or((false, None), |p| (p.invite_only, p.after_url));
+            .entry_policy_here(room, |p| (p.invite_only, p.after_url.clone()))
+            .unwrap_or((false, None));
         WaitPage {
             app,
             room,
@@ -291,8 +291,8 @@ impl<'a> WaitPage<'a> {
         }
         let pow = app
             .sluice
-            .entry_policy_here(room)
-            .is_some_and(|p| p.proof_of_work.is_some());
+            .entry_policy_here(room, |p| p.proof_of_work.is_some())
+            .unwrap_or(false);
         let mut r = Html(join_html(
             pl,
             self.view.as_ref(),
@@ -371,8 +371,8 @@ impl<'a> WaitPage<'a> {
             // A room that draws shows what its draws are bound to.
             let lottery_lanes = app
                 .sluice
-                .entry_policy_here(room)
-                .is_some_and(|p| p.lanes.iter().any(|l| l.lottery));
+                .entry_policy_here(room, |p| p.lanes.iter().any(|l| l.lottery))
+                .unwrap_or(false);
             let draw = self
                 .view
                 .as_ref()
