@@ -25,7 +25,6 @@ use crate::app::Path;
 use crate::error::ApiError;
 use crate::error::IntoHttp;
 use crate::error::Kind;
-use crate::pages::STYLE;
 use axum::extract::{Form, FromRequest, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
@@ -254,27 +253,50 @@ fn csrf_refused() -> Response {
     .into_http()
 }
 
+/// A dashboard page from its template.
+fn render(page: &impl askama::Template) -> Html<String> {
+    Html(page.render().expect("a page's values always render"))
+}
+
+/// A page whose body is rendered already (`templates/admin/frame.html`).
+#[derive(askama::Template)]
+#[template(path = "admin/frame.html")]
+struct Frame<'a> {
+    title: &'a str,
+    body: &'a str,
+}
+
 fn page(title: &str, body: &str) -> Html<String> {
-    Html(format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
-<title>{} — Sluice</title><style>{STYLE}</style><link rel=\"stylesheet\" href=\"/assets/admin.css\"><link rel=\"stylesheet\" href=\"/assets/uplot.css\">\
-</head><body><main>{body}</main></body></html>",
-        esc(title)
-    ))
+    render(&Frame { title, body })
+}
+
+/// The sign-in form (`templates/admin/login.html`).
+#[derive(askama::Template)]
+#[template(path = "admin/login.html")]
+struct LoginPage<'a> {
+    title: &'static str,
+    error: Option<&'a str>,
 }
 
 fn login_form(error: Option<&str>) -> Html<String> {
-    let err = error
-        .map(|e| format!("<p class=\"err\" role=\"alert\">{}</p>", esc(e)))
-        .unwrap_or_default();
-    page(
-        "Sign in",
-        &format!(
-            "<h1>Sluice operator dashboard</h1>{err}<form method=\"post\" action=\"/admin/login\">\
-<label for=\"token\">Operator token</label><input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"current-password\" required>\
-<p><button type=\"submit\">Sign in</button></p></form>"
-        ),
-    )
+    render(&LoginPage {
+        title: "Sign in",
+        error,
+    })
+}
+
+/// A page that says what went wrong, and the way back (`templates/admin/message.html`).
+#[derive(askama::Template)]
+#[template(path = "admin/message.html")]
+struct MessagePage<'a> {
+    title: &'a str,
+    /// Announced at once (`role="alert"`).
+    alert: bool,
+    text: &'a str,
+    /// A room to offer the way to.
+    open_room: Option<&'a str>,
+    /// The words of the way back to the rooms.
+    back: &'a str,
 }
 
 fn see_other(to: &str) -> Response {
@@ -388,10 +410,13 @@ pub async fn logout(State(app): AppState, headers: HeaderMap, AdminForm(f): Admi
                 tracing::warn!(error = %e, "signing out: the session could not be ended everywhere");
                 return (
                     StatusCode::SERVICE_UNAVAILABLE,
-                    page(
-                        "Sign out",
-                        "<p class=\"err\" role=\"alert\">Signing out failed: the cluster could not record it. Try again.</p><p><a href=\"/admin\">Back</a></p>",
-                    ),
+                    render(&MessagePage {
+                        title: "Sign out",
+                        alert: true,
+                        text: "Signing out failed: the cluster could not record it. Try again.",
+                        open_room: None,
+                        back: "Back",
+                    }),
                 )
                     .into_response();
             }
@@ -402,18 +427,17 @@ pub async fn logout(State(app): AppState, headers: HeaderMap, AdminForm(f): Admi
                 let until = sluice_ops::ledger::rfc3339(
                     s.issued.saturating_add(SESSION_SECS).saturating_mul(1000),
                 );
-                let mut r = (
-                    StatusCode::CONFLICT,
-                    page(
-                        "Sign out",
-                        &format!(
-                            "<p class=\"err\" role=\"alert\">This browser is signed out, but the cluster refused to end the session everywhere ({}): a copy of its cookie would still work until {}. Tell an admin; rotating the admin token ends every session.</p><p><a href=\"/admin\">Sign in</a></p>",
-                            esc(&why.to_string()),
-                            esc(&until),
-                        ),
-                    ),
-                )
-                    .into_response();
+                let text = format!(
+                    "This browser is signed out, but the cluster refused to end the session everywhere ({why}): a copy of its cookie would still work until {until}. Tell an admin; rotating the admin token ends every session."
+                );
+                let page = MessagePage {
+                    title: "Sign out",
+                    alert: true,
+                    text: &text,
+                    open_room: None,
+                    back: "Sign in",
+                };
+                let mut r = (StatusCode::CONFLICT, render(&page)).into_response();
                 clear_session_cookie(&mut r);
                 return r;
             }
@@ -435,94 +459,88 @@ fn clear_session_cookie(r: &mut Response) {
     );
 }
 
+/// The dashboard's first page (`templates/admin/dashboard.html`).
+#[derive(askama::Template)]
+#[template(path = "admin/dashboard.html")]
+struct Dashboard<'a> {
+    title: &'static str,
+    who: &'a Session,
+    token: &'a str,
+    flash: Option<String>,
+    rooms: Vec<RoomRow<'a>>,
+    can_act: bool,
+    cluster: &'a sluice_ops::cluster::ClusterStatus,
+    nodes: Vec<NodeRow<'a>>,
+}
+
+/// A room as the dashboard's list shows it.
+struct RoomRow<'a> {
+    room: &'a sluice_ops::model::RoomBody,
+    badges: room::Badges,
+}
+
+/// A member of the cluster as its row shows it.
+struct NodeRow<'a> {
+    id: u64,
+    role: &'static str,
+    raft: &'a str,
+    http: &'a str,
+    /// Entries behind the leader, and the last index known to match (on the leader only).
+    lag: Option<(u64, u64)>,
+}
+
 /// `GET /admin`: rooms and cluster, or the sign-in form.
 pub async fn dashboard(State(app): AppState, headers: HeaderMap) -> Response {
     let Some(s) = session(&app, &headers) else {
         return login_form(None).into_response();
     };
     let token = csrf(&app, &s);
-    let flash = app
-        .flash
-        .take(&s.id)
-        .map(|n| format!("<p class=\"ok\" role=\"status\">{}</p>", esc(&n.text)))
-        .unwrap_or_default();
+    let flash = app.flash.take(&s.id).map(|n| n.text);
     let rooms = app
         .sluice
-        .list_rooms(None, ROOMS_PAGE_MAX, !flash.is_empty())
+        .list_rooms(None, ROOMS_PAGE_MAX, flash.is_some())
         .await
         .map(|l| l.rooms)
         .unwrap_or_default();
     let now = now(&app);
-    let rows: String = rooms
-        .iter()
-        .map(|r| {
-            format!(
-                "<tr><td><a href=\"/admin/rooms/{n}\">{n}</a></td><td>{badges}</td><td id=\"w-{n}\">{w}</td><td id=\"a-{n}\">{a} / {c}</td><td id=\"r-{n}\">{rate}</td></tr>",
-                n = esc(&r.name),
-                badges = room::badges(r, now),
-                w = r.waiting,
-                a = r.active,
-                c = r.config.capacity,
-                rate = r.admitted_last_minute,
-            )
-        })
-        .collect();
-    let table = if rooms.is_empty() {
-        "<p>No rooms yet: make the first below.</p>".to_string()
-    } else {
-        format!(
-            "<div class=\"scroll\"><table id=\"rooms\"><thead><tr><th>Room</th><th>State</th><th>Waiting</th><th>Inside / capacity</th><th>Admitted, last minute</th></tr></thead><tbody>{rows}</tbody></table></div>"
-        )
-    };
-    let create = if s.may_act() {
-        format!("<form method=\"post\" action=\"/admin/rooms\" class=\"card\"><input type=\"hidden\" name=\"csrf\" value=\"{token}\"><div class=\"field\"><label for=\"newroom\">New room name</label>\
-<small class=\"hint\">Lower-case letters, digits and dashes. A name already taken is refused: change a room on its own page.</small>\
-<input id=\"newroom\" name=\"name\" pattern=\"[a-z0-9][a-z0-9\\-]{{0,63}}\" required></div><button>Create</button></form>")
-    } else {
-        viewer_note().to_string()
-    };
-    let body = format!(
-        "<header class=\"top\"><h1>Sluice operator dashboard</h1><nav>{who}<a href=\"/admin/pools\">Pools</a> <a href=\"/admin/audit\">Audit log</a> \
-<form class=\"inline\" method=\"post\" action=\"/admin/logout\"><input type=\"hidden\" name=\"csrf\" value=\"{token}\"><button class=\"secondary\">Sign out</button></form></nav></header>{flash}\
-<h2>Rooms</h2>{table}{create}\
-{cluster}<script src=\"/assets/admin.js\" defer></script>",
-        who = who(&s),
-        cluster = cluster_html(&app)
-    );
-    page("Dashboard", &body).into_response()
+    let cluster = app.sluice.cluster();
+    render(&Dashboard {
+        title: "Dashboard",
+        who: &s,
+        token: &token,
+        flash,
+        rooms: rooms
+            .iter()
+            .map(|r| RoomRow {
+                room: r,
+                badges: room::badges(r, now),
+            })
+            .collect(),
+        can_act: s.may_act(),
+        nodes: node_rows(&cluster),
+        cluster: &cluster,
+    })
+    .into_response()
 }
 
-fn cluster_html(app: &App) -> String {
-    let s = app.sluice.cluster();
-    let mut rows = String::new();
-    for (id, n) in &s.nodes {
-        let role = if s.leader == Some(*id) {
-            "leader"
-        } else if s.voters.contains(id) {
-            "voter"
-        } else {
-            "learner"
-        };
-        let lag = s.replication.get(id).map_or("—".to_string(), |r| {
-            format!("{} (matched {})", r.lag, r.matched_index)
-        });
-        rows.push_str(&format!(
-            "<tr><td>{id}</td><td>{role}</td><td>{}</td><td>{}</td><td>{lag}</td></tr>",
-            esc(&n.raft),
-            esc(&n.http)
-        ));
-    }
-    format!(
-        "<h2>Cluster</h2><p>This node: {id} ({state}). Leader: {leader}. Term {term}. Commit index {commit}, applied {applied}, last log {last}.</p>\
-<div class=\"scroll\"><table><thead><tr><th>Node</th><th>Role</th><th>Raft</th><th>HTTP</th><th>Replication lag</th></tr></thead><tbody>{rows}</tbody></table></div>",
-        id = s.id,
-        state = esc(&s.state),
-        leader = s.leader.map_or("none".into(), |l| l.to_string()),
-        term = s.term,
-        commit = s.committed_index,
-        applied = s.applied_index,
-        last = s.last_log_index
-    )
+/// The cluster's members, each with its role and, on the leader, how far behind it is.
+fn node_rows(s: &sluice_ops::cluster::ClusterStatus) -> Vec<NodeRow<'_>> {
+    s.nodes
+        .iter()
+        .map(|(id, n)| NodeRow {
+            id: *id,
+            role: if s.leader == Some(*id) {
+                "leader"
+            } else if s.voters.contains(id) {
+                "voter"
+            } else {
+                "learner"
+            },
+            raft: &n.raft,
+            http: &n.http,
+            lag: s.replication.get(id).map(|r| (r.lag, r.matched_index)),
+        })
+        .collect()
 }
 
 /// `GET /admin/stats.json`: what the charts draw.
@@ -648,25 +666,14 @@ pub async fn create_room(
         }
         Err(e) => {
             // A name taken: the way to the room that has it.
-            let existing = if e.code == "room_exists" {
-                format!(
-                    "<p><a href=\"/admin/rooms/{n}\">Open room {n}</a></p>",
-                    n = esc(&name)
-                )
-            } else {
-                String::new()
+            let page = MessagePage {
+                title: "Room not made",
+                alert: true,
+                text: &e.message,
+                open_room: (e.code == "room_exists").then_some(name.as_str()),
+                back: "All rooms",
             };
-            (
-                crate::error::http_status(e.kind),
-                page(
-                    "Room not made",
-                    &format!(
-                        "<p class=\"err\" role=\"alert\">{}</p>{existing}<p><a href=\"/admin\">All rooms</a></p>",
-                        esc(&e.message)
-                    ),
-                ),
-            )
-                .into_response()
+            (crate::error::http_status(e.kind), render(&page)).into_response()
         }
     }
 }

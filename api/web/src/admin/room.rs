@@ -20,54 +20,75 @@ fn now_secs(app: &App) -> u64 {
     app.sluice.now_ms() / 1000
 }
 
+/// A room's state as badges (`templates/admin/badges.html`).
+#[derive(askama::Template)]
+#[template(path = "admin/badges.html")]
+pub struct Badges {
+    list: Vec<Badge>,
+}
+
+/// One word of a room's state.
+struct Badge {
+    /// Its colour class.
+    class: &'static str,
+    text: &'static str,
+    /// The opening a queueing room waits for: seconds since the epoch, and as read (UTC).
+    opens: Option<(u64, String)>,
+}
+
+impl Badge {
+    fn new(class: &'static str, text: &'static str) -> Self {
+        Badge {
+            class,
+            text,
+            opens: None,
+        }
+    }
+}
+
 /// The room's state in words, each with its colour class (never colour alone): first one state,
 /// the words `sluice ctl rooms` prints (closed, paused, queueing before its opening, admitting),
 /// then how it takes newcomers when that is not the usual line, and what else holds.
-pub fn badges(r: &RoomBody, now: u64) -> String {
-    let mut b: Vec<(&str, String)> = Vec::new();
+pub fn badges(r: &RoomBody, now: u64) -> Badges {
+    let mut b: Vec<Badge> = Vec::new();
     if r.closed {
-        b.push(("grey", "Closed".into()));
+        b.push(Badge::new("grey", "Closed"));
     } else if r.config.paused || r.paused_by_origin {
-        let why = if r.paused_by_origin {
-            ": origin down"
+        let text = if r.paused_by_origin {
+            "Paused: origin down"
         } else {
-            ""
+            "Paused"
         };
-        b.push(("amber", format!("Paused{why}")));
+        b.push(Badge::new("amber", text));
     } else if !r.open {
-        let when = r
-            .config
-            .opens_at
-            .map(|t| format!(", opens <time data-unix=\"{t}\">{}</time>", readable_utc(t)))
-            .unwrap_or_default();
-        b.push(("blue", format!("Queueing{when}")));
+        b.push(Badge {
+            opens: r.config.opens_at.map(|t| (t, readable_utc(t))),
+            ..Badge::new("blue", "Queueing")
+        });
     } else {
-        b.push(("green", "Admitting".into()));
+        b.push(Badge::new("green", "Admitting"));
     }
     if !r.closed {
         match r.config.mode.as_str() {
-            "passthrough" => b.push(("grey", "Everyone enters".into())),
-            "reject" => b.push(("grey", "Newcomers turned away".into())),
-            "lottery" => b.push(("blue", "Lottery".into())),
+            "passthrough" => b.push(Badge::new("grey", "Everyone enters")),
+            "reject" => b.push(Badge::new("grey", "Newcomers turned away")),
+            "lottery" => b.push(Badge::new("blue", "Lottery")),
             _ => {}
         }
     }
     match r.config.health.as_str() {
-        "slow" => b.push(("amber", "Origin slow".into())),
-        "down" if !r.paused_by_origin => b.push(("red", "Origin down".into())),
+        "slow" => b.push(Badge::new("amber", "Origin slow")),
+        "down" if !r.paused_by_origin => b.push(Badge::new("red", "Origin down")),
         _ => {}
     }
     if r.config.entry.invite_only {
-        b.push(("blue", "Invite only".into()));
+        b.push(Badge::new("blue", "Invite only"));
     }
     if r.notice.is_some() {
-        b.push(("blue", "Notice shown".into()));
+        b.push(Badge::new("blue", "Notice shown"));
     }
     let _ = now;
-    b.iter()
-        .map(|(class, text)| format!("<span class=\"badge {class}\">{text}</span>"))
-        .collect::<Vec<_>>()
-        .join(" ")
+    Badges { list: b }
 }
 
 fn fmt_wait(secs: Option<u64>) -> String {
@@ -508,17 +529,14 @@ pub async fn room(
 
 /// The page for a room that cannot be shown (a name that is not a room's, say).
 pub fn not_found(e: crate::error::ApiError) -> Response {
-    (
-        crate::error::http_status(e.kind),
-        page(
-            "Not found",
-            &format!(
-                "<p class=\"err\">{}</p><p><a href=\"/admin\">All rooms</a></p>",
-                esc(&e.message)
-            ),
-        ),
-    )
-        .into_response()
+    let page = super::MessagePage {
+        title: "Not found",
+        alert: false,
+        text: &e.message,
+        open_room: None,
+        back: "All rooms",
+    };
+    (crate::error::http_status(e.kind), super::render(&page)).into_response()
 }
 
 /// `POST /admin/rooms/{room}/config`: save, or show the form again with the operator's input,
@@ -743,7 +761,7 @@ mod tests {
     fn a_room_shows_one_state() {
         const T: u64 = 1_800_000_000_000;
         let state = |config: RoomConfig| {
-            let b = badges(&body(config, T), T / 1000);
+            let b = badges(&body(config, T), T / 1000).to_string();
             ["Closed", "Paused", "Queueing", "Admitting"]
                 .into_iter()
                 .filter(|w| b.contains(&format!(">{w}")))
@@ -770,7 +788,7 @@ mod tests {
             mode: Mode::Lottery,
             ..RoomConfig::default()
         };
-        let b = badges(&body(lottery, T), T / 1000);
+        let b = badges(&body(lottery, T), T / 1000).to_string();
         assert!(b.contains(">Admitting") && b.contains(">Lottery"), "{b}");
     }
 }
