@@ -494,6 +494,13 @@ fn node_config(
         )
     })?;
     draw_key_unchanged(&cfg.data_dir, &nc.draw_key)?;
+    cluster_secrets(cfg, &mut nc)?;
+    Ok(nc)
+}
+
+/// The node's cluster secret and the ones it still accepts, from the server's configuration:
+/// with a warning when node-to-node calls go unauthenticated.
+fn cluster_secrets(cfg: &ServerConfig, nc: &mut NodeConfig) -> anyhow::Result<()> {
     let secret = |s: &[u8]| {
         sluice_raft::ClusterSecret::new(s)
             .map_err(|e| anyhow::anyhow!("tokens.cluster_secret: {e}"))
@@ -514,7 +521,7 @@ fn node_config(
              commands in any operator's name; set tokens.cluster_secret (`sluice keygen`)"
         );
     }
-    Ok(nc)
+    Ok(())
 }
 
 /// Makes the cluster of the configured peers, on the node told to bootstrap, unless it has
@@ -640,23 +647,8 @@ async fn serve_http(
     gate: ConnectionGate,
     cancel: CancellationToken,
 ) {
-    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout)
-        // hyper's default lets each connection's read buffer grow to ~400 KiB for one head.
-        .max_buf_size(limits.header_bytes_max);
-    // HTTP/2 connections have no header timeout in hyper; pings find the peers that are gone.
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .max_header_list_size(u32::try_from(limits.header_bytes_max).unwrap_or(u32::MAX))
-        .max_concurrent_streams(limits.streams_per_connection_max)
-        .keep_alive_interval(Some(Duration::from_secs(30)))
-        .keep_alive_timeout(Duration::from_secs(20));
-    let builder = Arc::new(builder);
+    use hyper_util::rt::TokioIo;
+    let builder = Arc::new(http_builder(&limits));
     let connections = tokio_util::task::TaskTracker::new();
     while let Some((stream, peer, slot)) = gate.accept(&listener, &cancel).await {
         let (tls, edge, cancel, builder) =
@@ -702,6 +694,29 @@ async fn serve_http(
     }
     connections.close();
     connections.wait().await;
+}
+
+/// The HTTP/1 and HTTP/2 connection settings of the public port.
+fn http_builder(
+    limits: &HttpLimits,
+) -> hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor> {
+    use hyper_util::rt::{TokioExecutor, TokioTimer};
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        // hyper's default lets each connection's read buffer grow to ~400 KiB for one head.
+        .max_buf_size(limits.header_bytes_max);
+    // HTTP/2 connections have no header timeout in hyper; pings find the peers that are gone.
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_header_list_size(u32::try_from(limits.header_bytes_max).unwrap_or(u32::MAX))
+        .max_concurrent_streams(limits.streams_per_connection_max)
+        .keep_alive_interval(Some(Duration::from_secs(30)))
+        .keep_alive_timeout(Duration::from_secs(20));
+    builder
 }
 
 /// A connection whose first bytes came within `within`: until they can no longer be the start

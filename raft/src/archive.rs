@@ -34,7 +34,7 @@ use sluice_statemachine::limits::INSTANT_MS_MAX;
 use sluice_statemachine::{digest_hex, Proposal, StateMachine};
 use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
-use std::ops::Bound;
+use std::ops::{Bound, ControlFlow};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -508,15 +508,13 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> io::Result<(ReplayReport, Sta
             continue;
         }
         if *first > report.through.saturating_add(1) {
-            match restart_before(*first, &listing, opts, &mut report)? {
-                Some(base) => {
-                    sm = base;
-                    draws.start_from(&sm);
-                    let index = report.through;
-                    while checkpoints.next_if(|(i, _)| *i <= index).is_some() {}
-                }
-                None => break,
-            }
+            let Some(base) = restart_before(*first, &listing, opts, &mut report)? else {
+                break;
+            };
+            sm = base;
+            draws.start_from(&sm);
+            let index = report.through;
+            while checkpoints.next_if(|(i, _)| *i <= index).is_some() {}
         }
         // A segment that overlaps what is replayed already (written again after a crash
         // between a segment and `archive.json`): its entries and records up to here are skipped.
@@ -529,23 +527,11 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> io::Result<(ReplayReport, Sta
         report.segments += 1;
         let mut frames = frames.by_ref().peekable();
         while let Some(frame) = frames.next() {
-            let e = match frame {
-                Ok(Frame::Entry(e)) => e,
-                // Records of entries the base snapshot, or an earlier segment, already holds
-                // are not made again.
-                Ok(Frame::Record(a)) if a.index <= replayed_before => continue,
-                Ok(Frame::Record(a)) => {
-                    report.mismatch(extra_record(&a));
-                    continue;
-                }
-                Err(err) => {
-                    report.mismatch(format!("{}: {err}", path.display()));
-                    break 'segments;
-                }
+            let e = match entry_of(frame, replayed_before, path, &mut report) {
+                ControlFlow::Continue(Some(e)) if e.index > report.through => e,
+                ControlFlow::Continue(_) => continue,
+                ControlFlow::Break(()) => break 'segments,
             };
-            if e.index <= report.through {
-                continue;
-            }
             if opts.to.is_some_and(|to| e.index > to) {
                 break 'segments;
             }
@@ -563,6 +549,29 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> io::Result<(ReplayReport, Sta
     report.draws_unrevealed = draws.pending.len() as u64;
     check_end(state.as_ref(), opts, &mut report);
     Ok((report, sm))
+}
+
+/// The entry a segment's `frame` holds, if any: a record between entries is one no entry made
+/// (a mismatch) unless it belongs to an entry replayed before (the base snapshot, or an
+/// earlier segment, holds it: it is not made again); an unreadable frame ends the replay.
+fn entry_of(
+    frame: io::Result<Frame>,
+    replayed_before: u64,
+    path: &Path,
+    report: &mut ReplayReport,
+) -> ControlFlow<(), Option<ArchivedEntry>> {
+    match frame {
+        Ok(Frame::Entry(e)) => ControlFlow::Continue(Some(e)),
+        Ok(Frame::Record(a)) if a.index <= replayed_before => ControlFlow::Continue(None),
+        Ok(Frame::Record(a)) => {
+            report.mismatch(extra_record(&a));
+            ControlFlow::Continue(None)
+        }
+        Err(err) => {
+            report.mismatch(format!("{}: {err}", path.display()));
+            ControlFlow::Break(())
+        }
+    }
 }
 
 /// Checks the checkpoints through `index`, the entry just replayed: the one at `index`, if

@@ -139,8 +139,8 @@ fn time_range(q: &AuditQuery) -> Result<(Option<u64>, Option<u64>), ApiError> {
     Ok((from, to))
 }
 
-/// A page of the audit log, read from this node's ledger.
-pub async fn list(sluice: &Sluice, q: &AuditQuery) -> Result<AuditPage, ApiError> {
+/// The ledger query an audit page starts from, the operator it keeps, and its size.
+fn audit_query(q: &AuditQuery) -> Result<(LedgerQuery, Option<String>, usize), ApiError> {
     let nonempty = |v: &Option<String>| v.clone().filter(|s| !s.is_empty());
     let room = nonempty(&q.room);
     let operator = nonempty(&q.operator);
@@ -161,7 +161,7 @@ pub async fn list(sluice: &Sluice, q: &AuditQuery) -> Result<AuditPage, ApiError
     let after = nonempty(&q.after)
         .map(|a| crate::ledger::parse_cursor(&a))
         .transpose()?;
-    let mut lq = LedgerQuery {
+    let lq = LedgerQuery {
         room: room.unwrap_or_default(),
         audit: true,
         from_ms: from,
@@ -175,6 +175,12 @@ pub async fn list(sluice: &Sluice, q: &AuditQuery) -> Result<AuditPage, ApiError
         },
         ..LedgerQuery::default()
     };
+    Ok((lq, operator, limit))
+}
+
+/// A page of the audit log, read from this node's ledger.
+pub async fn list(sluice: &Sluice, q: &AuditQuery) -> Result<AuditPage, ApiError> {
+    let (mut lq, operator, limit) = audit_query(q)?;
     let mut out = AuditPage {
         entries: Vec::new(),
         next: None,

@@ -112,6 +112,38 @@ pub struct VisitorReply {
     pub applied_index: u64,
 }
 
+impl VisitorReply {
+    /// A reply in `state` that says nothing more yet: every optional field empty.
+    pub fn bare(
+        state: ReplyState,
+        room: String,
+        visitor_id: String,
+        ticket: String,
+        applied_index: u64,
+    ) -> Self {
+        VisitorReply {
+            state,
+            room,
+            visitor_id,
+            ticket,
+            position: None,
+            lane: None,
+            ahead: None,
+            eta_secs: None,
+            eta_max_secs: None,
+            waiting: None,
+            provisional: None,
+            held: None,
+            next_check_secs: None,
+            admission_token: None,
+            expires_at: None,
+            notice: None,
+            reason: None,
+            applied_index,
+        }
+    }
+}
+
 /// Optional body of visitor requests.
 #[derive(Clone, Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]

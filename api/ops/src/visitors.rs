@@ -9,6 +9,7 @@ use crate::error::ApiError;
 use crate::error::Kind;
 use crate::model::*;
 use crate::tokens::Ticket;
+use sluice_raft::SmState;
 use sluice_statemachine::types::validate_name;
 use sluice_statemachine::{
     BypassKind, ClientKey, Command, EntryPolicy, JoinEvidence, Outcome, Rejection, VisitorId,
@@ -38,6 +39,71 @@ pub fn client_key(room: &str, ip: IpAddr, policy: &EntryPolicy) -> ClientKey {
     let mut key = [0u8; 16];
     key.copy_from_slice(&h.finalize().as_bytes()[..16]);
     ClientKey(key)
+}
+
+/// What the external challenge provider's verdict on a join's token means for the join:
+/// passed, or the visitor's error (why a provider could not be asked stays in the node's log).
+fn external_verdict(
+    room: &str,
+    rule: &sluice_statemachine::policy::ExternalRule,
+    verdict: crate::hook::Verdict,
+) -> Result<bool, ApiError> {
+    use crate::hook::Verdict;
+    match verdict {
+        Verdict::Passed => Ok(true),
+        Verdict::Refused => Err(ApiError::from(Rejection::ChallengeInvalid {
+            reason: "the challenge provider refused the token".into(),
+        })),
+        Verdict::Busy => Err(ApiError::new(
+            Kind::Unavailable,
+            "busy",
+            "this node is verifying as many challenge tokens as it allows; send it again",
+        )
+        .retry(1)),
+        Verdict::Unavailable(why) if rule.fail_open => {
+            tracing::warn!(room, provider = %rule.provider, %why, "challenge provider unavailable; the room fails open");
+            Ok(true)
+        }
+        Verdict::Unavailable(why) => {
+            tracing::warn!(room, provider = %rule.provider, %why, "challenge provider unavailable; the room fails closed");
+            Err(ApiError::new(
+                Kind::Unavailable,
+                "challenge_unavailable",
+                "the challenge provider cannot be reached; try again in a moment",
+            )
+            .retry(5))
+        }
+    }
+}
+
+/// The join command carrying `evidence`: a plain `Join` when there is none, as before entry
+/// policies existed.
+#[inline(always)]
+fn join_of(room: &str, visitor: VisitorId, evidence: JoinEvidence) -> Command {
+    let JoinEvidence {
+        client,
+        challenge,
+        identity,
+        external_passed,
+        code,
+        lane: _,
+    } = &evidence;
+    if client.is_none()
+        && challenge.is_none()
+        && identity.is_none()
+        && !external_passed
+        && code.is_none()
+    {
+        return Command::Join {
+            room: room.into(),
+            visitor,
+        };
+    }
+    Command::JoinWith {
+        room: room.into(),
+        visitor,
+        evidence: evidence.encode(),
+    }
 }
 
 /// What the gate reads of the applied state for `ask` to `room`: whether a bypass rule or a
@@ -219,26 +285,13 @@ impl Sluice {
             applied_index >= min_index,
             "a reply of the state at {applied_index}, before the visitor's write at {min_index}"
         );
-        let mut r = VisitorReply {
-            state: ReplyState::of(&view.state),
-            room: room.to_string(),
-            visitor_id: view.visitor.to_string(),
-            ticket: String::new(),
-            position: None,
-            lane: None,
-            ahead: None,
-            eta_secs: None,
-            eta_max_secs: None,
-            waiting: None,
-            provisional: None,
-            held: None,
-            next_check_secs: None,
-            admission_token: None,
-            expires_at: None,
-            notice: None,
-            reason: None,
+        let mut r = VisitorReply::bare(
+            ReplyState::of(&view.state),
+            room.to_string(),
+            view.visitor.to_string(),
+            String::new(),
             applied_index,
-        };
+        );
         let mut admitted_seq = 0;
         match &view.state {
             VisitorState::Waiting {
@@ -319,23 +372,13 @@ impl Sluice {
             (Some(_), None) if fresh => return Err(ApiError::from(Rejection::IdentityRequired)),
             _ => (None, None),
         };
-        // A code is checked here first, against applied state: a guess, a typo or a spent code
-        // costs no log entry. Whether it is still good when the join is applied is decided
-        // there, the same on every replica.
         let code = match proof.code {
             Some(text) => {
-                let canon = crate::codes::normalize(text)
-                    .ok_or_else(|| ApiError::from(Rejection::CodeInvalid))?;
-                let h = crate::codes::hash(room, &canon);
                 let known = (!fresh).then_some(visitor);
-                let usable = |st: &sluice_raft::SmState| st.sm.code_usable(room, &h, known);
-                match self.node.read(usable).map_err(ApiError::from)?.0 {
-                    // Codes made a moment ago may not have reached this node yet: ask again
-                    // at the leader's commit (a round trip, still no log entry).
-                    Err(Rejection::CodeInvalid) => {
-                        self.node.read_linearizable(usable).await?.0?;
-                    }
-                    r => r?,
+                let (h, ask_leader) = self.code_here(room, text, known)?;
+                if ask_leader {
+                    let usable = |st: &SmState| st.sm.code_usable(room, &h, known);
+                    self.node.read_linearizable(usable).await?.0?;
                 }
                 Some(h)
             }
@@ -356,69 +399,47 @@ impl Sluice {
         // Last, as it asks another service: the external challenge.
         let external_passed = match (&policy.external_challenge, proof.external) {
             (Some(rule), Some(token)) => {
-                match self.providers.verify(&rule.provider, token, client).await {
-                    crate::hook::Verdict::Passed => true,
-                    crate::hook::Verdict::Refused => {
-                        return Err(ApiError::from(Rejection::ChallengeInvalid {
-                            reason: "the challenge provider refused the token".into(),
-                        }))
-                    }
-                    crate::hook::Verdict::Busy => {
-                        return Err(ApiError::new(
-                            Kind::Unavailable,
-                            "busy",
-                            "this node is verifying as many challenge tokens as it allows; send it again",
-                        )
-                        .retry(1))
-                    }
-                    crate::hook::Verdict::Unavailable(why) if rule.fail_open => {
-                        tracing::warn!(room, provider = %rule.provider, %why, "challenge provider unavailable; the room fails open");
-                        true
-                    }
-                    // Why stays in the node's log: the visitor learns nothing of the provider.
-                    crate::hook::Verdict::Unavailable(why) => {
-                        tracing::warn!(room, provider = %rule.provider, %why, "challenge provider unavailable; the room fails closed");
-                        return Err(ApiError::new(
-                            Kind::Unavailable,
-                            "challenge_unavailable",
-                            "the challenge provider cannot be reached; try again in a moment",
-                        )
-                        .retry(5));
-                    }
-                }
+                let verdict = self.providers.verify(&rule.provider, token, client).await;
+                external_verdict(room, rule, verdict)?
             }
-            (Some(_), None) if fresh => {
-                return Err(ApiError::from(Rejection::ChallengeRequired { work: 0 }))
-            }
+            (Some(_), None) if fresh => return Err(Rejection::ChallengeRequired { work: 0 }.into()),
             _ => false,
         };
-        let client = client
-            .filter(|_| policy.counts_clients())
-            .map(|ip| client_key(room, ip, &policy));
-        if client.is_none()
-            && challenge.is_none()
-            && identity.is_none()
-            && !external_passed
-            && code.is_none()
-        {
-            return Ok(Command::Join {
-                room: room.into(),
-                visitor,
-            });
-        }
-        Ok(Command::JoinWith {
-            room: room.into(),
+        Ok(join_of(
+            room,
             visitor,
-            evidence: JoinEvidence {
-                client,
+            JoinEvidence {
+                client: client
+                    .filter(|_| policy.counts_clients())
+                    .map(|ip| client_key(room, ip, &policy)),
                 challenge,
                 identity,
                 external_passed,
                 code,
                 lane,
-            }
-            .encode(),
-        })
+            },
+        ))
+    }
+
+    /// A join's access code `text`, checked against this node's applied state: its hash, and
+    /// whether only the leader can tell (the code is unknown here: codes made a moment ago may
+    /// not have reached this node yet, so the join asks again at the leader's commit, a round
+    /// trip). A guess, a typo or a spent code costs no log entry; whether the code is still
+    /// good when the join is applied is decided there, the same on every replica.
+    fn code_here(
+        &self,
+        room: &str,
+        text: &str,
+        known: Option<VisitorId>,
+    ) -> Result<(sluice_statemachine::CodeHash, bool), ApiError> {
+        let canon =
+            crate::codes::normalize(text).ok_or_else(|| ApiError::from(Rejection::CodeInvalid))?;
+        let h = crate::codes::hash(room, &canon);
+        let usable = |st: &SmState| st.sm.code_usable(room, &h, known);
+        match self.node.read(usable).map_err(ApiError::from)?.0 {
+            Err(Rejection::CodeInvalid) => Ok((h, true)),
+            r => r.map(|()| (h, false)).map_err(ApiError::from),
+        }
     }
 
     /// What a join to `room` must bring, from this node's applied state (the defaults while
@@ -582,32 +603,22 @@ impl Sluice {
         r: Rejection,
         index: u64,
     ) -> VisitorReply {
-        VisitorReply {
-            state: ReplyState::Rejected,
-            lane: None,
-            ahead: None,
+        let ticket = self.tickets.issue(&Ticket {
             room: room.into(),
-            visitor_id: visitor.to_string(),
-            ticket: self.tickets.issue(&Ticket {
-                room: room.into(),
-                visitor,
-                issued_at: self.now_secs(),
-                admitted_seq: 0,
-                min_index: index,
-            }),
-            position: None,
-            eta_secs: None,
-            eta_max_secs: None,
-            waiting: None,
-            provisional: None,
-            held: None,
-            next_check_secs: None,
-            admission_token: None,
-            expires_at: None,
-            notice: None,
-            reason: Some(r.code().into()),
-            applied_index: index,
-        }
+            visitor,
+            issued_at: self.now_secs(),
+            admitted_seq: 0,
+            min_index: index,
+        });
+        let mut reply = VisitorReply::bare(
+            ReplyState::Rejected,
+            room.into(),
+            visitor.to_string(),
+            ticket,
+            index,
+        );
+        reply.reason = Some(r.code().into());
+        reply
     }
 
     /// A visitor's status: local (after catching up with the visitor's own writes) or linearizable.

@@ -48,22 +48,11 @@ impl RaftNode {
         let network = NetworkFactory {
             peers: peers.clone(),
         };
-        let raft = Raft::new(
-            cfg.id,
-            Arc::new(raft_config(&cfg)?),
-            network,
-            storage.log_store,
-            storage.sm_store,
-        )
-        .await
-        .map_err(|e| ClusterError::Fatal(e.to_string()))?;
-        let secrets = cfg.cluster_secret.iter();
-        let gatekeeper = Gatekeeper::new(
-            secrets
-                .chain(&cfg.cluster_secrets_also_accepted)
-                .cloned()
-                .collect(),
-        );
+        let config = Arc::new(raft_config(&cfg)?);
+        let raft = Raft::new(cfg.id, config, network, storage.log_store, storage.sm_store)
+            .await
+            .map_err(|e| ClusterError::Fatal(e.to_string()))?;
+        let gatekeeper = raft_port_gatekeeper(&cfg);
         let members = tasks::MemberAddresses::default();
         let gate = raft_port_gate(&members);
 
@@ -112,6 +101,17 @@ impl RaftNode {
             server: Arc::new(tokio::sync::Mutex::new(Some(server))),
         })
     }
+}
+
+/// Who may call the Raft port: a holder of the cluster's secret, or of one still accepted.
+fn raft_port_gatekeeper(cfg: &NodeConfig) -> Gatekeeper {
+    let secrets = cfg.cluster_secret.iter();
+    Gatekeeper::new(
+        secrets
+            .chain(&cfg.cluster_secrets_also_accepted)
+            .cloned()
+            .collect(),
+    )
 }
 
 /// The Raft port's connection gate: few connections, per address fewer, authenticated soon,
