@@ -436,7 +436,7 @@ pub async fn room_page(
         summary(room),
         charts(&room.name, span),
         notice_section(room, &hidden, can_act),
-        queue_section(app, room).await + &super::ledger::section(app, &room.name).await,
+        queue_section(app, room).await + &super::ledger::section(app, &room.name).await.to_string(),
         super::codes_section(app, &room.name, &room.config.lanes, &token, can_act),
         acts(format!(
             "<h2 id=\"staff\">Staff bypass tokens</h2>{}",
