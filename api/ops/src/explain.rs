@@ -18,7 +18,7 @@ use crate::core::Sluice;
 use crate::error::ApiError;
 use crate::ledger::{hex, parse_visitor, rfc3339, LedgerRecordBody, DRAW_ALGORITHM};
 use serde::{Deserialize, Serialize};
-use sluice_raft::{LedgerQuery, LEDGER_PAGE_MAX};
+use sluice_raft::{LedgerPage, LedgerQuery, LEDGER_PAGE_MAX};
 use sluice_statemachine::ledger::{Event, Record, RecordKey, Rule};
 use sluice_statemachine::outcome::DrawView;
 use sluice_statemachine::{
@@ -1099,21 +1099,16 @@ impl Sluice {
         v: VisitorId,
         b: &mut Builder,
     ) -> Result<(), ApiError> {
-        let mut after = None;
-        for pages in 1.. {
-            let page = self.ledger_query(page_of(room, Some(v), after)).await?;
+        let q = page_of(room, Some(v), None);
+        let read = self.read_pages(q, EXPLAIN_VISITOR_PAGES_MAX, |page| {
             b.coverage(page.complete_from, page.through);
             for r in &page.records {
                 b.visitor_record(r);
             }
-            match page.next {
-                Some(_) if pages >= EXPLAIN_VISITOR_PAGES_MAX => {
-                    b.visitor_records_cut();
-                    break;
-                }
-                Some(k) => after = Some(k),
-                None => break,
-            }
+            true
+        });
+        if read.await? == Paged::Cut {
+            b.visitor_records_cut();
         }
         Ok(())
     }
@@ -1125,20 +1120,12 @@ impl Sluice {
         start: RecordKey,
         b: &mut Builder,
     ) -> Result<(), ApiError> {
-        let mut after = Some(start);
-        for pages in 1.. {
-            let page = self.ledger_query(page_of(room, None, after)).await?;
-            if !page.records.iter().all(|r| b.window_record(r)) {
-                break;
-            }
-            match page.next {
-                Some(_) if pages >= EXPLAIN_WINDOW_PAGES_MAX => {
-                    b.window_cut();
-                    break;
-                }
-                Some(k) => after = Some(k),
-                None => break,
-            }
+        let q = page_of(room, None, Some(start));
+        let read = self.read_pages(q, EXPLAIN_WINDOW_PAGES_MAX, |page| {
+            page.records.iter().all(|r| b.window_record(r))
+        });
+        if read.await? == Paged::Cut {
+            b.window_cut();
         }
         Ok(())
     }
@@ -1151,23 +1138,45 @@ impl Sluice {
         start: RecordKey,
         b: &mut Builder,
     ) -> Result<(), ApiError> {
-        let mut after = Some(start);
-        for pages in 1.. {
-            let page = self.ledger_query(page_of(room, None, after)).await?;
-            if !page.records.iter().all(|r| b.after_record(r)) {
-                break;
-            }
-            match page.next {
-                Some(_) if pages >= EXPLAIN_AFTER_PAGES_MAX => break,
-                Some(k) => after = Some(k),
-                None => {
-                    b.after_read_to_end();
-                    break;
-                }
-            }
+        let q = page_of(room, None, Some(start));
+        let read = self.read_pages(q, EXPLAIN_AFTER_PAGES_MAX, |page| {
+            page.records.iter().all(|r| b.after_record(r))
+        });
+        if read.await? == Paged::End {
+            b.after_read_to_end();
         }
         Ok(())
     }
+
+    /// Reads the ledger's pages from `q` on, each handed to `each` until it says stop (false),
+    /// the pages end, or `pages_max` were read.
+    async fn read_pages(
+        &self,
+        mut q: LedgerQuery,
+        pages_max: usize,
+        mut each: impl FnMut(&LedgerPage) -> bool,
+    ) -> Result<Paged, ApiError> {
+        for pages in 1.. {
+            let page = self.ledger_query(q.clone()).await?;
+            if !each(&page) {
+                return Ok(Paged::Stopped);
+            }
+            match page.next {
+                Some(_) if pages >= pages_max => return Ok(Paged::Cut),
+                Some(k) => q.after = Some(k),
+                None => return Ok(Paged::End),
+            }
+        }
+        unreachable!("the pages are counted without end")
+    }
+}
+
+/// How a read of ledger pages ended: told to stop, cut at its most pages, or at the end.
+#[derive(Debug, PartialEq, Eq)]
+enum Paged {
+    Stopped,
+    Cut,
+    End,
 }
 
 /// A page of `room`'s ledger (of `visitor`'s records, or all) after `after`, as an
