@@ -32,7 +32,6 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use sluice_ops::model::RoomConfigBody;
 use sluice_ops::operators::{Operator, Role};
-use sluice_ops::text::esc;
 use sluice_statemachine::limits::ROOMS_PAGE_MAX;
 use std::sync::Arc;
 use subtle::ConstantTimeEq;
@@ -153,20 +152,6 @@ impl Session {
     }
 }
 
-/// Who is signed in, for the top of every page.
-fn who(s: &Session) -> String {
-    format!(
-        "<p class=\"who\">Signed in as <strong>{}</strong> ({})</p>",
-        esc(&s.name),
-        s.role
-    )
-}
-
-/// What a viewer sees where the forms would be.
-fn viewer_note() -> &'static str {
-    "<p class=\"note\">Signed in as a viewer: actions are not shown.</p>"
-}
-
 /// The request's session, if it is valid: signed with the break-glass token for an operator
 /// configured with the same token and role, begun less than [`SESSION_SECS`] and used less
 /// than [`SESSION_IDLE_SECS`] ago, and not signed out.
@@ -256,18 +241,6 @@ fn csrf_refused() -> Response {
 /// A dashboard page from its template.
 fn render(page: &impl askama::Template) -> Html<String> {
     Html(page.render().expect("a page's values always render"))
-}
-
-/// A page whose body is rendered already (`templates/admin/frame.html`).
-#[derive(askama::Template)]
-#[template(path = "admin/frame.html")]
-struct Frame<'a> {
-    title: &'a str,
-    body: &'a str,
-}
-
-fn page(title: &str, body: &str) -> Html<String> {
-    render(&Frame { title, body })
 }
 
 /// The sign-in form (`templates/admin/login.html`).
@@ -627,17 +600,6 @@ impl<'a> BatchRow<'a> {
             expires: b.expires_at.map(|t| (t, form::readable_utc(t))),
         }
     }
-}
-
-/// The staff bypass token forms of room `r` (escaped).
-pub(super) fn bypass_forms(r: &str, hidden: &str) -> String {
-    format!(
-        "<div class=\"cards\"><div class=\"card\"><form method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"bypass_issue\">\
-<div class=\"field\"><label for=\"f-bttl\">Valid for, hours (at most 168)</label><input id=\"f-bttl\" name=\"ttl_hours\" type=\"number\" min=\"1\" max=\"168\" value=\"8\"></div>\
-<div class=\"field\"><label for=\"f-blabel\">For whom</label><input id=\"f-blabel\" name=\"label\" maxlength=\"64\"></div><button>Issue a token</button></form></div>\
-<div class=\"card\"><form method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"bypass_revoke\">\
-<div class=\"field\"><label for=\"f-bid\">Revoke the token with id</label><input id=\"f-bid\" name=\"id\" maxlength=\"32\"></div><button class=\"danger\">Revoke token</button></form></div></div>"
-    )
 }
 
 /// `POST /admin/rooms`: create a room with default settings.

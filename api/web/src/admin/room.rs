@@ -3,7 +3,7 @@
 //! configuration, and deleting it.
 
 use super::form::{readable_utc, Errors, Fields, View};
-use super::{csrf, form_session, page, see_other, session, AdminForm, AppState};
+use super::{csrf, form_session, render, see_other, session, AdminForm, AppState};
 use crate::app::{App, Path};
 use crate::error::IntoHttp;
 use axum::extract::{Query, State};
@@ -11,7 +11,6 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use sluice_ops::history::Span;
 use sluice_ops::model::RoomBody;
-use sluice_ops::text::esc;
 
 /// Waiters the room's page lists (the API's `/queue` pages through the rest).
 pub const QUEUE_SHOWN: usize = 50;
@@ -100,279 +99,163 @@ fn fmt_wait(secs: Option<u64>) -> String {
     }
 }
 
-/// The figures that matter during a sale, at the top of the page.
-fn summary(r: &RoomBody) -> String {
-    let full = r.active >= r.config.capacity;
-    // Each value and note has an id: the page's script keeps them current (`/admin/stats.json`).
-    let cell = |id: &str, label: &str, value: String, note: &str| {
-        format!(
-            "<div><dt>{label}</dt><dd><strong id=\"t-{id}\">{value}</strong> <small id=\"t-{id}-note\">{note}</small></dd></div>"
-        )
-    };
-    format!(
-        "<dl id=\"overview\" class=\"figures\" data-room=\"{}\">{}{}{}{}{}</dl>",
-        esc(&r.name),
-        cell(
-            "waiting",
-            "Waiting",
-            r.waiting.to_string(),
-            "people in line"
-        ),
-        cell(
-            "inside",
-            "Inside",
-            format!("{} / {}", r.active, r.config.capacity),
-            if full { "full" } else { "of capacity" }
-        ),
-        cell(
-            "admitted",
-            "Admitted",
-            r.admitted_last_minute.to_string(),
-            &format!(
-                "in the last minute (at most {}/min)",
-                r.config.admit_per_minute
-            )
-        ),
-        cell(
-            "eta",
-            "Newest waiter's wait",
-            fmt_wait(r.newest_eta_secs),
-            "as shown on their page"
-        ),
-        cell(
-            "totals",
-            "Totals",
-            format!("{} / {}", r.totals.joined, r.totals.admitted),
-            "joined / admitted"
-        ),
-    )
+/// The room's page (`templates/admin/room.html` and its parts in `templates/admin/room/`).
+#[derive(askama::Template)]
+#[template(path = "admin/room.html")]
+struct RoomPage<'a> {
+    title: String,
+    who: &'a super::Session,
+    token: &'a str,
+    room: &'a RoomBody,
+    /// Whether the page has the forms that change the room.
+    can_act: bool,
+    badges: Badges,
+    flash: Option<Flash<'a>>,
+    /// An action's refusal (not a field of the form).
+    general: Option<&'a str>,
+    /// A refused save's errors, in one list.
+    fix: String,
+    /// The room is at its capacity.
+    full: bool,
+    /// The newest waiter's wait, in words.
+    eta: String,
+    /// The charts' time range (`15m`, `1h`, `1d`).
+    span: &'static str,
+    notice: Option<Notice<'a>>,
+    queue: Queue,
+    decisions: super::ledger::Section<'a>,
+    codes: String,
+    /// The configuration form's fields.
+    config: String,
+    /// What deleting the room ends: its waiting places and its sessions, counted in words.
+    ends: (String, String),
 }
 
-/// Codes just made, shown this once: one a line to copy, as CSV to download (the columns of
-/// `sluice ctl codes create`), and as invitation links (each opens the room's page with its
-/// code filled in). The buttons need the script; the text is there without it.
-fn made_codes(room: &str, made: &sluice_ops::model::CodesCreatedBody) -> String {
-    let b = &made.batch;
-    let room_path = |code: &str| format!("/wait/{}?code={code}", esc(room));
-    let rows = made.codes.len().clamp(2, 12);
-    let codes = made
-        .codes
-        .iter()
-        .map(|c| esc(c))
-        .collect::<Vec<_>>()
-        .join("\n");
-    let links = made
-        .codes
-        .iter()
-        .map(|c| room_path(&esc(c)))
-        .collect::<Vec<_>>()
-        .join("\n");
-    format!(
-        "<section id=\"made-codes\" class=\"card\" aria-labelledby=\"made-h\"><h3 id=\"made-h\">The new codes of batch {id}</h3>\
-<label for=\"made-list\">Codes, one a line</label><textarea id=\"made-list\" readonly rows=\"{rows}\">{codes}</textarea>\
-<p class=\"js-only\" hidden><button type=\"button\" data-copy=\"made-list\">Copy the codes</button> \
-<button type=\"button\" id=\"made-csv\" data-batch=\"{id}\" data-lane=\"{lane}\" data-uses=\"{uses}\" data-expires=\"{expires}\">Download as CSV</button> \
-<button type=\"button\" data-copy=\"made-links\">Copy the invitation links</button></p>\
-<label for=\"made-links\">Invitation links (each opens the room's page with its code filled in)</label>\
-<textarea id=\"made-links\" class=\"links\" readonly rows=\"{rows}\">{links}</textarea></section>",
-        id = b.id,
-        lane = esc(b.lane.as_deref().unwrap_or("")),
-        uses = b.uses,
-        expires = b.expires_at.map(sluice_ops::civil::iso_utc).unwrap_or_default(),
-    )
+/// What the last action said, and the codes it made (shown this once).
+struct Flash<'a> {
+    text: &'a str,
+    made: Option<MadeCodes<'a>>,
 }
 
-fn charts(room: &str, span: Span) -> String {
-    let link = |s: Span, code: &str, label: &str| {
-        let current = if s == span {
-            " aria-current=\"true\""
-        } else {
-            ""
-        };
-        format!("<a href=\"?span={code}#charts\" data-span=\"{code}\"{current}>{label}</a>")
-    };
-    let code = match span {
-        Span::Quarter => "15m",
-        Span::Hour => "1h",
-        Span::Day => "1d",
-    };
-    format!(
-        "<section id=\"charts\" aria-labelledby=\"charts-h\"><h2 id=\"charts-h\">Recent figures</h2>\
-<nav class=\"spans\" aria-label=\"Time range\">{} {} {}</nav>\
-<div id=\"chart-box\" data-room=\"{}\" data-span=\"{code}\"></div>\
-<noscript><p>The charts need JavaScript; the figures above are current.</p></noscript></section>",
-        link(Span::Quarter, "15m", "Last 15 minutes"),
-        link(Span::Hour, "1h", "Last hour"),
-        link(Span::Day, "1d", "Last day"),
-        esc(room),
-    )
+/// Codes just made, as the page shows them this once.
+struct MadeCodes<'a> {
+    /// The batch.
+    id: u32,
+    lane: &'a str,
+    uses: u32,
+    /// When they expire (RFC 3339), or empty.
+    expires: String,
+    /// The text areas' height.
+    rows: usize,
+    /// The codes, one a line.
+    codes: String,
+    /// Their invitation links (each opens the room's page with its code filled in), one a line.
+    links: String,
 }
 
-fn form(r: &str, hidden: &str, action: &str, body: &str) -> String {
-    format!(
-        "<form method=\"post\" action=\"/admin/rooms/{r}/action\">{hidden}<input type=\"hidden\" name=\"action\" value=\"{action}\">{body}</form>"
-    )
-}
-
-/// Pause, health, admit, revoke: each its own small form.
-fn actions(room: &RoomBody, hidden: &str) -> String {
-    let r = esc(&room.name);
-    let c = &room.config;
-    let (pause_action, pause_label, pause_note) = if c.paused {
-        (
-            "resume",
-            "Resume admissions",
-            "Admissions are paused; joins still queue.",
-        )
-    } else {
-        (
-            "pause",
-            "Pause admissions",
-            "Joins still queue; nobody is admitted while paused.",
-        )
-    };
-    let healths = [
-        ("ok", "OK"),
-        ("slow", "Slow (admit slower)"),
-        ("down", "Down (admit nobody)"),
-    ]
-    .iter()
-    .map(|(v, l)| {
-        format!(
-            "<option value=\"{v}\"{}>{l}</option>",
-            if c.health == *v { " selected" } else { "" }
-        )
-    })
-    .collect::<String>();
-    [
-        form(&r, hidden, pause_action, &format!("<p>{pause_note}</p><button>{pause_label}</button>")),
-        form(&r, hidden, "health", &format!(
-            "<div class=\"field\"><label for=\"a-health\">Origin health</label><select id=\"a-health\" name=\"health\">{healths}</select></div>\
-<div class=\"field\"><label for=\"a-sf\">Rate while slow (0–1)</label><input id=\"a-sf\" name=\"slow_factor\" value=\"{}\" inputmode=\"decimal\"></div><button>Set health</button>",
-            c.slow_factor
-        )),
-        form(&r, hidden, "admit", "<div class=\"field\"><label for=\"a-count\">Admit now, ignoring the rate and the pause (not the capacity)</label>\
-<input id=\"a-count\" name=\"count\" type=\"number\" min=\"1\" value=\"1\"></div><button>Admit</button>"),
-        form(&r, hidden, "revoke", "<div class=\"field\"><label for=\"a-vid\">End one visitor's session or place (visitor id)</label><input id=\"a-vid\" name=\"visitor_id\"></div>\
-<div class=\"field check\"><input type=\"checkbox\" id=\"a-rall\" name=\"confirm_all\" value=\"yes\"><label for=\"a-rall\">End every session of the room instead (leave the id empty)</label></div><button class=\"danger\">Revoke</button>"),
-    ]
-    .map(|f| format!("<div class=\"card\">{f}</div>"))
-    .concat()
-}
-
-fn notice_section(room: &RoomBody, hidden: &str, can_act: bool) -> String {
-    let r = esc(&room.name);
-    let current = room.notice.as_ref().map_or(String::new(), |n| {
-        format!(
-            "<p>Shown since <time data-unix=\"{t}\">{}</time>:</p><blockquote class=\"notice\">{}</blockquote>{}",
-            readable_utc(n.set_at),
-            esc(&n.text),
-            if can_act {
-                form(&r, hidden, "notice_clear", "<button>Take it down</button>")
-            } else {
-                String::new()
-            },
-            t = n.set_at
-        )
-    });
-    if !can_act {
-        let none = if room.notice.is_none() {
-            "<p>No notice is shown.</p>"
-        } else {
-            ""
-        };
-        return format!(
-            "<section aria-labelledby=\"notice-h\"><h2 id=\"notice-h\">Notice to everyone in line</h2>{current}{none}</section>"
-        );
+impl<'a> MadeCodes<'a> {
+    fn of(room: &str, made: &'a sluice_ops::model::CodesCreatedBody) -> Self {
+        let b = &made.batch;
+        let links: Vec<String> = made
+            .codes
+            .iter()
+            .map(|c| format!("/wait/{room}?code={c}"))
+            .collect();
+        MadeCodes {
+            id: b.id,
+            lane: b.lane.as_deref().unwrap_or(""),
+            uses: b.uses,
+            expires: b
+                .expires_at
+                .map(sluice_ops::civil::iso_utc)
+                .unwrap_or_default(),
+            rows: made.codes.len().clamp(2, 12),
+            codes: made.codes.join("\n"),
+            links: links.join("\n"),
+        }
     }
-    format!(
-        "<section aria-labelledby=\"notice-h\"><h2 id=\"notice-h\">Notice to everyone in line</h2>{current}{}</section>",
-        form(
-            &r,
-            hidden,
-            "notice",
-            "<div class=\"field\"><label for=\"a-notice\">Message (plain text, at most 500 bytes), shown live on every waiter's page</label>\
-<textarea id=\"a-notice\" name=\"text\" rows=\"2\" maxlength=\"500\" required></textarea></div><button>Show to the line</button>"
-        )
-    )
 }
 
-fn since(app: &App, room: &str, seq: u64, now: u64) -> String {
+/// The notice shown to the line.
+struct Notice<'a> {
+    /// Since when: seconds since the epoch, and as read (UTC).
+    set_at: u64,
+    readable: String,
+    text: &'a str,
+}
+
+/// The first waiters, as the page lists them.
+enum Queue {
+    /// The line could not be read.
+    Failed(String),
+    /// Nobody is waiting.
+    Empty,
+    /// The first waiters, and how many more wait.
+    Shown { rows: Vec<Waiter>, more: u64 },
+}
+
+/// A waiter as its row shows it.
+struct Waiter {
+    position: u64,
+    lane: String,
+    visitor_id: String,
+    joined: Joined,
+    /// How long ago it last checked in, in words.
+    seen: String,
+}
+
+/// When a waiter joined, as far as this node's history tells.
+enum Joined {
+    /// At `at` (seconds since the epoch, and as read), `ago` in words.
+    At {
+        at: u64,
+        readable: String,
+        ago: String,
+    },
+    /// Before the history's first sample.
+    Before { at: u64, readable: String },
+    /// After its last sample.
+    JustNow,
+}
+
+fn joined(app: &App, room: &str, seq: u64, now: u64) -> Joined {
     match app.history.joined_between(room, seq) {
-        Some((Some(_), at)) => format!(
-            "<time data-unix=\"{at}\">{}</time> ({} ago)",
-            readable_utc(at),
-            fmt_wait(Some(now.saturating_sub(at)))
-        ),
-        Some((None, at)) => format!(
-            "before <time data-unix=\"{at}\">{}</time>",
-            readable_utc(at)
-        ),
-        None => "just now".into(),
+        Some((Some(_), at)) => Joined::At {
+            at,
+            readable: readable_utc(at),
+            ago: fmt_wait(Some(now.saturating_sub(at))),
+        },
+        Some((None, at)) => Joined::Before {
+            at,
+            readable: readable_utc(at),
+        },
+        None => Joined::JustNow,
     }
 }
 
 /// The first waiters of every lane, in admission order.
-async fn queue_section(app: &App, room: &RoomBody) -> String {
+async fn queue(app: &App, room: &RoomBody) -> Queue {
     let now = now_secs(app);
     let q = match app.sluice.queue(&room.name, 0, QUEUE_SHOWN, false).await {
         Ok(q) => q,
-        Err(e) => return format!("<p class=\"err\">{}</p>", esc(&e.message)),
+        Err(e) => return Queue::Failed(e.message),
     };
     if q.entries.is_empty() {
-        return "<h2 id=\"line\">Waiting line</h2><p>Nobody is waiting.</p>".into();
+        return Queue::Empty;
     }
-    let rows: String = q
+    let rows: Vec<Waiter> = q
         .entries
-        .iter()
-        .map(|e| {
-            let seen = e.last_seen_ms / 1000;
-            format!(
-                "<tr><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td><td>{} ago</td></tr>",
-                e.position,
-                esc(e.lane.as_deref().unwrap_or("—")),
-                esc(&e.visitor_id),
-                since(app, &room.name, e.seq, now),
-                fmt_wait(Some(now.saturating_sub(seen)))
-            )
+        .into_iter()
+        .map(|e| Waiter {
+            position: e.position,
+            lane: e.lane.unwrap_or_else(|| "—".into()),
+            joined: joined(app, &room.name, e.seq, now),
+            seen: fmt_wait(Some(now.saturating_sub(e.last_seen_ms / 1000))),
+            visitor_id: e.visitor_id,
         })
         .collect();
-    let more = q.waiting.saturating_sub(q.entries.len() as u64);
-    let more = if more > 0 {
-        format!(
-            "<p>And {more} more (all of them: <code>GET /v1/rooms/{}/queue</code>).</p>",
-            esc(&room.name)
-        )
-    } else {
-        String::new()
-    };
-    let order = if room.config.mode == "lottery" {
-        " In a lottery the order is the line's, not the draw's."
-    } else {
-        ""
-    };
-    format!(
-        "<h2 id=\"line\">Waiting line</h2><p>The first {} in admission order, each lane first.{order}</p>\
-<div class=\"scroll\"><table><thead><tr><th>Place</th><th>Lane</th><th>Visitor</th><th>Joined</th><th>Last check-in</th></tr></thead><tbody>{rows}</tbody></table></div>{more}",
-        q.entries.len()
-    )
-}
-
-fn danger_zone(room: &RoomBody, hidden: &str) -> String {
-    let r = esc(&room.name);
-    format!(
-        "<section id=\"danger\" class=\"danger-zone\" aria-labelledby=\"del-h\"><h2 id=\"del-h\">Delete the room</h2>\
-<p>Ends its {} and {} at once; their visitors are turned away.</p>{}</section>",
-        sluice_ops::text::count(room.waiting, "waiting place", "waiting places"),
-        sluice_ops::text::count(room.active, "session", "sessions"),
-        form(
-            &r,
-            hidden,
-            "delete",
-            &format!("<div class=\"field\"><label for=\"a-del\">Type the room's name, <code>{r}</code>, to delete it</label>\
-<input id=\"a-del\" name=\"confirm_name\" autocomplete=\"off\" required></div><button class=\"danger\">Delete room {r}</button>")
-        )
-    )
+    let more = q.waiting.saturating_sub(rows.len() as u64);
+    Queue::Shown { rows, more }
 }
 
 /// The room's page; after a refused save, `submitted` shows the operator's input again with
@@ -387,29 +270,10 @@ pub async fn room_page(
     span: Span,
 ) -> Html<String> {
     let token = csrf(app, s);
-    let hidden = format!("<input type=\"hidden\" name=\"csrf\" value=\"{token}\">");
-    let r = esc(&room.name);
     // A viewer sees the room without the forms that change it.
     let can_act = s.may_act();
-    let acts = |html: String| if can_act { html } else { String::new() };
-    // An action's refusal (not a field of the form) goes at the top.
-    let general = errors
-        .get("")
-        .filter(|_| submitted.is_none())
-        .map(|e| format!("<p class=\"err\" role=\"alert\">{}</p>", esc(e)))
-        .unwrap_or_default();
-    let flash = flash.map(|n| flash_html(n, &room.name)).unwrap_or_default();
-    let health = room
-        .health_change
-        .as_ref()
-        .map(|c| format!("<p>Origin health: {}</p>", esc(&c.reason)))
-        .unwrap_or_default();
     let view = View::new(errors, submitted);
-    let fields = super::config::fields(&view, &room.config, &room.name);
-    let config = acts(format!(
-        "<h2 id=\"config\">Configuration</h2><form method=\"post\" action=\"/admin/rooms/{r}/config\" novalidate>{hidden}{fields}\
-<p><button type=\"submit\">Save configuration</button></p></form>"
-    ));
+    let config = super::config::fields(&view, &room.config, &room.name);
     // A refused save: every error in one list at the top of the page (the page reloads at its
     // top), each linked to its field; the script moves the focus to it. Only for the
     // configuration form: an action's refusal is `general`.
@@ -418,70 +282,44 @@ pub async fn room_page(
     } else {
         String::new()
     };
-    let jump = jump_bar(can_act);
-    let actions = if can_act {
-        format!(
-            "<h2 id=\"actions\">Actions</h2><div class=\"cards\">{}</div>",
-            actions(room, &hidden)
-        )
-    } else {
-        super::viewer_note().to_string()
-    };
-    let body = format!(
-        "{}<p><a href=\"/admin\">← All rooms</a></p><h1>Room {r}</h1><p class=\"badges\">{}</p>{jump}{flash}{general}{fix}{health}\
-{}{}{actions}{}{}{}{}{config}{}\
-<script src=\"/assets/uplot.js\" defer></script><script src=\"/assets/admin.js\" defer></script>",
-        super::who(s),
-        badges(room, now_secs(app)),
-        summary(room),
-        charts(&room.name, span),
-        notice_section(room, &hidden, can_act),
-        queue_section(app, room).await + &super::ledger::section(app, &room.name).await.to_string(),
-        super::codes_section(app, &room.name, &room.config.lanes, &token, can_act),
-        acts(format!(
-            "<h2 id=\"staff\">Staff bypass tokens</h2>{}",
-            super::bypass_forms(&r, &hidden)
-        )),
-        acts(danger_zone(room, &hidden)),
-    );
-    page(&format!("Room {}", room.name), &body)
-}
-
-/// The page is long: a bar of jump links to its parts, kept at the top as it scrolls (the
-/// parts that change the room only for who may act).
-fn jump_bar(can_act: bool) -> String {
-    let mut links = vec![
-        ("overview", "Overview"),
-        ("charts", "Figures"),
-        ("line", "Line"),
-        ("codes", "Codes"),
-    ];
-    if can_act {
-        links.extend([
-            ("staff", "Staff"),
-            ("config", "Settings"),
-            ("design", "Design"),
-            ("danger", "Delete"),
-        ]);
-    }
-    let links: Vec<String> = links
-        .iter()
-        .map(|(id, label)| format!("<a href=\"#{id}\">{label}</a>"))
-        .collect();
-    format!(
-        "<nav class=\"jump\" aria-label=\"Parts of this page\">{}</nav>",
-        links.join(" ")
-    )
-}
-
-/// What the last action said, and the codes it made (shown this once).
-fn flash_html(n: &crate::app::FlashNote, room: &str) -> String {
-    let codes = n.codes.as_ref().map(|m| made_codes(room, m));
-    format!(
-        "<p class=\"ok\" role=\"status\">{}</p>{}",
-        esc(&n.text),
-        codes.unwrap_or_default()
-    )
+    let count = sluice_ops::text::count;
+    render(&RoomPage {
+        title: format!("Room {}", room.name),
+        who: s,
+        token: &token,
+        room,
+        can_act,
+        badges: badges(room, now_secs(app)),
+        flash: flash.map(|n| Flash {
+            text: &n.text,
+            made: n.codes.as_ref().map(|m| MadeCodes::of(&room.name, m)),
+        }),
+        general: errors
+            .get("")
+            .filter(|_| submitted.is_none())
+            .map(String::as_str),
+        fix,
+        full: room.active >= room.config.capacity,
+        eta: fmt_wait(room.newest_eta_secs),
+        span: match span {
+            Span::Quarter => "15m",
+            Span::Hour => "1h",
+            Span::Day => "1d",
+        },
+        notice: room.notice.as_ref().map(|n| Notice {
+            set_at: n.set_at,
+            readable: readable_utc(n.set_at),
+            text: &n.text,
+        }),
+        queue: queue(app, room).await,
+        decisions: super::ledger::section(app, &room.name).await,
+        codes: super::codes_section(app, &room.name, &room.config.lanes, &token, can_act),
+        config,
+        ends: (
+            count(room.waiting, "waiting place", "waiting places"),
+            count(room.active, "session", "sessions"),
+        ),
+    })
 }
 
 /// `?span=` of the room's page and its history.
@@ -662,6 +500,14 @@ fn preview_reply(room: &str, notice: Option<String>) -> sluice_ops::model::Visit
     }
 }
 
+/// The bar above a branding preview (`templates/admin/preview_banner.html`).
+#[derive(askama::Template)]
+#[template(path = "admin/preview_banner.html")]
+struct PreviewBanner {
+    /// Why the branding would be refused.
+    warning: Option<String>,
+}
+
 /// `POST /admin/rooms/{room}/preview`: the waiting page with the form's branding, as a visitor
 /// in the middle of the line would see it; nothing is saved.
 pub async fn preview(
@@ -700,10 +546,7 @@ pub async fn preview(
             .and_then(|v| v.to_str().ok()),
     );
     let mut html = crate::pages::preview_html(lang, &reply, &view, now_secs(&app));
-    let banner = match warning {
-        Some(w) => format!("<div role=\"alert\" style=\"background:#b00020;color:#fff;padding:.6rem 1rem;font:16px system-ui\">Preview: this branding would be refused: {}</div>", esc(&w)),
-        None => "<div role=\"note\" style=\"background:#1a1a1a;color:#fff;padding:.6rem 1rem;font:16px system-ui\">Preview of the visitor's page with the form's branding (not saved)</div>".to_string(),
-    };
+    let banner = PreviewBanner { warning }.to_string();
     if let Some(i) = html.find("<body>") {
         html.insert_str(i + "<body>".len(), &banner);
     }
