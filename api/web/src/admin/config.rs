@@ -3,7 +3,7 @@
 //! its reading. Live switches (pause, origin health) are actions of their own, not fields here:
 //! saving the form keeps whatever they are at the time.
 
-use super::form::{parse_instant, Fields, Reader, View};
+use super::form::{parse_instant, Field, Fields, Reader, View};
 use sluice_ops::model::{
     BrandingBody, BypassBody, BypassPathBody, EntryBody, ExternalChallengeBody, LaneBody, LineBody,
     OriginBody, PowBody, ProbeBody, RoomConfigBody,
@@ -16,33 +16,38 @@ const MODES: &[(&str, &str)] = &[
     ("reject", "No queue: turn newcomers away"),
 ];
 
+/// The form's fields, in groups (`templates/admin/config.html`).
+#[derive(askama::Template)]
+#[template(path = "admin/config.html")]
+pub struct ConfigForm<'a> {
+    /// The room (its preview's address).
+    room: &'a str,
+    capacity: Vec<Field>,
+    schedule: Vec<Field>,
+    mode: Field,
+    page: Vec<Field>,
+    entry: Vec<Field>,
+    origin: Vec<Field>,
+    bypass: Vec<Field>,
+}
+
 /// The form's fields, in groups.
-pub fn fields(v: &View, cfg: &RoomConfigBody, room: &str) -> String {
-    [
-        group("Capacity and rate", &capacity(v, cfg)),
-        group("Schedule", &schedule(v, cfg)),
-        group(
-            "Mode",
-            &v.select("mode", "How visitors get in", &cfg.mode, MODES),
-        ),
-        format!(
-            "<fieldset id=\"design\"><legend>The visitor's page</legend>{}</fieldset>",
-            visitor_page(v, cfg, room)
-        ),
-        group("Who gets a place", &entry(v, &cfg.entry)),
-        group("Origin watch", &origin(v, cfg.origin.as_ref())),
-        group("What skips the line", &bypass(v, &cfg.bypass)),
-    ]
-    .concat()
+pub fn fields<'a>(v: &View, cfg: &RoomConfigBody, room: &'a str) -> ConfigForm<'a> {
+    ConfigForm {
+        room,
+        capacity: capacity(v, cfg),
+        schedule: schedule(v, cfg),
+        mode: v.select("mode", "How visitors get in", &cfg.mode, MODES),
+        page: visitor_page(v, cfg),
+        entry: entry(v, &cfg.entry),
+        origin: origin(v, cfg.origin.as_ref()),
+        bypass: bypass(v, &cfg.bypass),
+    }
 }
 
-fn group(legend: &str, body: &str) -> String {
-    format!("<fieldset><legend>{legend}</legend>{body}</fieldset>")
-}
-
-fn capacity(v: &View, c: &RoomConfigBody) -> String {
+fn capacity(v: &View, c: &RoomConfigBody) -> Vec<Field> {
     let e = &c.entry;
-    [
+    vec![
         v.number(
             "capacity",
             "Capacity",
@@ -92,10 +97,9 @@ fn capacity(v: &View, c: &RoomConfigBody) -> String {
             "Empty: the session's own time.",
         ),
     ]
-    .concat()
 }
 
-fn schedule(v: &View, c: &RoomConfigBody) -> String {
+fn schedule(v: &View, c: &RoomConfigBody) -> Vec<Field> {
     let lanes: Vec<String> = c
         .lanes
         .iter()
@@ -113,7 +117,7 @@ fn schedule(v: &View, c: &RoomConfigBody) -> String {
             line
         })
         .collect();
-    [
+    vec![
         v.when("opens_at", "Opens at", c.opens_at, "Before it, visitors wait in a pre-queue. Empty: open now."),
         v.when("closes_at", "Closes at", c.closes_at, "From it, newcomers are turned away. Empty: never."),
         v.check("shuffle_at_open", "Draw the pre-queue's order at the opening", c.shuffle_at_open),
@@ -124,13 +128,12 @@ fn schedule(v: &View, c: &RoomConfigBody) -> String {
             "One per line, first first: <code>presale opens=2026-12-24T18:00Z share=0.5 lottery</code> (opens in UTC, share and lottery optional).",
         ),
     ]
-    .concat()
 }
 
-fn visitor_page(v: &View, c: &RoomConfigBody, room: &str) -> String {
+fn visitor_page(v: &View, c: &RoomConfigBody) -> Vec<Field> {
     let b = &c.branding;
     let s = |o: &Option<String>| o.clone().unwrap_or_default();
-    [
+    vec![
         v.input("branding.title", "Title", &s(&b.title), "text", "The page's heading."),
         v.area("branding.message", "Message", &s(&b.message), "Shown above the place in line."),
         v.input("branding.accent_color", "Accent colour", &s(&b.accent_color), "text", "<code>#rrggbb</code>, at least 3:1 against the background."),
@@ -141,14 +144,12 @@ fn visitor_page(v: &View, c: &RoomConfigBody, room: &str) -> String {
         v.check("line.show_waiting", "Show waiters how many are waiting", c.line.show_waiting),
         v.number("line.status_reads_per_sec", "Polling budget, status reads per second", c.line.status_reads_per_sec, "Empty: none."),
         v.input("line.after_url", "After the event, send visitors to", c.line.after_url.as_deref().unwrap_or(""), "text", "The page of a closed room links here (a sold-out or thank-you page); empty: back to the site."),
-        format!("<p><button type=\"submit\" formaction=\"/admin/rooms/{}/preview\" formtarget=\"_blank\" class=\"secondary\">Preview the visitor's page</button> (opens in a new tab, saves nothing)</p>", sluice_ops::text::esc(room)),
     ]
-    .concat()
 }
 
-fn entry(v: &View, e: &EntryBody) -> String {
+fn entry(v: &View, e: &EntryBody) -> Vec<Field> {
     let pow = e.proof_of_work.as_ref();
-    [
+    vec![
         v.check(
             "entry.invite_only",
             "By invitation only (a place needs an access code)",
@@ -228,15 +229,14 @@ fn entry(v: &View, e: &EntryBody) -> String {
             e.external_challenge.as_ref().is_some_and(|x| x.fail_open),
         ),
     ]
-    .concat()
 }
 
-fn origin(v: &View, o: Option<&OriginBody>) -> String {
+fn origin(v: &View, o: Option<&OriginBody>) -> Vec<Field> {
     let watched = o.is_some();
     let d = o.cloned().unwrap_or_default();
     let p = d.probe.as_ref();
     let when_watched = |x: Option<u64>| x.filter(|_| watched);
-    [
+    vec![
         v.input(
             "origin.probe.url",
             "Probe URL",
@@ -316,10 +316,9 @@ fn origin(v: &View, o: Option<&OriginBody>) -> String {
             d.auto_pause,
         ),
     ]
-    .concat()
 }
 
-fn bypass(v: &View, b: &BypassBody) -> String {
+fn bypass(v: &View, b: &BypassBody) -> Vec<Field> {
     let paths: Vec<String> = b
         .paths
         .iter()
@@ -331,12 +330,11 @@ fn bypass(v: &View, b: &BypassBody) -> String {
             }
         })
         .collect();
-    [
+    vec![
         v.area("bypass.paths", "Paths that skip the line", &paths.join("\n"), "One per line: <code>/static/</code> or <code>POST /pay/callback</code>; no place is taken."),
         v.area("bypass.networks", "Client networks that skip the line", &b.networks.join("\n"), "One per line: <code>10.1.0.0/16</code>."),
         v.check("bypass.staff_tokens", "Accept staff bypass tokens", b.staff_tokens),
     ]
-    .concat()
 }
 
 /// Reads the form; `current` gives what the form does not hold (pause, origin health). Every

@@ -6,7 +6,6 @@
 //! the page loads and, on submit, writes the picked instant as unix seconds into the hidden
 //! `{name}.unix` field; without the script the picker's value is read as UTC, as its label says.
 
-use sluice_ops::text::esc;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 
@@ -116,13 +115,64 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Renders fields that show the operator's input again after an error and mark each field's
+/// A field of a dashboard form, as `templates/admin/field.html` shows it.
+#[derive(askama::Template)]
+#[template(path = "admin/field.html")]
+pub struct Field {
+    /// The field's name (its id is `f-{name}`).
+    name: String,
+    /// Its label (constant markup).
+    label: &'static str,
+    /// What it is for (constant markup), or empty.
+    hint: &'static str,
+    /// What is wrong with the operator's input.
+    error: Option<String>,
+    input: Input,
+}
+
+/// How a field takes its value, and the value it shows.
+enum Input {
+    /// An input of `kind` (`text`, `number`, `url`…).
+    Text { kind: &'static str, value: String },
+    /// A checkbox.
+    Check { checked: bool },
+    /// A text area.
+    Area { value: String },
+    /// A choice among `(value, label)` options.
+    Select {
+        options: &'static [(&'static str, &'static str)],
+        current: String,
+    },
+    /// A date-time picker, and the instant as unix seconds.
+    When { value: String, unix: String },
+}
+
+/// Every error of a refused form in one list (`templates/admin/errors.html`).
+#[derive(askama::Template)]
+#[template(path = "admin/errors.html")]
+pub struct Summary {
+    items: Vec<Problem>,
+}
+
+/// An error in the summary.
+enum Problem {
+    /// At a field of the form, named by its label (tags left out).
+    Field {
+        name: String,
+        label: String,
+        error: String,
+    },
+    /// Of no field on the form (`name` empty: the form's own).
+    Other { name: String, error: String },
+}
+
+/// Makes fields that show the operator's input again after an error and mark each field's
 /// error; remembers each field's label for the summary.
 #[derive(Debug)]
 pub struct View<'a> {
     errors: &'a Errors,
     submitted: Option<&'a Fields>,
-    labels: RefCell<Vec<(String, String)>>,
+    labels: RefCell<Vec<(String, &'static str)>>,
 }
 
 impl<'a> View<'a> {
@@ -149,108 +199,75 @@ impl<'a> View<'a> {
         }
     }
 
-    /// The attributes and message of `name`'s error, if it has one.
-    fn error(&self, name: &str) -> (String, String) {
-        match self.errors.get(name) {
-            Some(e) => (
-                format!(
-                    " aria-invalid=\"true\" aria-describedby=\"err-{n}\"",
-                    n = esc(name)
-                ),
-                format!(
-                    "<span class=\"err\" id=\"err-{n}\">{}</span>",
-                    esc(e),
-                    n = esc(name)
-                ),
-            ),
-            None => (String::new(), String::new()),
+    /// The field `name`, its label remembered, with its error if it has one.
+    fn field(&self, name: &str, label: &'static str, hint: &'static str, input: Input) -> Field {
+        self.labels.borrow_mut().push((name.to_string(), label));
+        Field {
+            name: name.to_string(),
+            label,
+            hint,
+            error: self.errors.get(name).cloned(),
+            input,
         }
     }
 
-    fn remember(&self, name: &str, label: &str) {
-        self.labels
-            .borrow_mut()
-            .push((name.to_string(), label.to_string()));
-    }
-
     /// A labelled input of `kind` (`text`, `number`, `url`…), with an optional hint.
-    pub fn input(&self, name: &str, label: &str, stored: &str, kind: &str, hint: &str) -> String {
-        self.remember(name, label);
-        let (attrs, err) = self.error(name);
-        let min = if kind == "number" { " min=\"0\"" } else { "" };
-        format!(
-            "<div class=\"field\"><label for=\"f-{n}\">{label}</label>{h}<input id=\"f-{n}\" name=\"{n}\" type=\"{kind}\"{min} value=\"{v}\"{attrs}>{err}</div>",
-            n = esc(name),
-            h = hint_html(hint),
-            v = esc(&self.value(name, stored)),
-        )
+    pub fn input(
+        &self,
+        name: &str,
+        label: &'static str,
+        stored: &str,
+        kind: &'static str,
+        hint: &'static str,
+    ) -> Field {
+        let value = self.value(name, stored);
+        self.field(name, label, hint, Input::Text { kind, value })
     }
 
     /// A whole number, or empty.
-    pub fn number(&self, name: &str, label: &str, stored: Option<u64>, hint: &str) -> String {
+    pub fn number(
+        &self,
+        name: &str,
+        label: &'static str,
+        stored: Option<u64>,
+        hint: &'static str,
+    ) -> Field {
         let v = stored.map(|n| n.to_string()).unwrap_or_default();
         self.input(name, label, &v, "number", hint)
     }
 
     /// A checkbox.
-    pub fn check(&self, name: &str, label: &str, stored: bool) -> String {
-        self.remember(name, label);
-        let (attrs, err) = self.error(name);
-        let checked = if self.is_checked(name, stored) {
-            " checked"
-        } else {
-            ""
-        };
-        format!(
-            "<div class=\"field check\"><input type=\"checkbox\" id=\"f-{n}\" name=\"{n}\"{checked}{attrs}><label for=\"f-{n}\">{label}</label>{err}</div>",
-            n = esc(name)
-        )
+    pub fn check(&self, name: &str, label: &'static str, stored: bool) -> Field {
+        let checked = self.is_checked(name, stored);
+        self.field(name, label, "", Input::Check { checked })
     }
 
     /// A text area.
-    pub fn area(&self, name: &str, label: &str, stored: &str, hint: &str) -> String {
-        self.remember(name, label);
-        let (attrs, err) = self.error(name);
-        format!(
-            "<div class=\"field\"><label for=\"f-{n}\">{label}</label>{h}<textarea id=\"f-{n}\" name=\"{n}\" rows=\"3\"{attrs}>{v}</textarea>{err}</div>",
-            n = esc(name),
-            h = hint_html(hint),
-            v = esc(&self.value(name, stored)),
-        )
+    pub fn area(&self, name: &str, label: &'static str, stored: &str, hint: &'static str) -> Field {
+        let value = self.value(name, stored);
+        self.field(name, label, hint, Input::Area { value })
     }
 
     /// A choice among `(value, label)` options.
     pub fn select(
         &self,
         name: &str,
-        label: &str,
+        label: &'static str,
         stored: &str,
-        options: &[(&str, &str)],
-    ) -> String {
-        self.remember(name, label);
-        let (attrs, err) = self.error(name);
+        options: &'static [(&'static str, &'static str)],
+    ) -> Field {
         let current = self.value(name, stored);
-        let opts: String = options
-            .iter()
-            .map(|(v, l)| {
-                format!(
-                    "<option value=\"{}\"{}>{}</option>",
-                    esc(v),
-                    if *v == current { " selected" } else { "" },
-                    esc(l)
-                )
-            })
-            .collect();
-        format!(
-            "<div class=\"field\"><label for=\"f-{n}\">{label}</label><select id=\"f-{n}\" name=\"{n}\"{attrs}>{opts}</select>{err}</div>",
-            n = esc(name)
-        )
+        self.field(name, label, "", Input::Select { options, current })
     }
 
     /// A date-time picker in the operator's time zone (see the module's notes), or empty.
-    pub fn when(&self, name: &str, label: &str, stored: Option<u64>, hint: &str) -> String {
-        self.remember(name, label);
-        let (attrs, err) = self.error(name);
+    pub fn when(
+        &self,
+        name: &str,
+        label: &'static str,
+        stored: Option<u64>,
+        hint: &'static str,
+    ) -> Field {
         let (value, unix) = match self.submitted {
             Some(f) => (
                 f.get(name).cloned().unwrap_or_default(),
@@ -261,65 +278,36 @@ impl<'a> View<'a> {
                 stored.map(|t| t.to_string()).unwrap_or_default(),
             ),
         };
-        format!(
-            "<div class=\"field\"><label for=\"f-{n}\">{label} <span class=\"tz\">(UTC)</span></label>{h}\
-<input id=\"f-{n}\" name=\"{n}\" type=\"datetime-local\" class=\"when\" value=\"{v}\" data-unix=\"{u}\"{attrs}>\
-<input type=\"hidden\" name=\"{n}.unix\" value=\"{u}\">{err}</div>",
-            n = esc(name),
-            h = hint_html(hint),
-            v = esc(&value),
-            u = esc(&unix),
-        )
+        self.field(name, label, hint, Input::When { value, unix })
     }
 
     /// Every error in one list at the top of the form, each linked to its field, in the
-    /// form's order (call after the fields are rendered).
-    pub fn summary(&self) -> String {
+    /// form's order (call after the fields are made); `None` without errors.
+    pub fn summary(&self) -> Option<Summary> {
         if self.errors.is_empty() {
-            return String::new();
+            return None;
         }
         let labels = self.labels.borrow();
-        let mut items: Vec<String> = labels
+        let mut items: Vec<Problem> = labels
             .iter()
             .filter_map(|(name, label)| {
-                self.errors.get(name).map(|e| {
-                    format!(
-                        "<li><a href=\"#f-{}\">{}: {}</a></li>",
-                        esc(name),
-                        strip_tags(label),
-                        esc(e)
-                    )
+                self.errors.get(name).map(|e| Problem::Field {
+                    name: name.clone(),
+                    label: strip_tags(label),
+                    error: e.clone(),
                 })
             })
             .collect();
         // Errors of no field on this form (the engine's names for parts of it).
         for (name, e) in self.errors {
             if !labels.iter().any(|(n, _)| n == name) {
-                let what = if name.is_empty() {
-                    String::new()
-                } else {
-                    format!("{}: ", esc(name))
-                };
-                items.push(format!("<li>{what}{}</li>", esc(e)));
+                items.push(Problem::Other {
+                    name: name.clone(),
+                    error: e.clone(),
+                });
             }
         }
-        format!(
-            "<div class=\"summary\" role=\"alert\" id=\"errors\"><h3>{} to fix before saving</h3><ul>{}</ul><p>Nothing was saved; your other edits are kept below.</p></div>",
-            if items.len() == 1 {
-                "One thing".to_string()
-            } else {
-                format!("{} things", items.len())
-            },
-            items.concat()
-        )
-    }
-}
-
-fn hint_html(hint: &str) -> String {
-    if hint.is_empty() {
-        String::new()
-    } else {
-        format!("<small class=\"hint\">{hint}</small>")
+        Some(Summary { items })
     }
 }
 
@@ -441,6 +429,7 @@ mod tests {
             v.input("capacity", "Capacity", "100", "number", ""),
             v.input("ttl", "TTL <small>s</small>", "60", "number", ""),
         ]
+        .map(|f| f.to_string())
         .concat();
         assert!(
             html.contains("value=\"ten\""),
@@ -448,7 +437,7 @@ mod tests {
         );
         assert!(html.contains("value=\"5\""), "{html}");
         assert!(html.contains("aria-invalid=\"true\" aria-describedby=\"err-capacity\""));
-        let summary = v.summary();
+        let summary = v.summary().expect("errors").to_string();
         assert!(
             summary.contains("<a href=\"#f-capacity\">Capacity: must be a whole number</a>"),
             "{summary}"
@@ -464,8 +453,8 @@ mod tests {
     fn values_are_escaped() {
         let errors = Errors::new();
         let v = View::new(&errors, None);
-        let html = v.input("t", "Title", "\"><script>", "text", "");
+        let html = v.input("t", "Title", "\"><script>", "text", "").to_string();
         assert!(!html.contains("<script>"), "{html}");
-        assert!(v.summary().is_empty());
+        assert!(v.summary().is_none());
     }
 }

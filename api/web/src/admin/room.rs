@@ -114,7 +114,7 @@ struct RoomPage<'a> {
     /// An action's refusal (not a field of the form).
     general: Option<&'a str>,
     /// A refused save's errors, in one list.
-    fix: String,
+    fix: Option<super::form::Summary>,
     /// The room is at its capacity.
     full: bool,
     /// The newest waiter's wait, in words.
@@ -126,7 +126,7 @@ struct RoomPage<'a> {
     decisions: super::ledger::Section<'a>,
     codes: String,
     /// The configuration form's fields.
-    config: String,
+    config: super::config::ConfigForm<'a>,
     /// What deleting the room ends: its waiting places and its sessions, counted in words.
     ends: (String, String),
 }
@@ -277,11 +277,7 @@ pub async fn room_page(
     // A refused save: every error in one list at the top of the page (the page reloads at its
     // top), each linked to its field; the script moves the focus to it. Only for the
     // configuration form: an action's refusal is `general`.
-    let fix = if submitted.is_some() {
-        view.summary()
-    } else {
-        String::new()
-    };
+    let fix = submitted.and_then(|_| view.summary());
     let count = sluice_ops::text::count;
     render(&RoomPage {
         title: format!("Room {}", room.name),
