@@ -7,6 +7,11 @@
 //! (`audit`); the cluster. Every form carries a CSRF token bound to the session, and
 //! every action answers with a redirect (post, redirect, get). A viewer sees the pages without
 //! their forms, and [`session_layer`] refuses its posts; every page says who is signed in.
+//!
+//! The pages are rendered from the templates in `api/web/templates/admin/` (askama: checked
+//! when the crate is built, every value HTML-escaped unless the template says `|safe`, which
+//! only a fragment rendered from another template or constant markup is). The code here decides
+//! what a page shows, as plain values; the templates write the markup.
 
 mod audit;
 mod config;
