@@ -1,8 +1,10 @@
 //! What Sluice's test harnesses share (the API's process clusters, the Raft crate's in-process
 //! ones, the load generator's, the fault suite's): loopback ports nobody else will take, waiting
-//! on a condition with a deadline instead of sleeping a guessed time, and in [`node`] how a
-//! `sluice serve` process is configured, started and found ready.
+//! on a condition with a deadline instead of sleeping a guessed time, in [`node`] how a
+//! `sluice serve` process is configured, started and found ready, and in [`crowd`] visitors
+//! that behave as waiting pages do, by the tens of thousands.
 
+pub mod crowd;
 pub mod node;
 
 use std::future::Future;

@@ -7,14 +7,36 @@ use crate::error::Kind;
 use crate::model::{ReplyState, VisitorReply};
 use crate::watches::Held;
 use futures::Stream;
-use sluice_statemachine::VisitorId;
+use sluice_statemachine::{VisitorId, VisitorState, VisitorView};
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-/// How often an open watch reads the visitor's status from this node's applied state.
-const POLL_EVERY: Duration = Duration::from_millis(250);
+/// How often an open watch reads the visitor's place from this node's applied state (a read
+/// of the state, without a ticket's MAC or a reply built, unless there is something to send):
+/// four times a second near the front, where the turn comes, once a second further back. A
+/// wakeup costs more than the read (a node holding 3,000 streams spent most of its time in
+/// the timers and the scheduler), so the back of a long line is read less often; an admission
+/// there still reaches its page within a second of being applied.
+fn poll_every(position: Option<u64>) -> Duration {
+    match position {
+        Some(p) if p >= 1_000 => Duration::from_secs(1),
+        _ => Duration::from_millis(250),
+    }
+}
+
+/// How often at most a waiter at `position` is sent a new place, wait or count: the line moves
+/// with every admission, and a stream costs what it sends, so the front hears each second and
+/// the back less often. What the page must show at once (admitted or ended, a notice, held,
+/// provisional) is sent with the next read, whatever the time.
+fn push_every(position: Option<u64>) -> Duration {
+    match position.unwrap_or(0) {
+        0..1_000 => Duration::from_secs(1),
+        1_000..10_000 => Duration::from_secs(2),
+        _ => Duration::from_secs(5),
+    }
+}
 
 /// What makes a status worth sending again: everything the waiting page shows of it.
 #[derive(PartialEq)]
@@ -42,6 +64,47 @@ fn sent_of(r: &VisitorReply) -> Sent {
     }
 }
 
+/// What a waiter's place read now would change of what was sent: nothing, figures that move
+/// with the line (sent at the waiter's pace), or what the page must show at once.
+#[derive(Debug, PartialEq, Eq)]
+enum Change {
+    None,
+    Figures,
+    Urgent,
+}
+
+fn change(last: &Sent, view: &VisitorView) -> Change {
+    let VisitorState::Waiting {
+        position,
+        ahead,
+        provisional,
+        held,
+        waiting,
+        eta_secs,
+        eta_max_secs,
+        notice,
+        ..
+    } = &view.state
+    else {
+        return Change::Urgent;
+    };
+    if last.state != ReplyState::Waiting
+        || last.notice != *notice
+        || last.held != held.then_some(true)
+        || last.provisional != provisional.then_some(true)
+    {
+        return Change::Urgent;
+    }
+    if last.position != *position
+        || last.ahead != *ahead
+        || last.eta != (*eta_secs, *eta_max_secs)
+        || last.waiting != *waiting
+    {
+        return Change::Figures;
+    }
+    Change::None
+}
+
 struct State {
     sluice: Arc<Sluice>,
     room: String,
@@ -49,7 +112,11 @@ struct State {
     shutdown: CancellationToken,
     pending: Option<VisitorReply>,
     last: Option<Sent>,
+    sent_at: tokio::time::Instant,
     done: bool,
+    /// The visitor, and the index its replies are at least at (its own writes).
+    visitor: VisitorId,
+    min_index: u64,
     /// A visitor with a watch open is present: recorded as active this often, so that a waiter
     /// who only listens keeps its place (as one who sends heartbeats does).
     presence_every: Duration,
@@ -83,9 +150,12 @@ pub async fn open(
         sluice,
         room,
         src,
+        min_index: first.applied_index,
         pending: Some(first),
         last: None,
+        sent_at: tokio::time::Instant::now(),
         done: false,
+        visitor,
         held,
         client,
     };
@@ -96,35 +166,143 @@ pub async fn open(
             }
             if let Some(r) = st.pending.take() {
                 st.last = Some(sent_of(&r));
+                st.sent_at = tokio::time::Instant::now();
                 st.done = r.state != ReplyState::Waiting;
                 return Some((Ok(r), st));
             }
             tokio::select! {
                 _ = st.shutdown.cancelled() => return None,
                 _ = st.held.replaced.cancelled() => return None,
-                _ = tokio::time::sleep(POLL_EVERY) => {}
+                _ = tokio::time::sleep(poll_every(st.last.as_ref().and_then(|l| l.position))) => {}
             }
             if st.present_at.elapsed() >= st.presence_every {
                 st.present_at = tokio::time::Instant::now();
                 let _ = st.sluice.touch(&st.room, &st.src, Some(st.client));
             }
-            match st
-                .sluice
-                .status(&st.room, &st.src, false, Some(st.client))
-                .await
-            {
-                Ok(r) => {
-                    if st.last.as_ref() != Some(&sent_of(&r)) {
-                        st.pending = Some(r);
-                    }
-                }
-                // Leaderless or slow for now: the next poll may do.
-                Err(e) if e.kind == Kind::Unavailable || e.kind == Kind::Timeout => {}
-                Err(e) => {
-                    st.done = true;
-                    return Some((Err(e), st));
-                }
+            if let Some(err) = st.poll().await {
+                st.done = true;
+                return Some((Err(err), st));
             }
         }
     }))
+}
+
+impl State {
+    /// Reads the visitor's place and, if there is something to send now, makes it the pending
+    /// reply; an error that ends the watch. A waiter's place is read without its ticket's MAC
+    /// and its reply (a ticket issued) built only when sent; a visitor no longer waiting, or a
+    /// read that fails, gets the full status read (the admission token, the network counting).
+    async fn poll(&mut self) -> Option<ApiError> {
+        let last = self.last.as_ref().expect("a watch sends before it polls");
+        let read = self.sluice.node.read(|st| {
+            st.sm
+                .visitor(&self.room, self.visitor)
+                .map(|v| (change(last, &v), v))
+        });
+        if let Ok((Ok((change, view)), index)) = read {
+            let due = || self.sent_at.elapsed() >= push_every(last.position);
+            match change {
+                Change::None => return None,
+                Change::Figures if !due() => return None,
+                Change::Figures => {
+                    self.pending =
+                        Some(self.sluice.reply(&self.room, &view, self.min_index, index));
+                    return None;
+                }
+                Change::Urgent if matches!(view.state, VisitorState::Waiting { .. }) => {
+                    self.pending =
+                        Some(self.sluice.reply(&self.room, &view, self.min_index, index));
+                    return None;
+                }
+                Change::Urgent => {}
+            }
+        }
+        match self
+            .sluice
+            .status(&self.room, &self.src, false, Some(self.client))
+            .await
+        {
+            Ok(r) => {
+                if self.last.as_ref() != Some(&sent_of(&r)) {
+                    self.pending = Some(r);
+                }
+                None
+            }
+            // Leaderless or slow for now: the next poll may do.
+            Err(e) if e.kind == Kind::Unavailable || e.kind == Kind::Timeout => None,
+            Err(e) => Some(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn waiting(position: u64, notice: Option<&str>) -> VisitorView {
+        VisitorView {
+            visitor: VisitorId([7; 16]),
+            seq: 1,
+            state: VisitorState::Waiting {
+                position: Some(position),
+                lane: None,
+                ahead: Some(position - 1),
+                provisional: false,
+                held: false,
+                waiting: Some(100),
+                next_check_secs: 5,
+                eta_secs: Some(60),
+                eta_max_secs: Some(90),
+                last_seen_ms: 0,
+                notice: notice.map(str::to_string),
+            },
+        }
+    }
+
+    fn sent(position: u64, notice: Option<&str>) -> Sent {
+        Sent {
+            state: ReplyState::Waiting,
+            position: Some(position),
+            ahead: Some(position - 1),
+            eta: (Some(60), Some(90)),
+            waiting: Some(100),
+            provisional: None,
+            held: None,
+            notice: notice.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn the_line_moving_is_paced_and_what_the_page_must_show_is_not() {
+        assert_eq!(change(&sent(5, None), &waiting(5, None)), Change::None);
+        assert_eq!(change(&sent(5, None), &waiting(4, None)), Change::Figures);
+        assert_eq!(
+            change(&sent(5, None), &waiting(5, Some("soon"))),
+            Change::Urgent
+        );
+        let admitted = VisitorView {
+            visitor: VisitorId([7; 16]),
+            seq: 1,
+            state: VisitorState::Admitted {
+                admitted_at_ms: 1,
+                last_active_ms: 1,
+                expires_at_ms: 2,
+            },
+        };
+        assert_eq!(change(&sent(5, None), &admitted), Change::Urgent);
+    }
+
+    #[test]
+    fn the_front_of_the_line_is_read_more_often_than_the_back() {
+        assert!(poll_every(Some(1)) < poll_every(Some(5_000)));
+        assert!(poll_every(None) <= Duration::from_millis(250));
+        assert!(poll_every(Some(1_000_000)) <= Duration::from_secs(1));
+    }
+
+    #[test]
+    fn the_front_of_the_line_hears_more_often_than_the_back() {
+        assert!(push_every(Some(1)) < push_every(Some(5_000)));
+        assert!(push_every(Some(5_000)) < push_every(Some(50_000)));
+        assert!(push_every(None) <= Duration::from_secs(1));
+    }
 }
