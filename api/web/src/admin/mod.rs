@@ -737,6 +737,42 @@ async fn do_action(
     Ok((msg, here))
 }
 
+/// A staff token issued from the dashboard: the note that shows it, once.
+async fn bypass_issue(
+    app: &App,
+    room: &str,
+    get: &impl Fn(&str) -> String,
+) -> Result<String, ApiError> {
+    let hours = get("ttl_hours")
+        .parse::<u64>()
+        .map_err(|_| ApiError::invalid("ttl_hours", "must be a whole number"))?;
+    let t = app
+        .sluice
+        .issue_bypass_token(room, hours.saturating_mul(3_600), &get("label"))
+        .await?;
+    Ok(format!(
+        "Staff token (id {}), shown once; valid until {} (unix seconds). Give it to its holder, who enters it at /wait/{room}/bypass: {}",
+        t.id, t.expires_at, t.token
+    ))
+}
+
+/// One visitor's session ended, or, confirmed, every session of the room.
+async fn revoke(app: &App, room: &str, get: &impl Fn(&str) -> String) -> Result<String, ApiError> {
+    let v = get("visitor_id");
+    let r = if v.is_empty() {
+        if get("confirm_all") != "yes" {
+            return Err(ApiError::invalid(
+                "confirm_all",
+                "to end every session of the room, give no visitor id and tick \"End every session of the room instead\"",
+            ));
+        }
+        app.sluice.revoke(room, None, true).await?
+    } else {
+        app.sluice.revoke(room, Some(&v), false).await?
+    };
+    Ok(format!("Revoked {}.", r.count))
+}
+
 /// The dashboard's "make codes" action: a batch of at most [`DASHBOARD_CODES_MAX`], shown once
 /// on the page the browser is sent to, to copy, download or send.
 async fn codes_create(
@@ -826,18 +862,7 @@ async fn other_action(
                 .await
                 .map(|c| format!("Admitted {}.", c.count))?
         }
-        "bypass_issue" => {
-            let hours = get("ttl_hours")
-                .parse::<u64>()
-                .map_err(|_| ApiError::invalid("ttl_hours", "must be a whole number"))?;
-            let t = sl
-                .issue_bypass_token(room, hours.saturating_mul(3_600), &get("label"))
-                .await?;
-            format!(
-                    "Staff token (id {}), shown once; valid until {} (unix seconds). Give it to its holder, who enters it at /wait/{room}/bypass: {}",
-                    t.id, t.expires_at, t.token
-                )
-        }
+        "bypass_issue" => bypass_issue(app, room, &get).await?,
         "codes_create" => return codes_create(app, room, &get).await,
         "codes_end" => {
             let batch = get("batch")
@@ -857,21 +882,7 @@ async fn other_action(
             sl.revoke_bypass_token(room, &body).await?;
             "Token revoked on every node.".to_string()
         }
-        "revoke" => {
-            let v = get("visitor_id");
-            let r = if v.is_empty() {
-                if get("confirm_all") != "yes" {
-                    return Err(ApiError::invalid(
-                            "confirm_all",
-                            "to end every session of the room, give no visitor id and tick \"End every session of the room instead\"",
-                        ));
-                }
-                sl.revoke(room, None, true).await?
-            } else {
-                sl.revoke(room, Some(&v), false).await?
-            };
-            format!("Revoked {}.", r.count)
-        }
+        "revoke" => revoke(app, room, &get).await?,
         other => {
             return Err(ApiError::invalid(
                 "action",

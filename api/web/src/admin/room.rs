@@ -474,26 +474,18 @@ fn preview_view(
 
 /// The visitor a branding preview shows: 42nd in line, about ten minutes from the turn.
 fn preview_reply(room: &str, notice: Option<String>) -> sluice_ops::model::VisitorReply {
-    sluice_ops::model::VisitorReply {
-        state: sluice_ops::model::ReplyState::Waiting,
-        room: room.to_string(),
-        visitor_id: String::new(),
-        ticket: String::new(),
-        position: Some(42),
-        lane: None,
-        ahead: None,
-        eta_secs: Some(480),
-        eta_max_secs: Some(720),
-        waiting: Some(120),
-        provisional: None,
-        held: None,
-        next_check_secs: None,
-        admission_token: None,
-        expires_at: None,
-        notice,
-        reason: None,
-        applied_index: 0,
-    }
+    use sluice_ops::model::{ReplyState, VisitorReply};
+    let mut r = VisitorReply::bare(
+        ReplyState::Waiting,
+        room.to_string(),
+        String::new(),
+        String::new(),
+        0,
+    );
+    (r.position, r.eta_secs, r.eta_max_secs, r.waiting) =
+        (Some(42), Some(480), Some(720), Some(120));
+    r.notice = notice;
+    r
 }
 
 /// The bar above a branding preview (`templates/admin/preview_banner.html`).
