@@ -9,7 +9,6 @@
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use std::net::{IpAddr, Ipv4Addr};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::time::Instant;
@@ -22,6 +21,7 @@ pub const SOURCES_MAX: u8 = 253;
 /// Whole-crowd bounds: a run that asks for more is refused before it starts.
 pub const VISITORS_MAX: usize = 2_000_000;
 pub const DURATION_MAX: Duration = Duration::from_secs(6 * 3600);
+pub const THEN_PER_MINUTE_MAX: u64 = 600_000;
 /// Errors kept word for word per visitor (the rest are counted).
 const ERRORS_KEPT: usize = 3;
 /// How long a visitor waits before it opens a stream again, or polls again after an error.
@@ -49,6 +49,10 @@ pub struct Plan {
     pub first: usize,
     /// Joins are spread evenly over this long (0: all at once).
     pub arrive_over: Duration,
+    /// After them, this many new visitors a minute join, evenly, until the crowd's end (they
+    /// count against the process's visitors).
+    #[serde(default)]
+    pub then_per_minute: u64,
     /// The crowd stops this long after it starts, whatever its visitors are doing.
     pub duration: Duration,
     pub listen: Listen,
@@ -66,10 +70,15 @@ impl Plan {
         if self.nodes.is_empty() {
             return Err("no node to send visitors to".into());
         }
-        if self.visitors > VISITORS_PER_PROCESS_MAX {
+        if self.then_per_minute > THEN_PER_MINUTE_MAX {
             return Err(format!(
-                "{} visitors in one process; at most {VISITORS_PER_PROCESS_MAX} (more processes)",
-                self.visitors
+                "at most {THEN_PER_MINUTE_MAX} later joins a minute"
+            ));
+        }
+        let total = self.total();
+        if total > VISITORS_PER_PROCESS_MAX {
+            return Err(format!(
+                "{total} visitors in one process; at most {VISITORS_PER_PROCESS_MAX} (more processes)"
             ));
         }
         if self.duration > DURATION_MAX || self.arrive_over > self.duration {
@@ -83,6 +92,28 @@ impl Plan {
             return Err("the shortest session is longer than the longest".into());
         }
         Ok(())
+    }
+
+    /// How many visitors this process runs: the first crowd and those after it.
+    pub fn total(&self) -> usize {
+        self.visitors.saturating_add(self.later())
+    }
+
+    /// How many visitors join after the first crowd, at `then_per_minute` until the end.
+    fn later(&self) -> usize {
+        let secs = self.duration.saturating_sub(self.arrive_over).as_secs();
+        usize::try_from(self.then_per_minute.saturating_mul(secs) / 60).unwrap_or(usize::MAX)
+    }
+
+    /// When visitor `i` (of this process) joins, after the crowd's start.
+    fn offset(&self, i: usize) -> Duration {
+        if i < self.visitors {
+            self.arrive_over
+                .mul_f64(i as f64 / self.visitors.max(1) as f64)
+        } else {
+            let later = (i - self.visitors) as f64;
+            self.arrive_over + Duration::from_secs_f64(later * 60.0 / self.then_per_minute as f64)
+        }
     }
 }
 
@@ -212,31 +243,27 @@ pub async fn run(plan: Plan) -> Result<Vec<VisitorRecord>, String> {
     let plan = Arc::new(plan);
     let start = Instant::now();
     let deadline = start + plan.duration;
-    let live = Arc::new(AtomicU64::new(0));
+    let total = plan.total();
     let mut tasks = tokio::task::JoinSet::new();
-    for i in 0..plan.visitors {
+    for i in 0..total {
         let n = plan.first + i;
-        let offset = if plan.visitors > 1 {
-            plan.arrive_over.mul_f64(i as f64 / plan.visitors as f64)
-        } else {
-            Duration::ZERO
-        };
+        let at = start + plan.offset(i);
         let http = clients[n % clients.len()].clone();
-        let (plan, live) = (plan.clone(), live.clone());
+        let plan = plan.clone();
         tasks.spawn(async move {
-            tokio::time::sleep_until(start + offset).await;
             let mut rec = VisitorRecord {
                 node: n % plan.nodes.len(),
                 ..VisitorRecord::default()
             };
-            live.fetch_add(1, Ordering::Relaxed);
-            let visit = visit(&http, &plan, n, &mut rec);
-            let _ = tokio::time::timeout_at(deadline, visit).await;
-            live.fetch_sub(1, Ordering::Relaxed);
+            if at < deadline {
+                tokio::time::sleep_until(at).await;
+                let visit = visit(&http, &plan, n, &mut rec);
+                let _ = tokio::time::timeout_at(deadline, visit).await;
+            }
             (i, rec)
         });
     }
-    let mut out = vec![VisitorRecord::default(); plan.visitors];
+    let mut out = vec![VisitorRecord::default(); total];
     // Past the deadline every visit has stopped; this only waits for the tasks to end.
     while let Some(done) = tasks.join_next().await {
         let (i, rec) = done.map_err(|e| format!("a visitor's task failed: {e}"))?;
@@ -549,6 +576,7 @@ mod tests {
             visitors: 10,
             first: 0,
             arrive_over: Duration::from_secs(1),
+            then_per_minute: 0,
             duration: Duration::from_secs(2),
             listen: Listen::Events,
             session: (Duration::ZERO, Duration::from_secs(1)),
@@ -571,11 +599,41 @@ mod tests {
             ..ok.clone()
         };
         assert!(late.check().is_err());
+        let later_too_many = Plan {
+            visitors: VISITORS_PER_PROCESS_MAX - 10,
+            then_per_minute: 1_200,
+            ..ok.clone()
+        };
+        assert!(later_too_many.check().is_err());
         let no_nodes = Plan {
             nodes: vec![],
             ..ok
         };
         assert!(no_nodes.check().is_err());
+    }
+
+    #[test]
+    fn the_first_crowd_arrives_over_its_time_and_the_rest_at_their_rate() {
+        let p = Plan {
+            nodes: vec!["http://127.0.0.1:1".into()],
+            room: "r".into(),
+            visitors: 4,
+            first: 0,
+            arrive_over: Duration::from_secs(8),
+            then_per_minute: 30,
+            duration: Duration::from_secs(68),
+            listen: Listen::Events,
+            session: (Duration::ZERO, Duration::ZERO),
+            sources: (2, 1),
+            seed: 1,
+        };
+        // 30 a minute for the minute after the first eight seconds.
+        assert_eq!(p.later(), 30);
+        let at: Vec<u64> = [0, 1, 3, 4, 5, 33]
+            .iter()
+            .map(|i| p.offset(*i).as_secs())
+            .collect();
+        assert_eq!(at, vec![0, 2, 6, 8, 10, 66]);
     }
 
     #[test]

@@ -52,6 +52,9 @@ struct Args {
     /// Joins spread over this many seconds.
     #[arg(long, default_value_t = 10)]
     arrive_secs: u64,
+    /// Then this many new visitors a minute, until the end (in all, over the processes).
+    #[arg(long, default_value_t = 0)]
+    joins_per_minute: u64,
     /// The crowd stops after this many seconds.
     #[arg(long, default_value_t = 60)]
     duration_secs: u64,
@@ -168,13 +171,15 @@ fn plans(args: &Args, nodes: &[String], duration: Duration) -> Result<Vec<Plan>>
             visitors,
             first,
             arrive_over: Duration::from_secs(args.arrive_secs),
+            then_per_minute: args.joins_per_minute / procs as u64
+                + u64::from((p as u64) < args.joins_per_minute % procs as u64),
             duration,
             listen,
             session: (Duration::from_secs(lo), Duration::from_secs(hi)),
             sources: (2 + (p * per_sources) as u8, per_sources as u8),
             seed: args.seed.wrapping_add(p as u64),
         });
-        first += visitors;
+        first += out.last().map_or(visitors, Plan::total);
     }
     for p in &out {
         p.check().map_err(anyhow::Error::msg)?;
