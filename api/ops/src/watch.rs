@@ -204,17 +204,13 @@ impl State {
             match change {
                 Change::None => return None,
                 Change::Figures if !due() => return None,
-                Change::Figures => {
+                // No longer waiting: the full status below.
+                Change::Urgent if !matches!(view.state, VisitorState::Waiting { .. }) => {}
+                Change::Figures | Change::Urgent => {
                     self.pending =
                         Some(self.sluice.reply(&self.room, &view, self.min_index, index));
                     return None;
                 }
-                Change::Urgent if matches!(view.state, VisitorState::Waiting { .. }) => {
-                    self.pending =
-                        Some(self.sluice.reply(&self.room, &view, self.min_index, index));
-                    return None;
-                }
-                Change::Urgent => {}
             }
         }
         match self
