@@ -183,9 +183,15 @@ pub struct Limits {
     /// HTTP requests being handled at once per node, counted once a request's body has been
     /// received (more wait): a client slow to send its body holds no place of the node's.
     pub concurrent_requests_max: usize,
-    /// Open HTTP connections per node, and as many public gRPC connections; past it the node
-    /// accepts a new connection only when one closes (the rest wait in the listen backlog).
-    pub connections_max: usize,
+    /// Open HTTP connections per node; past it the node accepts a new connection only when one
+    /// closes (the rest wait in the listen backlog). Left out, it follows from the open-file
+    /// limit and the memory (`budget.rs`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connections_max: Option<usize>,
+    /// Open public gRPC connections per node (backends and tools), as `connections_max`; left
+    /// out, a sixteenth of the connections the machine allows, 64 to 4,096.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grpc_connections_max: Option<usize>,
     /// How long an HTTP client may take to send its first bytes (on HTTP/2 its whole preface)
     /// and, on HTTP/1, each request's headers, ms, counted from the connection's start (or the
     /// end of its TLS handshake, which gets at most 10 s) or from the previous response; then the
@@ -197,8 +203,10 @@ pub struct Limits {
     /// that Sluice is closing.
     pub header_read_timeout_ms: u64,
     /// Open status streams (`/events`, gRPC `Visitor/Watch`) per node; past it a new one is
-    /// answered 503 (`Unavailable`) and the waiting page falls back to polling.
-    pub event_streams_max: usize,
+    /// answered 503 (`Unavailable`) and the waiting page falls back to polling. Left out, nine
+    /// tenths of the HTTP connections, so that pages refused a stream can still poll.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub event_streams_max: Option<usize>,
     /// Largest request head (request line and headers) on HTTP/1, and largest header list on
     /// HTTP/2 and public gRPC, bytes. Past it HTTP/1 is answered 431 and the connection closed;
     /// HTTP/2 refuses the stream. It also bounds the buffer each HTTP/1 connection may grow to.
@@ -230,9 +238,10 @@ impl Default for Limits {
             // The Raft crate's default (written once, in `NodeConfig::new`).
             request_timeout_ms: raft_defaults().request_timeout.as_millis() as u64,
             concurrent_requests_max: 10_000,
-            connections_max: 20_000,
+            connections_max: None,
+            grpc_connections_max: None,
             header_read_timeout_ms: 120_000,
-            event_streams_max: 10_000,
+            event_streams_max: None,
             header_bytes_max: 32 * 1024,
             connections_per_address_max: 256,
             streams_per_connection_max: 128,
@@ -615,11 +624,14 @@ impl ServerConfig {
 
     /// Every limit and Raft timing within its range.
     fn check_limits(&self) -> Result<(), String> {
-        if !(1..=1_000_000).contains(&self.limits.connections_max) {
-            return Err("limits.connections_max must be between 1 and 1000000".into());
-        }
-        if !(1..=1_000_000).contains(&self.limits.event_streams_max) {
-            return Err("limits.event_streams_max must be between 1 and 1000000".into());
+        for (name, value) in [
+            ("connections_max", self.limits.connections_max),
+            ("grpc_connections_max", self.limits.grpc_connections_max),
+            ("event_streams_max", self.limits.event_streams_max),
+        ] {
+            if value.is_some_and(|n| !(1..=1_000_000).contains(&n)) {
+                return Err(format!("limits.{name} must be between 1 and 1000000"));
+            }
         }
         if !(8_192..=1 << 20).contains(&self.limits.header_bytes_max) {
             return Err("limits.header_bytes_max must be between 8192 and 1048576".into());
@@ -1221,8 +1233,11 @@ mod tests {
         c.raft.proposals_in_flight = 0;
         assert!(c.validate().unwrap_err().contains("proposals_in_flight"));
         let mut c = ServerConfig::from_toml(SAMPLE).unwrap();
-        c.limits.connections_max = 0;
+        c.limits.connections_max = Some(0);
         assert!(c.validate().unwrap_err().contains("connections_max"));
+        let mut c = ServerConfig::from_toml(SAMPLE).unwrap();
+        c.limits.grpc_connections_max = Some(2_000_000);
+        assert!(c.validate().unwrap_err().contains("grpc_connections_max"));
         let mut c = ServerConfig::from_toml(SAMPLE).unwrap();
         c.limits.header_bytes_max = 4_096;
         assert!(c.validate().unwrap_err().contains("header_bytes_max"));
@@ -1234,7 +1249,7 @@ mod tests {
             .unwrap_err()
             .contains("logs_kept_after_snapshot"));
         let mut c = ServerConfig::from_toml(SAMPLE).unwrap();
-        c.limits.event_streams_max = 0;
+        c.limits.event_streams_max = Some(0);
         assert!(c.validate().unwrap_err().contains("event_streams_max"));
         let mut c = ServerConfig::from_toml(SAMPLE).unwrap();
         assert_eq!(c.limits.requests_per_address_max, 64, "the sample sets it");

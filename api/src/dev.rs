@@ -115,7 +115,8 @@ pub fn config(
         // One person's node: fewer connections than a production node, which any open-file
         // limit holds (no warning about it on a first start).
         limits: Limits {
-            connections_max: 1_000,
+            connections_max: Some(1_000),
+            grpc_connections_max: Some(1_000),
             ..Limits::default()
         },
         raft: RaftTuning::default(),

@@ -59,12 +59,20 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
         .map_err(|e| anyhow::anyhow!("starting the node: {e}"))?;
     bootstrap_if_asked(cfg, &node).await?;
 
+    let (machine, memory_from) = crate::budget::machine();
+    let budget = crate::budget::Budget::new(&cfg.limits, machine);
+    budget.log(machine, memory_from);
     let cancel = CancellationToken::new();
-    let sluice = sluice(cfg, &node, &cancel)?;
+    let sluice = sluice(cfg, &node, budget.event_streams, &cancel)?;
     sluice_ops::origin::start(sluice.clone(), cancel.clone());
+    sluice_ops::watch::follow_applies(sluice.clone(), cancel.clone());
     let app = Arc::new(app(cfg, sluice.clone(), auth.clone(), demo_room)?);
 
-    let (limits, connection_limits) = listener_limits(cfg)?;
+    let (limits, connection_limits) = listener_limits(cfg, budget.http_connections)?;
+    let grpc_connection_limits = ConnectionLimits {
+        connections_max: budget.grpc_connections,
+        ..connection_limits.clone()
+    };
     let servers = vec![
         spawn_http(
             cfg,
@@ -80,7 +88,7 @@ pub async fn start(cfg: &ServerConfig, demo_room: Option<String>) -> anyhow::Res
             &app,
             auth,
             limits,
-            connection_limits,
+            grpc_connection_limits,
             &cancel,
         )
         .await?,
@@ -162,6 +170,7 @@ fn operator_auth(cfg: &ServerConfig) -> anyhow::Result<Arc<sluice_ops::auth::Ope
 fn sluice(
     cfg: &ServerConfig,
     node: &RaftNode,
+    event_streams_max: usize,
     cancel: &CancellationToken,
 ) -> anyhow::Result<Arc<Sluice>> {
     let ticket_keys = cfg.ticket_keys().map_err(anyhow::Error::msg)?;
@@ -178,7 +187,7 @@ fn sluice(
         jwt: cfg.jwt_keys().map_err(anyhow::Error::msg)?,
         catch_up_timeout: Duration::from_secs(2),
         watches: sluice_ops::watches::Watches::new(
-            cfg.limits.event_streams_max,
+            event_streams_max,
             cfg.limits.event_streams_per_address_max,
             cancel.clone(),
         ),
@@ -190,9 +199,12 @@ fn sluice(
     )))
 }
 
-/// The public listeners' limits: per HTTP connection, and on connections (in all, per client
-/// address except trusted proxies', and the deadline for the first bytes).
-fn listener_limits(cfg: &ServerConfig) -> anyhow::Result<(HttpLimits, ConnectionLimits)> {
+/// The public listeners' limits: per HTTP connection, and on connections (`connections_max` in
+/// all, per client address except trusted proxies', and the deadline for the first bytes).
+fn listener_limits(
+    cfg: &ServerConfig,
+    connections_max: usize,
+) -> anyhow::Result<(HttpLimits, ConnectionLimits)> {
     let limits = HttpLimits {
         header_read_timeout: Duration::from_millis(cfg.limits.header_read_timeout_ms),
         header_bytes_max: cfg.limits.header_bytes_max,
@@ -201,7 +213,7 @@ fn listener_limits(cfg: &ServerConfig) -> anyhow::Result<(HttpLimits, Connection
     let proxies = cfg.trusted_proxies().map_err(anyhow::Error::msg)?;
     let exempt: sluice_gate::listener::Exempt = Arc::new(move |ip| proxies.trusts(ip));
     let connections = ConnectionLimits {
-        connections_max: connections_max(cfg.limits.connections_max),
+        connections_max,
         per_address_max: cfg.limits.connections_per_address_max,
         first_bytes_timeout: limits.header_read_timeout,
         exempt: Some(exempt),
@@ -438,10 +450,6 @@ fn rustls_config(
 /// Longest a client may take over its TLS handshake (less if `header_read_timeout` is).
 const TLS_HANDSHAKE_MAX: Duration = Duration::from_secs(10);
 
-/// Open files the process keeps for itself beyond its connections (RocksDB's files, the
-/// node-to-node connections, logs): this many, or a quarter of the limit if that is less.
-const FILES_RESERVED: u64 = 4_096;
-
 /// The Raft node's configuration from the server's: addresses, timings, TLS and the cluster
 /// secrets.
 fn node_config(
@@ -592,35 +600,6 @@ fn spawn_upkeep(app: &Arc<App>, cancel: &CancellationToken) {
             }
         }
     });
-}
-
-/// The open connections each public listener may hold: `configured`, or fewer if the process
-/// cannot open that many files. The soft limit on open files is first raised to the hard
-/// one; if even that cannot hold both listeners' connections and the files the node keeps for
-/// itself ([`FILES_RESERVED`]), the bound is lowered to fit, and the log says so.
-fn connections_max(configured: usize) -> usize {
-    use nix::sys::resource::{getrlimit, setrlimit, Resource};
-    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
-        return configured;
-    };
-    if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_err() {
-        tracing::warn!(soft, hard, "could not raise the open-file limit");
-    }
-    let limit = getrlimit(Resource::RLIMIT_NOFILE).map_or(soft, |(s, _)| s);
-    let reserved = FILES_RESERVED.min(limit / 4);
-    let fits = usize::try_from(limit.saturating_sub(reserved) / 2).unwrap_or(usize::MAX);
-    if fits < configured {
-        let lowered = fits.max(1);
-        tracing::warn!(
-            open_files_limit = limit,
-            configured,
-            lowered,
-            "the open-file limit cannot hold limits.connections_max connections on both public \
-             listeners; each is bounded at {lowered} instead (raise LimitNOFILE / ulimit -n)"
-        );
-        return lowered;
-    }
-    configured
 }
 
 /// The limits of the HTTP listener's connections (requests have theirs in the router).

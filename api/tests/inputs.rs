@@ -890,6 +890,39 @@ async fn an_http2_body_over_the_limit_without_a_length_is_refused_in_json() {
     }
 }
 
+/// The gRPC listener has its own bound (`grpc_connections_max`), apart from the HTTP one's: a
+/// connection past it is not served until one closes, while HTTP is served as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_connections_have_a_bound_of_their_own() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let c = Cluster::start_with(1, "[limits]\ngrpc_connections_max = 1\n").await;
+    let addr = c.node(1).grpc.clone();
+    // The HTTP/2 preface and an empty SETTINGS frame; a served connection answers with its
+    // own SETTINGS.
+    let open = || async {
+        let mut sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        sock.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+            .await
+            .unwrap();
+        sock
+    };
+    let answered = |mut sock: tokio::net::TcpStream, within: Duration| async move {
+        let mut buf = [0u8; 64];
+        let n = tokio::time::timeout(within, sock.read(&mut buf)).await;
+        (matches!(n, Ok(Ok(n)) if n > 0), sock)
+    };
+    let (served, first) = answered(open().await, Duration::from_secs(10)).await;
+    assert!(served, "the first gRPC connection is served");
+    let (served, second) = answered(open().await, Duration::from_millis(500)).await;
+    assert!(!served, "a second gRPC connection waits");
+    // HTTP is not held by the gRPC bound.
+    let ok = c.http.get(c.node(1).url("/healthz")).send().await.unwrap();
+    assert!(ok.status().is_success());
+    drop(first);
+    let (served, _) = answered(second, Duration::from_secs(10)).await;
+    assert!(served, "served once the first closed");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_past_the_limit_wait_until_one_closes() {
     let c = Cluster::start_with(1, "[limits]\nconnections_max = 3\n").await;

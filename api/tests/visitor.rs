@@ -422,6 +422,13 @@ async fn a_join_that_may_still_apply_hands_out_its_ticket() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn event_streams_past_the_limit_are_refused_until_one_ends() {
     let c = Cluster::start_with(1, "[limits]\nevent_streams_max = 1\n").await;
+    assert!(
+        c.metrics(1)
+            .await
+            .lines()
+            .any(|l| l == "sluice_event_streams_max 1"),
+        "the configured bound is the one shown"
+    );
     c.create_room("es", room_config(1)).await;
     c.join(1, "es", None).await;
     let v = c.join(1, "es", None).await;

@@ -47,6 +47,8 @@ pub fn open_db(dir: &Path) -> io::Result<Arc<DB>> {
     opts.create_if_missing(true);
     opts.create_missing_column_families(true);
     opts.set_max_total_wal_size(256 << 20);
+    // Files kept open: bounded, so that the node's open-file budget for connections holds.
+    opts.set_max_open_files(1_000);
     // Bound memtable memory: the log is written once, read rarely and purged behind snapshots.
     opts.set_db_write_buffer_size(48 << 20);
     let mut logs = Options::default();

@@ -18,7 +18,7 @@ use openraft::alias::SnapshotOf;
 use openraft::storage::{EntryResponder, RaftSnapshotBuilder, RaftStateMachine, Snapshot};
 use openraft::{EntryPayload, OptionalSend};
 use sluice_statemachine::draw::DrawKey;
-use sluice_statemachine::StateMachine;
+use sluice_statemachine::{StateMachine, Woken};
 use std::collections::BTreeSet;
 use std::fmt::Debug;
 use std::io::{self, Cursor, Write};
@@ -107,7 +107,18 @@ pub struct SmStore {
     draw_key: DrawKey,
     /// Where each snapshot's checkpoint goes.
     archive: Option<Arc<crate::archive::Archive>>,
+    /// Whose status each batch of applies changed at once (see [`Woken`]), for this node's
+    /// open watches.
+    woken: Woke,
 }
+
+/// Where a node's applies say whose status changed at once: each applied batch that changed
+/// anyone's, as one message. A receiver that falls behind by more than [`WOKEN_BACKLOG`]
+/// messages is told it lagged, and must treat everyone as woken.
+pub type Woke = tokio::sync::broadcast::Sender<Arc<[Woken]>>;
+
+/// Batches of [`Woken`] a receiver may fall behind by.
+pub const WOKEN_BACKLOG: usize = 1_024;
 
 impl SmStore {
     /// A store keeping snapshots under `dir` (created if missing) and ledger records in
@@ -123,6 +134,7 @@ impl SmStore {
             ledger,
             draw_key,
             archive: None,
+            woken: tokio::sync::broadcast::channel(WOKEN_BACKLOG).0,
         };
         store.configure(&mut store.state.write().expect("fresh lock").sm);
         Ok(store)
@@ -139,6 +151,12 @@ impl SmStore {
     fn configure(&self, sm: &mut StateMachine) {
         sm.set_draw_key(self.draw_key);
         sm.keep_ledger(self.ledger.is_some());
+        sm.keep_woken(true);
+    }
+
+    /// Where applies say whose status changed at once.
+    pub fn woken(&self) -> Woke {
+        self.woken.clone()
     }
 
     /// How long each snapshot's encoding held the state lock (applies wait meanwhile).
@@ -386,6 +404,7 @@ impl RaftStateMachine<TypeConfig> for SmStore {
         // The batch's ledger records, written once it is applied.
         let mut records = Vec::new();
         let mut span: Option<(u64, u64)> = None;
+        let mut woken = Vec::new();
         while let Some((entry, responder)) = entries.try_next().await? {
             let response = {
                 let _abort = AbortOnPanic;
@@ -412,6 +431,7 @@ impl RaftStateMachine<TypeConfig> for SmStore {
                     }
                 };
                 st.last_applied = Some(entry.log_id);
+                woken.append(&mut st.sm.take_woken());
                 if self.ledger.is_some() {
                     records.append(&mut st.sm.take_ledger());
                     span = Some((span.map_or(index, |s| s.0), index));
@@ -421,6 +441,10 @@ impl RaftStateMachine<TypeConfig> for SmStore {
             if let Some(r) = responder {
                 r.send(response);
             }
+        }
+        // Nobody listening is no error.
+        if !woken.is_empty() {
+            let _ = self.woken.send(woken.into());
         }
         if let (Some(ledger), Some((first, last))) = (&self.ledger, span) {
             // Written on the writer's thread, not synced: a crash loses at most what the
@@ -497,7 +521,9 @@ impl RaftStateMachine<TypeConfig> for SmStore {
             membership: meta.last_membership.clone(),
             members_ever,
         };
+        drop(st);
         self.deferral.taken_at(meta);
+        let _ = self.woken.send(Arc::new([Woken::All]));
         tracing::info!(last = ?meta.last_log_id, "snapshot installed");
         Ok(())
     }

@@ -740,3 +740,39 @@ fn a_cluster_change_is_noted_in_the_audit_log_and_changes_nothing() {
         assert_eq!(rejected(&o).code(), "invalid_field");
     }
 }
+
+#[test]
+fn whose_status_changed_at_once_is_kept_for_the_watches() {
+    let mut h = kept();
+    h.sm.keep_woken(true);
+    h.create("r", cfg(1, 60));
+    h.sm.take_woken();
+    // A join that waits wakes nobody; one admitted at once, or leaving, wakes the visitor.
+    h.at(1_000).join("r", 1);
+    h.at(1_000).join("r", 2);
+    let visitor = |n| Woken::Visitor {
+        room: "r".into(),
+        visitor: vid(n),
+    };
+    assert_eq!(h.sm.take_woken(), [visitor(1)]);
+    h.at(2_000).run(Command::Leave {
+        room: "r".into(),
+        visitor: vid(1),
+    });
+    assert_eq!(h.sm.take_woken(), [visitor(1), visitor(2)]);
+    assert!(h.sm.take_woken().is_empty(), "taken once");
+    // A notice concerns the whole line.
+    h.at(2_500).run(Command::SetNotice {
+        room: "r".into(),
+        text: Some("soon".into()),
+    });
+    assert_eq!(h.sm.take_woken(), [Woken::Room("r".into())]);
+    // Off: nothing is kept.
+    h.sm.keep_woken(false);
+    h.at(3_000).join("r", 3);
+    h.at(3_000).run(Command::Leave {
+        room: "r".into(),
+        visitor: vid(2),
+    });
+    assert!(h.sm.take_woken().is_empty());
+}

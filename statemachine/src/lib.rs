@@ -52,7 +52,7 @@ pub use command::{Command, DecodeError, Proposal};
 pub use lanes::Lane;
 pub use machine::{
     check_force_admit, is_session_credential, session_id, session_owner, JoinTerms, LogPosition,
-    QueueEntry, StateMachine,
+    QueueEntry, StateMachine, Woken,
 };
 pub use origin::{
     HealthChange, HealthSource, LineRule, OriginRule, OriginSamples, ProbeMethod, ProbeRule,

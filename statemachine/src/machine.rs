@@ -38,6 +38,41 @@ pub struct QueueEntry {
 
 /// The deterministic room engine. Apply the same entries in the same order on any replica and
 /// the state (and its [`digest`](StateMachine::digest)) is the same.
+/// Whose status changed in a way a waiting page must show at once (its wait ended, or the
+/// room's notice changed): what wakes the watches of the visitors concerned, instead of each
+/// watch reading its visitor's place over and over. The line moving (places, estimates) is not
+/// here: a watch reads that at its own pace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Woken {
+    /// One visitor of a room: admitted, or its place or session ended.
+    Visitor {
+        /// The room.
+        room: String,
+        /// The visitor.
+        visitor: VisitorId,
+    },
+    /// Everyone in a room (its notice changed, or it was deleted).
+    Room(String),
+    /// Everyone (the state was replaced wholesale, by a snapshot).
+    All,
+}
+
+impl Woken {
+    /// Whom `event` in `room` concerns at once, if anyone.
+    fn of(room: &str, event: &Event) -> Option<Self> {
+        match event {
+            Event::Admitted { visitor, .. } | Event::Ended { visitor, .. } => {
+                Some(Woken::Visitor {
+                    room: room.to_string(),
+                    visitor: *visitor,
+                })
+            }
+            Event::Notice { .. } | Event::Deleted { .. } => Some(Woken::Room(room.to_string())),
+            _ => None,
+        }
+    }
+}
+
 /// What a join to a room must bring, read from applied state at the edge.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct JoinTerms {
@@ -66,6 +101,9 @@ pub struct StateMachine {
     pub(crate) draw_key: DrawKey,
     /// Not state: the ledger records made since they were last taken, when kept.
     pub(crate) ledger_out: Option<Vec<Record>>,
+    /// Not state: whose status changed in a way a waiting page shows at once, since last
+    /// taken, when kept.
+    pub(crate) woken_out: Option<Vec<Woken>>,
     /// Not state: the operator whose command is being applied.
     pub(crate) operator: Option<String>,
     /// Not state: records made by the command being applied so far.
@@ -164,6 +202,20 @@ impl StateMachine {
             .unwrap_or_default()
     }
 
+    /// Keeps, for [`take_woken`](Self::take_woken), whose status applies change in a way a
+    /// waiting page shows at once (off by default).
+    pub fn keep_woken(&mut self, keep: bool) {
+        self.woken_out = keep.then(Vec::new);
+    }
+
+    /// Whose status changed at once since the last call, in order.
+    pub fn take_woken(&mut self) -> Vec<Woken> {
+        self.woken_out
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
     /// The ledger's count and chain.
     pub fn ledger_chain(&self) -> Chain {
         self.ledger
@@ -177,6 +229,11 @@ impl StateMachine {
     /// Adds a command's events to the ledger.
     fn record(&mut self, pos: DrawPosition, room: &str, events: Vec<Event>) {
         for event in events {
+            if let Some(out) = self.woken_out.as_mut() {
+                if let Some(w) = Woken::of(room, &event) {
+                    out.push(w);
+                }
+            }
             let r = Record {
                 index: pos.index,
                 sub: pos.sub as u32,

@@ -7,29 +7,17 @@ use crate::error::Kind;
 use crate::model::{ReplyState, VisitorReply};
 use crate::watches::Held;
 use futures::Stream;
-use sluice_statemachine::{VisitorId, VisitorState, VisitorView};
+use sluice_statemachine::{VisitorId, VisitorState, VisitorView, Woken};
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-/// How often an open watch reads the visitor's place from this node's applied state (a read
-/// of the state, without a ticket's MAC or a reply built, unless there is something to send):
-/// four times a second near the front, where the turn comes, once a second further back. A
-/// wakeup costs more than the read (a node holding 3,000 streams spent most of its time in
-/// the timers and the scheduler), so the back of a long line is read less often; an admission
-/// there still reaches its page within a second of being applied.
-fn poll_every(position: Option<u64>) -> Duration {
-    match position {
-        Some(p) if p >= 1_000 => Duration::from_secs(1),
-        _ => Duration::from_millis(250),
-    }
-}
-
-/// How often at most a waiter at `position` is sent a new place, wait or count: the line moves
-/// with every admission, and a stream costs what it sends, so the front hears each second and
-/// the back less often. What the page must show at once (admitted or ended, a notice, held,
-/// provisional) is sent with the next read, whatever the time.
+/// How often a waiter at `position` is read and, if its place, wait or count moved, sent
+/// them: the line moves with every admission, and a stream costs its wakeups, so the front hears
+/// each second and the back less often. What the page must show at once does not wait for
+/// this: an admission, an ended place or a notice wakes the watch as soon as this node applies
+/// it ([`follow_applies`]); a waiter becoming held or provisional is told at the next read.
 fn push_every(position: Option<u64>) -> Duration {
     match position.unwrap_or(0) {
         0..1_000 => Duration::from_secs(1),
@@ -113,6 +101,8 @@ struct State {
     pending: Option<VisitorReply>,
     last: Option<Sent>,
     sent_at: tokio::time::Instant,
+    /// When the visitor's place was last read.
+    read_at: tokio::time::Instant,
     done: bool,
     /// The visitor, and the index its replies are at least at (its own writes).
     visitor: VisitorId,
@@ -143,6 +133,8 @@ pub async fn open(
     let first = sluice.status(&room, &src, false, Some(client)).await?;
     let visitor = VisitorId::parse_hex(&first.visitor_id).expect("the reply names its visitor");
     let held = sluice.watches.hold(address, &room, visitor)?;
+    // Whatever this node applied between the read above and the hold is read once more at once.
+    held.woken.notify_one();
     let st = State {
         presence_every: sluice.presence_every(&room),
         present_at: tokio::time::Instant::now(),
@@ -154,6 +146,7 @@ pub async fn open(
         pending: Some(first),
         last: None,
         sent_at: tokio::time::Instant::now(),
+        read_at: tokio::time::Instant::now(),
         done: false,
         visitor,
         held,
@@ -170,11 +163,16 @@ pub async fn open(
                 st.done = r.state != ReplyState::Waiting;
                 return Some((Ok(r), st));
             }
+            let position = st.last.as_ref().and_then(|l| l.position);
+            let next_read = st.read_at + push_every(position);
+            let next_presence = st.present_at + st.presence_every;
             tokio::select! {
                 _ = st.shutdown.cancelled() => return None,
                 _ = st.held.replaced.cancelled() => return None,
-                _ = tokio::time::sleep(poll_every(st.last.as_ref().and_then(|l| l.position))) => {}
+                _ = st.held.woken.notified() => {}
+                _ = tokio::time::sleep_until(next_read.min(next_presence)) => {}
             }
+            st.read_at = tokio::time::Instant::now();
             if st.present_at.elapsed() >= st.presence_every {
                 st.present_at = tokio::time::Instant::now();
                 let _ = st.sluice.touch(&st.room, &st.src, Some(st.client));
@@ -185,6 +183,27 @@ pub async fn open(
             }
         }
     }))
+}
+
+/// Wakes this node's watches as its applies change their visitors' status at once, until
+/// `cancel` fires. Subscribed now: call it before the first watch opens.
+pub fn follow_applies(sluice: Arc<Sluice>, cancel: CancellationToken) {
+    use tokio::sync::broadcast::error::RecvError;
+    let mut woken = sluice.node.woken();
+    tokio::spawn(async move {
+        loop {
+            let batch = tokio::select! {
+                _ = cancel.cancelled() => return,
+                b = woken.recv() => b,
+            };
+            match batch {
+                Ok(b) => sluice.watches.wake(&b),
+                // Fallen behind: whoever was named in what was missed is among everyone.
+                Err(RecvError::Lagged(_)) => sluice.watches.wake(&[Woken::All]),
+                Err(RecvError::Closed) => return,
+            }
+        }
+    });
 }
 
 impl State {
@@ -286,13 +305,6 @@ mod tests {
             },
         };
         assert_eq!(change(&sent(5, None), &admitted), Change::Urgent);
-    }
-
-    #[test]
-    fn the_front_of_the_line_is_read_more_often_than_the_back() {
-        assert!(poll_every(Some(1)) < poll_every(Some(5_000)));
-        assert!(poll_every(None) <= Duration::from_millis(250));
-        assert!(poll_every(Some(1_000_000)) <= Duration::from_secs(1));
     }
 
     #[test]

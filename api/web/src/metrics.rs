@@ -450,6 +450,13 @@ fn render_defences(
     );
     header(
         w,
+        "sluice_event_streams_max",
+        "Status streams this node holds at once ([limits] event_streams_max, or what the node chose from its open-file limit and memory); past it pages poll.",
+        "gauge",
+    );
+    let _ = writeln!(w, "sluice_event_streams_max {}", sluice.watches.max());
+    header(
+        w,
         "sluice_gate_bypassed_total",
         "Requests this node's gate let through by a room's bypass rule (path, network or staff token), without an admission.",
         "counter",

@@ -78,6 +78,8 @@ pub(crate) struct NodeInner {
     forward_latency: Arc<LatencyHistogram>,
     /// How long each snapshot's encoding paused this node's applies.
     snapshot_encode: Arc<LatencyHistogram>,
+    /// Whose status this node's applies changed at once.
+    woken: crate::sm_store::Woke,
     /// Leaders this node has come to know of (the first one included): a count that keeps
     /// rising means elections keep happening.
     leader_changes: AtomicU64,
@@ -192,6 +194,14 @@ impl RaftNode {
     /// This node's id.
     pub fn id(&self) -> u64 {
         self.inner.id
+    }
+
+    /// Whose status this node's applies change at once, from now on, batch by batch (see
+    /// [`sluice_statemachine::Woken`]); a receiver that falls behind is told it lagged.
+    pub fn woken(
+        &self,
+    ) -> tokio::sync::broadcast::Receiver<std::sync::Arc<[sluice_statemachine::Woken]>> {
+        self.inner.woken.subscribe()
     }
 
     /// The cluster's time now as this node sees it, ms since the epoch: the lower median of the

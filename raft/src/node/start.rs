@@ -72,6 +72,7 @@ impl RaftNode {
             queue_wait: Arc::default(),
             forward_latency: Arc::default(),
             snapshot_encode: storage.snapshot_encode,
+            woken: storage.woken,
             leader_changes: AtomicU64::new(0),
             auth_refused: gatekeeper.refused.clone(),
             connections_refused: gate.refused.clone(),
@@ -141,6 +142,7 @@ struct Storage {
     sm_store: SmStore,
     sm: Arc<std::sync::RwLock<crate::sm_store::SmState>>,
     snapshot_encode: Arc<crate::metrics::LatencyHistogram>,
+    woken: crate::sm_store::Woke,
     deferral: Arc<SnapshotDeferral>,
     ledger: Option<LedgerStore>,
     /// The threads that write to the database (the WAL flusher, the ledger writer).
@@ -194,6 +196,7 @@ impl Storage {
             log: log_store.clone(),
             log_store,
             snapshot_encode: sm_store.snapshot_encode(),
+            woken: sm_store.woken(),
             sm: sm_store.handle(),
             sm_store,
             deferral,
