@@ -13,9 +13,17 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::time::Instant;
 
-/// The most visitors one process runs: its open files hold one connection each, and the cap
-/// on a process's open files here is 20,000.
+/// The most visitors holding event streams one process runs: its open files hold one
+/// connection each, and the cap on a process's open files here is 20,000.
 pub const VISITORS_PER_PROCESS_MAX: usize = 19_000;
+/// The most visitors that poll (or only join) one process runs: they hold no connection of
+/// their own, only a place among [`REQUESTS_IN_FLIGHT_MAX`], so memory is what bounds them.
+pub const POLLERS_PER_PROCESS_MAX: usize = 400_000;
+/// Requests one process has in flight at once when its visitors poll or only join (so that
+/// its connections stay within its open files).
+pub const REQUESTS_IN_FLIGHT_MAX: usize = 4_096;
+/// Poll latencies are counted in buckets of a millisecond up to this many (and one past it).
+pub const LATENCY_BUCKETS: usize = 60_000;
 /// The most loopback source addresses (127.0.0.2 ..= 127.0.0.254).
 pub const SOURCES_MAX: u8 = 253;
 /// Whole-crowd bounds: a run that asks for more is refused before it starts.
@@ -24,7 +32,7 @@ pub const DURATION_MAX: Duration = Duration::from_secs(6 * 3600);
 pub const THEN_PER_MINUTE_MAX: u64 = 600_000;
 /// Errors kept word for word per visitor (the rest are counted).
 const ERRORS_KEPT: usize = 3;
-/// How long a visitor waits before it opens a stream again, or polls again after an error.
+/// How long a visitor waits before it polls again after an error.
 const RETRY_AFTER: Duration = Duration::from_millis(500);
 
 /// How a waiting visitor learns of changes.
@@ -35,6 +43,8 @@ pub enum Listen {
     Events,
     /// Polls its status at the cadence the room gives.
     Poll,
+    /// Only joins (the opening minute's crowd: what the join answered is all it records).
+    Join,
 }
 
 /// One process's share of a crowd.
@@ -62,6 +72,14 @@ pub struct Plan {
     pub sources: (u8, u8),
     /// Seeds the jitter, the session lengths and nothing else.
     pub seed: u64,
+    /// Every request on a connection of its own (closed after it), as browsers arriving for
+    /// the first time; otherwise connections are kept and shared.
+    #[serde(default)]
+    pub fresh_connections: bool,
+    /// Each visitor solves the room's proof-of-work challenge before the crowd starts (the
+    /// challenges fetched and solved first, for all), and joins with its solution.
+    #[serde(default)]
+    pub pow: bool,
 }
 
 impl Plan {
@@ -76,9 +94,13 @@ impl Plan {
             ));
         }
         let total = self.total();
-        if total > VISITORS_PER_PROCESS_MAX {
+        let most = match self.listen {
+            Listen::Events => VISITORS_PER_PROCESS_MAX,
+            Listen::Poll | Listen::Join => POLLERS_PER_PROCESS_MAX,
+        };
+        if total > most {
             return Err(format!(
-                "{total} visitors in one process; at most {VISITORS_PER_PROCESS_MAX} (more processes)"
+                "{total} visitors in one process; at most {most} (more processes)"
             ));
         }
         if self.duration > DURATION_MAX || self.arrive_over > self.duration {
@@ -137,8 +159,12 @@ pub struct VisitorRecord {
     pub admitted_at_ms: Option<u64>,
     /// Whether the gate let it through once admitted.
     pub gate_ok: Option<bool>,
-    /// Streams opened again after one ended or failed (events), without the generator's choice.
+    /// Streams lost (ended or failed while the visitor waited), without the generator's choice.
     pub reconnects: u64,
+    /// Whether it polled instead of holding its stream (refused one, or lost it), as the
+    /// waiting page does.
+    #[serde(default)]
+    pub polled_instead: bool,
     /// Answers it could not use, by count, and the first few in words.
     pub errors: u64,
     pub error_texts: Vec<String>,
@@ -146,6 +172,66 @@ pub struct VisitorRecord {
     pub refused: u64,
     /// Whether it left after its session (rather than the crowd's end stopping it).
     pub left: bool,
+}
+
+/// A process's polls: how long each took to answer (ms buckets, the last for longer), and how
+/// many were answered in each second of the crowd.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Polls {
+    pub latency_ms: Vec<u64>,
+    pub per_second: Vec<u64>,
+}
+
+impl Polls {
+    fn new(duration: Duration) -> Self {
+        Self {
+            latency_ms: vec![0; LATENCY_BUCKETS + 1],
+            per_second: vec![0; duration.as_secs() as usize + 1],
+        }
+    }
+
+    fn count(&mut self, took: Duration, at: Duration) {
+        let ms = (took.as_millis() as usize).min(LATENCY_BUCKETS);
+        self.latency_ms[ms] += 1;
+        if let Some(n) = self.per_second.get_mut(at.as_secs() as usize) {
+            *n += 1;
+        }
+    }
+
+    /// Adds `other`'s counts to these.
+    pub fn add(&mut self, other: &Polls) {
+        for (into, from) in [
+            (&mut self.latency_ms, &other.latency_ms),
+            (&mut self.per_second, &other.per_second),
+        ] {
+            if into.len() < from.len() {
+                into.resize(from.len(), 0);
+            }
+            into.iter_mut().zip(from).for_each(|(a, b)| *a += b);
+        }
+    }
+
+    /// How many polls were answered.
+    pub fn total(&self) -> u64 {
+        self.latency_ms.iter().sum()
+    }
+
+    /// The `q`-quantile of the latencies, ms (the bucket's upper end).
+    pub fn quantile_ms(&self, q: f64) -> u64 {
+        let total = self.total();
+        if total == 0 {
+            return 0;
+        }
+        let want = ((total as f64) * q).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (ms, n) in self.latency_ms.iter().enumerate() {
+            seen += n;
+            if seen >= want {
+                return ms as u64 + 1;
+            }
+        }
+        LATENCY_BUCKETS as u64 + 1
+    }
 }
 
 impl VisitorRecord {
@@ -219,14 +305,20 @@ pub fn raise_open_files() -> u64 {
     getrlimit(Resource::RLIMIT_NOFILE).map_or(soft, |(s, _)| s)
 }
 
-/// One HTTP client per source address, each with its own connection pool.
-fn clients(sources: (u8, u8)) -> Result<Vec<reqwest::Client>, String> {
+/// One HTTP client per source address, each with its own connection pool (none kept with
+/// `fresh`; few when the visitors poll, since they share them).
+fn clients(sources: (u8, u8), listen: Listen, fresh: bool) -> Result<Vec<reqwest::Client>, String> {
+    let idle = match (fresh, listen) {
+        (true, _) => 0,
+        (false, Listen::Events) => 64,
+        (false, Listen::Poll | Listen::Join) => 8,
+    };
     (0..sources.1)
         .map(|i| {
             let ip = IpAddr::V4(Ipv4Addr::new(127, 0, 0, sources.0 + i));
             reqwest::Client::builder()
                 .local_address(ip)
-                .pool_max_idle_per_host(64)
+                .pool_max_idle_per_host(idle)
                 .connect_timeout(Duration::from_secs(10))
                 .tcp_nodelay(true)
                 .build()
@@ -235,29 +327,60 @@ fn clients(sources: (u8, u8)) -> Result<Vec<reqwest::Client>, String> {
         .collect()
 }
 
+/// What a process's visitors share: the plan, the crowd's start, the places for requests in
+/// flight (when they poll or only join), and the polls' counts.
+struct Shared {
+    plan: Plan,
+    start: Instant,
+    in_flight: Option<tokio::sync::Semaphore>,
+    polls: std::sync::Mutex<Polls>,
+}
+
+impl Shared {
+    /// A place for one request in flight, if places are bounded.
+    async fn place(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
+        match &self.in_flight {
+            Some(s) => s.acquire().await.ok(),
+            None => None,
+        }
+    }
+}
+
 /// Runs `plan`'s visitors until each has left or the crowd's time is up; what each saw, in
-/// the order of their numbers.
-pub async fn run(plan: Plan) -> Result<Vec<VisitorRecord>, String> {
+/// the order of their numbers, and the polls' counts. With `plan.pow` the challenges are
+/// fetched and solved first, and the crowd's time starts after.
+pub async fn run(plan: Plan) -> Result<(Vec<VisitorRecord>, Polls), String> {
     plan.check()?;
-    let clients = clients(plan.sources)?;
-    let plan = Arc::new(plan);
+    let clients = clients(plan.sources, plan.listen, plan.fresh_connections)?;
+    let total = plan.total();
+    let solutions = if plan.pow {
+        solve_all(&clients, &plan, total).await?
+    } else {
+        vec![None; total]
+    };
     let start = Instant::now();
     let deadline = start + plan.duration;
-    let total = plan.total();
+    let shared = Arc::new(Shared {
+        in_flight: (plan.listen != Listen::Events)
+            .then(|| tokio::sync::Semaphore::new(REQUESTS_IN_FLIGHT_MAX)),
+        polls: std::sync::Mutex::new(Polls::new(plan.duration)),
+        start,
+        plan,
+    });
     let mut tasks = tokio::task::JoinSet::new();
-    for i in 0..total {
-        let n = plan.first + i;
-        let at = start + plan.offset(i);
+    for (i, solution) in solutions.into_iter().enumerate() {
+        let n = shared.plan.first + i;
+        let at = start + shared.plan.offset(i);
         let http = clients[n % clients.len()].clone();
-        let plan = plan.clone();
+        let shared = shared.clone();
         tasks.spawn(async move {
             let mut rec = VisitorRecord {
-                node: n % plan.nodes.len(),
+                node: n % shared.plan.nodes.len(),
                 ..VisitorRecord::default()
             };
             if at < deadline {
                 tokio::time::sleep_until(at).await;
-                let visit = visit(&http, &plan, n, &mut rec);
+                let visit = visit(&http, &shared, n, solution, &mut rec);
                 let _ = tokio::time::timeout_at(deadline, visit).await;
             }
             (i, rec)
@@ -269,45 +392,112 @@ pub async fn run(plan: Plan) -> Result<Vec<VisitorRecord>, String> {
         let (i, rec) = done.map_err(|e| format!("a visitor's task failed: {e}"))?;
         out[i] = rec;
     }
-    Ok(out)
+    let polls = std::mem::take(&mut *shared.polls.lock().expect("polls lock"));
+    Ok((out, polls))
+}
+
+/// Fetches a challenge for each of `total` visitors and solves it (64 at a time); the
+/// solutions, in the order of the visitors.
+async fn solve_all(
+    clients: &[reqwest::Client],
+    plan: &Plan,
+    total: usize,
+) -> Result<Vec<Option<String>>, String> {
+    let fetch = |i: usize| {
+        let n = plan.first + i;
+        let http = clients[n % clients.len()].clone();
+        let url = format!(
+            "{}/v1/rooms/{}/challenge",
+            plan.nodes[n % plan.nodes.len()],
+            plan.room
+        );
+        async move {
+            let c: serde_json::Value = http
+                .get(url)
+                .send()
+                .await
+                .map_err(|e| format!("a challenge: {e}"))?
+                .error_for_status()
+                .map_err(|e| format!("a challenge: {e}"))?
+                .json()
+                .await
+                .map_err(|e| format!("a challenge: {e}"))?;
+            tokio::task::spawn_blocking(move || crate::pow::solve(&c))
+                .await
+                .map_err(|e| e.to_string())?
+                .map(Some)
+        }
+    };
+    futures::stream::iter(0..total)
+        .map(fetch)
+        .buffered(64)
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect()
 }
 
 /// One visitor, from its join to its leaving.
-async fn visit(http: &reqwest::Client, plan: &Plan, n: usize, rec: &mut VisitorRecord) {
+async fn visit(
+    http: &reqwest::Client,
+    shared: &Shared,
+    n: usize,
+    solution: Option<String>,
+    rec: &mut VisitorRecord,
+) {
+    let plan = &shared.plan;
     let base = &plan.nodes[rec.node];
     let room = &plan.room;
     let draw = mix(plan.seed ^ (n as u64).wrapping_mul(0x2545_f491_4f6c_dd1d));
+    let place = shared.place().await;
     rec.join_at_ms = now_ms();
     let sent = Instant::now();
+    let body = match &solution {
+        Some(s) => serde_json::json!({ "altcha": s }),
+        None => serde_json::json!({}),
+    };
     let join = http
         .post(format!("{base}/v1/rooms/{room}/join"))
-        .json(&serde_json::json!({}))
+        .json(&body)
         .send()
         .await;
-    let mut status = match answer(join, rec).await {
-        Some(s) => s,
-        None => return,
+    let status = answer(join, rec).await;
+    drop(place);
+    let Some(mut status) = status else {
+        return;
     };
     rec.join_ms = Some(sent.elapsed().as_secs_f64() * 1e3);
     rec.joined = Some(status.state.clone());
     rec.visitor_id = status.visitor_id.clone();
-    if status.state == "waiting" {
-        status = match plan.listen {
-            Listen::Events => wait_on_events(http, base, room, status, rec).await,
-            Listen::Poll => wait_by_polling(http, base, room, status, draw, rec).await,
+    if plan.listen == Listen::Join {
+        return;
+    }
+    if status.state == "waiting" && plan.listen == Listen::Events {
+        status = match wait_on_events(http, base, room, status, rec).await {
+            Ok(s) => s,
+            Err(last) => {
+                rec.polled_instead = true;
+                last
+            }
         };
+    }
+    if status.state == "waiting" {
+        status = wait_by_polling(http, shared, base, room, status, draw, rec).await;
     }
     if status.state != "admitted" {
         return;
     }
     rec.admitted_at_ms.get_or_insert_with(now_ms);
+    let place = shared.place().await;
     let gate = http
         .get(format!("{base}/gate/{room}/check"))
         .header("authorization", format!("Ticket {}", status.ticket))
         .send()
         .await;
     rec.gate_ok = Some(gate.is_ok_and(|r| r.status().is_success()));
+    drop(place);
     tokio::time::sleep(between(mix(draw), plan.session.0, plan.session.1)).await;
+    let _place = shared.place().await;
     let leave = http
         .post(format!("{base}/v1/rooms/{room}/leave"))
         .json(&serde_json::json!({ "ticket": status.ticket }))
@@ -353,74 +543,71 @@ async fn answer(
     }
 }
 
-/// Holds the visitor's event stream until it tells something other than waiting (opening it
-/// again when it ends or fails); the last status told.
+/// Holds the visitor's event stream until it tells something other than waiting; the last
+/// status told. As the waiting page does, a stream refused (the node's streams all taken) or
+/// lost is not opened again: the visitor polls instead, and `Err` carries the last status to
+/// poll from.
 async fn wait_on_events(
     http: &reqwest::Client,
     base: &str,
     room: &str,
     mut last: Status,
     rec: &mut VisitorRecord,
-) -> Status {
-    let mut opened = 0u64;
-    loop {
-        if opened > 0 {
-            rec.reconnects += 1;
-            tokio::time::sleep(RETRY_AFTER).await;
+) -> Result<Status, Status> {
+    let r = http
+        .get(format!("{base}/v1/rooms/{room}/events"))
+        .query(&[("ticket", last.ticket.as_str())])
+        .send()
+        .await;
+    let r = match r {
+        Ok(r) if r.status().is_success() => r,
+        Ok(r) => {
+            let code = r.status();
+            if code == reqwest::StatusCode::TOO_MANY_REQUESTS
+                || code == reqwest::StatusCode::SERVICE_UNAVAILABLE
+            {
+                rec.refused += 1;
+            } else {
+                rec.error(format!("events: {code}"));
+            }
+            return Err(last);
         }
-        opened += 1;
-        let r = http
-            .get(format!("{base}/v1/rooms/{room}/events"))
-            .query(&[("ticket", last.ticket.as_str())])
-            .send()
-            .await;
-        let r = match r {
-            Ok(r) if r.status().is_success() => r,
-            Ok(r) => {
-                let code = r.status();
-                if code == reqwest::StatusCode::TOO_MANY_REQUESTS
-                    || code == reqwest::StatusCode::SERVICE_UNAVAILABLE
-                {
-                    rec.refused += 1;
-                } else {
-                    rec.error(format!("events: {code}"));
-                }
-                continue;
-            }
-            Err(e) => {
-                rec.error(format!("events: {e}"));
-                continue;
-            }
+        Err(e) => {
+            rec.error(format!("events: {e}"));
+            return Err(last);
+        }
+    };
+    let mut body = r.bytes_stream();
+    let mut buf = Vec::new();
+    while let Some(chunk) = body.next().await {
+        let Ok(chunk) = chunk else {
+            break;
         };
-        let mut body = r.bytes_stream();
-        let mut buf = Vec::new();
-        while let Some(chunk) = body.next().await {
-            let Ok(chunk) = chunk else {
-                break;
+        buf.extend_from_slice(&chunk);
+        while let Some(end) = find(&buf, b"\n\n") {
+            let event: Vec<u8> = buf.drain(..end + 2).collect();
+            let Some(s) = status_event(&event) else {
+                continue;
             };
-            buf.extend_from_slice(&chunk);
-            while let Some(end) = find(&buf, b"\n\n") {
-                let event: Vec<u8> = buf.drain(..end + 2).collect();
-                let Some(s) = status_event(&event) else {
-                    continue;
-                };
-                rec.told(&s);
-                let ticket_kept = s.ticket.is_empty();
-                let ticket = std::mem::take(&mut last.ticket);
-                last = s;
-                if ticket_kept {
-                    last.ticket = ticket;
-                }
-                if last.state != "waiting" {
-                    return last;
-                }
+            rec.told(&s);
+            let ticket_kept = s.ticket.is_empty();
+            let ticket = std::mem::take(&mut last.ticket);
+            last = s;
+            if ticket_kept {
+                last.ticket = ticket;
             }
-            if buf.len() > 1 << 20 {
-                rec.error("an event longer than 1 MiB");
-                buf.clear();
+            if last.state != "waiting" {
+                return Ok(last);
             }
+        }
+        if buf.len() > 1 << 20 {
+            rec.error("an event longer than 1 MiB");
+            buf.clear();
         }
     }
+    // The stream ended while the visitor waits: lost.
+    rec.reconnects += 1;
+    Err(last)
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
@@ -446,6 +633,7 @@ fn status_event(event: &[u8]) -> Option<Status> {
 /// it is no longer waiting; the last status told.
 async fn wait_by_polling(
     http: &reqwest::Client,
+    shared: &Shared,
     base: &str,
     room: &str,
     mut last: Status,
@@ -457,13 +645,23 @@ async fn wait_by_polling(
         x = mix(x);
         let every = Duration::from_secs(last.next_check_secs.unwrap_or(5).clamp(1, 600));
         tokio::time::sleep(between(x, every, every + every / 5)).await;
+        let place = shared.place().await;
+        let sent = Instant::now();
         let r = http
             .get(format!("{base}/v1/rooms/{room}/status"))
             .header("authorization", format!("Ticket {}", last.ticket))
             .send()
             .await;
-        match answer(r, rec).await {
+        let told = answer(r, rec).await;
+        drop(place);
+        match told {
             Some(s) => {
+                let took = sent.elapsed();
+                shared
+                    .polls
+                    .lock()
+                    .expect("polls lock")
+                    .count(took, sent.saturating_duration_since(shared.start));
                 rec.told(&s);
                 last = s;
                 if last.state != "waiting" {
@@ -487,6 +685,8 @@ pub struct Summary {
     pub statuses: u64,
     pub position_back: u64,
     pub reconnects: u64,
+    /// Visitors that polled instead of holding a stream (refused one, or lost it).
+    pub polled_instead: u64,
     pub errors: u64,
     pub refused: u64,
     /// Join latency, ms: p50, p99, max.
@@ -520,6 +720,7 @@ pub fn summarize(records: &[VisitorRecord]) -> Summary {
         s.statuses += r.statuses;
         s.position_back += r.position_back;
         s.reconnects += r.reconnects;
+        s.polled_instead += u64::from(r.polled_instead);
         s.errors += r.errors;
         s.refused += r.refused;
         joins.extend(r.join_ms);
@@ -582,6 +783,8 @@ mod tests {
             session: (Duration::ZERO, Duration::from_secs(1)),
             sources: (2, 253),
             seed: 1,
+            fresh_connections: false,
+            pow: false,
         };
         assert_eq!(ok.check(), Ok(()));
         let too_many = Plan {
@@ -626,6 +829,8 @@ mod tests {
             session: (Duration::ZERO, Duration::ZERO),
             sources: (2, 1),
             seed: 1,
+            fresh_connections: false,
+            pow: false,
         };
         // 30 a minute for the minute after the first eight seconds.
         assert_eq!(p.later(), 30);

@@ -2,10 +2,12 @@
 //! ones, the load generator's, the fault suite's): loopback ports nobody else will take, waiting
 //! on a condition with a deadline instead of sleeping a guessed time, in [`node`] how a
 //! `sluice serve` process is configured, started and found ready, and in [`crowd`] visitors
-//! that behave as waiting pages do, by the tens of thousands.
+//! that behave as waiting pages do, by the tens of thousands (solving proof-of-work challenges
+//! with [`pow`]).
 
 pub mod crowd;
 pub mod node;
+pub mod pow;
 
 use std::future::Future;
 use std::time::Duration;

@@ -6,7 +6,7 @@
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use serde_json::{json, Value};
-use sluice_testkit::crowd::{self, Listen, Plan, Summary, VisitorRecord};
+use sluice_testkit::crowd::{self, Listen, Plan, Polls, Summary, VisitorRecord};
 use sluice_testkit::node::{self, Addrs};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -46,7 +46,8 @@ struct Args {
     /// Visitors in all.
     #[arg(long, default_value_t = 1000)]
     visitors: usize,
-    /// Processes that share them (each holds at most 19,000).
+    /// Processes that share them (each holds at most 19,000 event streams, or 400,000 visitors
+    /// that poll or only join).
     #[arg(long, default_value_t = 1)]
     procs: usize,
     /// Joins spread over this many seconds.
@@ -58,9 +59,17 @@ struct Args {
     /// The crowd stops after this many seconds.
     #[arg(long, default_value_t = 60)]
     duration_secs: u64,
-    /// `events` (hold the event stream) or `poll` (poll status at the room's cadence).
+    /// `events` (hold the event stream), `poll` (poll status at the room's cadence) or `join`
+    /// (only join: the opening minute).
     #[arg(long, default_value = "events")]
     listen: String,
+    /// Every request on a new connection, closed after it (browsers arriving).
+    #[arg(long)]
+    fresh_connections: bool,
+    /// Fetch and solve each visitor's proof-of-work challenge before the crowd starts, and join
+    /// with the solution (the room's rule must ask for one).
+    #[arg(long)]
+    pow: bool,
     /// An admitted visitor stays between these many seconds, `MIN-MAX`.
     #[arg(long, default_value = "5-30")]
     session_secs: String,
@@ -110,14 +119,14 @@ async fn main() -> Result<()> {
         .as_ref()
         .map(|c| c.sample_every(Duration::from_secs(2), duration));
     let started = Instant::now();
-    let records = run_workers(&args, &nodes, duration).await?;
+    let (records, polls) = run_workers(&args, &nodes, duration).await?;
     let wall = started.elapsed();
     let samples = match sampler {
         Some(s) => s.await.unwrap_or_default(),
         None => Vec::new(),
     };
     let applied = admissions_applied(&http, &nodes[0], &args.token, &args.room).await;
-    let report = report(&records, &applied, &samples, wall);
+    let report = report(&records, &polls, &applied, &samples, wall);
     println!("{}", serde_json::to_string_pretty(&report)?);
     if let Some(p) = &args.out {
         std::fs::write(p, serde_json::to_string_pretty(&report)?)?;
@@ -134,13 +143,15 @@ async fn main() -> Result<()> {
     Ok(())
 }
 
-/// One process's share: its plan from standard input, its records to standard output.
+/// One process's share: its plan from standard input; to standard output its polls' counts,
+/// then its records, a line each.
 async fn worker() -> Result<()> {
     let mut line = String::new();
     std::io::stdin().read_line(&mut line)?;
     let plan: Plan = serde_json::from_str(&line).context("the plan")?;
-    let records = crowd::run(plan).await.map_err(anyhow::Error::msg)?;
+    let (records, polls) = crowd::run(plan).await.map_err(anyhow::Error::msg)?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    writeln!(out, "{}", serde_json::to_string(&polls)?)?;
     for r in records {
         writeln!(out, "{}", serde_json::to_string(&r)?)?;
     }
@@ -152,7 +163,8 @@ fn plans(args: &Args, nodes: &[String], duration: Duration) -> Result<Vec<Plan>>
     let listen = match args.listen.as_str() {
         "events" => Listen::Events,
         "poll" => Listen::Poll,
-        other => bail!("--listen is events or poll, not {other}"),
+        "join" => Listen::Join,
+        other => bail!("--listen is events, poll or join, not {other}"),
     };
     let (lo, hi) = args
         .session_secs
@@ -178,6 +190,8 @@ fn plans(args: &Args, nodes: &[String], duration: Duration) -> Result<Vec<Plan>>
             session: (Duration::from_secs(lo), Duration::from_secs(hi)),
             sources: (2 + (p * per_sources) as u8, per_sources as u8),
             seed: args.seed.wrapping_add(p as u64),
+            fresh_connections: args.fresh_connections,
+            pow: args.pow,
         });
         first += out.last().map_or(visitors, Plan::total);
     }
@@ -187,13 +201,14 @@ fn plans(args: &Args, nodes: &[String], duration: Duration) -> Result<Vec<Plan>>
     Ok(out)
 }
 
-/// Runs the worker processes and gathers their records; none outlives the crowd's time by
-/// more than a minute (they are killed then, and when this process ends).
+/// Runs the worker processes and gathers their records and polls; none outlives the crowd's
+/// time by more than a minute, or five with `--pow` (they are killed then, and when this
+/// process ends).
 async fn run_workers(
     args: &Args,
     nodes: &[String],
     duration: Duration,
-) -> Result<Vec<VisitorRecord>> {
+) -> Result<(Vec<VisitorRecord>, Polls)> {
     let exe = std::env::current_exe()?;
     let mut children = Vec::new();
     for plan in plans(args, nodes, duration)? {
@@ -214,6 +229,10 @@ async fn run_workers(
         let stdout = child.stdout.take().context("a worker's stdout")?;
         let mut lines = BufReader::new(stdout).lines();
         let mut recs = Vec::new();
+        let mut polls = Polls::default();
+        if let Some(line) = lines.next_line().await? {
+            polls = serde_json::from_str::<Polls>(&line)?;
+        }
         while let Some(line) = lines.next_line().await? {
             recs.push(serde_json::from_str::<VisitorRecord>(&line)?);
         }
@@ -221,15 +240,19 @@ async fn run_workers(
         if !status.success() {
             bail!("a worker ended with {status}");
         }
-        Ok::<_, anyhow::Error>(recs)
+        Ok::<_, anyhow::Error>((recs, polls))
     });
-    let all = tokio::time::timeout(
-        duration + Duration::from_secs(60),
-        futures::future::try_join_all(gather),
-    )
-    .await
-    .context("the workers did not end within a minute of the crowd's time")??;
-    Ok(all.into_iter().flatten().collect())
+    let slack = Duration::from_secs(if args.pow { 300 } else { 60 });
+    let all = tokio::time::timeout(duration + slack, futures::future::try_join_all(gather))
+        .await
+        .context("the workers did not end in time after the crowd's")??;
+    let mut polls = Polls::default();
+    let mut records = Vec::new();
+    for (r, p) in all {
+        records.extend(r);
+        polls.add(&p);
+    }
+    Ok((records, polls))
 }
 
 async fn put_room(
@@ -301,6 +324,7 @@ async fn admissions_applied(
 /// reached its visitor, and the nodes' samples.
 fn report(
     records: &[VisitorRecord],
+    polls: &Polls,
     applied: &BTreeMap<String, u64>,
     samples: &[Value],
     wall: Duration,
@@ -328,8 +352,23 @@ fn report(
             "max": told_after.last().copied().unwrap_or(0.0),
             "admitted_waiters_without_a_ledger_record": unmatched,
         },
+        "polls": {
+            "answered": polls.total(),
+            "per_second_peak": polls.per_second.iter().max().copied().unwrap_or(0),
+            "per_second_mean_while_any": busy_mean(&polls.per_second),
+            "p50_ms": polls.quantile_ms(0.5),
+            "p99_ms": polls.quantile_ms(0.99),
+            "max_ms": polls.quantile_ms(1.0),
+            "per_second": polls.per_second,
+        },
         "samples": samples,
     })
+}
+
+/// The mean of the counts that are not zero (0 if none is).
+fn busy_mean(per_second: &[u64]) -> f64 {
+    let busy: Vec<u64> = per_second.iter().copied().filter(|n| *n > 0).collect();
+    busy.iter().sum::<u64>() as f64 / busy.len().max(1) as f64
 }
 
 /// A cluster this run started: `sluice serve` processes on loopback.
