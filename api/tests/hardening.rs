@@ -922,15 +922,15 @@ async fn requests_the_server_cannot_parse_get_json_errors() {
     assert_eq!(answer.matches("HTTP/1.1 200").count(), 2, "{answer}");
 }
 
-/// A node whose open-file limit cannot hold its connection bound lowers the bound to fit and
-/// says so, instead of failing to accept (or to open its own files) under load.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_low_open_file_limit_lowers_the_connection_bound() {
+/// The first line a node started under an open-file limit of 1,024 (hard 2,048) writes that
+/// contains `needle`, with `extra` in its configuration and `log` as its filter; every line it
+/// wrote if none does (the node is stopped after 60 s at the latest).
+fn started_line(extra: &str, log: &str, needle: &str) -> Result<String, String> {
     use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
     let ports = std::collections::BTreeMap::from([(1, (free_port(), free_port(), free_port()))]);
     let path = dir.path().join("n1.toml");
-    std::fs::write(&path, config(1, dir.path(), &ports, "")).unwrap();
+    std::fs::write(&path, config(1, dir.path(), &ports, extra)).unwrap();
     let mut child = std::process::Command::new("sh")
         .arg("-c")
         .arg(format!(
@@ -938,28 +938,68 @@ async fn a_low_open_file_limit_lowers_the_connection_bound() {
             env!("CARGO_BIN_EXE_sluice"),
             path.display()
         ))
-        .env("RUST_LOG", "warn")
-        .stdout(std::process::Stdio::piped())
+        .env("RUST_LOG", log)
+        .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
+    // The node runs until stopped: a line that never comes must not hold the test for ever.
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let (stop, stopped) = std::sync::mpsc::channel::<()>();
+    let watchdog = std::thread::spawn(move || {
+        if stopped.recv_timeout(Duration::from_secs(60)).is_err() {
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+        }
+    });
     let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
     let mut said = String::new();
     let found = loop {
         let mut line = String::new();
         if stderr.read_line(&mut line).unwrap_or(0) == 0 {
-            break false;
+            break Err(said);
+        }
+        if line.contains(needle) {
+            break Ok(line);
         }
         said.push_str(&line);
-        if line.contains("open-file limit") {
-            // The soft limit was raised to the hard one (2048); a quarter is kept for the node's
-            // own files; the rest is shared by the two listeners.
-            break line.contains("bounded at 768");
-        }
     };
+    let _ = stop.send(());
+    let _ = watchdog.join();
     let _ = child.kill();
     let _ = child.wait();
-    assert!(found, "{said}");
+    found
+}
+
+/// A node whose open-file limit cannot hold the connections its configuration asks for lowers
+/// them to fit and says so, instead of failing to accept (or to open its own files) under load.
+#[test]
+fn a_low_open_file_limit_lowers_the_configured_connections() {
+    let line = started_line(
+        "[limits]\nconnections_max = 20000\n",
+        "warn",
+        "open-file limit",
+    )
+    .unwrap_or_else(|said| panic!("nothing said: {said}"));
+    // The soft limit was raised to the hard one (2,048); a quarter is kept for the node's own
+    // files; the 1,536 left are shared by 20,000 HTTP and 96 gRPC connections in proportion.
+    assert!(line.contains("http_connections=1528"), "{line}");
+    assert!(line.contains("grpc_connections=7"), "{line}");
+    assert!(line.contains("LimitNOFILE"), "{line}");
+}
+
+/// With nothing configured, what a node holds at once follows from its open-file limit (or its
+/// memory), and it says so at start, without a warning.
+#[test]
+fn without_configured_limits_a_node_takes_what_its_open_files_allow() {
+    let line = started_line("", "info", "holds at once")
+        .unwrap_or_else(|said| panic!("nothing said: {said}"));
+    assert!(line.contains("INFO"), "{line}");
+    // 2,048 files less a quarter: a sixteenth (96) to gRPC, the rest to HTTP, nine tenths of
+    // those for event streams.
+    assert!(line.contains("open_files_limit=2048"), "{line}");
+    assert!(line.contains("http_connections=1440"), "{line}");
+    assert!(line.contains("grpc_connections=96"), "{line}");
+    assert!(line.contains("event_streams=1296"), "{line}");
 }
 
 /// Signing out of the dashboard ends the session on every node, not only in that browser: the
