@@ -632,7 +632,7 @@ async fn an_http2_client_that_never_reads_its_answers_is_closed() {
 }
 
 /// An open event stream that has no news for longer than the header timeout is not an idle
-/// connection: its client reads it, and the node looks for news four times a second.
+/// connection: it waits on the node for news, not on its client.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_quiet_event_stream_outlives_the_header_timeout() {
     use futures::StreamExt;

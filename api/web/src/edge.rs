@@ -355,8 +355,8 @@ impl InFlight {
     /// Resolves once the connection has made no progress for `idle`: no request in flight and
     /// none begun, or answers in flight whose bodies hyper stopped asking for (an HTTP/2 client
     /// that never opens its flow-control window, or any client that stops reading, holds its
-    /// answers so; an open event stream is asked each time it looks for news, four times a
-    /// second). It looks again when that time would be up, so a busy connection costs one timer
+    /// answers so; an open event stream waiting for news waits on the node, and is progress).
+    /// It looks again when that time would be up, so a busy connection costs one timer
     /// per `idle`, not one per request.
     pub async fn idle_for(&self, idle: Duration) {
         loop {
@@ -390,7 +390,13 @@ impl<B: http_body::Body + Unpin> http_body::Body for Guarded<B> {
         if let Some(guard) = &this.guard {
             guard.progressed();
         }
-        Pin::new(&mut this.inner).poll_frame(cx)
+        let frame = Pin::new(&mut this.inner).poll_frame(cx);
+        // Nothing to give yet (an event stream without news): the connection waits on this
+        // node, not on its client, however long that takes.
+        if let Some(guard) = &this.guard {
+            guard.waiting_on_service(frame.is_pending());
+        }
+        frame
     }
 
     fn is_end_stream(&self) -> bool {
@@ -466,6 +472,37 @@ mod tests {
 
         // An ended request restarts the count.
         tokio::time::sleep(Duration::from_secs(3)).await;
+        drop(g);
+        let ended = tokio::time::Instant::now();
+        f.idle_for(idle).await;
+        assert_eq!(ended.elapsed(), idle);
+    }
+
+    /// An answer that waits on the node (an event stream without news) is not its client's
+    /// idleness, however long; once it has given a frame its client does not take, the count
+    /// runs again.
+    #[tokio::test(start_paused = true)]
+    async fn an_answer_waiting_on_the_node_is_not_idle() {
+        let idle = Duration::from_secs(10);
+        let f = InFlight::default();
+        let g = f.begin();
+        g.waiting_on_service(true);
+        let waiting = tokio::spawn({
+            let f = f.clone();
+            async move { f.idle_for(idle).await }
+        });
+        tokio::time::sleep(idle * 5).await;
+        assert!(!waiting.is_finished(), "waiting on the node is not idle");
+        // A frame given, and hyper asks no more (the client stopped reading).
+        g.progressed();
+        g.waiting_on_service(false);
+        let stalled = tokio::time::Instant::now();
+        waiting.await.unwrap();
+        assert_eq!(stalled.elapsed(), idle, "idle once the client stalls");
+        // Dropped while waiting: nothing stays counted.
+        let g2 = f.begin();
+        g2.waiting_on_service(true);
+        drop(g2);
         drop(g);
         let ended = tokio::time::Instant::now();
         f.idle_for(idle).await;

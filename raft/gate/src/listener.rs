@@ -333,10 +333,14 @@ pub struct ConnInfo {
 
 /// A connection's calls in flight, and when it last made progress: a call began, ended, or its
 /// answer's body was asked for its next part (a body its client has stopped reading is not
-/// asked). Two atomic operations a call and one a part; nothing is woken by it.
+/// asked). While an answer waits on the service (its body had nothing to give when last asked:
+/// an event stream with no news), the connection waits on the node, not on its client, and is
+/// making progress. Two atomic operations a call and one a part; nothing is woken by it.
 #[derive(Debug)]
 pub struct Activity {
     open: std::sync::atomic::AtomicUsize,
+    /// Calls whose answers wait on the service.
+    waiting: std::sync::atomic::AtomicUsize,
     /// Nanoseconds after `opened`.
     progress: std::sync::atomic::AtomicU64,
     opened: tokio::time::Instant,
@@ -346,6 +350,7 @@ impl Default for Activity {
     fn default() -> Self {
         Self {
             open: Default::default(),
+            waiting: Default::default(),
             progress: Default::default(),
             opened: tokio::time::Instant::now(),
         }
@@ -357,7 +362,7 @@ impl Activity {
     pub fn begin(self: &Arc<Self>) -> CallGuard {
         self.open.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.progressed();
-        CallGuard(self.clone())
+        CallGuard(self.clone(), std::sync::atomic::AtomicBool::new(false))
     }
 
     /// Marks progress now.
@@ -372,26 +377,44 @@ impl Activity {
         self.open.load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    /// How long since the last progress.
+    /// How long since the last progress (none while an answer waits on the service).
     pub fn since_progress(&self) -> Duration {
+        if self.waiting.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+            return Duration::ZERO;
+        }
         let at = Duration::from_nanos(self.progress.load(std::sync::atomic::Ordering::SeqCst));
         self.opened.elapsed().saturating_sub(at)
     }
 }
 
-/// One call in flight until dropped; see [`Activity::begin`].
+/// One call in flight until dropped; see [`Activity::begin`]. Whether its answer waits on the
+/// service.
 #[derive(Debug)]
-pub struct CallGuard(Arc<Activity>);
+pub struct CallGuard(Arc<Activity>, std::sync::atomic::AtomicBool);
 
 impl CallGuard {
     /// Marks progress of the call (its answer's body was asked for more).
     pub fn progressed(&self) {
         self.0.progressed();
     }
+
+    /// Says whether the call's answer now waits on the service (its body, asked, had nothing
+    /// yet) rather than on the client.
+    pub fn waiting_on_service(&self, waiting: bool) {
+        use std::sync::atomic::Ordering::SeqCst;
+        if self.1.swap(waiting, SeqCst) != waiting {
+            if waiting {
+                self.0.waiting.fetch_add(1, SeqCst);
+            } else {
+                self.0.waiting.fetch_sub(1, SeqCst);
+            }
+        }
+    }
 }
 
 impl Drop for CallGuard {
     fn drop(&mut self) {
+        self.waiting_on_service(false);
         self.0
             .open
             .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
