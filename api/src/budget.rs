@@ -142,43 +142,31 @@ impl Budget {
         let message = "what this node holds at once: [limits] connections_max (HTTP), \
                        grpc_connections_max and event_streams_max set them; left out, they \
                        follow from the open-file limit and the memory";
-        let fields = (
-            machine.open_files,
-            machine.memory_bytes >> 20,
-            self.http_connections,
-            self.http_bound.as_str(),
-            self.grpc_connections,
-            self.grpc_bound.as_str(),
-            self.event_streams,
-            self.streams_bound.as_str(),
-        );
+        // One list of fields for both levels.
+        macro_rules! say {
+            ($level:ident, $($text:tt)+) => {
+                tracing::$level!(
+                    open_files_limit = machine.open_files,
+                    memory_mib = machine.memory_bytes >> 20,
+                    memory_from,
+                    http_connections = self.http_connections,
+                    http = self.http_bound.as_str(),
+                    grpc_connections = self.grpc_connections,
+                    grpc = self.grpc_bound.as_str(),
+                    event_streams = self.event_streams,
+                    streams = self.streams_bound.as_str(),
+                    $($text)+
+                )
+            };
+        }
         if lowered {
-            tracing::warn!(
-                open_files_limit = fields.0,
-                memory_mib = fields.1,
-                memory_from,
-                http_connections = fields.2,
-                http = fields.3,
-                grpc_connections = fields.4,
-                grpc = fields.5,
-                event_streams = fields.6,
-                streams = fields.7,
+            say!(
+                warn,
                 "{message} (the open-file limit cannot hold the configured connections: raise \
                  LimitNOFILE / ulimit -n)"
             );
         } else {
-            tracing::info!(
-                open_files_limit = fields.0,
-                memory_mib = fields.1,
-                memory_from,
-                http_connections = fields.2,
-                http = fields.3,
-                grpc_connections = fields.4,
-                grpc = fields.5,
-                event_streams = fields.6,
-                streams = fields.7,
-                "{message}"
-            );
+            say!(info, "{message}");
         }
     }
 }
