@@ -627,11 +627,11 @@ async fn serve_http(
     cancel: CancellationToken,
 ) {
     use hyper_util::rt::TokioIo;
-    let builder = Arc::new(http_builder(&limits));
+    let builders = Arc::new(HttpBuilders::new(&limits));
     let connections = tokio_util::task::TaskTracker::new();
     while let Some((stream, peer, slot)) = gate.accept(&listener, &cancel).await {
-        let (tls, edge, cancel, builder) =
-            (tls.clone(), edge.clone(), cancel.clone(), builder.clone());
+        let (tls, edge, cancel, builders) =
+            (tls.clone(), edge.clone(), cancel.clone(), builders.clone());
         let header_timeout = limits.header_read_timeout;
         connections.spawn(async move {
             let _slot: Slot = slot;
@@ -646,9 +646,12 @@ async fn serve_http(
                     let Some(Some(io)) = opened.await else {
                         return;
                     };
-                    serve_connection(&builder, TokioIo::new(io), svc, &cancel, idle).await
+                    let http1 = io.http1;
+                    builders.serve(http1, TokioIo::new(io), svc, &cancel, idle).await
                 }
-                Some(acceptor) => {
+                // Boxed: TLS's state is on the heap of the connections that use it, not in
+                // every connection's task.
+                Some(acceptor) => Box::pin(async move {
                     let handshake = tokio::time::timeout(
                         header_timeout.min(TLS_HANDSHAKE_MAX),
                         acceptor.accept(stream),
@@ -656,18 +659,15 @@ async fn serve_http(
                     let Some(Ok(Ok(tls))) = cancel.run_until_cancelled(handshake).await else {
                         return;
                     };
-                    // The protocol is the one agreed in the handshake: nothing to tell apart.
-                    let builder = if tls.get_ref().1.alpn_protocol() == Some(b"h2") {
-                        builder.as_ref().clone().http2_only()
-                    } else {
-                        builder.as_ref().clone().http1_only()
-                    };
+                    // The protocol is the one agreed in the handshake.
+                    let http1 = tls.get_ref().1.alpn_protocol() != Some(b"h2");
                     let opened = cancel.run_until_cancelled(opened(tls, header_timeout));
                     let Some(Some(io)) = opened.await else {
                         return;
                     };
-                    serve_connection(&builder, TokioIo::new(io), svc, &cancel, idle).await
-                }
+                    builders.serve(http1, TokioIo::new(io), svc, &cancel, idle).await
+                })
+                .await,
             }
         });
     }
@@ -675,27 +675,62 @@ async fn serve_http(
     connections.wait().await;
 }
 
-/// The HTTP/1 and HTTP/2 connection settings of the public port.
-fn http_builder(
-    limits: &HttpLimits,
-) -> hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor> {
-    use hyper_util::rt::{TokioExecutor, TokioTimer};
-    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout)
-        // hyper's default lets each connection's read buffer grow to ~400 KiB for one head.
-        .max_buf_size(limits.header_bytes_max);
-    // HTTP/2 connections have no header timeout in hyper; pings find the peers that are gone.
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .max_header_list_size(u32::try_from(limits.header_bytes_max).unwrap_or(u32::MAX))
-        .max_concurrent_streams(limits.streams_per_connection_max)
-        .keep_alive_interval(Some(Duration::from_secs(30)))
-        .keep_alive_timeout(Duration::from_secs(20));
-    builder
+/// The HTTP/1 and HTTP/2 connection settings of the public port. The protocol is told apart
+/// once, by [`opened`] (or the TLS handshake), and the connection is served by that protocol's
+/// own hyper connection: hyper's automatic choice would read the first bytes again and hand
+/// HTTP/1 a head cut after them, which doubles every connection's read buffer to 16 KiB, and
+/// its connection future holds both protocols' state.
+struct HttpBuilders {
+    h1: hyper::server::conn::http1::Builder,
+    h2: hyper::server::conn::http2::Builder<hyper_util::rt::TokioExecutor>,
+}
+
+impl HttpBuilders {
+    fn new(limits: &HttpLimits) -> Self {
+        use hyper_util::rt::{TokioExecutor, TokioTimer};
+        let mut h1 = hyper::server::conn::http1::Builder::new();
+        h1.timer(TokioTimer::new())
+            .header_read_timeout(limits.header_read_timeout)
+            // hyper's default lets each connection's read buffer grow to ~400 KiB for one head.
+            .max_buf_size(limits.header_bytes_max);
+        // HTTP/2 connections have no header timeout in hyper; pings find the peers that are gone.
+        let mut h2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+        h2.timer(TokioTimer::new())
+            .max_header_list_size(u32::try_from(limits.header_bytes_max).unwrap_or(u32::MAX))
+            .max_concurrent_streams(limits.streams_per_connection_max)
+            .keep_alive_interval(Some(Duration::from_secs(30)))
+            .keep_alive_timeout(Duration::from_secs(20));
+        HttpBuilders { h1, h2 }
+    }
+
+    /// Serves one connection as [`serve_connection`] says, by HTTP/1 (with upgrades) or by
+    /// HTTP/2 (its larger state boxed, so that the many HTTP/1 connections' tasks stay small).
+    async fn serve<I, S>(
+        &self,
+        http1: bool,
+        io: I,
+        svc: S,
+        cancel: &CancellationToken,
+        idle: (InFlight, Duration),
+    ) where
+        I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+        S: hyper::service::Service<
+                hyper::Request<hyper::body::Incoming>,
+                Response = axum::response::Response,
+            > + Clone
+            + Send
+            + 'static,
+        S::Future: Send + 'static,
+        S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        if http1 {
+            let conn = self.h1.serve_connection(io, svc).with_upgrades();
+            serve_connection(conn, |c| c.graceful_shutdown(), cancel, idle).await
+        } else {
+            let conn = self.h2.serve_connection(io, svc);
+            Box::pin(serve_connection(conn, |c| c.graceful_shutdown(), cancel, idle)).await
+        }
+    }
 }
 
 /// A connection whose first bytes came within `within`: until they can no longer be the start
@@ -862,24 +897,12 @@ impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for JsonErrors<S> {
 /// Serves one connection until it ends, `cancel` fires, or it has made no progress for `idle.1`
 /// ([`InFlight::idle_for`]); then finishes its requests in flight (up to 10 s) and closes it,
 /// or, when answers in flight made no progress, closes it at once.
-async fn serve_connection<I, S>(
-    builder: &hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor>,
-    io: I,
-    svc: S,
+async fn serve_connection<C: std::future::Future>(
+    conn: C,
+    graceful_shutdown: impl FnOnce(std::pin::Pin<&mut C>),
     cancel: &CancellationToken,
     idle: (InFlight, Duration),
-) where
-    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
-    S: hyper::service::Service<
-            hyper::Request<hyper::body::Incoming>,
-            Response = axum::response::Response,
-        > + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    let conn = builder.serve_connection_with_upgrades(io, svc);
+) {
     tokio::pin!(conn);
     tokio::select! {
         _ = conn.as_mut() => return,
@@ -892,7 +915,7 @@ async fn serve_connection<I, S>(
             }
         }
     }
-    conn.as_mut().graceful_shutdown();
+    graceful_shutdown(conn.as_mut());
     let _ = tokio::time::timeout(Duration::from_secs(10), conn).await;
 }
 

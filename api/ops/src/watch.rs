@@ -177,7 +177,8 @@ pub async fn open(
                 st.present_at = tokio::time::Instant::now();
                 let _ = st.sluice.touch(&st.room, &st.src, Some(st.client));
             }
-            if let Some(err) = st.poll().await {
+            // Boxed: a read's state is held only while it runs, not by every idle stream.
+            if let Some(err) = Box::pin(st.poll()).await {
                 st.done = true;
                 return Some((Err(err), st));
             }

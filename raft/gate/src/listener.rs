@@ -557,6 +557,11 @@ impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Prefixed<S> {
             let n = (this.prefix.len() - this.at).min(buf.remaining());
             buf.put_slice(&this.prefix[this.at..this.at + n]);
             this.at += n;
+            if this.at == this.prefix.len() {
+                // Given out whole: its memory is not held for the connection's life.
+                this.prefix = Vec::new();
+                this.at = 0;
+            }
             return std::task::Poll::Ready(Ok(()));
         }
         std::pin::Pin::new(&mut this.inner).poll_read(cx, buf)
