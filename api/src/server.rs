@@ -647,27 +647,33 @@ async fn serve_http(
                         return;
                     };
                     let http1 = io.http1;
-                    builders.serve(http1, TokioIo::new(io), svc, &cancel, idle).await
+                    builders
+                        .serve(http1, TokioIo::new(io), svc, &cancel, idle)
+                        .await
                 }
                 // Boxed: TLS's state is on the heap of the connections that use it, not in
                 // every connection's task.
-                Some(acceptor) => Box::pin(async move {
-                    let handshake = tokio::time::timeout(
-                        header_timeout.min(TLS_HANDSHAKE_MAX),
-                        acceptor.accept(stream),
-                    );
-                    let Some(Ok(Ok(tls))) = cancel.run_until_cancelled(handshake).await else {
-                        return;
-                    };
-                    // The protocol is the one agreed in the handshake.
-                    let http1 = tls.get_ref().1.alpn_protocol() != Some(b"h2");
-                    let opened = cancel.run_until_cancelled(opened(tls, header_timeout));
-                    let Some(Some(io)) = opened.await else {
-                        return;
-                    };
-                    builders.serve(http1, TokioIo::new(io), svc, &cancel, idle).await
-                })
-                .await,
+                Some(acceptor) => {
+                    Box::pin(async move {
+                        let handshake = tokio::time::timeout(
+                            header_timeout.min(TLS_HANDSHAKE_MAX),
+                            acceptor.accept(stream),
+                        );
+                        let Some(Ok(Ok(tls))) = cancel.run_until_cancelled(handshake).await else {
+                            return;
+                        };
+                        // The protocol is the one agreed in the handshake.
+                        let http1 = tls.get_ref().1.alpn_protocol() != Some(b"h2");
+                        let opened = cancel.run_until_cancelled(opened(tls, header_timeout));
+                        let Some(Some(io)) = opened.await else {
+                            return;
+                        };
+                        builders
+                            .serve(http1, TokioIo::new(io), svc, &cancel, idle)
+                            .await
+                    })
+                    .await
+                }
             }
         });
     }
@@ -728,7 +734,13 @@ impl HttpBuilders {
             serve_connection(conn, |c| c.graceful_shutdown(), cancel, idle).await
         } else {
             let conn = self.h2.serve_connection(io, svc);
-            Box::pin(serve_connection(conn, |c| c.graceful_shutdown(), cancel, idle)).await
+            Box::pin(serve_connection(
+                conn,
+                |c| c.graceful_shutdown(),
+                cancel,
+                idle,
+            ))
+            .await
         }
     }
 }
