@@ -12,9 +12,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// The log filter for nodes under the harnesses: warnings, the state machine store's notes
-/// (snapshots built and installed), what the node holds at once (its start-up line), and none of openraft's per-heartbeat replication noise about
-/// peers that are down, which a fault run would otherwise fill its logs with.
-pub const NODE_LOG: &str = "warn,sluice_raft::sm_store=info,sluice_api::budget=info,openraft::replication=error,\
+/// (snapshots built and installed), what the node holds at once (its start-up line), and none
+/// of openraft's per-heartbeat replication noise about peers that are down, which a fault run
+/// would otherwise fill its logs with.
+pub const NODE_LOG: &str =
+    "warn,sluice_raft::sm_store=info,sluice_api::budget=info,openraft::replication=error,\
 openraft::engine::handler::replication_handler=error,openraft::core::heartbeat=error";
 
 /// Where one node listens: `host:port` for HTTP, gRPC and Raft.
