@@ -31,6 +31,49 @@ fn python(args: &[&str]) -> Value {
     serde_json::from_slice(&succeeded("python3", out)).unwrap()
 }
 
+/// The served OpenAPI document is valid OpenAPI 3.1 by a validator written by others (its
+/// coverage of the router's routes is checked next to the router, in `sluice-web`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openapi_document_passes_openapi_spec_validator() {
+    if !prerequisites(
+        "external::the_openapi_document_passes_openapi_spec_validator",
+        &[
+            Need::Program("python3"),
+            Need::PythonModule("openapi_spec_validator"),
+        ],
+    ) {
+        return;
+    }
+    let c = Cluster::start(1).await;
+    let doc = reqwest::get(c.node(1).url("/openapi.json"))
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("openapi.json");
+    std::fs::write(&file, &doc).unwrap();
+    let out = Command::new(program("python3"))
+        .args(["-m", "openapi_spec_validator"])
+        .arg(&file)
+        .output()
+        .expect("python3");
+    succeeded("openapi-spec-validator", out);
+    // And it fails a broken document (the validator is not a formality): a path parameter
+    // nobody declares.
+    let mut broken: Value = serde_json::from_slice(&doc).unwrap();
+    broken["paths"]["/nowhere/{x}"] =
+        serde_json::json!({"get": {"responses": {"200": {"description": "x"}}}});
+    std::fs::write(&file, serde_json::to_vec(&broken).unwrap()).unwrap();
+    let out = Command::new(program("python3"))
+        .args(["-m", "openapi_spec_validator"])
+        .arg(&file)
+        .output()
+        .expect("python3");
+    assert!(!out.status.success(), "a broken document passed");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_grpc_client_pyjwt_and_promtool() {
     if !prerequisites(

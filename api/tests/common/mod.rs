@@ -478,6 +478,7 @@ fn install_hint(need: Need) -> Option<(&'static str, &'static str)> {
                 "grpc_tools" => "grpcio-tools",
                 "grpc" => "grpcio",
                 "jwt" => "PyJWT",
+                "openapi_spec_validator" => "openapi-spec-validator",
                 other => other,
             },
         )),

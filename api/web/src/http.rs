@@ -912,6 +912,9 @@ pub struct LogQuery {
     pub limit: Option<u64>,
 }
 
+#[utoipa::path(get, path = "/metrics", tag = "operations",
+    responses((status = 200, description = "the node's metrics, Prometheus text format 0.0.4", content_type = "text/plain"), (status = 401), (status = 403)),
+    security(("bearer" = [])))]
 async fn metrics(State(app): AppState) -> Response {
     let body = crate::metrics::render(&app.metrics, &app.sluice, &app.auth);
     (
@@ -926,10 +929,16 @@ async fn metrics(State(app): AppState) -> Response {
 
 // ---- public endpoints --------------------------------------------------------------------
 
+/// `GET /healthz`: the process answers (liveness).
+#[utoipa::path(get, path = "/healthz", tag = "operations",
+    responses((status = 200, description = "`{\"status\": \"ok\"}`", content_type = "application/json")))]
 async fn healthz() -> Response {
     Json(serde_json::json!({"status": "ok"})).into_response()
 }
 
+/// `GET /readyz`: the node has recovered and knows a leader (readiness).
+#[utoipa::path(get, path = "/readyz", tag = "operations",
+    responses((status = 200, description = "`{\"status\": \"ready\"}`", content_type = "application/json"), (status = 503, description = "not ready: recovering, or no leader known")))]
 async fn readyz(State(app): AppState) -> Response {
     match app.sluice.ready() {
         Ok(()) => Json(serde_json::json!({"status": "ready"})).into_response(),
@@ -937,6 +946,9 @@ async fn readyz(State(app): AppState) -> Response {
     }
 }
 
+/// `GET /.well-known/jwks.json`: the public keys that admission tokens are signed with.
+#[utoipa::path(get, path = "/.well-known/jwks.json", tag = "operations",
+    responses((status = 200, description = "a JWK set (RFC 7517) of Ed25519 keys (`OKP`, `EdDSA`)", content_type = "application/json")))]
 async fn jwks(State(app): AppState) -> Response {
     (
         [(header::CACHE_CONTROL, "max-age=300")],
@@ -946,6 +958,8 @@ async fn jwks(State(app): AppState) -> Response {
 }
 
 /// The OpenAPI document, built and encoded once: anyone may ask for it, as often as they like.
+#[utoipa::path(get, path = "/openapi.json", tag = "operations",
+    responses((status = 200, description = "this document", content_type = "application/json")))]
 async fn openapi() -> Response {
     static DOC: std::sync::OnceLock<axum::body::Bytes> = std::sync::OnceLock::new();
     let doc = DOC.get_or_init(|| {
@@ -957,6 +971,8 @@ async fn openapi() -> Response {
 }
 
 /// `GET /assets/{name}`: the pages' scripts.
+#[utoipa::path(get, path = "/assets/{name}", tag = "pages", params(("name" = String, Path)),
+    responses((status = 200, description = "a script or style sheet of the pages"), (status = 404)))]
 async fn asset(Path(name): Path<String>) -> Response {
     match pages::ASSETS.iter().find(|(n, _)| *n == name) {
         Some((_, body)) => (
@@ -971,12 +987,16 @@ async fn asset(Path(name): Path<String>) -> Response {
     }
 }
 
+/// `GET /`: the node's landing page.
+#[utoipa::path(get, path = "/", tag = "pages", responses((status = 200, description = "HTML", content_type = "text/html")))]
 async fn landing(State(app): AppState) -> Html<String> {
     Html(pages::landing(app.demo_room.as_deref()))
 }
 
 /// `GET /demo`: the demo room's stand-in shop (`sluice dev` only), where an admitted visitor
 /// lands.
+#[utoipa::path(get, path = "/demo", tag = "pages",
+    responses((status = 200, description = "HTML: the demo room's stand-in shop", content_type = "text/html"), (status = 404, description = "no demo room on this node")))]
 async fn demo(State(app): AppState, headers: HeaderMap) -> Response {
     let Some(room) = app.demo_room.clone() else {
         return ApiError::new(Kind::NotFound, "not_found", "no demo room on this node").into_http();
@@ -995,6 +1015,9 @@ async fn demo(State(app): AppState, headers: HeaderMap) -> Response {
     r
 }
 
+/// `GET /wait/{room}`: the waiting page.
+#[utoipa::path(get, path = "/wait/{room}", tag = "pages", params(("room" = String, Path)),
+    responses((status = 200, description = "HTML: the waiting page", content_type = "text/html")))]
 async fn wait_page(
     State(app): AppState,
     Path(room): Path<String>,
@@ -1019,6 +1042,9 @@ async fn wait_page(
 }
 
 /// `POST /wait/{room}`: the waiting page's form (and script) joining the line.
+#[utoipa::path(post, path = "/wait/{room}", tag = "pages", params(("room" = String, Path)),
+    request_body(content_type = "application/x-www-form-urlencoded", description = "`altcha`, `identity`, `code` or a challenge provider's field"),
+    responses((status = 200, description = "HTML: the waiting page", content_type = "text/html"), (status = 303, description = "admitted: on to the site")))]
 async fn wait_join(
     State(app): AppState,
     Path(room): Path<String>,
@@ -1061,6 +1087,8 @@ async fn wait_join(
 }
 
 /// `GET /wait/{room}/bypass`: the form where staff give their browser a bypass token.
+#[utoipa::path(get, path = "/wait/{room}/bypass", tag = "pages", params(("room" = String, Path)),
+    responses((status = 200, description = "HTML: the staff bypass form", content_type = "text/html")))]
 async fn staff_page(
     Path(room): Path<String>,
     axum::extract::RawQuery(raw): axum::extract::RawQuery,
@@ -1078,6 +1106,9 @@ async fn staff_page(
 /// `POST /wait/{room}/bypass`: checks the token (signed for this room, not expired, not
 /// revoked, the room accepts staff tokens) and gives it to the browser as the room's bypass
 /// cookie, until it expires; then on to the site.
+#[utoipa::path(post, path = "/wait/{room}/bypass", tag = "pages", params(("room" = String, Path)),
+    request_body(content_type = "application/x-www-form-urlencoded", description = "`token`: a staff bypass token"),
+    responses((status = 303, description = "the bypass cookie set: on to the site"), (status = 403, description = "HTML: the form again, the token refused", content_type = "text/html")))]
 async fn staff_enter(
     State(app): AppState,
     Path(room): Path<String>,
@@ -1498,8 +1529,85 @@ pub fn router(app: Arc<App>) -> Router {
 
 #[cfg(test)]
 mod tests {
-    use super::{query_before_next, raw_next, HotRoute};
+    use super::{query_before_next, raw_next, ApiDoc, HotRoute};
     use axum::http::Method;
+    use utoipa::OpenApi;
+
+    /// The routes [`super::router`] serves, each with its methods, read from its source (axum
+    /// cannot list a router's routes): `any` stands for every method.
+    fn routes_served() -> Vec<(String, Vec<&'static str>)> {
+        let src = include_str!("http.rs");
+        let start = src.find("pub fn router(").expect("the router");
+        let body = &src[start..];
+        let body = &body[..body.find("\n}\n").expect("the router's end")];
+        let method_at = |call: &str, m: &str| {
+            call.match_indices(&format!("{m}(")).any(|(i, _)| {
+                !call[..i]
+                    .chars()
+                    .next_back()
+                    .is_some_and(|c| c.is_alphanumeric() || c == '_')
+            })
+        };
+        body.split(".route(")
+            .skip(1)
+            .map(|call| {
+                let call = call.trim_start();
+                let path = call
+                    .strip_prefix('"')
+                    .and_then(|r| r.split('"').next())
+                    .expect("a route's path is a literal");
+                let methods = ["get", "post", "put", "delete", "any"]
+                    .into_iter()
+                    .filter(|m| method_at(call, m))
+                    .collect();
+                (path.to_string(), methods)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_route_the_router_serves_is_in_the_openapi_document_and_no_other() {
+        let doc = ApiDoc::openapi();
+        let served = routes_served();
+        assert!(served.len() > 50, "{served:?}");
+        for (path, methods) in &served {
+            let item = doc
+                .paths
+                .paths
+                .get(path)
+                .unwrap_or_else(|| panic!("{path} is served but not in the OpenAPI document"));
+            assert!(!methods.is_empty(), "{path}: no method read");
+            for m in methods {
+                let documented = match *m {
+                    "get" | "any" => item.get.is_some(),
+                    "post" => item.post.is_some(),
+                    "put" => item.put.is_some(),
+                    "delete" => item.delete.is_some(),
+                    _ => unreachable!(),
+                };
+                assert!(documented, "{m} {path} is served but not documented");
+            }
+        }
+        for path in doc.paths.paths.keys() {
+            assert!(
+                served.iter().any(|(p, _)| p == path),
+                "{path} is documented but not served"
+            );
+        }
+        // The operations' names are unique, as OpenAPI asks.
+        let mut ids: Vec<String> = doc
+            .paths
+            .paths
+            .values()
+            .flat_map(|i| [&i.get, &i.post, &i.put, &i.delete])
+            .flatten()
+            .filter_map(|o| o.operation_id.clone())
+            .collect();
+        let n = ids.len();
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), n, "an operation id is used twice");
+    }
 
     #[test]
     fn hot_routes_are_the_router_paths_whose_room_needs_no_decoding() {
@@ -1573,7 +1681,11 @@ mod tests {
 #[openapi(
     info(title = "Sluice", description = "Virtual waiting room and admission coordinator", version = "1"),
     paths(join, challenge, status, heartbeat, leave, events, gate, put_room, get_room, delete_room, list_rooms, room_action, bypass_op, create_codes, list_codes, end_codes, origin_reports, queue, ledger, explain, draw,
-          put_pool, get_pool, list_pools, delete_pool, pool_action, cluster, add_learner, membership, digest, log, backup, audit_list),
+          put_pool, get_pool, list_pools, delete_pool, pool_action, cluster, add_learner, membership, digest, log, backup, audit_list,
+          healthz, readyz, metrics, jwks, openapi, landing, demo, asset, wait_page, wait_join, staff_page, staff_enter,
+          crate::admin::dashboard, crate::admin::login, crate::admin::logout, crate::admin::stats, crate::admin::create_room, crate::admin::action,
+          crate::admin::room::room, crate::admin::room::save_config, crate::admin::room::preview, crate::admin::room::history,
+          crate::admin::ledger::explain_page, crate::admin::pools::pools_page, crate::admin::pools::pool_action, crate::admin::audit::audit_page),
     components(schemas(VisitorReply, TicketBody, JoinBody, RoomConfigBody, BrandingBody, EntryBody, PowBody, ExternalChallengeBody, LineBody, OriginBody, BypassBody, BypassPathBody, BypassTokenBody, BypassTokenReply, BypassRevokeBody, CodesCreateBody, CodesCreatedBody, CodeBatchBody, CodeBatchList, LaneBody, LaneStatusBody, ProbeBody, OriginReportBody, OriginSampleBody, HealthChangeBody, OriginWindowBody, RoomBody, RoomList, TotalsBody, ModeBody, HealthBody,
         AdmitBody, RevokeBody, BanBody, SetNoticeBody, NoticeBody, CountReply, QueueReply, QueueEntryBody, PoolBody, PoolReply, PoolList, PoolRoom, AssignReply, PoolRoomBody,
         LearnerBody, MembershipBody, sluice_ops::audit::AuditEntry, sluice_ops::audit::AuditPage,

@@ -70,6 +70,7 @@ enum Listing {
 }
 
 /// `GET /admin/audit`.
+#[utoipa::path(get, path = "/admin/audit", tag = "dashboard", operation_id = "dashboard_audit_page", responses((status = 200, description = "HTML: the operator audit log (needs the session cookie)", content_type = "text/html")))]
 pub async fn audit_page(
     axum::extract::State(app): AppState,
     Query(v): Query<AuditView>,

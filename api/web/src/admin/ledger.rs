@@ -115,6 +115,7 @@ pub struct ExplainView {
 
 /// `GET /admin/rooms/{room}/explain?visitor=…`: a visitor's explanation, sentence by sentence
 /// with the log indexes that prove each, and the form to ask about another.
+#[utoipa::path(get, path = "/admin/rooms/{room}/explain", tag = "dashboard", operation_id = "dashboard_explain_page", params(("room" = String, Path)), responses((status = 200, description = "HTML: why a visitor is where they are (needs the session cookie)", content_type = "text/html")))]
 pub async fn explain_page(
     State(app): AppState,
     Path(room): Path<String>,

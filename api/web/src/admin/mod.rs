@@ -13,12 +13,12 @@
 //! only a fragment rendered from another template or constant markup is). The code here decides
 //! what a page shows, as plain values; the templates write the markup.
 
-mod audit;
+pub(crate) mod audit;
 mod config;
 mod form;
-mod ledger;
-mod pools;
-mod room;
+pub(crate) mod ledger;
+pub(crate) mod pools;
+pub(crate) mod room;
 
 pub use audit::audit_page;
 pub use ledger::explain_page;
@@ -302,6 +302,9 @@ impl<S: Send + Sync> FromRequest<S> for AdminForm {
 
 /// `POST /admin/login`: wrong tokens count towards the client's backoff, like every other
 /// operator credential (see [`sluice_ops::auth`]).
+#[utoipa::path(post, path = "/admin/login", tag = "dashboard", operation_id = "dashboard_login",
+    request_body(content_type = "application/x-www-form-urlencoded", description = "`token`: an operator token"),
+    responses((status = 303, description = "signed in: the session cookie set"), (status = 401, description = "HTML: the form again", content_type = "text/html"), (status = 429)))]
 pub async fn login(
     State(app): AppState,
     headers: HeaderMap,
@@ -370,6 +373,7 @@ pub async fn login(
 }
 
 /// `POST /admin/logout`: ends the session on every node, not just in this browser.
+#[utoipa::path(post, path = "/admin/logout", tag = "dashboard", operation_id = "dashboard_logout", responses((status = 303, description = "signed out; needs the dashboard's session cookie and a CSRF token; without a session, the sign-in page")))]
 pub async fn logout(State(app): AppState, headers: HeaderMap, AdminForm(f): AdminForm) -> Response {
     if let Some(s) = session(&app, &headers) {
         if !check_csrf(&app, &s, &f) {
@@ -468,6 +472,7 @@ struct NodeRow<'a> {
 }
 
 /// `GET /admin`: rooms and cluster, or the sign-in form.
+#[utoipa::path(get, path = "/admin", tag = "dashboard", operation_id = "dashboard_dashboard", responses((status = 200, description = "HTML: the rooms, or the sign-in form", content_type = "text/html")))]
 pub async fn dashboard(State(app): AppState, headers: HeaderMap) -> Response {
     let Some(s) = session(&app, &headers) else {
         return login_form(None).into_response();
@@ -522,6 +527,7 @@ fn node_rows(s: &sluice_ops::cluster::ClusterStatus) -> Vec<NodeRow<'_>> {
 }
 
 /// `GET /admin/stats.json`: what the charts draw.
+#[utoipa::path(get, path = "/admin/stats.json", tag = "dashboard", operation_id = "dashboard_stats", responses((status = 200, description = "the dashboard's figures for its charts (needs the session cookie)", content_type = "application/json"), (status = 401)))]
 pub async fn stats(State(app): AppState, headers: HeaderMap) -> Response {
     if session(&app, &headers).is_none() {
         return ApiError::unauthorized().into_http();
@@ -608,6 +614,7 @@ impl<'a> BatchRow<'a> {
 }
 
 /// `POST /admin/rooms`: create a room with default settings.
+#[utoipa::path(post, path = "/admin/rooms", tag = "dashboard", operation_id = "dashboard_create_room", request_body(content_type = "application/x-www-form-urlencoded"), responses((status = 303, description = "created: on to the room's page (needs the session cookie and CSRF token)")))]
 pub async fn create_room(
     State(app): AppState,
     headers: HeaderMap,
@@ -648,6 +655,7 @@ pub async fn create_room(
 /// `POST /admin/rooms/{room}/action`: pause, resume, health, admit, revoke, the notice, codes,
 /// staff tokens, delete. Done: the room's page (or, after a delete, the rooms) with the
 /// result, by redirect; refused: the room's page with the reason at the top.
+#[utoipa::path(post, path = "/admin/rooms/{room}/action", tag = "dashboard", operation_id = "dashboard_action", params(("room" = String, Path)), request_body(content_type = "application/x-www-form-urlencoded"), responses((status = 303, description = "done: back to the room's page (needs the session cookie and CSRF token)")))]
 pub async fn action(
     State(app): AppState,
     Path(room): Path<String>,

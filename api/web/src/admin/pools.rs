@@ -53,6 +53,7 @@ fn pools_html(
 }
 
 /// `GET /admin/pools`.
+#[utoipa::path(get, path = "/admin/pools", tag = "dashboard", operation_id = "dashboard_pools_page", responses((status = 200, description = "HTML: the pools (needs the session cookie)", content_type = "text/html")))]
 pub async fn pools_page(axum::extract::State(app): AppState, headers: HeaderMap) -> Response {
     let Some(s) = session(&app, &headers) else {
         return see_other("/admin");
@@ -63,6 +64,7 @@ pub async fn pools_page(axum::extract::State(app): AppState, headers: HeaderMap)
 
 /// `POST /admin/pools`: make or change a pool (`put`), or delete one (`delete`, its name typed
 /// again in `confirm_name`).
+#[utoipa::path(post, path = "/admin/pools", tag = "dashboard", operation_id = "dashboard_pool_action", request_body(content_type = "application/x-www-form-urlencoded"), responses((status = 303, description = "done: back to the pools (needs the session cookie and CSRF token)")))]
 pub async fn pool_action(
     axum::extract::State(app): AppState,
     headers: HeaderMap,

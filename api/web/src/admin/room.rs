@@ -334,6 +334,7 @@ impl SpanQuery {
 }
 
 /// `GET /admin/rooms/{room}`.
+#[utoipa::path(get, path = "/admin/rooms/{room}", tag = "dashboard", operation_id = "dashboard_room", params(("room" = String, Path)), responses((status = 200, description = "HTML: the room's page (needs the session cookie)", content_type = "text/html")))]
 pub async fn room(
     State(app): AppState,
     Path(room): Path<String>,
@@ -375,6 +376,7 @@ pub fn not_found(e: crate::error::ApiError) -> Response {
 
 /// `POST /admin/rooms/{room}/config`: save, or show the form again with the operator's input,
 /// every error at its field and in a summary at the top.
+#[utoipa::path(post, path = "/admin/rooms/{room}/config", tag = "dashboard", operation_id = "dashboard_save_config", params(("room" = String, Path)), request_body(content_type = "application/x-www-form-urlencoded"), responses((status = 303, description = "saved: back to the room's page"), (status = 400, description = "HTML: the form again, with what was wrong", content_type = "text/html")))]
 pub async fn save_config(
     State(app): AppState,
     Path(room): Path<String>,
@@ -498,6 +500,7 @@ struct PreviewBanner {
 
 /// `POST /admin/rooms/{room}/preview`: the waiting page with the form's branding, as a visitor
 /// in the middle of the line would see it; nothing is saved.
+#[utoipa::path(post, path = "/admin/rooms/{room}/preview", tag = "dashboard", operation_id = "dashboard_preview", params(("room" = String, Path)), request_body(content_type = "application/x-www-form-urlencoded"), responses((status = 200, description = "HTML: the waiting page as the form would make it, not saved", content_type = "text/html")))]
 pub async fn preview(
     State(app): AppState,
     Path(room): Path<String>,
@@ -547,6 +550,7 @@ pub async fn preview(
 }
 
 /// `GET /admin/rooms/{room}/history.json?span=15m|1h|1d`: what the charts draw.
+#[utoipa::path(get, path = "/admin/rooms/{room}/history.json", tag = "dashboard", operation_id = "dashboard_history", params(("room" = String, Path)), responses((status = 200, description = "the room's sampled figures for its charts (needs the session cookie)", content_type = "application/json")))]
 pub async fn history(
     State(app): AppState,
     Path(room): Path<String>,
