@@ -17,6 +17,147 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// Runs `tool args… file` on `text` written to a file of its own; whether it passed, and what
+/// it printed.
+fn checked(tool: &str, args: &[&str], name: &str, text: &str) -> (bool, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join(name);
+    std::fs::write(&file, text).unwrap();
+    let out = Command::new(program(tool))
+        .args(args)
+        .arg(&file)
+        .output()
+        .unwrap_or_else(|e| panic!("{tool}: {e}"));
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), said)
+}
+
+/// The Kubernetes manifests validate offline against the Kubernetes API's schemas
+/// (`kubernetes-validate --strict`: unknown fields refused too), and the compose file against the
+/// compose specification's schema (`check-jsonschema`); each tool refuses a broken copy, so the
+/// check is not a formality.
+#[test]
+fn the_kubernetes_manifests_and_the_compose_file_pass_their_schemas() {
+    if !prerequisites(
+        "deploy::the_kubernetes_manifests_and_the_compose_file_pass_their_schemas",
+        &[
+            Need::Program("kubernetes-validate"),
+            Need::Program("check-jsonschema"),
+        ],
+    ) {
+        return;
+    }
+    let k8s = std::fs::read_to_string(repo().join("deploy/k8s/sluice.yaml")).unwrap();
+    let validate = |text: &str| checked("kubernetes-validate", &["--strict"], "k8s.yaml", text);
+    let (ok, said) = validate(&k8s);
+    assert!(ok, "{said}");
+    for kind in ["statefulset", "service", "configmap", "networkpolicy"] {
+        assert!(
+            said.contains(&format!("resource {kind}/")),
+            "{kind}: {said}"
+        );
+    }
+    assert!(k8s.contains("replicas: 3"));
+    let (ok, said) = validate(&k8s.replace("replicas: 3", "replicas: three"));
+    assert!(!ok, "a broken manifest passed: {said}");
+    let (ok, said) = validate(&k8s.replace("  replicas: 3", "  replicas: 3\n  replicaz: 3"));
+    assert!(!ok, "an unknown field passed: {said}");
+
+    let compose = std::fs::read_to_string(repo().join("deploy/compose/compose.yaml")).unwrap();
+    let validate = |text: &str| {
+        checked(
+            "check-jsonschema",
+            &["--builtin-schema", "vendor.compose-spec"],
+            "compose.yaml",
+            text,
+        )
+    };
+    let (ok, said) = validate(&compose);
+    assert!(ok, "{said}");
+    let (ok, said) = validate(&compose.replacen("image:", "imagez:", 1));
+    assert!(!ok, "a broken compose file passed: {said}");
+}
+
+/// `log_format = "json"`: every line a node writes, from its start to its stop, warnings
+/// included, is one JSON object with its time, level, target and fields (a log collector needs
+/// no pattern for any of them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_logs_are_one_json_object_on_every_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let ports = BTreeMap::from([(1, (free_port(), free_port(), free_port()))]);
+    let path = dir.path().join("n1.toml");
+    // A bound the open files cannot hold: the node says so in a warning.
+    let extra = "log_format = \"json\"\n[limits]\nconnections_max = 1000000\n";
+    std::fs::write(&path, config(1, dir.path(), &ports, extra)).unwrap();
+    let log = dir.path().join("n1.log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["serve", "--config"])
+        .arg(&path)
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{}", ports[&1].0);
+    let http = reqwest::Client::new();
+    let ready = sluice_testkit::node::wait_ready(
+        &http,
+        BTreeMap::from([(1, url.clone())]),
+        Duration::from_secs(30),
+    )
+    .await;
+    if let Err(e) = ready {
+        let _ = child.kill();
+        panic!("{e}: {}", std::fs::read_to_string(&log).unwrap_or_default());
+    }
+    // Some answers, refused ones among them.
+    let r = http.get(format!("{url}/v1/rooms")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let r = http.get(format!("{url}/healthz")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    // Stopped as a service manager stops it; it must be gone within a deadline.
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the node did not stop within 30 s of SIGTERM");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(status.success(), "{status}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    assert!(lines.len() > 5, "{text}");
+    for l in &lines {
+        assert!(
+            l["timestamp"].is_string() && l["level"].is_string() && l["target"].is_string(),
+            "{l}"
+        );
+        assert!(l["fields"]["message"].is_string(), "{l}");
+    }
+    let said = |level: &str, words: &str| {
+        lines.iter().find(|l| {
+            l["level"] == level && l["fields"]["message"].as_str().unwrap().contains(words)
+        })
+    };
+    // Structured fields stay fields: the start-up budget line's figures are numbers.
+    let budget = said("WARN", "what this node holds at once").expect("the budget warning");
+    assert!(budget["fields"]["http_connections"].is_u64(), "{budget}");
+    assert!(said("INFO", "stopped").is_some(), "{text}");
+}
+
 /// The compose proxy configuration is the tested one (`nginx/sluice.conf`, which the browser
 /// test runs) but for its upstream addresses, server name and header comment; and nginx accepts
 /// it.

@@ -458,6 +458,10 @@ fn python_has(module: &str) -> bool {
 fn install_hint(need: Need) -> Option<(&'static str, &'static str)> {
     match need {
         Need::Root => None,
+        // The schema checkers come from PyPI.
+        Need::Program(name @ ("kubernetes-validate" | "check-jsonschema")) => {
+            Some(("python3 -m pip install", name))
+        }
         Need::Program(name) => Some((
             "apt-get install",
             match name {
