@@ -1230,3 +1230,76 @@ async fn grpc_behind_a_trusted_proxy_backs_off_the_client_not_the_proxy() {
         .await
         .expect("another client of the proxy is not held off");
 }
+
+/// `GET /v1/overview`: every room together, the rooms' own figures added up; the same on the
+/// dashboard's first page and in `/metrics`; a viewer reads it, nobody without a credential.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_overview_adds_every_room_up() {
+    let c = Cluster::start_with(1, &team()).await;
+    c.create_room("one", room_config(1)).await;
+    c.create_room("two", room_config(5)).await;
+    for _ in 0..3 {
+        c.join(1, "one", None).await;
+    }
+    c.join(1, "two", None).await;
+    let (s, rooms) = c
+        .admin(1, Method::GET, "/v1/rooms?consistent=true", None)
+        .await;
+    assert_eq!(s, StatusCode::OK, "{rooms}");
+    let rooms = rooms["rooms"].as_array().unwrap().clone();
+    let (s, o) = call(&c, VERA, Method::GET, "/v1/overview", None).await;
+    assert_eq!(s, StatusCode::OK, "{o}");
+    let sum = |get: &dyn Fn(&Value) -> &Value| -> u64 {
+        rooms.iter().map(|r| get(r).as_u64().unwrap()).sum()
+    };
+    assert_eq!(
+        (o["rooms"].as_u64(), o["open"].as_u64()),
+        (Some(2), Some(2))
+    );
+    // One admitted in each, two waiting for the first room's one place.
+    assert_eq!(
+        (o["waiting"].as_u64(), o["active"].as_u64()),
+        (Some(2), Some(2))
+    );
+    assert_eq!(o["waiting"].as_u64(), Some(sum(&|r| &r["waiting"])));
+    assert_eq!(o["active"].as_u64(), Some(sum(&|r| &r["active"])));
+    for f in [
+        "joined",
+        "admitted",
+        "left",
+        "abandoned",
+        "expired",
+        "revoked",
+    ] {
+        assert_eq!(
+            o["totals"][f].as_u64(),
+            Some(sum(&|r| &r["totals"][f])),
+            "{f}: {o}"
+        );
+    }
+    assert_eq!(o["totals"]["joined"], 4);
+
+    let anonymous = reqwest::get(c.node(1).url("/v1/overview")).await.unwrap();
+    assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED);
+
+    let metrics = c.metrics(1).await;
+    for line in [
+        "sluice_rooms 2",
+        "sluice_all_rooms_waiting 2",
+        "sluice_all_rooms_active 2",
+        "sluice_all_rooms_joined 4",
+        "sluice_all_rooms_admitted 2",
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line}: {metrics}");
+    }
+
+    let cookie = sign_in(&c, VERA).await;
+    let (s, home) = page(&c, &cookie, "/admin").await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(home.contains("All 2 rooms, 2 open"), "{home}");
+    assert!(home.contains("id=\"all-waiting\">2<"), "{home}");
+    assert!(
+        home.contains("In all rooms: 4 places handed out, 2 admitted"),
+        "{home}"
+    );
+}

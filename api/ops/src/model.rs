@@ -1105,6 +1105,50 @@ impl From<Totals> for TotalsBody {
     }
 }
 
+/// `GET /v1/overview`: every room together, as one node has applied them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct OverviewBody {
+    /// Rooms.
+    pub rooms: u64,
+    /// Rooms open now: their `opens_at` passed and their `closes_at` not.
+    pub open: u64,
+    /// Visitors waiting in line, in all rooms.
+    pub waiting: u64,
+    /// Admitted sessions active, in all rooms.
+    pub active: u64,
+    /// Admissions in the last minute, in all rooms.
+    pub admitted_last_minute: u64,
+    /// The rooms' totals added up (a room deleted takes its own with it).
+    pub totals: TotalsBody,
+    /// Log index this was read at.
+    pub applied_index: u64,
+}
+
+impl OverviewBody {
+    /// `rooms` added up, read at `applied_index`.
+    pub fn of(rooms: &[RoomView], applied_index: u64) -> Self {
+        let mut t = Totals::default();
+        for r in rooms {
+            t.joined += r.totals.joined;
+            t.admitted += r.totals.admitted;
+            t.left += r.totals.left;
+            t.abandoned += r.totals.abandoned;
+            t.expired += r.totals.expired;
+            t.revoked += r.totals.revoked;
+        }
+        let sum = |f: fn(&RoomView) -> u64| rooms.iter().map(f).sum();
+        OverviewBody {
+            rooms: rooms.len() as u64,
+            open: rooms.iter().filter(|r| r.open && !r.closed).count() as u64,
+            waiting: sum(|r| r.waiting),
+            active: sum(|r| r.active),
+            admitted_last_minute: sum(|r| r.admitted_last_minute),
+            totals: t.into(),
+            applied_index,
+        }
+    }
+}
+
 /// A room.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct RoomBody {

@@ -3,10 +3,16 @@
 //! do that), and a node that cannot read answers with the plain default.
 
 use crate::core::Sluice;
-use crate::model::CodeBatchBody;
+use crate::model::{CodeBatchBody, OverviewBody};
 use sluice_statemachine::{EntryPolicy, RoomView};
 
 impl Sluice {
+    /// `GET /v1/overview`: every room together, as this node has applied them.
+    pub fn overview(&self) -> Result<OverviewBody, crate::error::ApiError> {
+        let (rooms, i) = self.node.read(|st| st.sm.rooms())?;
+        Ok(OverviewBody::of(&rooms, i))
+    }
+
     /// Every room, as this node has applied it (none while it cannot read).
     pub fn rooms_here(&self) -> Vec<RoomView> {
         self.node

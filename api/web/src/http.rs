@@ -519,6 +519,14 @@ async fn list_rooms(State(app): AppState, Query(q): Query<ReadQuery>) -> Respons
     )
 }
 
+/// `GET /v1/overview`: every room together: how many, how many open, who waits and who is
+/// inside in all of them, and their totals added up, as this node has applied them.
+#[utoipa::path(get, path = "/v1/overview",
+    responses((status = 200, body = OverviewBody), (status = 401), (status = 403)), security(("bearer" = [])))]
+async fn overview(State(app): AppState) -> Response {
+    respond(app.sluice.overview())
+}
+
 /// Operator actions: `pause`, `resume`, `mode`, `health`, `admit`, `revoke`, `ban`, `unban`,
 /// `notice` (a message shown live to everyone in line).
 #[utoipa::path(post, path = "/v1/rooms/{room}/{action}",
@@ -1429,6 +1437,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route_layer(middleware::from_fn_with_state(app.clone(), rate_limit));
     let operator = Router::new()
         .route("/v1/rooms", get(list_rooms))
+        .route("/v1/overview", get(overview))
         .route(
             "/v1/rooms/{room}",
             get(get_room).put(put_room).delete(delete_room),
@@ -1681,12 +1690,12 @@ mod tests {
 #[openapi(
     info(title = "Sluice", description = "Virtual waiting room and admission coordinator", version = "1"),
     paths(join, challenge, status, heartbeat, leave, events, gate, put_room, get_room, delete_room, list_rooms, room_action, bypass_op, create_codes, list_codes, end_codes, origin_reports, queue, ledger, explain, draw,
-          put_pool, get_pool, list_pools, delete_pool, pool_action, cluster, add_learner, membership, digest, log, backup, audit_list,
+          put_pool, get_pool, list_pools, delete_pool, pool_action, cluster, add_learner, membership, digest, log, backup, audit_list, overview,
           healthz, readyz, metrics, jwks, openapi, landing, demo, asset, wait_page, wait_join, staff_page, staff_enter,
           crate::admin::dashboard, crate::admin::login, crate::admin::logout, crate::admin::stats, crate::admin::create_room, crate::admin::action,
           crate::admin::room::room, crate::admin::room::save_config, crate::admin::room::preview, crate::admin::room::history,
           crate::admin::ledger::explain_page, crate::admin::pools::pools_page, crate::admin::pools::pool_action, crate::admin::audit::audit_page),
-    components(schemas(VisitorReply, TicketBody, JoinBody, RoomConfigBody, BrandingBody, EntryBody, PowBody, ExternalChallengeBody, LineBody, OriginBody, BypassBody, BypassPathBody, BypassTokenBody, BypassTokenReply, BypassRevokeBody, CodesCreateBody, CodesCreatedBody, CodeBatchBody, CodeBatchList, LaneBody, LaneStatusBody, ProbeBody, OriginReportBody, OriginSampleBody, HealthChangeBody, OriginWindowBody, RoomBody, RoomList, TotalsBody, ModeBody, HealthBody,
+    components(schemas(VisitorReply, OverviewBody, TicketBody, JoinBody, RoomConfigBody, BrandingBody, EntryBody, PowBody, ExternalChallengeBody, LineBody, OriginBody, BypassBody, BypassPathBody, BypassTokenBody, BypassTokenReply, BypassRevokeBody, CodesCreateBody, CodesCreatedBody, CodeBatchBody, CodeBatchList, LaneBody, LaneStatusBody, ProbeBody, OriginReportBody, OriginSampleBody, HealthChangeBody, OriginWindowBody, RoomBody, RoomList, TotalsBody, ModeBody, HealthBody,
         AdmitBody, RevokeBody, BanBody, SetNoticeBody, NoticeBody, CountReply, QueueReply, QueueEntryBody, PoolBody, PoolReply, PoolList, PoolRoom, AssignReply, PoolRoomBody,
         LearnerBody, MembershipBody, sluice_ops::audit::AuditEntry, sluice_ops::audit::AuditPage,
         LedgerPageBody, LedgerRecordBody, DrawBody, DrawStatusBody, ExplainedState, ExplanationBody, SentenceBody, PlaceBody, AdmissionBody, EndBody, AdmissionGroupBody, AdmittedBetweenBody)),

@@ -210,6 +210,63 @@ fn render_rooms(w: &mut String, sluice: &Sluice) {
             let _ = writeln!(w, "{name}{{room=\"{}\"}} {}", esc(&r.name), get(r));
         }
     }
+    // All rooms together, for a scraper that keeps no series per room. Gauges, not counters:
+    // a room deleted takes its totals with it, and a counter must never fall.
+    let all = sluice_ops::model::OverviewBody::of(&rooms, 0);
+    let t = &all.totals;
+    let together: [(&str, &str, u64); 11] = [
+        ("sluice_rooms", "Rooms.", all.rooms),
+        ("sluice_rooms_open", "Rooms open now.", all.open),
+        (
+            "sluice_all_rooms_waiting",
+            "Visitors waiting in line, in all rooms.",
+            all.waiting,
+        ),
+        (
+            "sluice_all_rooms_active",
+            "Admitted sessions active, in all rooms.",
+            all.active,
+        ),
+        (
+            "sluice_all_rooms_admit_rate_per_minute",
+            "Admissions in the last minute, in all rooms.",
+            all.admitted_last_minute,
+        ),
+        (
+            "sluice_all_rooms_joined",
+            "Places handed out by the rooms there are.",
+            t.joined,
+        ),
+        (
+            "sluice_all_rooms_admitted",
+            "Admissions by the rooms there are.",
+            t.admitted,
+        ),
+        (
+            "sluice_all_rooms_left",
+            "Visitors who left the rooms there are.",
+            t.left,
+        ),
+        (
+            "sluice_all_rooms_expired",
+            "Sessions ended by TTL in the rooms there are.",
+            t.expired,
+        ),
+        (
+            "sluice_all_rooms_abandoned",
+            "Waiters who stopped checking in, in the rooms there are.",
+            t.abandoned,
+        ),
+        (
+            "sluice_all_rooms_revoked",
+            "Visitors removed by operators from the rooms there are.",
+            t.revoked,
+        ),
+    ];
+    for (name, help, v) in together {
+        header(w, name, help, "gauge");
+        let _ = writeln!(w, "{name} {v}");
+    }
 }
 
 /// The node's Raft position, then its followers' (see [`render_raft_followers`]).

@@ -450,6 +450,8 @@ struct Dashboard<'a> {
     token: &'a str,
     flash: Option<String>,
     rooms: Vec<RoomRow<'a>>,
+    /// Every room together (the list above may be one page of them).
+    all: sluice_ops::model::OverviewBody,
     can_act: bool,
     cluster: &'a sluice_ops::cluster::ClusterStatus,
     nodes: Vec<NodeRow<'a>>,
@@ -487,7 +489,12 @@ pub async fn dashboard(State(app): AppState, headers: HeaderMap) -> Response {
         .unwrap_or_default();
     let now = now(&app);
     let cluster = app.sluice.cluster();
+    let all = app
+        .sluice
+        .overview()
+        .unwrap_or_else(|_| sluice_ops::model::OverviewBody::of(&[], 0));
     render(&Dashboard {
+        all,
         title: "Dashboard",
         who: &s,
         token: &token,
