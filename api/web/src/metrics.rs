@@ -29,7 +29,7 @@ pub fn render(metrics: &Metrics, sluice: &Sluice, auth: &sluice_ops::auth::Opera
 fn render_webhooks(metrics: &Metrics, w: &mut String) {
     use std::sync::atomic::Ordering::Relaxed;
     let h = &metrics.webhooks;
-    for (name, help, v) in [
+    unlabelled(w, "counter", [
         (
             "sluice_webhook_deliveries_total",
             "Webhook events delivered (answered 2xx) by this node.",
@@ -50,10 +50,7 @@ fn render_webhooks(metrics: &Metrics, w: &mut String) {
             "Stretches of the log after a webhook's position that this leader holds no ledger records of (it caught up by a snapshot): their events are not delivered.",
             h.gaps.load(Relaxed),
         ),
-    ] {
-        header(w, name, help, "counter");
-        let _ = writeln!(w, "{name} {v}");
-    }
+    ]);
 }
 
 /// Requests and latencies by method, route and status.
@@ -263,56 +260,54 @@ fn render_rooms(w: &mut String, sluice: &Sluice) {
             t.revoked,
         ),
     ];
-    for (name, help, v) in together {
-        header(w, name, help, "gauge");
-        let _ = writeln!(w, "{name} {v}");
-    }
+    unlabelled(w, "gauge", together);
 }
 
 /// The node's Raft position, then its followers' (see [`render_raft_followers`]).
 fn render_raft(w: &mut String, sluice: &Sluice) {
     let s = sluice.cluster();
-    for (name, help, v) in [
-        ("sluice_raft_term", "Current Raft term.", s.term),
-        (
-            "sluice_raft_leader_id",
-            "Id of the known leader (0: none).",
-            s.leader.unwrap_or(0),
-        ),
-        (
-            "sluice_raft_is_leader",
-            "1 on the leader.",
-            (s.leader == Some(s.id)) as u64,
-        ),
-        (
-            "sluice_raft_last_log_index",
-            "Last log index on this node.",
-            s.last_log_index,
-        ),
-        (
-            "sluice_raft_commit_index",
-            "Highest index known committed.",
-            s.committed_index,
-        ),
-        (
-            "sluice_raft_applied_index",
-            "Highest index applied here.",
-            s.applied_index,
-        ),
-        (
-            "sluice_raft_snapshot_index",
-            "Index of the last snapshot.",
-            s.snapshot_index,
-        ),
-        (
-            "sluice_ready",
-            "1 when this node serves reads.",
-            s.ready as u64,
-        ),
-    ] {
-        header(w, name, help, "gauge");
-        let _ = writeln!(w, "{name} {v}");
-    }
+    unlabelled(
+        w,
+        "gauge",
+        [
+            ("sluice_raft_term", "Current Raft term.", s.term),
+            (
+                "sluice_raft_leader_id",
+                "Id of the known leader (0: none).",
+                s.leader.unwrap_or(0),
+            ),
+            (
+                "sluice_raft_is_leader",
+                "1 on the leader.",
+                (s.leader == Some(s.id)) as u64,
+            ),
+            (
+                "sluice_raft_last_log_index",
+                "Last log index on this node.",
+                s.last_log_index,
+            ),
+            (
+                "sluice_raft_commit_index",
+                "Highest index known committed.",
+                s.committed_index,
+            ),
+            (
+                "sluice_raft_applied_index",
+                "Highest index applied here.",
+                s.applied_index,
+            ),
+            (
+                "sluice_raft_snapshot_index",
+                "Index of the last snapshot.",
+                s.snapshot_index,
+            ),
+            (
+                "sluice_ready",
+                "1 when this node serves reads.",
+                s.ready as u64,
+            ),
+        ],
+    );
     render_raft_followers(w, sluice, &s);
 }
 
@@ -478,10 +473,7 @@ fn render_defences(
             node.connections_refused,
         ),
     ];
-    for (name, help, v) in counters {
-        header(w, name, help, "counter");
-        let _ = writeln!(w, "{name} {v}");
-    }
+    unlabelled(w, "counter", counters);
     header(
         w,
         "sluice_operators_config_info",
@@ -527,6 +519,18 @@ fn render_defences(
                 kind.as_str()
             );
         }
+    }
+}
+
+/// Unlabelled series of one kind (`counter`, `gauge`), each after its header.
+fn unlabelled<'a>(
+    w: &mut String,
+    kind: &str,
+    series: impl IntoIterator<Item = (&'a str, &'a str, u64)>,
+) {
+    for (name, help, v) in series {
+        header(w, name, help, kind);
+        let _ = writeln!(w, "{name} {v}");
     }
 }
 
