@@ -31,6 +31,8 @@ use serde::{Deserialize, Serialize};
 pub const POLICY_VERSION: u8 = 1;
 /// Longest encoded policy or evidence accepted.
 pub const ENCODED_POLICY_BYTES_MAX: usize = 8_192;
+/// Most origins a room may hand admitted visitors to.
+pub const HANDOFF_ORIGINS_MAX: usize = 8;
 /// Largest `places_per_client_max`.
 pub const PLACES_PER_CLIENT_MAX: u64 = 1_000_000;
 /// Longest `first_use_ttl_secs` (a day).
@@ -205,6 +207,10 @@ pub struct EntryPolicy {
     /// The waiting page's text colour, `#rrggbb` (`None`: near-black). Kept here, not in the
     /// room's branding, so that the configuration's log encoding stays as it was.
     pub text_color: Option<String>,
+    /// The other sites' origins (`https://shop.example.com`, exact) an admitted visitor may be
+    /// sent to with a single-use admission token in the URL, for an application that checks
+    /// admissions itself rather than behind a proxy (empty: only paths of this site).
+    pub handoff_origins: Vec<String>,
 }
 
 impl Default for EntryPolicy {
@@ -228,6 +234,7 @@ impl Default for EntryPolicy {
             grace_secs: None,
             after_url: None,
             text_color: None,
+            handoff_origins: Vec::new(),
         }
     }
 }
@@ -256,6 +263,21 @@ impl EntryPolicy {
         crate::types::validate_color("branding.text_color", &self.text_color)?;
         if let Some(url) = &self.after_url {
             crate::types::validate_url("line.after_url", url)?;
+        }
+        if self.handoff_origins.len() > HANDOFF_ORIGINS_MAX {
+            return Err(Rejection::invalid(
+                "line.handoff_origins",
+                format!("at most {HANDOFF_ORIGINS_MAX} origins"),
+            ));
+        }
+        for (i, o) in self.handoff_origins.iter().enumerate() {
+            crate::types::validate_origin("line.handoff_origins", o)?;
+            if self.handoff_origins[..i].contains(o) {
+                return Err(Rejection::invalid(
+                    "line.handoff_origins",
+                    format!("{o} is listed twice"),
+                ));
+            }
         }
         if self
             .grace_secs
@@ -397,6 +419,30 @@ fn encode_versioned<T: Serialize>(v: &T) -> Vec<u8> {
     postcard::to_extend(v, vec![POLICY_VERSION]).expect("encoding into a Vec cannot fail")
 }
 
+/// Fields appended to [`EntryPolicy`] and [`JoinEvidence`] since their version 1 was first
+/// written, at most: an encoding that ends before them decodes with them at their defaults.
+const APPENDED_FIELDS_MAX: usize = 3;
+
+/// Decodes the postcard encoding `rest` of `T`. An encoding written before fields were appended
+/// to `T` ends early; it decodes with each missing field at its default, which every appended
+/// field encodes as one zero byte (`None`, an empty list, `false`, 0): that is the rule for
+/// appending a field.
+fn take_appended<T: serde::de::DeserializeOwned>(rest: &[u8]) -> Result<(T, usize), DecodeError> {
+    let mut padded = None::<Vec<u8>>;
+    loop {
+        let bytes = padded.as_deref().unwrap_or(rest);
+        match postcard::take_from_bytes::<T>(bytes) {
+            Ok((v, tail)) => return Ok((v, tail.len())),
+            Err(postcard::Error::DeserializeUnexpectedEnd)
+                if padded.as_ref().map_or(0, |p| p.len() - rest.len()) < APPENDED_FIELDS_MAX =>
+            {
+                padded.get_or_insert_with(|| rest.to_vec()).push(0);
+            }
+            Err(e) => return Err(DecodeError::Malformed(e.to_string())),
+        }
+    }
+}
+
 fn decode_versioned<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeError> {
     if bytes.len() > ENCODED_POLICY_BYTES_MAX {
         return Err(DecodeError::TooLarge(format!("{} bytes", bytes.len())));
@@ -404,13 +450,9 @@ fn decode_versioned<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, D
     match bytes.split_first() {
         None => Err(DecodeError::Empty),
         Some((&POLICY_VERSION, rest)) => {
-            let (v, tail) = postcard::take_from_bytes(rest)
-                .map_err(|e| DecodeError::Malformed(e.to_string()))?;
-            if !tail.is_empty() {
-                return Err(DecodeError::Malformed(format!(
-                    "{} trailing bytes",
-                    tail.len()
-                )));
+            let (v, tail) = take_appended(rest)?;
+            if tail != 0 {
+                return Err(DecodeError::Malformed(format!("{tail} trailing bytes")));
             }
             Ok(v)
         }
@@ -471,6 +513,10 @@ mod tests {
             grace_secs: Some(300),
             after_url: Some("https://shop.example/sold-out".into()),
             text_color: Some("#f5f5f5".into()),
+            handoff_origins: vec![
+                "https://shop.example".into(),
+                "http://localhost:8081".into(),
+            ],
         };
         assert_eq!(p.encode().decode().unwrap(), p);
         let e = JoinEvidence {
@@ -588,14 +634,21 @@ mod tests {
             grace_secs: None,
             after_url: None,
             text_color: None,
+            handoff_origins: Vec::new(),
         };
-        assert_eq!(
-            p.encode().0,
-            vec![
-                1, 1, 60, 0, 0, 32, 64, 1, 0xac, 0x02, 2, 0, 0xac, 0x02, 0, 0, 0, 0, 1, 1, 0, 0, 0,
-                0, 1, 0, 0, 0, 0, 0
-            ]
-        );
+        let golden = vec![
+            1, 1, 60, 0, 0, 32, 64, 1, 0xac, 0x02, 2, 0, 0xac, 0x02, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0,
+            1, 0, 0, 0, 0, 0, 0,
+        ];
+        assert_eq!(p.encode().0, golden);
+        // Written before `text_color` and `handoff_origins` were appended: decodes with them
+        // at their defaults; one byte fewer than the fields' start is malformed.
+        for missing in 1..=2 {
+            let older = EncodedPolicy(golden[..golden.len() - missing].to_vec());
+            assert_eq!(older.decode().unwrap(), p, "{missing} fields missing");
+        }
+        let cut = EncodedPolicy(golden[..golden.len() - 1 - APPENDED_FIELDS_MAX].to_vec());
+        assert!(cut.decode().is_err(), "cut before the appended fields");
         let e = JoinEvidence {
             client: Some(ClientKey([1; 16])),
             challenge: None,

@@ -322,6 +322,84 @@ pub fn validate_url(field: &'static str, url: &str) -> Result<(), Rejection> {
     }
 }
 
+/// Longest origin a room may hand visitors to.
+pub const ORIGIN_LEN_MAX: usize = 200;
+
+/// Checks a web origin as a browser serializes it: `https://host` or `https://host:port`, the
+/// host in lower case (an internationalized name in its `xn--` form, an IPv6 address in
+/// brackets), no default port, no path, user or query. Plain `http` only for this machine
+/// (`localhost`, `127.0.0.1`, `[::1]`): a token in a URL must not cross a network in clear.
+pub fn validate_origin(field: &'static str, origin: &str) -> Result<(), Rejection> {
+    let bad = |why: &str| Err(Rejection::invalid(field, format!("{origin:?}: {why}")));
+    if origin.len() > ORIGIN_LEN_MAX {
+        return bad(&format!("longer than {ORIGIN_LEN_MAX} bytes"));
+    }
+    let (secure, rest) = if let Some(r) = origin.strip_prefix("https://") {
+        (true, r)
+    } else if let Some(r) = origin.strip_prefix("http://") {
+        (false, r)
+    } else {
+        return bad("must start with https:// (or http:// for this machine)");
+    };
+    let (host, port) = match rest.strip_prefix('[') {
+        Some(v6) => {
+            let Some((addr, after)) = v6.split_once(']') else {
+                return bad("an IPv6 address needs its closing bracket");
+            };
+            let v6_ok = !addr.is_empty()
+                && addr
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b) || b == b':');
+            if !v6_ok {
+                return bad("not an IPv6 address in lower case");
+            }
+            let port = match after {
+                "" => None,
+                a => match a.strip_prefix(':') {
+                    Some(p) => Some(p),
+                    None => return bad("only a port may follow the host"),
+                },
+            };
+            (&rest[..addr.len() + 2], port)
+        }
+        None => match rest.split_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (rest, None),
+        },
+    };
+    let name_ok = |h: &str| {
+        !h.is_empty()
+            && h.len() <= 253
+            && h.split('.').all(|label| {
+                !label.is_empty()
+                    && label.len() <= 63
+                    && !label.starts_with('-')
+                    && !label.ends_with('-')
+                    && label
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            })
+    };
+    if !host.starts_with('[') && !name_ok(host) {
+        return bad(
+            "the host must be a name or address in lower case, with nothing after it but a port",
+        );
+    }
+    if let Some(p) = port {
+        let n: u16 = match p.parse() {
+            Ok(n) if n > 0 && !p.starts_with('0') => n,
+            _ => return bad("the port must be a number from 1 to 65535"),
+        };
+        if n == if secure { 443 } else { 80 } {
+            return bad("write it without its default port, as browsers do");
+        }
+    }
+    if !secure && !matches!(host, "localhost" | "127.0.0.1" | "[::1]") {
+        return bad("must use https:// (plain http only for localhost)");
+    }
+    Ok(())
+}
+
 impl RoomConfig {
     /// Checks every field; the rejection names the first field that is wrong.
     pub fn validate(&self) -> Result<(), Rejection> {
@@ -418,6 +496,56 @@ mod tests {
         for bad in ["", "-a", "A", "a_b", "a b", "é", &"a".repeat(65)] {
             let err = validate_name("room", bad).unwrap_err();
             assert_eq!(err.field(), Some("room"), "{bad}");
+        }
+    }
+
+    /// Only an origin as a browser writes it is taken: a host that could hide another
+    /// (`@`, a path, a trailing dot or slash), a default port, or plain http across a network
+    /// never matches, so it is refused when set.
+    #[test]
+    fn origins_are_taken_only_as_browsers_write_them() {
+        for ok in [
+            "https://shop.example.com",
+            "https://shop.example.com:8443",
+            "https://xn--bcher-kva.example",
+            "https://10.0.0.7",
+            "https://[2001:db8::1]:8443",
+            "http://localhost:8081",
+            "http://127.0.0.1:3000",
+            "http://[::1]:3000",
+        ] {
+            assert!(validate_origin("o", ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "shop.example.com",
+            "https://",
+            "https://Shop.example.com",
+            "https://shop.example.com/",
+            "https://shop.example.com/path",
+            "https://shop.example.com.",
+            "https://user@shop.example.com",
+            "https://shop.example.com?x=1",
+            "https://shop.example.com#x",
+            "https://shop.example.com:443",
+            "http://localhost:80",
+            "https://shop.example.com:0",
+            "https://shop.example.com:65536",
+            "https://shop.example.com:08443",
+            "https://shop.example.com:",
+            "https://-shop.example.com",
+            "https://shop..example.com",
+            "https://[2001:DB8::1]",
+            "https://[::1]x",
+            "https://[::1",
+            "http://shop.example.com",
+            "http://10.0.0.7:8080",
+            "javascript://x",
+            "https://b\u{fc}cher.example",
+            &format!("https://{}.example", "a".repeat(ORIGIN_LEN_MAX)),
+        ] {
+            let e = validate_origin("line.handoff_origins", bad).unwrap_err();
+            assert_eq!(e.field(), Some("line.handoff_origins"), "{bad}");
         }
     }
 

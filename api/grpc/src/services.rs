@@ -236,6 +236,7 @@ fn config_to_pb(c: &RoomConfigBody) -> pb::RoomConfig {
             show_positions: Some(c.line.show_positions),
             status_reads_per_sec: c.line.status_reads_per_sec,
             after_url: c.line.after_url.clone(),
+            handoff_origins: c.line.handoff_origins.clone(),
         }),
         origin: c.origin.as_ref().map(|o| pb::Origin {
             probe: o.probe.as_ref().map(|p| pb::Probe {
@@ -338,6 +339,7 @@ fn line_from_pb(l: Option<pb::Line>) -> LineBody {
         show_positions: l.show_positions.unwrap_or(true),
         status_reads_per_sec: l.status_reads_per_sec,
         after_url: l.after_url,
+        handoff_origins: l.handoff_origins,
     }
 }
 

@@ -455,6 +455,13 @@ pub struct LineBody {
     /// event): an `http(s)` URL or an absolute path; absent: only back to the site.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub after_url: Option<String>,
+    /// Other sites an admitted visitor may be sent to, by exact origin
+    /// (`https://shop.example.com`; at most 8; plain `http` only for localhost): the waiting
+    /// page's `next` may then be a URL there, and the visitor arrives with a single-use
+    /// admission token in its `sluice_token` parameter, which the application checks against
+    /// the JWKS (its `origin` claim names the site). Empty: only paths of this site.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub handoff_origins: Vec<String>,
 }
 
 impl Default for LineBody {
@@ -470,6 +477,7 @@ impl From<&LineRule> for LineBody {
             show_positions: r.show_positions,
             status_reads_per_sec: r.status_reads_per_sec,
             after_url: None,
+            handoff_origins: Vec::new(),
         }
     }
 }
@@ -899,6 +907,7 @@ impl EntryBody {
             // From the line's and the branding's parts of the configuration (`put_room`).
             after_url: None,
             text_color: None,
+            handoff_origins: Vec::new(),
         }
     }
 }
@@ -1212,6 +1221,7 @@ impl RoomBody {
         config.entry = EntryBody::from(policy);
         config.line = LineBody::from(&policy.line);
         config.line.after_url = policy.after_url.clone();
+        config.line.handoff_origins = policy.handoff_origins.clone();
         config.branding.text_color = policy.text_color.clone();
         config.origin = policy.origin.as_ref().map(OriginBody::from);
         config.bypass = BypassBody::from(&policy.bypass);

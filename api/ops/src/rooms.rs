@@ -131,6 +131,7 @@ impl Sluice {
         let mut policy = body.entry.to_policy();
         policy.line = body.line.to_rule();
         policy.after_url = body.line.after_url.clone();
+        policy.handoff_origins = body.line.handoff_origins.clone();
         policy.text_color = body.branding.text_color.clone();
         policy.origin = body
             .origin

@@ -234,7 +234,18 @@ pub struct AdmissionClaims {
     /// The token's own id (random, 32 hex digits), for an origin that keeps a list of tokens
     /// it has seen.
     pub jti: String,
+    /// Only in a token handed to another site ([`JwtKeys::handoff`]): that site's origin, which
+    /// must be the checker's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
+    /// Only in a token handed to another site: when the session ends as of issue, unix
+    /// seconds (the site's own session should end no later).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_exp: Option<u64>,
 }
+
+/// Longest a token handed to another site lives: it only has to survive one redirect.
+pub const HANDOFF_TOKEN_TTL_SECS: u64 = 60;
 
 /// The Ed25519 key that signs admission tokens, and the other keys the JWKS publishes.
 #[derive(Clone)]
@@ -377,19 +388,56 @@ impl JwtKeys {
         iat: u64,
         session_exp: u64,
     ) -> String {
+        let claims = self.claims(room, visitor, seq, iat, self.expiry(iat, session_exp));
+        self.sign(&claims)
+    }
+
+    /// A token for a visitor sent to the site at `origin` (one of the room's handoff origins):
+    /// the claims of an admission token with `origin` and `session_exp` besides, expiring
+    /// [`HANDOFF_TOKEN_TTL_SECS`] after `iat` or with the session if sooner. The site takes it
+    /// once (by `jti`) and keeps its own session from then on.
+    pub fn handoff(
+        &self,
+        room: &str,
+        visitor: VisitorId,
+        seq: u64,
+        iat: u64,
+        session_exp: u64,
+        origin: &str,
+    ) -> String {
+        let exp = session_exp.min(iat.saturating_add(HANDOFF_TOKEN_TTL_SECS));
+        let mut claims = self.claims(room, visitor, seq, iat, exp);
+        claims.origin = Some(origin.to_string());
+        claims.session_exp = Some(session_exp);
+        self.sign(&claims)
+    }
+
+    fn claims(
+        &self,
+        room: &str,
+        visitor: VisitorId,
+        seq: u64,
+        iat: u64,
+        exp: u64,
+    ) -> AdmissionClaims {
         let mut jti = [0u8; 16];
         crate::text::random_fill(&mut jti).expect("OS randomness");
-        let claims = AdmissionClaims {
+        AdmissionClaims {
             iss: self.issuer.clone(),
             sub: visitor.to_string(),
             aud: format!("sluice:{room}"),
             room: room.to_string(),
             seq,
             iat,
-            exp: self.expiry(iat, session_exp),
+            exp,
             jti: crate::text::hex(&jti),
-        };
-        let claims = serde_json::to_vec(&claims).expect("claims serialize");
+            origin: None,
+            session_exp: None,
+        }
+    }
+
+    fn sign(&self, claims: &AdmissionClaims) -> String {
+        let claims = serde_json::to_vec(claims).expect("claims serialize");
         let mut token = String::with_capacity(self.header_b64.len() + 2 * claims.len() + 90);
         token.push_str(&self.header_b64);
         token.push('.');
@@ -663,6 +711,36 @@ mod tests {
         assert_eq!(
             (header.alg, header.kid.as_deref()),
             (Algorithm::EdDSA, Some("j1"))
+        );
+    }
+
+    /// A token handed to another site names it and the session's end, lives a minute at most
+    /// (less if the session ends first), and each one has its own id; a status read's token
+    /// names no site.
+    #[test]
+    fn a_handoff_token_names_its_site_and_lives_a_minute_at_most() {
+        let j = JwtKeys::from_seed("j1", "sluice", &[5; 32])
+            .unwrap()
+            .with_ttl(1_000);
+        let v = VisitorId::from_u128(1);
+        let t = j.handoff("sale", v, 7, 1_000, 1_900, "https://shop.example");
+        let c = j.verify(&t, "sale", 1_001).unwrap();
+        assert_eq!(c.origin.as_deref(), Some("https://shop.example"));
+        assert_eq!(
+            (c.session_exp, c.exp),
+            (Some(1_900), 1_000 + HANDOFF_TOKEN_TTL_SECS)
+        );
+        assert!(j.verify(&t, "sale", 1_060).is_err(), "a minute later");
+        let ending = j.handoff("sale", v, 7, 1_000, 1_020, "https://shop.example");
+        assert_eq!(j.verify(&ending, "sale", 1_001).unwrap().exp, 1_020);
+        let again = j.handoff("sale", v, 7, 1_000, 1_900, "https://shop.example");
+        assert_ne!(j.verify(&again, "sale", 1_001).unwrap().jti, c.jti);
+        let plain = j.issue("sale", v, 7, 1_000, 1_900);
+        let payload = plain.split('.').nth(1).unwrap();
+        let json = String::from_utf8(B64.decode(payload).unwrap()).unwrap();
+        assert!(
+            !json.contains("origin") && !json.contains("session_exp"),
+            "{json}"
         );
     }
 }

@@ -342,6 +342,33 @@ impl Sluice {
         r
     }
 
+    /// The single-use token for a visitor admitted as `reply` says, sent on to the site at
+    /// `origin`: `None` unless the room lists that exact origin among its handoff origins and
+    /// the reply is an admission.
+    pub fn handoff_token(&self, reply: &VisitorReply, origin: &str) -> Option<String> {
+        let listed = self
+            .entry_policy_here(&reply.room, |p| {
+                p.handoff_origins.iter().any(|o| o == origin)
+            })
+            .unwrap_or(false);
+        let session_exp = reply.expires_at?;
+        if !listed || reply.state != ReplyState::Admitted {
+            return None;
+        }
+        let t = self.tickets.verify(&reply.ticket).ok()?;
+        (t.admitted_seq > 0 && t.room == reply.room).then(|| {
+            let now = self.now_secs();
+            self.jwt.handoff(
+                &reply.room,
+                t.visitor,
+                t.admitted_seq,
+                now,
+                session_exp,
+                origin,
+            )
+        })
+    }
+
     /// A room name as the API accepts it.
     pub fn check_room(room: &str) -> Result<(), ApiError> {
         validate_name("room", room).map_err(ApiError::from)

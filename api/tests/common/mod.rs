@@ -394,6 +394,29 @@ pub enum Need {
     PythonModule(&'static str),
     /// axe-core, the accessibility checker the browser tests inject ([`axe_script`]).
     Axe,
+    /// `jose` from npm, which the Node handoff example imports ([`jose_modules`]).
+    Jose,
+}
+
+/// The pinned `jose` version, as `deploy/handoff/node/package.json` names it.
+pub fn jose_version() -> String {
+    let pkg: serde_json::Value =
+        serde_json::from_str(include_str!("../../../deploy/handoff/node/package.json")).unwrap();
+    pkg["dependencies"]["jose"].as_str().unwrap().to_string()
+}
+
+/// A `node_modules` directory holding `jose` at [`jose_version`]: `$SLUICE_JOSE`, else where
+/// `.ci/run` installs it.
+pub fn jose_modules() -> Option<PathBuf> {
+    let dir = std::env::var_os("SLUICE_JOSE")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .map(|h| PathBuf::from(h).join(".cache/sluice-tools/jose/node_modules"))
+        })?;
+    let pkg = std::fs::read_to_string(dir.join("jose/package.json")).ok()?;
+    let pkg: serde_json::Value = serde_json::from_str(&pkg).ok()?;
+    (pkg["version"] == jose_version().as_str()).then_some(dir)
 }
 
 /// axe-core's browser bundle: `$SLUICE_AXE`, else where `.ci/run` installs it.
@@ -476,6 +499,7 @@ fn install_hint(need: Need) -> Option<(&'static str, &'static str)> {
             },
         )),
         Need::Axe => Some(("npm install --prefix ~/.cache/sluice-tools/axe", "axe-core")),
+        Need::Jose => Some(("npm install --prefix ~/.cache/sluice-tools/jose", "jose")),
         Need::PythonModule(module) => Some((
             "python3 -m pip install",
             match module {
@@ -499,6 +523,7 @@ pub fn missing(test: &str, needs: &[Need]) -> Option<String> {
             Need::Program(name) => find_program(name).is_none(),
             Need::PythonModule(module) => !python_has(module),
             Need::Axe => axe_script().is_none(),
+            Need::Jose => jose_modules().is_none(),
         })
         .collect();
     if absent.is_empty() {
@@ -511,6 +536,10 @@ pub fn missing(test: &str, needs: &[Need]) -> Option<String> {
             Need::Program(name) => name.to_string(),
             Need::PythonModule(module) => format!("the Python module {module}"),
             Need::Axe => "axe-core (or SLUICE_AXE naming axe.min.js)".to_string(),
+            Need::Jose => format!(
+                "jose {} from npm (or SLUICE_JOSE naming its node_modules)",
+                jose_version()
+            ),
         })
         .collect();
     // One command per installer: `apt-get install a b`.
@@ -557,4 +586,80 @@ pub fn check_prerequisites(test: &str, needs: &[Need], full: bool) -> bool {
         "SKIPPED {what}; run .ci/run for the full tier"
     );
     false
+}
+
+/// The shipped examples of an application that checks handed-off visitors itself
+/// (`deploy/handoff`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HandoffApp {
+    /// `python/sluice_handoff.py` (PyJWT).
+    Python,
+    /// `node/sluice-handoff.mjs` (jose).
+    Node,
+}
+
+impl HandoffApp {
+    /// What the example needs.
+    pub fn needs(self) -> Vec<Need> {
+        match self {
+            HandoffApp::Python => vec![
+                Need::Program("python3"),
+                Need::PythonModule("jwt"),
+                Need::PythonModule("cryptography"),
+            ],
+            HandoffApp::Node => vec![Need::Program("node"), Need::Jose],
+        }
+    }
+
+    /// Runs the example's protected page on `port` of this machine, as a customer would run
+    /// the copied file: for `room` of the waiting room at `sluice` (its base URL), answering
+    /// as `origin`. Ready once `port` answers; ended when the returned process is dropped.
+    pub fn start(self, port: u16, sluice: &str, room: &str, origin: &str) -> RunningApp {
+        let dir = tempfile::tempdir().unwrap();
+        let shipped = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/handoff");
+        let mut cmd = match self {
+            HandoffApp::Python => {
+                let mut c = Command::new(program("python3"));
+                c.arg(format!("{shipped}/python/sluice_handoff.py"));
+                c
+            }
+            HandoffApp::Node => {
+                // The file as copied into an application with jose installed beside it.
+                let file = dir.path().join("sluice-handoff.mjs");
+                std::fs::copy(format!("{shipped}/node/sluice-handoff.mjs"), &file).unwrap();
+                std::os::unix::fs::symlink(
+                    jose_modules().expect("jose"),
+                    dir.path().join("node_modules"),
+                )
+                .unwrap();
+                let mut c = Command::new(program("node"));
+                c.arg(file);
+                c
+            }
+        };
+        let child = cmd
+            .arg(port.to_string())
+            .env("SLUICE_URL", sluice)
+            .env("SLUICE_ROOM", room)
+            .env("APP_ORIGIN", origin)
+            .env("APP_SECRET", "the-shop-s-own-session-secret-of-32-bytes")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        RunningApp { child, _dir: dir }
+    }
+}
+
+/// A running example application (killed when dropped).
+pub struct RunningApp {
+    child: Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for RunningApp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

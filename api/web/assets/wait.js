@@ -20,15 +20,16 @@
   var cookiesOff = !navigator.cookieEnabled || !store;
   if (!store) store = { getItem: function () { return null; }, setItem: function () {}, removeItem: function () {} };
   // The page that asks to join: join for the visitor (the form does it without JavaScript),
-  // then show the line. Back here within a minute of joining means the browser kept no cookie:
-  // joining again would only take another place, so say so instead.
+  // then show the line. Back here within a minute of joining, without the room's cookie, means
+  // the browser kept none: joining again would only take another place, so say so instead (a
+  // browser that brought the cookie kept it: its place ended, handed on to another site, say).
   if (data.join) {
     if (cookiesOff) {
       document.getElementById('cookies').hidden = false;
       return;
     }
     var joined = 'sluice-joined-' + room, at = +store.getItem(joined) || 0;
-    if (Date.now() - at < 60000) {
+    if (!data.kept && Date.now() - at < 60000) {
       store.removeItem(joined);
       document.getElementById('cookies').hidden = false;
       return;

@@ -353,7 +353,7 @@ display:flex;flex-wrap:wrap;gap:.25rem 1rem;font-size:.9rem\">",
 }
 
 /// `s` percent-encoded (UTF-8), all but the unreserved characters of RFC 3986 and `keep`.
-fn percent(s: &str, keep: &[u8]) -> String {
+pub(crate) fn percent(s: &str, keep: &[u8]) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || b"-._~".contains(&b) || keep.contains(&b) {

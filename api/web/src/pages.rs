@@ -3,6 +3,7 @@
 
 use crate::app::App;
 use crate::i18n::{texts, Lang, Texts};
+pub use crate::views::Next;
 use crate::views::{join_html, message_html, wait_html, JoinForm, Message, Then};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
@@ -17,20 +18,46 @@ pub use sluice_ops::text::esc;
 /// a URL writes them: no spaces, quotes or angle brackets (those come percent-encoded).
 pub fn safe_next(next: Option<&str>) -> String {
     match next {
-        Some(n)
-            if n.starts_with('/')
-                && !n.starts_with("//")
-                && !n.contains('\\')
-                && n.len() <= 2048
-                && !n
-                    .chars()
-                    .any(|c| c.is_control() || c.is_whitespace() || "<>\"'`".contains(c)) =>
-        {
-            n.to_string()
-        }
+        Some(n) if n.starts_with('/') && !n.starts_with("//") && written_as_url(n) => n.to_string(),
         _ => "/".to_string(),
     }
 }
+
+/// At most 2 KiB, without spaces, controls, quotes, angle brackets or backslashes.
+fn written_as_url(n: &str) -> bool {
+    n.len() <= 2048
+        && !n
+            .chars()
+            .any(|c| c.is_control() || c.is_whitespace() || "<>\"'`\\".contains(c))
+}
+
+/// Where a visitor goes once admitted: a same-site path ([`safe_next`]), or a page of another
+/// site whose exact origin the room lists in `origins` (an `http(s)` URL without user name or
+/// password, carrying no `sluice_token` of its own). Anything else: this site's front page.
+pub fn next_of(next: Option<&str>, origins: &[String]) -> Next {
+    match next {
+        Some(n) if !n.starts_with('/') && !origins.is_empty() && written_as_url(n) => {
+            away(n, origins).unwrap_or_else(Next::home)
+        }
+        n => Next::Here(safe_next(n)),
+    }
+}
+
+fn away(n: &str, origins: &[String]) -> Option<Next> {
+    let u = url::Url::parse(n).ok()?;
+    let plain = matches!(u.scheme(), "https" | "http")
+        && u.username().is_empty()
+        && u.password().is_none()
+        && !u.query_pairs().any(|(k, _)| k == HANDOFF_PARAM);
+    let origin = u.origin().ascii_serialization();
+    (plain && origins.contains(&origin)).then(|| Next::Away {
+        url: u.to_string(),
+        origin,
+    })
+}
+
+/// The query parameter that carries a handed-off visitor's admission token.
+pub const HANDOFF_PARAM: &str = "sluice_token";
 
 /// The pages' scripts, served from the binary at `/assets/…`: pages carry no inline script,
 /// so that their Content-Security-Policy can forbid inline scripts altogether.
@@ -73,7 +100,7 @@ pub fn preview_html(lang: Lang, reply: &VisitorReply, room: &RoomView, now_secs:
         lang,
         picked: false,
     };
-    wait_html(pl, reply, Some(room), None, "/", now_secs, false)
+    wait_html(pl, reply, Some(room), None, &Next::home(), now_secs, false)
 }
 
 /// What a visitor's browser asks of the waiting page.
@@ -158,6 +185,7 @@ pub async fn wait(
                 invite_only: page.invite_only,
                 away,
                 cookies_lost: *just_joined && matches!(src, TicketSource::None),
+                kept_cookie: matches!(src, TicketSource::Cookie(_)),
             };
             return page.look(form);
         }
@@ -228,8 +256,9 @@ struct WaitPage<'a> {
     app: &'a App,
     room: &'a str,
     view: Option<RoomView>,
-    /// Where an admitted visitor goes (checked: a path on this site).
-    next: String,
+    /// Where an admitted visitor goes (checked: a path on this site, or a page of a site the
+    /// room hands visitors to).
+    next: Next,
     pl: PageLang,
     t: &'static Texts,
     /// The room gives places only to code holders.
@@ -246,15 +275,21 @@ impl<'a> WaitPage<'a> {
             view.as_ref().is_none_or(|v| v.name == room),
             "the waiting page of {room} read another room"
         );
-        let (invite_only, after_url) = app
+        let (invite_only, after_url, origins) = app
             .sluice
-            .entry_policy_here(room, |p| (p.invite_only, p.after_url.clone()))
-            .unwrap_or((false, None));
+            .entry_policy_here(room, |p| {
+                (
+                    p.invite_only,
+                    p.after_url.clone(),
+                    p.handoff_origins.clone(),
+                )
+            })
+            .unwrap_or_default();
         WaitPage {
             app,
             room,
             view,
-            next: safe_next(next),
+            next: next_of(next, &origins),
             pl,
             t: texts(pl.lang),
             invite_only,
@@ -354,7 +389,7 @@ impl<'a> WaitPage<'a> {
     fn answer(&self, reply: &VisitorReply, src: &TicketSource, joining: bool) -> Response {
         let (app, room, t, pl, next) = (self.app, self.room, self.t, self.pl, &self.next);
         if reply.state == ReplyState::Admitted {
-            see_other(next)
+            self.admitted(reply)
         } else if reply.state == ReplyState::Waiting && joining {
             // A code redeemed for the place held, or a join: the line, with a GET.
             // Post, then redirect, then get: a reload shows the line and posts nothing again.
@@ -365,7 +400,11 @@ impl<'a> WaitPage<'a> {
             } else {
                 ""
             };
-            see_other(&format!("/wait/{room}?{}{marker}next={next}", pl.query()))
+            see_other(&format!(
+                "/wait/{room}?{}{marker}next={}",
+                pl.query(),
+                next.query()
+            ))
         } else if reply.state == ReplyState::Waiting {
             let now_secs = app.sluice.now_ms() / 1000;
             // A room that draws shows what its draws are bound to.
@@ -401,6 +440,31 @@ impl<'a> WaitPage<'a> {
             (StatusCode::FORBIDDEN, Html(html)).into_response()
         }
     }
+
+    /// An admitted visitor, sent on: to a path of this site (whose gate checks the cookie), or
+    /// to another site with a single-use token in the URL (to this site's front page should
+    /// the room no longer list that site).
+    fn admitted(&self, reply: &VisitorReply) -> Response {
+        match &self.next {
+            Next::Here(path) => see_other(path),
+            Next::Away { url, origin } => {
+                let Some(token) = self.app.sluice.handoff_token(reply, origin) else {
+                    return see_other("/");
+                };
+                let Ok(mut to) = url::Url::parse(url) else {
+                    return see_other("/");
+                };
+                to.query_pairs_mut().append_pair(HANDOFF_PARAM, &token);
+                let mut r = see_other(to.as_str());
+                // The token is for the other site alone: not for this page's own referrer.
+                r.headers_mut().insert(
+                    header::REFERRER_POLICY,
+                    HeaderValue::from_static("no-referrer"),
+                );
+                r
+            }
+        }
+    }
 }
 
 /// An answer for one visitor only, never cached, varying with what decides it.
@@ -413,7 +477,7 @@ fn no_store(resp: &mut Response) {
     );
 }
 
-/// A 303 to `to` (a same-site path, already checked).
+/// A 303 to `to` (checked before).
 fn see_other(to: &str) -> Response {
     let mut r = StatusCode::SEE_OTHER.into_response();
     if let Ok(v) = HeaderValue::from_str(to) {
@@ -438,7 +502,7 @@ fn message_page(
     pl: PageLang,
     room: Option<&RoomView>,
     room_name: &str,
-    next: &str,
+    next: &Next,
     message: Message<'_>,
     status: StatusCode,
 ) -> Response {
@@ -491,6 +555,76 @@ mod tests {
             assert_eq!(safe_next(Some(bad)), "/", "{bad}");
         }
         assert_eq!(safe_next(None), "/");
+    }
+
+    /// Another site is followed only at an origin the room lists exactly: a look-alike host,
+    /// a user name in front of it, another scheme or port, or a token already in the link
+    /// sends the visitor to this site's front page instead (and no token is minted for it).
+    #[test]
+    fn another_site_is_followed_only_at_a_listed_origin() {
+        let listed = vec![
+            "https://shop.example.com".to_string(),
+            "http://localhost:8081".to_string(),
+        ];
+        let away = |n: &str| match next_of(Some(n), &listed) {
+            Next::Away { url, origin } => Some((url, origin)),
+            Next::Here(p) => {
+                assert_eq!(p, "/", "{n}");
+                None
+            }
+        };
+        assert_eq!(
+            away("https://shop.example.com/checkout?item=7&size=m#top"),
+            Some((
+                "https://shop.example.com/checkout?item=7&size=m#top".into(),
+                "https://shop.example.com".into()
+            ))
+        );
+        assert_eq!(
+            away("https://SHOP.example.com:443/a").map(|a| a.1),
+            Some("https://shop.example.com".into()),
+            "written otherwise, the same origin"
+        );
+        assert!(away("http://localhost:8081/").is_some());
+        for bad in [
+            "https://shop.example.com.evil.example/",
+            "https://evil.example/?https://shop.example.com",
+            "https://shop.example.com@evil.example/",
+            "https://user:pw@shop.example.com/",
+            "http://shop.example.com/",
+            "https://shop.example.com:8443/",
+            "http://localhost:8082/",
+            "https://shop.example.com/?sluice_token=forged",
+            "javascript://shop.example.com/%0aalert(1)",
+            "https://shop.example.com/a b",
+            "https://shop.example.com/\"onload",
+            "//shop.example.com/",
+            "shop.example.com/",
+        ] {
+            assert_eq!(away(bad), None, "{bad}");
+        }
+        let long = format!("https://shop.example.com/{}", "a".repeat(2048));
+        assert_eq!(away(&long), None, "longer than 2 KiB");
+        // A room that lists nobody follows paths only.
+        assert_eq!(
+            next_of(Some("https://shop.example.com/"), &[]),
+            Next::home()
+        );
+        assert_eq!(
+            next_of(Some("/shop?x=1"), &listed),
+            Next::Here("/shop?x=1".into())
+        );
+        // The page's own links carry it encoded; its script goes through this page again.
+        let n = next_of(Some("https://shop.example.com/c?a=1&b=2"), &listed);
+        assert_eq!(
+            n.query(),
+            "https%3A%2F%2Fshop.example.com%2Fc%3Fa%3D1%26b%3D2"
+        );
+        let pl = PageLang {
+            lang: crate::i18n::Lang::En,
+            picked: false,
+        };
+        assert_eq!(n.go(pl, "sale"), format!("/wait/sale?next={}", n.query()));
     }
 
     #[test]

@@ -101,13 +101,60 @@ impl<'a> Brand<'a> {
     }
 }
 
+/// Where an admitted visitor goes on to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// A path of this site.
+    Here(String),
+    /// A page of another site the room hands visitors to (`line.handoff_origins`): the
+    /// visitor arrives there with a single-use admission token.
+    Away {
+        /// The page, as parsed (without a `sluice_token` parameter).
+        url: String,
+        /// Its origin, as the room lists it.
+        origin: String,
+    },
+}
+
+impl Next {
+    /// The front page of this site.
+    pub fn home() -> Self {
+        Next::Here("/".into())
+    }
+
+    /// As it is written (a path, or another site's URL).
+    pub fn raw(&self) -> &str {
+        match self {
+            Next::Here(p) => p,
+            Next::Away { url, .. } => url,
+        }
+    }
+
+    /// As the page's own URLs carry it after `next=` (another site's URL percent-encoded).
+    pub(crate) fn query(&self) -> String {
+        match self {
+            Next::Here(p) => p.clone(),
+            Next::Away { url, .. } => crate::i18n::percent(url, b""),
+        }
+    }
+
+    /// Where the page's script and its link send a visitor once admitted: the path, or for
+    /// another site this page again, whose answer hands the visitor on with a token.
+    pub(crate) fn go(&self, pl: PageLang, room: &str) -> String {
+        match self {
+            Next::Here(p) => p.clone(),
+            Next::Away { .. } => format!("/wait/{room}?{}next={}", pl.query(), self.query()),
+        }
+    }
+}
+
 /// The language links of a waiting page for `room`.
-fn switcher(pl: PageLang, room: &str, next: &str, code: &str) -> String {
+fn switcher(pl: PageLang, room: &str, next: &Next, code: &str) -> String {
     let mut pairs: Vec<(&str, &str)> = Vec::new();
     if !code.is_empty() {
         pairs.push(("code", code));
     }
-    pairs.push(("next", next));
+    pairs.push(("next", next.raw()));
     crate::i18n::switcher(pl.lang, &format!("/wait/{room}"), &pairs)
 }
 
@@ -192,7 +239,8 @@ struct WaitPage<'a> {
     draw: Option<Draw<'a>>,
     redeem: bool,
     room: &'a str,
-    next: &'a str,
+    next: String,
+    go: String,
     lang_query: String,
     code: &'a str,
     code_max: usize,
@@ -273,7 +321,7 @@ pub(crate) fn wait_html(
     r: &VisitorReply,
     room: Option<&RoomView>,
     draw: Option<&DrawBody>,
-    next: &str,
+    next: &Next,
     now_secs: u64,
     script: bool,
 ) -> String {
@@ -305,7 +353,8 @@ pub(crate) fn wait_html(
         draw: draw.map(|d| Draw::of(t, d)),
         redeem: r.lane.is_none() && room.is_some_and(|v| v.codes > 0),
         room: &r.room,
-        next,
+        next: next.query(),
+        go: next.go(pl, &r.room),
         lang_query: pl.query(),
         code: "",
         code_max: sluice_ops::codes::CODE_TEXT_MAX,
@@ -366,7 +415,7 @@ struct MessagePage<'a> {
     switcher: String,
     then: Then<'a>,
     room: &'a str,
-    next: &'a str,
+    next: String,
     lang_query: String,
     code_max: usize,
 }
@@ -377,7 +426,7 @@ pub(crate) fn message_html(
     pl: PageLang,
     room: Option<&RoomView>,
     room_name: &str,
-    next: &str,
+    next: &Next,
     message: Message<'_>,
 ) -> String {
     let brand = Brand::of(room);
@@ -391,7 +440,7 @@ pub(crate) fn message_html(
         switcher: switcher(pl, room_name, next, ""),
         then: message.then,
         room: room_name,
-        next,
+        next: next.query(),
         lang_query: pl.query(),
         code_max: sluice_ops::codes::CODE_TEXT_MAX,
         brand,
@@ -413,6 +462,9 @@ pub(crate) struct JoinForm<'a> {
     pub away: bool,
     /// The browser was just given a place and came back without its cookie: it keeps none.
     pub cookies_lost: bool,
+    /// The browser brought this room's cookie (a place since ended): it keeps cookies, so the
+    /// page's script need not guess from how soon it is back.
+    pub kept_cookie: bool,
 }
 
 #[derive(Template)]
@@ -425,9 +477,10 @@ struct JoinPage<'a> {
     intro: &'static str,
     pow: bool,
     cookies_lost: bool,
+    kept_cookie: bool,
     auto_join: bool,
     room: &'a str,
-    next: &'a str,
+    next: String,
     lang_query: String,
     identity: &'a str,
     with_codes: bool,
@@ -446,7 +499,7 @@ pub(crate) fn join_html(
     pl: PageLang,
     room: Option<&RoomView>,
     room_name: &str,
-    next: &str,
+    next: &Next,
     form: JoinForm<'_>,
 ) -> String {
     let t = texts(pl.lang);
@@ -472,9 +525,10 @@ pub(crate) fn join_html(
         intro,
         pow: form.pow,
         cookies_lost: form.cookies_lost,
+        kept_cookie: form.kept_cookie,
         auto_join,
         room: room_name,
-        next,
+        next: next.query(),
         lang_query: pl.query(),
         identity: form.identity,
         with_codes: form.invite_only || !form.code.is_empty() || room.is_some_and(|r| r.codes > 0),

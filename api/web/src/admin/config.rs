@@ -144,6 +144,7 @@ fn visitor_page(v: &View, c: &RoomConfigBody) -> Vec<Field> {
         v.check("line.show_waiting", "Show waiters how many are waiting", c.line.show_waiting),
         v.number("line.status_reads_per_sec", "Polling budget, status reads per second", c.line.status_reads_per_sec, "Empty: none."),
         v.input("line.after_url", "After the event, send visitors to", c.line.after_url.as_deref().unwrap_or(""), "text", "The page of a closed room links here (a sold-out or thank-you page); empty: back to the site."),
+        v.area("line.handoff_origins", "Other sites admitted visitors may be sent to", &c.line.handoff_origins.join("\n"), "One origin per line: <code>https://shop.example.com</code>. The application there checks the single-use token each visitor arrives with (deploy/handoff)."),
     ]
 }
 
@@ -348,6 +349,7 @@ pub fn read(f: &Fields, current: &RoomConfigBody) -> Result<RoomConfigBody, supe
         show_positions: r.checked("line.show_positions"),
         status_reads_per_sec: r.opt_num("line.status_reads_per_sec"),
         after_url: r.text("line.after_url"),
+        handoff_origins: r.lines("line.handoff_origins"),
     };
     let origin = parse_origin(&mut r);
     let entry = parse_entry(&mut r);
