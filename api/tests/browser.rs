@@ -1219,6 +1219,16 @@ async fn every_page_passes_axe_fits_a_phone_and_the_control_room_flows_work() {
         r["config"]["branding"]["title"].is_null(),
         "nothing saved: {r}"
     );
+    // The room's report, from its page's link.
+    d.go(&format!("{base}/admin/rooms/shop")).await;
+    d.click("a[href='/admin/rooms/shop/report']").await;
+    d.wait_until("the report", Duration::from_secs(10), |u, s| {
+        u.ends_with("/admin/rooms/shop/report") && s.contains("id=\"rt-arrivals\"")
+    })
+    .await;
+    d.axe(&axe, "report").await;
+    d.fits("report").await;
+    d.screenshot("33b-dashboard-report").await;
     // Pools.
     d.go(&format!("{base}/admin/pools")).await;
     d.type_into("#p-name", "hall").await;
@@ -1323,4 +1333,94 @@ async fn every_page_passes_axe_fits_a_phone_and_the_control_room_flows_work() {
         .await;
     j.axe(&axe, "too many requests").await;
     j.close().await;
+}
+
+/// Admission handed to another site: the application (the shipped Python example, on another
+/// host than the waiting room's) sends a visitor to the waiting room; admitted, the visitor is
+/// handed back with a single-use token and let in. When that session ends, the application sends
+/// the visitor to the waiting room again, where it waits behind who came meanwhile, and is
+/// handed back in once its turn comes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_visitor_goes_from_the_waiting_room_to_another_site_and_back_when_the_session_ends() {
+    let test = "browser::a_visitor_goes_from_the_waiting_room_to_another_site_and_back_when_the_session_ends";
+    let mut needs = vec![Need::Program("chromium"), Need::Program("chromedriver")];
+    needs.extend(HandoffApp::Python.needs());
+    if !prerequisites(test, &needs) {
+        return;
+    }
+    let c = Cluster::start(1).await;
+    let port = free_port();
+    let origin = format!("http://localhost:{port}");
+    c.create_room(
+        "shop",
+        json!({"capacity": 1, "admit_per_minute": 600000, "session_ttl_secs": 10,
+               "waiter_ttl_secs": 600, "line": {"handoff_origins": [origin]}}),
+    )
+    .await;
+    let _app = HandoffApp::Python.start(port, &c.node(1).url(""), "shop", &origin);
+    let http = reqwest::Client::new();
+    wait_for("the application", Duration::from_secs(20), || {
+        let (http, u) = (http.clone(), format!("http://127.0.0.1:{port}/"));
+        async move { http.get(&u).send().await.is_ok() }
+    })
+    .await;
+    let (_driver, driver) = start_driver().await;
+    let dir = tempfile::tempdir().unwrap();
+    let a = Browser::open(&driver, true, &dir.path().join("a")).await;
+    let page = format!("{origin}/tickets?show=42");
+    let waiting_room = c.node(1).url("/wait/shop");
+
+    // To the waiting room and, the room being empty, straight back in with a token that the
+    // application takes and removes from the address.
+    a.go(&page).await;
+    a.wait_until(
+        "A is handed to the shop",
+        Duration::from_secs(20),
+        |u, s| u == page && s.contains("Welcome to the shop"),
+    )
+    .await;
+    a.screenshot("handoff-1-in-the-shop").await;
+
+    // B comes meanwhile and waits (capacity 1).
+    let b = c.join(1, "shop", None).await;
+    assert_eq!(b["state"], "waiting", "{b}");
+
+    // A does nothing for the session's 10 s: the session ends, B is admitted in its place, and
+    // the shop's own session (which ends with it) is over. A's next page in the shop goes to
+    // the waiting room, where the page takes a new place, behind B.
+    let b_ticket = b["ticket"].as_str().unwrap().to_string();
+    let deadline = std::time::Instant::now() + Duration::from_secs(40);
+    while c.status(1, "shop", &b_ticket).await["state"] != "admitted" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "A's session never ended"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    a.go(&page).await;
+    a.wait_until("A waits its turn", Duration::from_secs(20), |u, s| {
+        u.starts_with(&waiting_room) && s.contains("You are in line")
+    })
+    .await;
+    assert_eq!(a.text("#pos").await, "1");
+    a.screenshot("handoff-2-back-in-line").await;
+
+    // B leaves: A's turn, and back to the page it asked for in the shop, with a new token.
+    let (s, _) = c
+        .visitor(
+            1,
+            reqwest::Method::POST,
+            "/v1/rooms/shop/leave",
+            Some(&b_ticket),
+        )
+        .await;
+    assert_eq!(s, reqwest::StatusCode::OK);
+    a.wait_until(
+        "A is handed to the shop again",
+        Duration::from_secs(20),
+        |u, s| u == page && s.contains("Welcome to the shop"),
+    )
+    .await;
+    a.screenshot("handoff-3-in-the-shop-again").await;
+    a.close().await;
 }

@@ -816,3 +816,155 @@ async fn a_node_without_a_ledger_says_so() {
         "{out:?}"
     );
 }
+
+/// The report after the sale, as the API (JSON and CSV), `sluice ctl report` and the dashboard
+/// give it: the sale's places, admissions and the one waiter who gave up, every minute of the
+/// range, and bad ranges refused with their field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_report_counts_the_sale_by_the_api_ctl_and_the_dashboard() {
+    let c = Cluster::start(1).await;
+    let visitors = sale(&c).await;
+    // The fifth, still waiting, gives up.
+    let (s, v) = c
+        .visitor(
+            1,
+            Method::POST,
+            "/v1/rooms/sale/leave",
+            Some(&visitors[4].1),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+
+    let (s, v) = get(&c, "/v1/rooms/sale/report").await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let t = &v["totals"];
+    assert_eq!(
+        (
+            &t["arrivals"],
+            &t["admissions"],
+            &t["abandonments"],
+            &t["waits_measured"]
+        ),
+        (&json!(5), &json!(4), &json!(1), &json!(4)),
+        "{t}"
+    );
+    assert!(t["wait_p99_secs"].as_u64().unwrap() < 60, "{t}");
+    // A day of minutes by default, each one there, adding up to the totals.
+    let minutes = v["minutes"].as_array().unwrap();
+    assert_eq!(minutes.len(), 24 * 60 + 1);
+    let sum = |k: &str| minutes.iter().map(|m| m[k].as_u64().unwrap()).sum::<u64>();
+    assert_eq!(
+        (sum("arrivals"), sum("admissions"), sum("abandonments")),
+        (5, 4, 1)
+    );
+
+    // The CSV: a header and every minute.
+    let r = c
+        .http
+        .get(c.node(1).url("/v1/rooms/sale/report?format=csv&from=2h"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST, "a time must be a time");
+    let r = c
+        .http
+        .get(c.node(1).url("/v1/rooms/sale/report?format=csv"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(r.headers()["content-type"], "text/csv; charset=utf-8");
+    let csv = r.text().await.unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines[0], sluice_ops::report::CSV_HEADER);
+    assert_eq!(lines.len(), minutes.len() + 1);
+    let csv_arrivals: u64 = lines[1..]
+        .iter()
+        .map(|l| l.split(',').nth(1).unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(csv_arrivals, 5);
+
+    // `sluice ctl report`: a table of the busy minutes and the totals, CSV, JSON.
+    let out = ctl(&c, &["report", "sale", "--from", "1h"]);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let total = text.lines().find(|l| l.starts_with("total")).unwrap();
+    let cells: Vec<&str> = total.split_whitespace().collect();
+    assert_eq!(&cells[1..4], ["5", "4", "1"], "{text}");
+    let out = ctl(&c, &["report", "sale", "--csv"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8(out.stdout)
+        .unwrap()
+        .starts_with(sluice_ops::report::CSV_HEADER));
+    let out = ctl(&c, &["-o", "json", "report", "sale"]);
+    let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["totals"]["arrivals"], 5);
+    let out = ctl(
+        &c,
+        &[
+            "report",
+            "sale",
+            "--from",
+            "2026-12-01",
+            "--to",
+            "2026-12-20",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(4), "refused as asked: {out:?}");
+
+    // The dashboard's page, and its downloads with the session.
+    let http = no_redirect();
+    let cookie = c.dashboard_cookie(&http, 1).await;
+    let page = |path: &str| {
+        let (http, cookie, url) = (http.clone(), cookie.clone(), c.node(1).url(path));
+        async move { http.get(url).header("cookie", cookie).send().await.unwrap() }
+    };
+    let r = page("/admin/rooms/sale/report").await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let html = r.text().await.unwrap();
+    assert!(html.contains("<dd id=\"rt-arrivals\">5</dd>"), "{html}");
+    assert!(html.contains("<dd id=\"rt-abandonments\">1</dd>"), "{html}");
+    assert!(html.contains("format=csv"), "{html}");
+    let r = page("/admin/rooms/sale/report?format=csv").await;
+    assert_eq!(r.headers()["content-type"], "text/csv; charset=utf-8");
+    assert!(r.headers()["content-disposition"]
+        .to_str()
+        .unwrap()
+        .contains("sale-report.csv"));
+    let r = page("/admin/rooms/sale/report?from=nonsense").await;
+    let html = r.text().await.unwrap();
+    assert!(html.contains("class=\"err\""), "{html}");
+    let r = no_redirect()
+        .get(c.node(1).url("/admin/rooms/sale/report?format=csv"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER, "no session, no report");
+
+    // Refused with the field at fault; nobody without a credential.
+    for (q, field) in [
+        ("from=yesterday", "from"),
+        ("from=2026-12-24T19:00:00Z&to=2026-12-24T18:00:00Z", "from"),
+        ("from=2026-12-01T00:00:00Z&to=2026-12-09T00:00:00Z", "to"),
+        ("format=xml", "format"),
+        ("since=1h", ""),
+    ] {
+        let (s, v) = get(&c, &format!("/v1/rooms/sale/report?{q}")).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{q}: {v}");
+        if !field.is_empty() {
+            assert_eq!(v["error"]["field"], field, "{q}: {v}");
+        }
+    }
+    let r = c
+        .http
+        .get(c.node(1).url("/v1/rooms/sale/report"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    // A room never made has an empty report.
+    let (s, v) = get(&c, "/v1/rooms/never/report").await;
+    assert_eq!((s, &v["totals"]["arrivals"]), (StatusCode::OK, &json!(0)));
+}

@@ -9,6 +9,7 @@
 mod human;
 mod ledger;
 mod reach;
+mod report;
 mod time;
 
 use clap::{Args, Subcommand, ValueEnum};
@@ -306,6 +307,28 @@ pub enum CtlCmd {
         room: String,
         /// The visitor id (32 hex digits).
         visitor: String,
+    },
+    /// A room's report from its ledger: per minute, places taken, admissions, abandonments,
+    /// the waits of those admitted (median, p90, p99) and how often the estimate shown was
+    /// right, with the totals. A table of the busy minutes for people, the node's JSON with
+    /// `-o json`, every minute as CSV with --csv.
+    #[command(
+        after_help = "Examples:\n  sluice ctl report sale --from 2026-12-24T17:00:00Z --to 2026-12-24T23:00:00Z\n  sluice ctl report sale --from 6h --csv > sale.csv"
+    )]
+    Report {
+        /// The room's name (a room since deleted too: its records are kept).
+        room: String,
+        /// From this log time: a time ago (30m, 24h, 7d), a UTC date and time
+        /// (2026-12-24T18:00:00Z, or a date alone), or @unix-seconds (default: a day before
+        /// --to).
+        #[arg(long, value_parser = parse_ago)]
+        from: Option<u64>,
+        /// Up to this log time (as --from; default: now). At most 7 days after --from.
+        #[arg(long, value_parser = parse_ago)]
+        to: Option<u64>,
+        /// Every minute as CSV (RFC 4180, for a spreadsheet), whatever --output says.
+        #[arg(long)]
+        csv: bool,
     },
     /// Saves the node's whole state to a backup file (restore with `sluice restore`).
     #[command(after_help = "Example:\n  sluice ctl backup --out sluice-2026-11-30.backup")]
@@ -875,6 +898,12 @@ pub async fn run(args: CtlArgs) -> anyhow::Result<()> {
             consistent,
         }) => ledger::export(&node, &room, visitor, from, to, after, consistent).await,
         CtlCmd::Explain { room, visitor } => ledger::explain(&node, &room, &visitor).await,
+        CtlCmd::Report {
+            room,
+            from,
+            to,
+            csv,
+        } => report::report(&node, &room, from, to, csv).await,
         CtlCmd::Codes(CodesCmd::Create {
             room,
             count,
@@ -1005,8 +1034,8 @@ fn plan(cmd: CtlCmd) -> anyhow::Result<Call> {
             )
         }
         CtlCmd::Backup { .. } => unreachable!("backup is not one JSON request"),
-        CtlCmd::Ledger(_) | CtlCmd::Explain { .. } => {
-            unreachable!("ledger export and explain print their own answers")
+        CtlCmd::Ledger(_) | CtlCmd::Explain { .. } | CtlCmd::Report { .. } => {
+            unreachable!("ledger export, explain and report print their own answers")
         }
     })
 }

@@ -217,22 +217,31 @@ impl History {
     /// first instant (`None`: before the oldest sample), not after the second. `None` when no
     /// sample has seen it yet, or the room is not tracked.
     pub fn joined_between(&self, room: &str, seq: u64) -> Option<(Option<u64>, u64)> {
-        let map = self.rooms.lock().expect("history lock");
-        let rings = map.get(room)?;
-        let first_fine = rings.fine.front().map_or(u64::MAX, |s| s.t);
-        let samples = rings
-            .coarse
-            .iter()
-            .filter(|s| s.t < first_fine)
-            .chain(rings.fine.iter());
         let mut before = None;
-        for s in samples {
+        for s in self.samples(room) {
             if s.next_seq > seq {
                 return Some((before, s.t));
             }
             before = Some(s.t);
         }
         None
+    }
+
+    /// `room`'s samples, oldest first: the day's (every 5 minutes) before the hour's (every 10
+    /// s). Empty for a room not tracked.
+    pub fn samples(&self, room: &str) -> Vec<Sample> {
+        let map = self.rooms.lock().expect("history lock");
+        let Some(rings) = map.get(room) else {
+            return Vec::new();
+        };
+        let first_fine = rings.fine.front().map_or(u64::MAX, |s| s.t);
+        rings
+            .coarse
+            .iter()
+            .filter(|s| s.t < first_fine)
+            .chain(rings.fine.iter())
+            .copied()
+            .collect()
     }
 
     /// How many rooms are tracked.

@@ -43,6 +43,7 @@ pub mod pools;
 pub mod pow;
 pub mod reads;
 pub mod renew;
+pub mod report;
 pub mod rooms;
 pub mod served;
 pub mod text;

@@ -736,6 +736,49 @@ async fn ledger(
     respond(app.sluice.ledger(&room, &q).await)
 }
 
+/// The room's report over a range of log time, from this node's ledger: per minute, places
+/// taken, admissions, abandonments, the waits of those admitted (median, p90, p99) and how
+/// often the estimate shown was right, and the totals (`format=csv`: the minutes as CSV).
+#[utoipa::path(get, path = "/v1/rooms/{room}/report",
+    params(("room" = String, Path),
+        ("from" = Option<String>, Query, description = "from this log time: RFC 3339 or ms since the epoch (a day before `to`)"),
+        ("to" = Option<String>, Query, description = "to this log time (now); at most 7 days after `from`"),
+        ("format" = Option<String>, Query, description = "json (default) or csv")),
+    responses((status = 200, description = "the report", content(
+            (sluice_ops::report::ReportBody = "application/json"),
+            (String = "text/csv"))),
+        (status = 400, description = "a bad parameter (error.field names it)"),
+        (status = 401), (status = 404, description = "ledger_off: this node keeps no ledger"),
+        (status = 413, description = "report_too_large: ask for a shorter range")),
+    security(("bearer" = [])))]
+async fn report(
+    State(app): AppState,
+    Path(room): Path<String>,
+    Query(q): Query<sluice_ops::report::ReportParams>,
+) -> Response {
+    let csv = match q.csv() {
+        Ok(csv) => csv,
+        Err(e) => return e.into_http(),
+    };
+    let samples = app.history.samples(&room);
+    match app.sluice.report(&room, &q, &samples).await {
+        Ok(r) if csv => {
+            let name = format!("attachment; filename=\"{room}-report.csv\"");
+            let mut resp = r.csv().into_response();
+            let h = resp.headers_mut();
+            h.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/csv; charset=utf-8"),
+            );
+            if let Ok(v) = HeaderValue::from_str(&name) {
+                h.insert(header::CONTENT_DISPOSITION, v);
+            }
+            resp
+        }
+        r => respond(r),
+    }
+}
+
 /// Why a visitor got in when it did, or has not yet: sentences citing the log indexes that
 /// prove them (the join and its place, the others admitted meanwhile by rule, the admission's
 /// rule or draw, how the place ended), from this node's ledger and applied state.
@@ -1444,6 +1487,7 @@ pub fn router(app: Arc<App>) -> Router {
         )
         .route("/v1/rooms/{room}/queue", get(queue))
         .route("/v1/rooms/{room}/ledger", get(ledger))
+        .route("/v1/rooms/{room}/report", get(report))
         .route("/v1/rooms/{room}/visitors/{visitor}/explain", get(explain))
         .route("/v1/rooms/{room}/bypass/{op}", post(bypass_op))
         .route("/v1/rooms/{room}/codes", get(list_codes).post(create_codes))
@@ -1507,6 +1551,7 @@ pub fn router(app: Arc<App>) -> Router {
             "/admin/rooms/{room}/history.json",
             get(crate::admin::history),
         )
+        .route("/admin/rooms/{room}/report", get(crate::admin::report_page))
         .route(
             "/admin/pools",
             get(crate::admin::pools_page).post(crate::admin::pool_action),
@@ -1689,16 +1734,16 @@ mod tests {
 #[derive(OpenApi)]
 #[openapi(
     info(title = "Sluice", description = "Virtual waiting room and admission coordinator", version = "1"),
-    paths(join, challenge, status, heartbeat, leave, events, gate, put_room, get_room, delete_room, list_rooms, room_action, bypass_op, create_codes, list_codes, end_codes, origin_reports, queue, ledger, explain, draw,
+    paths(join, challenge, status, heartbeat, leave, events, gate, put_room, get_room, delete_room, list_rooms, room_action, bypass_op, create_codes, list_codes, end_codes, origin_reports, queue, ledger, report, explain, draw,
           put_pool, get_pool, list_pools, delete_pool, pool_action, cluster, add_learner, membership, digest, log, backup, audit_list, overview,
           healthz, readyz, metrics, jwks, openapi, landing, demo, asset, wait_page, wait_join, staff_page, staff_enter,
           crate::admin::dashboard, crate::admin::login, crate::admin::logout, crate::admin::stats, crate::admin::create_room, crate::admin::action,
           crate::admin::room::room, crate::admin::room::save_config, crate::admin::room::preview, crate::admin::room::history,
-          crate::admin::ledger::explain_page, crate::admin::pools::pools_page, crate::admin::pools::pool_action, crate::admin::audit::audit_page),
+          crate::admin::ledger::explain_page, crate::admin::pools::pools_page, crate::admin::pools::pool_action, crate::admin::audit::audit_page, crate::admin::report::report_page),
     components(schemas(VisitorReply, OverviewBody, TicketBody, JoinBody, RoomConfigBody, BrandingBody, EntryBody, PowBody, ExternalChallengeBody, LineBody, OriginBody, BypassBody, BypassPathBody, BypassTokenBody, BypassTokenReply, BypassRevokeBody, CodesCreateBody, CodesCreatedBody, CodeBatchBody, CodeBatchList, LaneBody, LaneStatusBody, ProbeBody, OriginReportBody, OriginSampleBody, HealthChangeBody, OriginWindowBody, RoomBody, RoomList, TotalsBody, ModeBody, HealthBody,
         AdmitBody, RevokeBody, BanBody, SetNoticeBody, NoticeBody, CountReply, QueueReply, QueueEntryBody, PoolBody, PoolReply, PoolList, PoolRoom, AssignReply, PoolRoomBody,
         LearnerBody, MembershipBody, sluice_ops::audit::AuditEntry, sluice_ops::audit::AuditPage,
-        LedgerPageBody, LedgerRecordBody, DrawBody, DrawStatusBody, ExplainedState, ExplanationBody, SentenceBody, PlaceBody, AdmissionBody, EndBody, AdmissionGroupBody, AdmittedBetweenBody)),
+        LedgerPageBody, LedgerRecordBody, sluice_ops::report::ReportBody, sluice_ops::report::ReportRowBody, DrawBody, DrawStatusBody, ExplainedState, ExplanationBody, SentenceBody, PlaceBody, AdmissionBody, EndBody, AdmissionGroupBody, AdmittedBetweenBody)),
     modifiers(&BearerAuth)
 )]
 #[derive(Debug)]

@@ -3,7 +3,7 @@
 //! rooms with their state as badges; each room's page (`room`: charts of the node's recent
 //! samples drawn with uPlot, actions, the notice to the line, the line itself, codes, staff
 //! tokens, the grouped configuration form of `config`, the room's recent decisions and
-//! "Explain a visitor" of `ledger`, deleting); pools (`pools`); the operator audit log
+//! "Explain a visitor" of `ledger`, deleting); its report (`report`); pools (`pools`); the operator audit log
 //! (`audit`); the cluster. Every form carries a CSRF token bound to the session, and
 //! every action answers with a redirect (post, redirect, get). A viewer sees the pages without
 //! their forms, and [`session_layer`] refuses its posts; every page says who is signed in.
@@ -18,11 +18,13 @@ mod config;
 mod form;
 pub(crate) mod ledger;
 pub(crate) mod pools;
+pub(crate) mod report;
 pub(crate) mod room;
 
 pub use audit::audit_page;
 pub use ledger::explain_page;
 pub use pools::{pool_action, pools_page};
+pub use report::report_page;
 pub use room::{history, preview, room, save_config};
 
 use crate::app::App;
