@@ -211,6 +211,31 @@ async fn each_handed_visitor_is_taken_once(kind: HandoffApp, test: &str) {
         assert!(back(&r), "{what}: {} {:?}", r.status(), r.headers());
     }
 
+    // Tokens naming keys nobody published are refused without making the application fetch
+    // the waiting room's keys for each (at most once more, whatever the flood).
+    let jwks_fetches = |m: &str| {
+        m.lines()
+            .filter(|l| l.starts_with("sluice_http_requests_total{") && l.contains("jwks.json"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum::<u64>()
+    };
+    let before = jwks_fetches(&c.metrics(1).await);
+    let b64 = |v: &Value| {
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(serde_json::to_vec(v).unwrap())
+    };
+    for i in 0..20 {
+        let header = json!({"alg": "EdDSA", "kid": format!("made-up-{i}"), "typ": "JWT"});
+        let made_up = format!("{}.{}.{}", b64(&header), b64(&cl), "A".repeat(86));
+        let r = http
+            .get(format!("{page}&sluice_token={made_up}"))
+            .send()
+            .await
+            .unwrap();
+        assert!(back(&r), "a made-up key {i}");
+    }
+    let after = jwks_fetches(&c.metrics(1).await);
+    assert!(after <= before + 1, "{before} then {after} key fetches");
+
     // The waiting room hands nobody to a site the room does not list, and puts no token in a
     // link that would leave it: such a `next` is this site's front page.
     for next in [

@@ -55,7 +55,11 @@ export function sluiceHandoff({
 }) {
   if (!secret || Buffer.byteLength(secret) < 32) throw new Error('the session secret needs at least 32 bytes');
   const base = waitingRoom.replace(/\/+$/, '');
-  const jwks = createRemoteJWKSet(new URL(jwksUrl || `${base}/.well-known/jwks.json`));
+  // A token naming a key not seen yet fetches the keys again at most every 30 s (a flood of
+  // tokens naming made-up keys must not become a flood of fetches).
+  const jwks = createRemoteJWKSet(new URL(jwksUrl || `${base}/.well-known/jwks.json`), {
+    cooldownDuration: 30_000,
+  });
   const used = seen || new SeenTokens(SEEN_MAX, clock);
   const mac = (value) => createHmac('sha256', secret).update(value).digest('base64url');
   const secure = origin.startsWith('https://');

@@ -39,6 +39,9 @@ PARAM = "sluice_token"
 TOKEN_LEN_MAX = 2048
 # Most used tokens remembered at once; beyond it, new tokens are refused until old ones expire.
 SEEN_MAX = 1_000_000
+# A token signed by a key not seen yet fetches the waiting room's keys again at most this often
+# (a flood of tokens naming made-up keys must not become a flood of fetches).
+JWKS_REFETCH_SECS = 30
 
 
 class SeenTokens:
@@ -77,8 +80,10 @@ class SluiceHandoff:
         self.secret = secret if isinstance(secret, bytes) else secret.encode()
         self.cookie = cookie
         self.secure = origin.startswith("https://")
-        self.jwks = jwt.PyJWKClient(jwks_url or self.waiting_room + "/.well-known/jwks.json",
-                                    cache_keys=True, lifespan=300)
+        self.jwks = jwt.PyJWKClient(jwks_url or self.waiting_room + "/.well-known/jwks.json")
+        self.keys = {}
+        self.fetched = None
+        self.keys_lock = threading.Lock()
         self.seen = seen if seen is not None else SeenTokens(clock=clock)
         self.clock = clock
 
@@ -110,14 +115,16 @@ class SluiceHandoff:
         if len(token) > TOKEN_LEN_MAX:
             return None
         try:
-            key = self.jwks.get_signing_key_from_jwt(token).key
+            key = self.key_for(jwt.get_unverified_header(token).get("kid"))
+            if key is None:
+                return None
             claims = jwt.decode(
                 token, key, algorithms=["EdDSA"], audience="sluice:" + self.room,
                 issuer=self.issuer, leeway=0,
                 options={"require": ["exp", "iat", "sub", "jti", "origin", "session_exp"],
                          "verify_exp": False},
             )
-        except (jwt.PyJWTError, ValueError):
+        except (jwt.PyJWTError, ValueError, TypeError):
             return None
         now = self.clock()
         if claims["exp"] <= now or claims.get("room") != self.room \
@@ -126,6 +133,18 @@ class SluiceHandoff:
         if not self.seen.take(claims["jti"], claims["exp"]):
             return None
         return claims
+
+    def key_for(self, kid):
+        """The public key `kid` names: from the keys fetched last, or fetched again if that was
+        at least JWKS_REFETCH_SECS ago (a rotation publishes the next key ahead of use)."""
+        with self.keys_lock:
+            now = self.clock()
+            if kid not in self.keys and (self.fetched is None
+                                         or now - self.fetched >= JWKS_REFETCH_SECS):
+                self.fetched = now
+                jwks = self.jwks.get_jwk_set(refresh=True)
+                self.keys = {k.key_id: k.key for k in jwks.keys if k.key_id}
+            return self.keys.get(kid)
 
     def session_cookie(self, claims):
         end = int(claims["session_exp"])
