@@ -1281,6 +1281,19 @@ async fn the_overview_adds_every_room_up() {
 
     let anonymous = reqwest::get(c.node(1).url("/v1/overview")).await.unwrap();
     assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED);
+    // gRPC says the same, to a viewer, and nothing to a caller without a token.
+    let mut admin = pb::admin_client::AdminClient::new(grpc_channel(&c).await);
+    let g = admin
+        .overview(authorized(VERA, pb::Empty {}))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (g.rooms, g.waiting, g.active, g.totals.unwrap().joined),
+        (2, 2, 2, 4)
+    );
+    let refused = admin.overview(pb::Empty {}).await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::Unauthenticated);
 
     let metrics = c.metrics(1).await;
     for line in [
@@ -1294,6 +1307,21 @@ async fn the_overview_adds_every_room_up() {
     }
 
     let cookie = sign_in(&c, VERA).await;
+    // The dashboard's live figures carry the same, for the line under the list.
+    let live: Value = reqwest::Client::new()
+        .get(c.node(1).url("/admin/stats.json"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (&live["all"]["waiting"], &live["all"]["active"]),
+        (&json!(2), &json!(2)),
+        "{live}"
+    );
     let (s, home) = page(&c, &cookie, "/admin").await;
     assert_eq!(s, StatusCode::OK);
     assert!(home.contains("All 2 rooms, 2 open"), "{home}");

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 /// `sluice.v1.Admin` calls that only read (each other call changes something).
-pub const GRPC_ADMIN_READS: [&str; 8] = [
+pub const GRPC_ADMIN_READS: [&str; 9] = [
     "GetRoom",
     "ListRooms",
     "Queue",
@@ -19,6 +19,7 @@ pub const GRPC_ADMIN_READS: [&str; 8] = [
     "Ledger",
     "Explain",
     "Audit",
+    "Overview",
 ];
 
 /// The role a gRPC call needs, from its path (`/sluice.v1.Admin/Pause`): `Admin` reads need
@@ -130,6 +131,7 @@ mod tests {
         for (path, role) in [
             ("/sluice.v1.Admin/ListRooms", Viewer),
             ("/sluice.v1.Admin/Audit", Viewer),
+            ("/sluice.v1.Admin/Overview", Viewer),
             ("/sluice.v1.Admin/Ledger", Viewer),
             ("/sluice.v1.Admin/Explain", Viewer),
             ("/sluice.v1.Admin/Pause", Operator),

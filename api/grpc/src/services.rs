@@ -450,6 +450,17 @@ fn config_from_pb(c: pb::RoomConfig) -> RoomConfigBody {
     }
 }
 
+fn totals(t: &TotalsBody) -> pb::Totals {
+    pb::Totals {
+        joined: t.joined,
+        admitted: t.admitted,
+        left: t.left,
+        abandoned: t.abandoned,
+        expired: t.expired,
+        revoked: t.revoked,
+    }
+}
+
 fn room(r: RoomBody) -> pb::Room {
     pb::Room {
         name: r.name,
@@ -458,14 +469,7 @@ fn room(r: RoomBody) -> pb::Room {
         closed: r.closed,
         waiting: r.waiting,
         active: r.active,
-        totals: Some(pb::Totals {
-            joined: r.totals.joined,
-            admitted: r.totals.admitted,
-            left: r.totals.left,
-            abandoned: r.totals.abandoned,
-            expired: r.totals.expired,
-            revoked: r.totals.revoked,
-        }),
+        totals: Some(totals(&r.totals)),
         admitted_last_minute: r.admitted_last_minute,
         eta_rate_per_minute: r.eta_rate_per_minute,
         bucket_tokens: r.bucket_tokens,
@@ -1051,6 +1055,21 @@ impl pb::admin_server::Admin for Grpc {
             self.sluice.release_or_report(&r.pool, &body, false),
             pool,
         )
+        .await
+    }
+
+    async fn overview(&self, _: Request<pb::Empty>) -> R<pb::OverviewReply> {
+        self.call("Admin/Overview", async { self.sluice.overview() }, |o| {
+            pb::OverviewReply {
+                rooms: o.rooms,
+                open: o.open,
+                waiting: o.waiting,
+                active: o.active,
+                admitted_last_minute: o.admitted_last_minute,
+                totals: Some(totals(&o.totals)),
+                applied_index: o.applied_index,
+            }
+        })
         .await
     }
 

@@ -115,6 +115,11 @@
             if (a) a.textContent = r.active + ' / ' + r.capacity;
             if (n) n.textContent = r.admitted_last_minute;
           });
+          if (s.all) {
+            put('all-waiting', s.all.waiting);
+            put('all-active', s.all.active);
+            put('all-rate', s.all.admitted_last_minute);
+          }
         })
         .catch(function () {});
     }, 5000);

@@ -541,9 +541,15 @@ pub async fn stats(State(app): AppState, headers: HeaderMap) -> Response {
     if session(&app, &headers).is_none() {
         return ApiError::unauthorized().into_http();
     }
+    // All rooms together (every room, not only the first page listed), for the line under
+    // the list.
+    let all = app.sluice.overview().ok().map(|o| {
+        serde_json::json!({"waiting": o.waiting, "active": o.active, "admitted_last_minute": o.admitted_last_minute})
+    });
     match app.sluice.list_rooms(None, ROOMS_PAGE_MAX, false).await {
         Ok(l) => axum::Json(serde_json::json!({
-            "rooms": l.rooms.iter().map(|r| serde_json::json!({"name": r.name, "waiting": r.waiting, "active": r.active, "capacity": r.config.capacity, "admitted_last_minute": r.admitted_last_minute, "newest_eta_secs": r.newest_eta_secs, "joined": r.totals.joined, "admitted": r.totals.admitted})).collect::<Vec<_>>()
+            "rooms": l.rooms.iter().map(|r| serde_json::json!({"name": r.name, "waiting": r.waiting, "active": r.active, "capacity": r.config.capacity, "admitted_last_minute": r.admitted_last_minute, "newest_eta_secs": r.newest_eta_secs, "joined": r.totals.joined, "admitted": r.totals.admitted})).collect::<Vec<_>>(),
+            "all": all,
         }))
         .into_response(),
         Err(e) => e.into_http(),
