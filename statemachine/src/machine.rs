@@ -494,11 +494,14 @@ impl StateMachine {
                 self.room_op(pos, room, &mut |r, d| r.join(*visitor, &evidence, now, d))
             }
             SetEntryPolicy { room, policy } => {
-                let policy = policy
+                let encoded = policy;
+                let policy = encoded
                     .decode()
                     .map_err(|e| Rejection::invalid("entry", e.to_string()))?;
                 policy.validate()?;
-                self.room_op(pos, room, &mut |r, d| r.set_policy(policy.clone(), now, d))
+                self.room_op(pos, room, &mut |r, d| {
+                    r.set_policy(policy.clone(), encoded, now, d)
+                })
             }
             Heartbeat { room, visitor } => {
                 self.room_op(pos, room, &mut |r, d| r.heartbeat(*visitor, now, d))

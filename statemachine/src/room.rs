@@ -22,8 +22,8 @@ use crate::outcome::{
     VisitorView,
 };
 use crate::policy::{
-    ChallengeUse, ClientKey, EntryPolicy, IdentityKey, JoinEvidence, CHALLENGES_REMEMBERED_MAX,
-    CHALLENGE_TTL_MS_MAX,
+    ChallengeUse, ClientKey, EncodedPolicy, EntryPolicy, IdentityKey, JoinEvidence,
+    CHALLENGES_REMEMBERED_MAX, CHALLENGE_TTL_MS_MAX,
 };
 use crate::queue::{Slot, WaitQueue};
 use crate::sessions::{Session, Sessions};
@@ -132,6 +132,11 @@ pub(crate) struct Room {
     pub bans: BTreeMap<VisitorId, u64>,
     /// The entry policy.
     pub policy: EntryPolicy,
+    /// The policy's encoding as the command (or snapshot) that set it carried it: snapshots
+    /// write these bytes again, so that a policy encoded before fields were appended to
+    /// [`EntryPolicy`] is written as it was, and every replica writes the same bytes whatever
+    /// version it runs (`None`: the default policy, never set).
+    pub policy_encoded: Option<EncodedPolicy>,
     /// The client network of each live visitor that came with one while the policy counted
     /// clients (at most one entry per waiter or session).
     pub client_of: BTreeMap<VisitorId, ClientKey>,
@@ -313,6 +318,7 @@ pub(crate) struct RoomParts {
 pub(crate) struct RoomExtras {
     pub bans: Vec<(VisitorId, u64)>,
     pub policy: EntryPolicy,
+    pub policy_encoded: Option<EncodedPolicy>,
     pub client_of: Vec<(VisitorId, ClientKey)>,
     pub challenges_used: Vec<(u64, [u8; 16])>,
     pub identity_of: Vec<(VisitorId, IdentityKey)>,
@@ -357,6 +363,7 @@ impl Room {
             totals: Totals::default(),
             bans: BTreeMap::new(),
             policy: EntryPolicy::default(),
+            policy_encoded: None,
             client_of: BTreeMap::new(),
             places_of: BTreeMap::new(),
             sessions_of: BTreeMap::new(),
@@ -413,6 +420,7 @@ impl Room {
         }
         room.bans = x.bans.into_iter().collect();
         room.policy = x.policy;
+        room.policy_encoded = x.policy_encoded;
         room.restore_lanes(x.lanes, x.public_credit)?;
         room.restore_codes(x.codes)?;
         room.restore_clients(x.client_of)?;
@@ -1125,7 +1133,13 @@ impl Room {
     /// Replaces the entry policy (already validated). Sessions admitted and still unused come
     /// under a new first-use TTL at once; visitors who joined without a counted client stay
     /// uncounted.
-    pub fn set_policy(&mut self, policy: EntryPolicy, now: u64, draw: &mut Step) -> Outcome {
+    pub fn set_policy(
+        &mut self,
+        policy: EntryPolicy,
+        encoded: &EncodedPolicy,
+        now: u64,
+        draw: &mut Step,
+    ) -> Outcome {
         if let Err(r) = self.check_lanes(&policy) {
             self.pump(now, draw);
             return Outcome::Rejected(r);
@@ -1136,6 +1150,7 @@ impl Room {
             self.origin.reset();
         }
         self.policy = policy;
+        self.policy_encoded = Some(encoded.clone());
         self.held_head.clear();
         if !self.policy.counts_clients() {
             self.client_of.clear();

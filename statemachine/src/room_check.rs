@@ -32,6 +32,20 @@ impl Room {
         self.check_identities()?;
         self.check_challenges()?;
         self.check_codes()?;
+        self.check_policy()?;
+        Ok(())
+    }
+
+    /// The policy's bytes, when kept, are the policy.
+    fn check_policy(&self) -> Result<(), String> {
+        if let Some(e) = &self.policy_encoded {
+            let decoded = e.decode().map_err(|e| e.to_string())?;
+            ensure!(
+                self,
+                decoded == self.policy,
+                "its policy's bytes say another policy"
+            );
+        }
         Ok(())
     }
 

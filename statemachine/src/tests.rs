@@ -1684,6 +1684,48 @@ fn version_3_snapshots_are_read_and_written_byte_for_byte() {
     assert!(StateMachine::restore(&v3[..v3.len() - 1]).is_err());
 }
 
+/// A policy encoded before fields were appended to it is kept and written as its command
+/// carried it: a replica running this version and one running the version that wrote it make
+/// the same snapshot and digest.
+#[test]
+fn a_policy_is_written_back_as_it_was_given() {
+    let mut h = H::new();
+    h.create("r", cfg(3, 60));
+    let policy = crate::EntryPolicy {
+        first_use_ttl_secs: Some(60),
+        ..crate::EntryPolicy::default()
+    };
+    let current = policy.encode();
+    // As the version before `handoff_origins` encoded it: one byte fewer.
+    let older = crate::policy::EncodedPolicy(current.0[..current.0.len() - 1].to_vec());
+    assert_eq!(older.decode().unwrap(), policy);
+    let o = h.run(Command::SetEntryPolicy {
+        room: "r".into(),
+        policy: older.clone(),
+    });
+    assert!(!matches!(o, Outcome::Rejected(_)), "{o:?}");
+    let snap = h.sm.snapshot();
+    // A policy's bytes go into the snapshot after their length (one byte, here).
+    let find = |bytes: &[u8], p: &crate::policy::EncodedPolicy| {
+        let part = [&[p.0.len() as u8][..], &p.0].concat();
+        bytes.windows(part.len()).any(|w| w == part)
+    };
+    assert!(find(&snap, &older), "the bytes as given");
+    assert!(!find(&snap, &current), "not encoded again");
+    let restored = StateMachine::restore(&snap).unwrap();
+    restored.check().unwrap();
+    assert_eq!(restored.snapshot(), snap);
+    assert_eq!(restored.digest(), h.sm.digest());
+    // Set again in the current encoding, the room writes that.
+    h.run(Command::SetEntryPolicy {
+        room: "r".into(),
+        policy: current.clone(),
+    });
+    let snap2 = h.sm.snapshot();
+    assert_ne!(snap2, snap);
+    assert!(find(&snap2, &current) && !find(&snap2, &older));
+}
+
 #[test]
 fn packed_records_keep_extreme_numbers() {
     let mut h = H::new();

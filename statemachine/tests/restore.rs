@@ -200,13 +200,15 @@ fn policy() -> impl Strategy<Value = EntryPolicy> {
             prop::option::weighted(0.3, 1u64..60),
             prop::option::weighted(0.2, 1u64..10),
             any::<(bool, bool)>(),
+            // The page's own settings, which only the edges read: a snapshot carries them too.
+            any::<(bool, bool)>(),
         ),
     )
         .prop_map(
             |(
                 (ttl, places, sessions, pow, salt),
                 (nets, window, external, origin),
-                (lanes, invite, grace, reads, shows),
+                (lanes, invite, grace, reads, shows, page),
             )| {
                 EntryPolicy {
                     first_use_ttl_secs: ttl,
@@ -237,6 +239,16 @@ fn policy() -> impl Strategy<Value = EntryPolicy> {
                     lanes,
                     invite_only: invite,
                     grace_secs: grace,
+                    after_url: page.0.then(|| "https://shop.example/sold-out".into()),
+                    text_color: page.1.then(|| "#f5f5f5".into()),
+                    handoff_origins: if page.0 {
+                        vec![
+                            "https://shop.example".into(),
+                            "http://localhost:8081".into(),
+                        ]
+                    } else {
+                        Vec::new()
+                    },
                     ..EntryPolicy::default()
                 }
             },

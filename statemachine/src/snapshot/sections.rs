@@ -262,14 +262,22 @@ impl RoomSection for Policies {
     type Out<'a> = EncodedPolicy;
     type In = EncodedPolicy;
 
+    /// The bytes the policy was set with (a policy never set is the default, not written).
     fn part(room: &Room) -> Option<Self::Out<'_>> {
-        (room.policy != EntryPolicy::default()).then(|| room.policy.encode())
+        (room.policy != EntryPolicy::default()).then(|| {
+            room.policy_encoded
+                .clone()
+                .unwrap_or_else(|| room.policy.encode())
+        })
     }
 
     fn keep(name: &str, p: Self::In, into: &mut RoomExtras) -> Result<(), DecodeError> {
-        let p = p.decode()?;
-        p.validate().map_err(|e| bad(format!("room {name}: {e}")))?;
-        into.policy = p;
+        let policy = p.decode()?;
+        policy
+            .validate()
+            .map_err(|e| bad(format!("room {name}: {e}")))?;
+        into.policy = policy;
+        into.policy_encoded = Some(p);
         Ok(())
     }
 }
