@@ -47,6 +47,25 @@ pub fn rfc3339(ms: u64) -> String {
     )
 }
 
+/// The time parameter `field` (absent or empty: `None`), read by [`parse_time_ms`]; 400 with
+/// the field when it is not a time.
+pub fn time_param(field: &str, v: &Option<String>) -> Result<Option<u64>, ApiError> {
+    v.as_deref()
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            parse_time_ms(s).ok_or_else(|| {
+                ApiError::invalid(
+                    field,
+                    format!(
+                        "{field}: must be RFC 3339 (2026-12-24T18:00:00Z) or ms since the \
+epoch, at most {TIME_PARAM_LEN_MAX} characters"
+                    ),
+                )
+            })
+        })
+        .transpose()
+}
+
 /// A time as the ledger's parameters take it: milliseconds since the epoch (digits only), or
 /// RFC 3339 with a `Z` or a numeric offset (`2026-12-24T18:00:00Z`,
 /// `2026-12-24T19:00:00.5+01:00`; a `+` that a query string turned into a space is read as
@@ -400,23 +419,7 @@ impl LedgerParams {
                 format!("limit: must be from 1 to {LEDGER_PAGE_MAX}"),
             ));
         }
-        let time = |field: &str, v: &Option<String>| {
-            v.as_deref()
-                .filter(|s| !s.is_empty())
-                .map(|s| {
-                    parse_time_ms(s).ok_or_else(|| {
-                        ApiError::invalid(
-                            field,
-                            format!(
-                                "{field}: must be RFC 3339 (2026-12-24T18:00:00Z) or ms since \
-the epoch, at most {TIME_PARAM_LEN_MAX} characters"
-                            ),
-                        )
-                    })
-                })
-                .transpose()
-        };
-        let (from_ms, to_ms) = (time("from", &self.from)?, time("to", &self.to)?);
+        let (from_ms, to_ms) = (time_param("from", &self.from)?, time_param("to", &self.to)?);
         if let (Some(f), Some(t)) = (from_ms, to_ms) {
             if f > t {
                 return Err(ApiError::invalid("from", "from: is after to"));

@@ -14,7 +14,7 @@
 use crate::core::Sluice;
 use crate::error::{ApiError, Kind};
 use crate::history::{Sample, SAMPLE_EVERY_SECS};
-use crate::ledger::{parse_time_ms, rfc3339};
+use crate::ledger::{rfc3339, time_param};
 use serde::{Deserialize, Serialize};
 use sluice_raft::{LedgerQuery, LEDGER_PAGE_MAX};
 use sluice_statemachine::ledger::{Event, Record};
@@ -54,24 +54,8 @@ pub struct ReportParams {
 impl ReportParams {
     /// The range in ms, checked: `from` ≤ `to`, at most [`REPORT_MINUTES_MAX`] minutes.
     pub fn range(&self, now_ms: u64) -> Result<(u64, u64), ApiError> {
-        let time = |field: &str, v: &Option<String>| {
-            v.as_deref()
-                .filter(|s| !s.is_empty())
-                .map(|s| {
-                    parse_time_ms(s).ok_or_else(|| {
-                        ApiError::invalid(
-                            field,
-                            format!(
-                                "{field}: must be RFC 3339 (2026-12-24T18:00:00Z) or ms since \
-the epoch"
-                            ),
-                        )
-                    })
-                })
-                .transpose()
-        };
-        let to = time("to", &self.to)?.unwrap_or(now_ms);
-        let from = time("from", &self.from)?
+        let to = time_param("to", &self.to)?.unwrap_or(now_ms);
+        let from = time_param("from", &self.from)?
             .unwrap_or_else(|| to.saturating_sub(REPORT_DEFAULT_SECS * 1000));
         if from > to {
             return Err(ApiError::invalid("from", "from: is after to"));
@@ -558,7 +542,10 @@ mod tests {
             .unwrap();
         assert_eq!(
             (from, to - from),
-            (parse_time_ms("2026-12-24T18:00:00Z").unwrap(), 0)
+            (
+                crate::ledger::parse_time_ms("2026-12-24T18:00:00Z").unwrap(),
+                0
+            )
         );
         for (from, to, field) in [
             ("2026-12-24T19:00:00Z", "2026-12-24T18:00:00Z", "from"),
