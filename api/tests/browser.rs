@@ -1424,3 +1424,149 @@ async fn a_visitor_goes_from_the_waiting_room_to_another_site_and_back_when_the_
     a.screenshot("handoff-3-in-the-shop-again").await;
     a.close().await;
 }
+
+/// A brand's own page (`branding.template`): its header and footer around the page's parts, in
+/// the visitor's language. The page joins, follows the line, shows a notice live and moves the
+/// visitor on, as the built-in one does; its inline script is stopped by the page's policy;
+/// axe-core passes it; the dashboard previews a template before it is saved, and says why one
+/// would be refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_brand_s_own_page_joins_follows_the_line_and_moves_on_and_is_previewed() {
+    if !prerequisites(
+        "browser::a_brand_s_own_page_joins_follows_the_line_and_moves_on_and_is_previewed",
+        &[
+            Need::Program("chromium"),
+            Need::Program("chromedriver"),
+            Need::Axe,
+        ],
+    ) {
+        return;
+    }
+    let axe = std::fs::read_to_string(axe_script().unwrap()).unwrap();
+    let template = r#"<style>.shop header{background:#14213d;color:#fff;padding:1rem;border-radius:.5rem}
+.shop footer{margin-top:2rem;border-top:1px solid #ccc}</style>
+<div class="shop"><header><strong>{{ title }}</strong></header>
+{% if lang == "de" %}<p>Der Vorverkauf beginnt gleich.</p>{% else %}<p>The presale starts soon.</p>{% endif %}
+<h1>{{ heading }}</h1>{{ notice }}{{ position }}{{ estimate }}{{ progress }}{{ join_form }}
+<script>document.title = "inline script ran"</script>
+<footer>{{ switcher }}</footer></div>"#;
+    let c = Cluster::start(1).await;
+    c.create_room(
+        "brand",
+        json!({"capacity": 1, "admit_per_minute": 600, "session_ttl_secs": 600,
+               "waiter_ttl_secs": 600, "branding": {"title": "Night Market", "template": template}}),
+    )
+    .await;
+    let holder = c.join(1, "brand", None).await;
+    let base = format!("http://{}", c.node(1).http);
+    let (_driver, driver) = start_driver().await;
+    let dir = tempfile::tempdir().unwrap();
+    let v = Browser::open(&driver, true, &dir.path().join("v")).await;
+
+    // The brand's join page joins by itself; the brand's waiting page follows the line.
+    v.go(&format!("{base}/wait/brand?next=/")).await;
+    v.wait_until(
+        "the brand's waiting page",
+        Duration::from_secs(15),
+        |_, s| s.contains("class=\"shop\"") && s.contains("id=\"pos\">1<"),
+    )
+    .await;
+    assert!(v.text("header").await.contains("Night Market"));
+    assert!(v.source().await.contains("The presale starts soon."));
+    let title = v.run("return document.title").await;
+    assert!(
+        !title.as_str().unwrap().contains("inline script ran"),
+        "the page's policy stops a template's inline script: {title}"
+    );
+    v.axe(&axe, "brand's waiting").await;
+    v.screenshot("40-brand-template-waiting").await;
+    // The notice arrives live on the brand's page.
+    let (s, _) = c
+        .admin(
+            1,
+            reqwest::Method::POST,
+            "/v1/rooms/brand/notice",
+            Some(json!({"text": "Doors open at 18:00."})),
+        )
+        .await;
+    assert!(s.is_success());
+    v.wait_until("the notice", Duration::from_secs(15), |_, s| {
+        s.contains("Doors open at 18:00.")
+    })
+    .await;
+    // In German, the brand's own German text.
+    v.click("a[hreflang=de]").await;
+    v.wait_until("the page in German", Duration::from_secs(15), |_, s| {
+        s.contains("<html lang=\"de\"") && s.contains("Der Vorverkauf beginnt gleich.")
+    })
+    .await;
+    v.screenshot("41-brand-template-german").await;
+    // The holder leaves: the visitor's turn, said on the brand's page, and on to `next`.
+    let (s, _) = c
+        .visitor(
+            1,
+            reqwest::Method::POST,
+            "/v1/rooms/brand/leave",
+            holder["ticket"].as_str(),
+        )
+        .await;
+    assert_eq!(s, reqwest::StatusCode::OK);
+    v.wait_until("moved on", Duration::from_secs(20), |u, _| {
+        !u.contains("/wait/brand")
+    })
+    .await;
+
+    // The dashboard previews an unsaved template, and says why a broken one would be refused.
+    let d = Browser::open(&driver, true, &dir.path().join("d")).await;
+    d.go(&c.node(1).url("/admin")).await;
+    d.type_into("#token", TOKEN).await;
+    d.click("button[type=submit]").await;
+    d.wait_until("the dashboard", Duration::from_secs(10), |_, s| {
+        s.contains("/admin/rooms/brand")
+    })
+    .await;
+    for (from, to, expect) in [
+        (
+            "starts soon",
+            "starts in a minute",
+            "The presale starts in a minute.",
+        ),
+        ("{{ estimate }}", "", "would be refused"),
+    ] {
+        d.go(&format!("{base}/admin/rooms/brand")).await;
+        let set = format!(
+            "var t=document.getElementById('f-branding.template');t.value=t.value.replace({},{});\
+             document.querySelector('button[formaction$=preview]').removeAttribute('formtarget');",
+            serde_json::to_string(from).unwrap(),
+            serde_json::to_string(to).unwrap()
+        );
+        d.run(&set).await;
+        d.click("button[formaction$=preview]").await;
+        d.wait_until("the preview", Duration::from_secs(10), |_, s| {
+            s.contains(expect) && s.contains("Preview")
+        })
+        .await;
+        if to.is_empty() {
+            break;
+        }
+        assert!(d.source().await.contains("class=\"shop\""));
+        d.axe(&axe, "template preview").await;
+        d.screenshot("42-dashboard-template-preview").await;
+    }
+    // The refused one: the banner names the missing part, and the built-in page is shown.
+    let s = d.source().await;
+    assert!(
+        s.contains("estimate") && !s.contains("class=\"shop\""),
+        "{s}"
+    );
+    d.screenshot("43-dashboard-template-refused-preview").await;
+    let (_, r) = c
+        .admin(1, reqwest::Method::GET, "/v1/rooms/brand", None)
+        .await;
+    assert_eq!(
+        r["config"]["branding"]["template"], template,
+        "nothing saved"
+    );
+    d.close().await;
+    v.close().await;
+}

@@ -355,6 +355,15 @@ async fn a_viewer_reads_but_every_change_it_tries_is_forbidden() {
             ],
         ),
         ("/admin/rooms/sale/preview", vec![("csrf", csrf.as_str())]),
+        (
+            "/admin/rooms/sale/action",
+            vec![
+                ("csrf", csrf.as_str()),
+                ("action", "phase_add"),
+                ("name", "Drop"),
+                ("starts_at.unix", "4000000000"),
+            ],
+        ),
     ] {
         let (s, _, text) = post_form(&c, &cookie, path, &form).await;
         let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
@@ -1330,4 +1339,158 @@ async fn the_overview_adds_every_room_up() {
         home.contains("In all rooms: 4 places handed out, 2 admitted"),
         "{home}"
     );
+}
+
+/// The sale's timeline on the dashboard: an operator adds phases and removes one still to come;
+/// a phase that has started is frozen (no remove button, and the API refuses to change it),
+/// and the refusal changes nothing else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_keeps_the_sale_s_timeline_and_a_started_phase_is_frozen() {
+    let c = Cluster::start(1).await;
+    c.create_room("sale", room_config(2)).await;
+    let cookie = sign_in(&c, TOKEN).await;
+    let (_, html) = page(&c, &cookie, "/admin/rooms/sale").await;
+    assert!(html.contains("No phases"), "{html}");
+    let csrf = csrf_of(&html);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let soon = (now + 2).to_string();
+    let later = (now + 7_200).to_string();
+    for (name, at, capacity) in [
+        ("Second drop", later.as_str(), "9"),
+        ("Public", soon.as_str(), "5"),
+    ] {
+        let (s, to, text) = post_form(
+            &c,
+            &cookie,
+            "/admin/rooms/sale/action",
+            &[
+                ("csrf", csrf.as_str()),
+                ("action", "phase_add"),
+                ("name", name),
+                ("starts_at.unix", at),
+                ("capacity", capacity),
+                ("notice", "The public sale is open."),
+                ("announce", "on"),
+            ],
+        )
+        .await;
+        assert_eq!(
+            (s, to.as_str()),
+            (StatusCode::SEE_OTHER, "/admin/rooms/sale"),
+            "{text}"
+        );
+    }
+    // In order of their starts, whatever order they were added in.
+    let (_, room) = call(
+        &c,
+        TOKEN,
+        Method::GET,
+        "/v1/rooms/sale?consistent=true",
+        None,
+    )
+    .await;
+    let phases = room["config"]["phases"].as_array().unwrap().clone();
+    let names: Vec<&str> = phases.iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["Public", "Second drop"], "{room}");
+    assert_eq!(phases[0]["capacity"], 5);
+    // The public phase starts: the room takes its capacity and notice.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let (_, r) = call(
+            &c,
+            TOKEN,
+            Method::GET,
+            "/v1/rooms/sale?consistent=true",
+            None,
+        )
+        .await;
+        if r["config"]["capacity"] == 5 {
+            assert_eq!(r["notice"]["text"], "The public sale is open.", "{r}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the phase never started: {r}"
+        );
+        // The leader is woken for the start: no entry needs to be sent.
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let (_, html) = page(&c, &cookie, "/admin/rooms/sale").await;
+    assert!(
+        html.contains("in effect") && html.contains("Remove Second drop"),
+        "{html}"
+    );
+    assert!(
+        !html.contains("Remove Public"),
+        "a started phase is frozen: {html}"
+    );
+    // Changing the started phase is refused, and nothing else of the body is taken.
+    let mut body = room["config"].clone();
+    body["capacity"] = json!(7);
+    body["phases"][0]["capacity"] = json!(6);
+    let (s, v) = call(&c, TOKEN, Method::PUT, "/v1/rooms/sale", Some(body)).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    assert_eq!(v["error"]["field"], "phases", "{v}");
+    let (_, r) = call(
+        &c,
+        TOKEN,
+        Method::GET,
+        "/v1/rooms/sale?consistent=true",
+        None,
+    )
+    .await;
+    assert_eq!(
+        r["config"]["capacity"], 5,
+        "the refused body changed nothing: {r}"
+    );
+    // A phase in the past cannot be added either.
+    let (s, _, text) = post_form(
+        &c,
+        &cookie,
+        "/admin/rooms/sale/action",
+        &[
+            ("csrf", csrf.as_str()),
+            ("action", "phase_add"),
+            ("name", "Late"),
+            ("starts_at.unix", "1000"),
+        ],
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{text}");
+    assert!(text.contains("frozen"), "{text}");
+    // The one still to come is removed.
+    let (s, _, _) = post_form(
+        &c,
+        &cookie,
+        "/admin/rooms/sale/action",
+        &[
+            ("csrf", csrf.as_str()),
+            ("action", "phase_remove"),
+            ("index", "1"),
+        ],
+    )
+    .await;
+    assert_eq!(s, StatusCode::SEE_OTHER);
+    let (_, r) = call(
+        &c,
+        TOKEN,
+        Method::GET,
+        "/v1/rooms/sale?consistent=true",
+        None,
+    )
+    .await;
+    assert_eq!(r["config"]["phases"].as_array().unwrap().len(), 1, "{r}");
+    // The start is in the ledger, in words too.
+    let (_, ledger) = call(
+        &c,
+        TOKEN,
+        Method::GET,
+        "/v1/rooms/sale/ledger?limit=100",
+        None,
+    )
+    .await;
+    assert!(ledger.to_string().contains("phase_started"), "{ledger}");
 }

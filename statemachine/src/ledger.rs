@@ -201,6 +201,14 @@ pub enum Event {
     },
     /// The room's closing time came: nobody new joins from here on.
     Closed,
+    /// A phase of the room's timeline started ([`crate::phases`]): the room took its capacity,
+    /// rate, mode and notice.
+    PhaseStarted {
+        /// Its 0-based index in the timeline.
+        index: u64,
+        /// Its name.
+        name: String,
+    },
 }
 
 impl Event {
@@ -225,6 +233,7 @@ impl Event {
             Event::DrawRevealed { .. } => "draw_revealed",
             Event::Command { .. } => "command",
             Event::Closed => "closed",
+            Event::PhaseStarted { .. } => "phase_started",
         }
     }
 

@@ -37,6 +37,7 @@ pub mod limits;
 pub mod machine;
 pub mod origin;
 pub mod outcome;
+pub mod phases;
 pub mod policy;
 mod pool;
 mod queue;

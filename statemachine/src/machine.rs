@@ -67,7 +67,9 @@ impl Woken {
                     visitor: *visitor,
                 })
             }
-            Event::Notice { .. } | Event::Deleted { .. } => Some(Woken::Room(room.to_string())),
+            Event::Notice { .. } | Event::Deleted { .. } | Event::PhaseStarted { .. } => {
+                Some(Woken::Room(room.to_string()))
+            }
             _ => None,
         }
     }
@@ -76,7 +78,8 @@ impl Woken {
 /// What a join to a room must bring, read from applied state at the edge.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct JoinTerms {
-    /// The room's entry policy.
+    /// The room's entry policy, without what only its pages read
+    /// ([`crate::EntryPolicy::join_rules`]).
     pub policy: crate::EntryPolicy,
     /// How many wait in line now (which the proof-of-work rule may count).
     pub waiting: u64,
@@ -1048,7 +1051,7 @@ impl StateMachine {
     /// What a join to `room` must bring.
     pub fn join_terms(&self, room: &str) -> Option<JoinTerms> {
         self.rooms.get(room).map(|r| JoinTerms {
-            policy: r.policy.clone(),
+            policy: r.policy.join_rules(),
             waiting: r.waiting_len(),
             created_at_ms: r.created_at_ms,
         })

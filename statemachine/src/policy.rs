@@ -29,8 +29,11 @@ use serde::{Deserialize, Serialize};
 
 /// The current encoding version of [`EntryPolicy`] and [`JoinEvidence`].
 pub const POLICY_VERSION: u8 = 1;
-/// Longest encoded policy or evidence accepted.
-pub const ENCODED_POLICY_BYTES_MAX: usize = 8_192;
+/// Longest encoded policy or evidence accepted: a policy with page templates of
+/// [`crate::phases::TEMPLATES_BYTES_MAX`] and every other rule at its largest fits.
+pub const ENCODED_POLICY_BYTES_MAX: usize = 49_152;
+/// Longest page template a room may carry (`branding.template`), in bytes.
+pub const PAGE_TEMPLATE_BYTES_MAX: usize = 16_384;
 /// Most origins a room may hand admitted visitors to.
 pub const HANDOFF_ORIGINS_MAX: usize = 8;
 /// Largest `places_per_client_max`.
@@ -211,6 +214,13 @@ pub struct EntryPolicy {
     /// sent to with a single-use admission token in the URL, for an application that checks
     /// admissions itself rather than behind a proxy (empty: only paths of this site).
     pub handoff_origins: Vec<String>,
+    /// The room's own waiting page: a template the edge renders with the page's parts in it
+    /// (`None`: the built-in page). Only its size is checked here; the edge parses it and
+    /// refuses one that would not make a working page.
+    pub page_template: Option<String>,
+    /// The sale's timeline: phases that change the room's capacity, rate, mode, notice and
+    /// page at their starts ([`crate::phases`]; empty: none).
+    pub phases: Vec<crate::phases::Phase>,
 }
 
 impl Default for EntryPolicy {
@@ -235,6 +245,8 @@ impl Default for EntryPolicy {
             after_url: None,
             text_color: None,
             handoff_origins: Vec::new(),
+            page_template: None,
+            phases: Vec::new(),
         }
     }
 }
@@ -264,6 +276,15 @@ impl EntryPolicy {
         if let Some(url) = &self.after_url {
             crate::types::validate_url("line.after_url", url)?;
         }
+        if let Some(t) = &self.page_template {
+            if t.is_empty() || t.len() > PAGE_TEMPLATE_BYTES_MAX {
+                return Err(Rejection::invalid(
+                    "branding.template",
+                    format!("1 to {PAGE_TEMPLATE_BYTES_MAX} bytes"),
+                ));
+            }
+        }
+        crate::phases::validate(&self.phases, self.page_template.as_deref())?;
         if self.handoff_origins.len() > HANDOFF_ORIGINS_MAX {
             return Err(Rejection::invalid(
                 "line.handoff_origins",
@@ -356,6 +377,34 @@ impl EntryPolicy {
         crate::lanes::validate(&self.lanes)
     }
 
+    /// The policy without what only the pages read, which may be large (the page templates and
+    /// the timeline): what a join is checked against, copied for every join at the edge.
+    pub fn join_rules(&self) -> EntryPolicy {
+        EntryPolicy {
+            first_use_ttl_secs: self.first_use_ttl_secs,
+            places_per_client_max: self.places_per_client_max,
+            sessions_per_client_max: self.sessions_per_client_max,
+            client_prefix_v4: self.client_prefix_v4,
+            client_prefix_v6: self.client_prefix_v6,
+            proof_of_work: self.proof_of_work.clone(),
+            identity: self.identity.clone(),
+            networks_per_session_max: self.networks_per_session_max,
+            networks_window_secs: self.networks_window_secs,
+            external_challenge: self.external_challenge.clone(),
+            line: self.line.clone(),
+            origin: self.origin.clone(),
+            bypass: self.bypass.clone(),
+            lanes: self.lanes.clone(),
+            invite_only: self.invite_only,
+            grace_secs: self.grace_secs,
+            after_url: self.after_url.clone(),
+            text_color: self.text_color.clone(),
+            handoff_origins: self.handoff_origins.clone(),
+            page_template: None,
+            phases: Vec::new(),
+        }
+    }
+
     /// Whether joins must say who the client is (some rule counts clients).
     pub fn counts_clients(&self) -> bool {
         self.places_per_client_max.is_some() || self.sessions_per_client_max.is_some()
@@ -421,7 +470,7 @@ fn encode_versioned<T: Serialize>(v: &T) -> Vec<u8> {
 
 /// Fields appended to [`EntryPolicy`] and [`JoinEvidence`] since their version 1 was first
 /// written, at most: an encoding that ends before them decodes with them at their defaults.
-const APPENDED_FIELDS_MAX: usize = 3;
+const APPENDED_FIELDS_MAX: usize = 5;
 
 /// Decodes the postcard encoding `rest` of `T`. An encoding written before fields were appended
 /// to `T` ends early; it decodes with each missing field at its default, which every appended
@@ -517,6 +566,17 @@ mod tests {
                 "https://shop.example".into(),
                 "http://localhost:8081".into(),
             ],
+            page_template: Some("<h1>{{ title }}</h1>{{ position }}".into()),
+            phases: vec![crate::phases::Phase {
+                starts_at_ms: 1_800_000_000_000,
+                name: "Second drop".into(),
+                capacity: Some(2_000),
+                admit_per_minute: Some(600),
+                mode: Some(crate::types::Mode::Fifo),
+                notice: Some("The second drop is open.".into()),
+                page_template: None,
+                announce: true,
+            }],
         };
         assert_eq!(p.encode().decode().unwrap(), p);
         let e = JoinEvidence {
@@ -547,6 +607,14 @@ mod tests {
         for bad in [
             EntryPolicy {
                 first_use_ttl_secs: Some(0),
+                ..EntryPolicy::default()
+            },
+            EntryPolicy {
+                page_template: Some(String::new()),
+                ..EntryPolicy::default()
+            },
+            EntryPolicy {
+                page_template: Some("x".repeat(PAGE_TEMPLATE_BYTES_MAX + 1)),
                 ..EntryPolicy::default()
             },
             EntryPolicy {
@@ -635,15 +703,18 @@ mod tests {
             after_url: None,
             text_color: None,
             handoff_origins: Vec::new(),
+            page_template: None,
+            phases: Vec::new(),
         };
         let golden = vec![
             1, 1, 60, 0, 0, 32, 64, 1, 0xac, 0x02, 2, 0, 0xac, 0x02, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0,
-            1, 0, 0, 0, 0, 0, 0,
+            1, 0, 0, 0, 0, 0, 0, 0, 0,
         ];
         assert_eq!(p.encode().0, golden);
-        // Written before `text_color` and `handoff_origins` were appended: decodes with them
-        // at their defaults; one byte fewer than the fields' start is malformed.
-        for missing in 1..=2 {
+        // Written before `text_color`, `handoff_origins`, `page_template` and `phases` were
+        // appended: decodes with them at their defaults; one byte fewer than the fields' start
+        // is malformed.
+        for missing in 1..=4 {
             let older = EncodedPolicy(golden[..golden.len() - missing].to_vec());
             assert_eq!(older.decode().unwrap(), p, "{missing} fields missing");
         }

@@ -886,9 +886,10 @@ impl Room {
 
     // ---- time-driven housekeeping -------------------------------------------------------------
 
-    /// Expiry, refill and opening at `now`. Returns how many visitors expired.
+    /// Expiry, phases, refill and opening at `now`. Returns how many visitors expired.
     pub fn advance(&mut self, now: u64, draw: &mut Step) -> u64 {
         let expired = self.expire(now, draw);
+        self.start_phases(now, draw);
         self.refill(now);
         if !self.opened && self.config.opens_at_ms.is_none_or(|t| t <= now) {
             self.open(now, draw);
@@ -1020,6 +1021,39 @@ impl Room {
         self.bucket_at_ms = self.bucket_at_ms.max(now);
     }
 
+    /// Starts the phases of the room's timeline whose starts came since the last refill, up to
+    /// `now`, each exactly at its start: the bucket is filled up to the start at the rate before
+    /// it ([`crate::phases`]).
+    fn start_phases(&mut self, now: u64, draw: &mut Step) {
+        let since = self.bucket_at_ms;
+        let first = crate::phases::started(&self.policy.phases, since).len();
+        let last = crate::phases::started(&self.policy.phases, now).len();
+        for i in first..last {
+            let p = self.policy.phases[i].clone();
+            self.refill(p.starts_at_ms);
+            if let Some(c) = p.capacity {
+                self.config.capacity = c;
+            }
+            if let Some(r) = p.admit_per_minute {
+                self.config.admit_per_minute = r;
+                self.bucket_units = self.bucket_units.min(self.config.burst() * UNITS_PER_TOKEN);
+            }
+            if let Some(m) = p.mode {
+                self.config.mode = m;
+            }
+            self.held_head.clear();
+            if let Some(text) = p.notice {
+                let text = (!text.is_empty()).then_some(text);
+                self.notice = text.clone().map(|t| (t, p.starts_at_ms));
+                draw.note(Event::Notice { text });
+            }
+            draw.note(Event::PhaseStarted {
+                index: i as u64,
+                name: p.name,
+            });
+        }
+    }
+
     /// Whether the line will be shuffled when the room opens: only at its first opening. A room
     /// whose opening is put off after it opened keeps the order of those already in line (who
     /// joined first come, first served), and those who join meanwhile line up after them.
@@ -1140,7 +1174,10 @@ impl Room {
         now: u64,
         draw: &mut Step,
     ) -> Outcome {
-        if let Err(r) = self.check_lanes(&policy) {
+        if let Err(r) = self
+            .check_lanes(&policy)
+            .and_then(|()| crate::phases::check_frozen(&self.policy.phases, &policy.phases, now))
+        {
             self.pump(now, draw);
             return Outcome::Rejected(r);
         }
@@ -2558,6 +2595,11 @@ impl Room {
         // The closing is a ledger record (and a webhook): a tick when it comes.
         if let Some(t) = self.config.closes_at_ms.filter(|&t| t > now) {
             consider(t);
+        }
+        // So is a phase's start, which may change who is admitted at once.
+        let started = crate::phases::started(&self.policy.phases, self.bucket_at_ms).len();
+        if let Some(p) = self.policy.phases.get(started) {
+            consider(p.starts_at_ms.max(now));
         }
         for (rule, line) in self.policy.lanes.iter().zip(&self.lanes) {
             match rule.opens_at_ms {

@@ -1696,7 +1696,7 @@ fn a_policy_is_written_back_as_it_was_given() {
         ..crate::EntryPolicy::default()
     };
     let current = policy.encode();
-    // As the version before `handoff_origins` encoded it: one byte fewer.
+    // As the version before `phases` encoded it: one byte fewer.
     let older = crate::policy::EncodedPolicy(current.0[..current.0.len() - 1].to_vec());
     assert_eq!(older.decode().unwrap(), policy);
     let o = h.run(Command::SetEntryPolicy {
@@ -2881,4 +2881,128 @@ fn the_line_shows_what_the_room_allows() {
         300,
         "never past half the waiter TTL: the place is kept"
     );
+}
+
+// ---- a sale in phases ---------------------------------------------------------------------------
+
+fn phase(at_ms_after_t0: u64, name: &str) -> crate::phases::Phase {
+    crate::phases::Phase {
+        starts_at_ms: T0 + at_ms_after_t0,
+        name: name.into(),
+        capacity: None,
+        admit_per_minute: None,
+        mode: None,
+        notice: None,
+        page_template: None,
+        announce: true,
+    }
+}
+
+#[test]
+fn a_sale_in_phases_changes_capacity_rate_and_notice_exactly_at_each_start() {
+    let mut h = H::new();
+    // Two admissions at once, one a minute after.
+    h.create(
+        "r",
+        RoomConfig {
+            admit_burst: 2,
+            ..cfg(2, 1)
+        },
+    );
+    let timeline = vec![
+        crate::phases::Phase {
+            capacity: Some(5),
+            admit_per_minute: Some(60),
+            notice: Some("The public sale is open.".into()),
+            ..phase(10_000, "Public")
+        },
+        crate::phases::Phase {
+            capacity: Some(8),
+            notice: Some(String::new()),
+            ..phase(20_000, "Second drop")
+        },
+    ];
+    let o = policy(
+        &mut h,
+        EntryPolicy {
+            phases: timeline.clone(),
+            ..EntryPolicy::default()
+        },
+    );
+    assert!(!matches!(o, Outcome::Rejected(_)), "{o:?}");
+    h.sm.keep_ledger(true);
+    h.join_many("r", 1, 10);
+    assert_eq!(h.room("r").active, 2, "capacity 2 before the first phase");
+    // The leader is woken for the start.
+    assert_eq!(h.sm.next_due_ms(), Some(T0 + 10_000));
+    h.at(9_999).tick();
+    assert_eq!(h.room("r").active, 2);
+    assert!(h.room("r").notice.is_none());
+    // At the start: capacity 5, a token a second from here; the bucket earned at the old rate
+    // up to the start (10 s of one a minute: nothing whole), none at the new rate before it.
+    h.at(10_000).tick();
+    let v = h.room("r");
+    assert_eq!((v.config.capacity, v.config.admit_per_minute), (5, 60));
+    assert_eq!(
+        v.notice.as_ref().map(|n| n.text.as_str()),
+        Some("The public sale is open.")
+    );
+    assert_eq!(v.active, 2, "no token yet at the new rate");
+    h.at(11_000).tick();
+    assert_eq!(h.room("r").active, 3, "one a second from the start");
+    let before_restore = h.restored();
+    h.at(15_000).tick();
+    assert_eq!(h.room("r").active, 5, "capacity 5");
+    // A replica restored in between goes on alike.
+    let mut again = before_restore;
+    again.at(15_000).tick();
+    assert_eq!(again.sm.digest(), h.sm.digest());
+    // Frozen once started: changing the public phase is refused, the second drop may change.
+    let mut changed = timeline.clone();
+    changed[0].capacity = Some(6);
+    let o = policy(
+        &mut h,
+        EntryPolicy {
+            phases: changed,
+            ..EntryPolicy::default()
+        },
+    );
+    assert_eq!(rejected(&o).field(), Some("phases"), "{o:?}");
+    let mut later = timeline.clone();
+    later[1].capacity = Some(9);
+    let o = policy(
+        &mut h,
+        EntryPolicy {
+            phases: later,
+            ..EntryPolicy::default()
+        },
+    );
+    assert!(!matches!(o, Outcome::Rejected(_)), "{o:?}");
+    // The second drop, reached by an entry long after its start: applied as of its start.
+    h.at(40_000).tick();
+    let v = h.room("r");
+    assert_eq!(v.config.capacity, 9);
+    assert!(v.notice.is_none(), "the second drop takes the notice down");
+    assert_eq!(v.active, 7, "the bucket holds its burst of 2 at most");
+    let kinds: Vec<(&str, String)> =
+        h.sm.take_ledger()
+            .iter()
+            .filter_map(|r| match &r.event {
+                crate::ledger::Event::PhaseStarted { name, .. } => Some(("phase", name.clone())),
+                crate::ledger::Event::Notice { text } => {
+                    Some(("notice", text.clone().unwrap_or_default()))
+                }
+                _ => None,
+            })
+            .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            ("notice", "The public sale is open.".to_string()),
+            ("phase", "Public".to_string()),
+            ("notice", String::new()),
+            ("phase", "Second drop".to_string()),
+        ]
+    );
+    assert_eq!(h.sm.next_due_ms().filter(|&t| t <= T0 + 40_000), None);
 }

@@ -179,6 +179,42 @@ fn origin_rule() -> impl Strategy<Value = OriginRule> {
         )
 }
 
+/// A sale's timeline: up to three phases, starting a second to two minutes apart after the
+/// case's start (moved to after the command's own time when applied), each changing some of
+/// the room's capacity, rate, mode and notice.
+fn phases() -> impl Strategy<Value = Vec<phases::Phase>> {
+    let phase = (
+        1u64..120,
+        prop::option::of(1u64..5),
+        prop::option::of(1u64..600),
+        prop::option::weighted(0.3, mode()),
+        prop::option::weighted(0.3, prop_oneof![Just(""), Just("The second drop is open.")]),
+        any::<(bool, bool)>(),
+    );
+    prop::collection::vec(phase, 1..4).prop_map(|v| {
+        let mut at = T0;
+        v.into_iter()
+            .enumerate()
+            .map(
+                |(i, (gap, capacity, rate, mode, notice, (announce, page)))| {
+                    at += gap * 1000;
+                    phases::Phase {
+                        starts_at_ms: at,
+                        name: format!("Phase {i}"),
+                        capacity,
+                        admit_per_minute: rate,
+                        mode,
+                        notice: notice.map(str::to_string),
+                        page_template: page
+                            .then(|| "<main>{{ notice }}{{ position }}</main>".into()),
+                        announce,
+                    }
+                },
+            )
+            .collect()
+    })
+}
+
 fn policy() -> impl Strategy<Value = EntryPolicy> {
     (
         (
@@ -203,12 +239,14 @@ fn policy() -> impl Strategy<Value = EntryPolicy> {
             // The page's own settings, which only the edges read: a snapshot carries them too.
             any::<(bool, bool)>(),
         ),
+        prop::option::weighted(0.2, phases()),
     )
         .prop_map(
             |(
                 (ttl, places, sessions, pow, salt),
                 (nets, window, external, origin),
                 (lanes, invite, grace, reads, shows, page),
+                phases,
             )| {
                 EntryPolicy {
                     first_use_ttl_secs: ttl,
@@ -249,6 +287,12 @@ fn policy() -> impl Strategy<Value = EntryPolicy> {
                     } else {
                         Vec::new()
                     },
+                    page_template: page.1.then(|| {
+                        "<main>{% if lang == \"de\" %}Bitte warten{% else %}Please wait{% endif %}\
+                         {{ notice }}{{ position }}{{ estimate }}{{ progress }}{{ join_form }}</main>"
+                            .into()
+                    }),
+                    phases: phases.unwrap_or_default(),
                     ..EntryPolicy::default()
                 }
             },
@@ -552,6 +596,9 @@ fn shifted(c: &Command, by: u64) -> Command {
             let mut p = policy.decode().expect("a generated policy decodes");
             for lane in &mut p.lanes {
                 t(&mut lane.opens_at_ms);
+            }
+            for phase in &mut p.phases {
+                phase.starts_at_ms += by;
             }
             *policy = p.encode();
         }

@@ -206,6 +206,7 @@ fn config_to_pb(c: &RoomConfigBody) -> pb::RoomConfig {
             background_color: c.branding.background_color.clone(),
             logo_url: c.branding.logo_url.clone(),
             text_color: c.branding.text_color.clone(),
+            template: c.branding.template.clone(),
         }),
         entry: Some(pb::Entry {
             first_use_ttl_secs: c.entry.first_use_ttl_secs,
@@ -270,6 +271,20 @@ fn config_to_pb(c: &RoomConfigBody) -> pb::RoomConfig {
             staff_tokens: Some(c.bypass.staff_tokens),
         }),
         lanes: lanes_to_pb(&c.lanes),
+        phases: c
+            .phases
+            .iter()
+            .map(|p| pb::Phase {
+                starts_at: p.starts_at,
+                name: p.name.clone(),
+                capacity: p.capacity,
+                admit_per_minute: p.admit_per_minute,
+                mode: p.mode.clone(),
+                notice: p.notice.clone(),
+                template: p.template.clone(),
+                announce: p.announce,
+            })
+            .collect(),
     }
 }
 
@@ -405,6 +420,7 @@ fn config_from_pb(c: pb::RoomConfig) -> RoomConfigBody {
             background_color: b.background_color,
             logo_url: b.logo_url,
             text_color: b.text_color,
+            template: b.template,
         },
         entry: {
             let e = c.entry.unwrap_or_default();
@@ -447,6 +463,20 @@ fn config_from_pb(c: pb::RoomConfig) -> RoomConfigBody {
         origin: c.origin.map(origin_from_pb),
         bypass: bypass_from_pb(c.bypass),
         lanes: lanes_from_pb(c.lanes),
+        phases: c
+            .phases
+            .into_iter()
+            .map(|p| PhaseBody {
+                starts_at: p.starts_at,
+                name: p.name,
+                capacity: p.capacity,
+                admit_per_minute: p.admit_per_minute,
+                mode: p.mode,
+                notice: p.notice,
+                template: p.template,
+                announce: p.announce,
+            })
+            .collect(),
     }
 }
 

@@ -205,7 +205,7 @@ pub struct LedgerRecordBody {
     /// The priority lane (joined, moved, admitted; absent: the room's own line).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lane: Option<String>,
-    /// The 1-based place in that line (joined, moved).
+    /// The 1-based place in that line (joined, moved); the phase's number (phase_started).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub position: Option<u64>,
     /// Why admitted: `head`, `lottery`, `forced` or `passthrough`.
@@ -259,7 +259,7 @@ pub struct LedgerRecordBody {
     /// The revealed draw secret, hex (draw_revealed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret: Option<String>,
-    /// The operator command's name (command).
+    /// The operator command's name (command); the phase's name (phase_started).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// What the command addressed besides the room, in words (command).
@@ -354,6 +354,10 @@ impl From<&Record> for LedgerRecordBody {
                 b.name = Some(name.clone());
                 b.detail = Some(detail.clone());
                 b.outcome = Some(outcome.clone());
+            }
+            Event::PhaseStarted { index, name } => {
+                b.name = Some(name.clone());
+                b.position = Some(index + 1);
             }
             Event::Opened
             | Event::Closed
@@ -590,6 +594,9 @@ pub fn describe(r: &Record) -> Vec<Words> {
         Event::Drained => vec![t("line empty".into())],
         Event::Notice { text: Some(text) } => vec![t(format!("notice shown: {text:?}"))],
         Event::Notice { text: None } => vec![t("notice taken down".into())],
+        Event::PhaseStarted { index, name } => {
+            vec![t(format!("phase {} of the sale started: {name:?}", index + 1))]
+        }
         Event::DrawCommitted { commitment } => {
             vec![t(format!("draw secret committed: {}", short(commitment)))]
         }

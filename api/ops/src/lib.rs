@@ -20,6 +20,7 @@
 //! - [`watch`] and [`watches`]: a visitor's status as a stream of changes, and who holds them;
 //!   [`renew`]: session renewals in batches; [`history`]: per-room samples for the charts.
 //! - The leader's duties: [`origin`] (probes of rooms' origins) and [`webhook`] (deliveries).
+//! - [`page`]: a room's own page template, checked and rendered in a sandbox.
 //! - [`error`]; [`civil`]: the UTC calendar; [`text`]: HTML escaping and hex.
 
 pub mod access;
@@ -39,6 +40,7 @@ pub mod ledger;
 pub mod model;
 pub mod operators;
 pub mod origin;
+pub mod page;
 pub mod pools;
 pub mod pow;
 pub mod reads;

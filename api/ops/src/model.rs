@@ -201,6 +201,12 @@ pub struct BrandingBody {
     /// near-black).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text_color: Option<String>,
+    /// The room's own waiting page: HTML with placeholders for the page's parts (`{{ notice }}`,
+    /// `{{ position }}`, `{{ estimate }}`, `{{ progress }}`, `{{ join_form }}`, and
+    /// `{{ switcher }}`), rendered in a sandbox; at most 16,384 bytes. What a template can do:
+    /// deploy/README.md, "The page the brand wants".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<String>,
 }
 
 /// A room's configuration. Every field is optional on `PUT`; missing ones take defaults.
@@ -250,6 +256,98 @@ pub struct RoomConfigBody {
     /// Priority lanes before the room's own line, in order (at most 8): visitors enter one
     /// with an access code made for it, or an identity assertion whose `lane` claim names it.
     pub lanes: Vec<LaneBody>,
+    /// The sale's timeline (at most 16 phases, in order of their starts): at each start the
+    /// room takes the phase's capacity, rate, mode, notice and page template. A phase that
+    /// has started is frozen; the others may change.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub phases: Vec<PhaseBody>,
+}
+
+/// One phase of a sale: what the room becomes at its start (absent fields stay as they are).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PhaseBody {
+    /// Its start, unix seconds.
+    pub starts_at: u64,
+    /// What the timeline calls it ("Presale", "Second drop"), at most 64 bytes.
+    pub name: String,
+    /// The room's capacity from its start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<u64>,
+    /// The room's admissions per minute from its start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admit_per_minute: Option<u64>,
+    /// The room's mode from its start: `fifo`, `lottery`, `passthrough` or `reject`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// The notice to the line from its start; `""` takes the notice down.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notice: Option<String>,
+    /// The waiting page's template from its start (as `branding.template`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<String>,
+    /// Waiters see its start coming: "next drop at …".
+    #[serde(default)]
+    pub announce: bool,
+}
+
+impl PhaseBody {
+    /// As the API shows a phase.
+    pub fn from_phase(p: &sluice_statemachine::phases::Phase) -> Self {
+        PhaseBody {
+            starts_at: p.starts_at_ms / 1000,
+            name: p.name.clone(),
+            capacity: p.capacity,
+            admit_per_minute: p.admit_per_minute,
+            mode: p.mode.map(|m| m.as_str().to_string()),
+            notice: p.notice.clone(),
+            template: p.page_template.clone(),
+            announce: p.announce,
+        }
+    }
+
+    /// The state machine's timeline (checked there); names what cannot be converted. The
+    /// count is checked before anything is converted.
+    pub fn to_phases(
+        phases: &[PhaseBody],
+    ) -> Result<Vec<sluice_statemachine::phases::Phase>, (&'static str, String)> {
+        use sluice_statemachine::phases::PHASES_MAX;
+        if phases.len() > PHASES_MAX {
+            return Err(("phases", format!("at most {PHASES_MAX} phases")));
+        }
+        phases
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let mode = p
+                    .mode
+                    .as_deref()
+                    .map(|m| {
+                        Mode::parse(m).ok_or((
+                            "phases",
+                            format!(
+                                "phase {}: mode must be fifo, lottery, passthrough or reject",
+                                i + 1
+                            ),
+                        ))
+                    })
+                    .transpose()?;
+                Ok(sluice_statemachine::phases::Phase {
+                    starts_at_ms: p
+                        .starts_at
+                        .checked_mul(1000)
+                        .ok_or(("phases", format!("phase {}: starts_at is too large", i + 1)))?,
+                    name: p.name.clone(),
+                    capacity: p.capacity,
+                    admit_per_minute: p.admit_per_minute,
+                    mode,
+                    notice: p.notice.clone(),
+                    page_template: p.template.clone().filter(|t| !t.trim().is_empty()),
+                    announce: p.announce,
+                })
+            })
+            .collect()
+    }
 }
 
 /// A priority lane.
@@ -908,6 +1006,8 @@ impl EntryBody {
             after_url: None,
             text_color: None,
             handoff_origins: Vec::new(),
+            page_template: None,
+            phases: Vec::new(),
         }
     }
 }
@@ -942,12 +1042,14 @@ impl From<&RoomConfig> for RoomConfigBody {
                 logo_url: c.branding.logo_url.clone(),
                 // In the entry policy (`RoomBody::new`).
                 text_color: None,
+                template: None,
             },
             entry: EntryBody::default(),
             line: LineBody::default(),
             origin: None,
             bypass: BypassBody::default(),
             lanes: Vec::new(),
+            phases: Vec::new(),
         }
     }
 }
@@ -1223,9 +1325,11 @@ impl RoomBody {
         config.line.after_url = policy.after_url.clone();
         config.line.handoff_origins = policy.handoff_origins.clone();
         config.branding.text_color = policy.text_color.clone();
+        config.branding.template = policy.page_template.clone();
         config.origin = policy.origin.as_ref().map(OriginBody::from);
         config.bypass = BypassBody::from(&policy.bypass);
         config.lanes = policy.lanes.iter().map(LaneBody::from_lane).collect();
+        config.phases = policy.phases.iter().map(PhaseBody::from_phase).collect();
         RoomBody {
             name: v.name.clone(),
             config,

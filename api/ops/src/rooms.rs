@@ -133,6 +133,26 @@ impl Sluice {
         policy.after_url = body.line.after_url.clone();
         policy.handoff_origins = body.line.handoff_origins.clone();
         policy.text_color = body.branding.text_color.clone();
+        policy.page_template = body
+            .branding
+            .template
+            .clone()
+            .filter(|t| !t.trim().is_empty());
+        if let Some(t) = &policy.page_template {
+            crate::page::check(t).map_err(|e| ApiError::invalid("branding.template", e.0))?;
+        }
+        policy.phases = crate::model::PhaseBody::to_phases(&body.phases)
+            .map_err(|(f, m)| ApiError::invalid(f, m))?;
+        for (i, p) in policy.phases.iter().enumerate() {
+            if let Some(t) = &p.page_template {
+                crate::page::check(t).map_err(|e| {
+                    ApiError::invalid(
+                        "phases",
+                        format!("phase {}: the page template: {}", i + 1, e.0),
+                    )
+                })?;
+            }
+        }
         policy.origin = body
             .origin
             .as_ref()
@@ -222,6 +242,11 @@ impl Sluice {
             })
             .await?;
         may_probe(before.as_ref().map(|b| &b.1), &policy)?;
+        // Checked here too (the state machine checks it at log time), so that a refused
+        // timeline leaves the rest of the configuration as it was.
+        if let Some((_, p)) = &before {
+            sluice_statemachine::phases::check_frozen(&p.phases, &policy.phases, self.now_ms())?;
+        }
         let new_config = config.clone();
         let (view, index, created) = self.create_or_update(room, config, create_only).await?;
         // The entry policy is a command of its own (its encoding grows on its own); it is

@@ -128,13 +128,15 @@
         : (s < 86400 ? u(2, Math.floor(s / 3600)) + ' ' + u(1, Math.floor(s % 3600 / 60))
           : u(3, Math.floor(s / 86400)) + ' ' + u(2, Math.floor(s % 86400 / 3600))));
   }
-  // The opening's date and time in the visitor's own zone and language.
-  var opens = document.getElementById('opens');
-  if (opens && window.Intl) {
-    try {
-      opens.textContent = new Intl.DateTimeFormat(data.lang, { dateStyle: 'full', timeStyle: 'short' })
-        .format(new Date(+opens.dataset.unix * 1000));
-    } catch (e) { /* the UTC text stays */ }
+  // The opening's date and time, and the next phase's of a sale, in the visitor's own zone and
+  // language.
+  if (window.Intl) {
+    Array.prototype.forEach.call(document.querySelectorAll('time[data-unix]'), function (el) {
+      try {
+        el.textContent = new Intl.DateTimeFormat(data.lang, { dateStyle: 'full', timeStyle: 'short' })
+          .format(new Date(+el.dataset.unix * 1000));
+      } catch (e) { /* the UTC text stays */ }
+    });
   }
   function range(s) {
     if (s.eta_secs == null) return unknown;
@@ -155,8 +157,10 @@
     document.title = (data.turn || '') + ' ' + title;
     if (prog.max) prog.value = prog.max;
     // The waiting figures (place, estimate, people ahead) are over: they go.
-    var details = document.getElementById('details');
-    if (details) details.hidden = true;
+    ['details', 'estimate'].forEach(function (id) {
+      var el = document.getElementById(id);
+      if (el) el.hidden = true;
+    });
     var stale = document.getElementById('stale');
     if (stale) stale.remove();
     var a = document.createElement('a'), p = document.createElement('p');

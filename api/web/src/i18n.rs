@@ -484,6 +484,8 @@ pub struct Texts {
     pub draw_what: &'static str,
     /// What a draw commitment means.
     pub draw_explained: &'static str,
+    /// The next phase of the sale ({name}) and when it starts ({time}).
+    pub next_phase: &'static str,
     /// The units of a waiting time: see [`Units`].
     pub units: Units,
     /// The people ahead of the visitor ({n}): see [`people_ahead`].
@@ -585,6 +587,7 @@ mod tests {
             draw_committed,
             draw_what,
             draw_explained,
+            next_phase,
         )
     }
 
@@ -603,6 +606,12 @@ mod tests {
 
     /// Texts that may read as in English: a word the languages borrow.
     const BORROWED: &[&str] = &["staff_token"];
+
+    #[test]
+    fn page_templates_are_checked_in_every_language_the_pages_speak() {
+        let tags: Vec<&str> = Lang::ALL.iter().map(|l| l.tag()).collect();
+        assert_eq!(tags, sluice_ops::page::PAGE_LANGS);
+    }
 
     #[test]
     fn every_language_has_every_text() {

@@ -4,7 +4,7 @@
 use crate::app::App;
 use crate::i18n::{texts, Lang, Texts};
 pub use crate::views::Next;
-use crate::views::{join_html, message_html, wait_html, JoinForm, Message, Then};
+use crate::views::{join_html, message_html, wait_html, JoinForm, Message, RoomPage, Then};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use sluice_ops::core::TicketSource;
@@ -93,14 +93,34 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'
 style-src 'self' 'unsafe-inline'; img-src 'self' https: data:; connect-src 'self'; \
 form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
 
-/// The waiting page as a visitor at `reply` would see it in `room` (the dashboard's preview of
-/// a room's branding before it is saved). Its script is left out: a preview moves nowhere.
-pub fn preview_html(lang: Lang, reply: &VisitorReply, room: &RoomView, now_secs: u64) -> String {
+/// The waiting page as a visitor at `reply` would see it in `room`, made by `template` if one
+/// is given (the dashboard's preview of a room's branding before it is saved). Its script is
+/// left out: a preview moves nowhere.
+pub fn preview_html(
+    lang: Lang,
+    reply: &VisitorReply,
+    room: &RoomView,
+    now_secs: u64,
+    template: Option<&str>,
+) -> String {
+    let own = RoomPage {
+        template,
+        next_phase: None,
+    };
     let pl = PageLang {
         lang,
         picked: false,
     };
-    wait_html(pl, reply, Some(room), None, &Next::home(), now_secs, false)
+    wait_html(
+        pl,
+        reply,
+        Some(room),
+        None,
+        &Next::home(),
+        now_secs,
+        false,
+        own,
+    )
 }
 
 /// What a visitor's browser asks of the waiting page.
@@ -265,6 +285,10 @@ struct WaitPage<'a> {
     invite_only: bool,
     /// Where a closed room sends its visitors.
     after_url: Option<String>,
+    /// The room's own page template (`branding.template`, or the phase in effect's).
+    template: Option<String>,
+    /// The next phase of the room's sale it announces: its name and start.
+    next_phase: Option<(String, u64)>,
 }
 
 impl<'a> WaitPage<'a> {
@@ -275,13 +299,20 @@ impl<'a> WaitPage<'a> {
             view.as_ref().is_none_or(|v| v.name == room),
             "the waiting page of {room} read another room"
         );
-        let (invite_only, after_url, origins) = app
+        let now_ms = app.sluice.now_ms();
+        let (invite_only, after_url, origins, template, next_phase) = app
             .sluice
             .entry_policy_here(room, |p| {
+                let phase = sluice_statemachine::phases::current(&p.phases, now_ms);
+                let next = sluice_statemachine::phases::next_announced(&p.phases, now_ms);
                 (
                     p.invite_only,
                     p.after_url.clone(),
                     p.handoff_origins.clone(),
+                    phase
+                        .and_then(|ph| ph.page_template.clone())
+                        .or_else(|| p.page_template.clone()),
+                    next.map(|ph| (ph.name.clone(), ph.starts_at_ms)),
                 )
             })
             .unwrap_or_default();
@@ -294,6 +325,16 @@ impl<'a> WaitPage<'a> {
             t: texts(pl.lang),
             invite_only,
             after_url,
+            template,
+            next_phase,
+        }
+    }
+
+    /// What the room shows of its own on its pages.
+    fn own(&self) -> RoomPage<'_> {
+        RoomPage {
+            template: self.template.as_deref(),
+            next_phase: self.next_phase.as_ref().map(|(n, at)| (n.as_str(), *at)),
         }
     }
 
@@ -334,6 +375,7 @@ impl<'a> WaitPage<'a> {
             room,
             next,
             JoinForm { pow, ..form },
+            self.own(),
         ))
         .into_response();
         no_store(&mut r);
@@ -424,6 +466,7 @@ impl<'a> WaitPage<'a> {
                 next,
                 now_secs,
                 true,
+                self.own(),
             ))
             .into_response()
         } else {

@@ -7,6 +7,7 @@ use crate::i18n::{texts, Lang, Texts, Units};
 use askama::Template;
 use sluice_ops::ledger::DrawBody;
 use sluice_ops::model::VisitorReply;
+use sluice_ops::page::{PageKind, PageValues, Parts};
 use sluice_ops::text::esc;
 use sluice_statemachine::{Mode, RoomView};
 
@@ -217,7 +218,10 @@ impl<'a> Draw<'a> {
 }
 
 #[derive(Template)]
-#[template(path = "wait.html")]
+#[template(
+    path = "wait.html",
+    blocks = ["notice", "position", "estimate", "progress", "more", "script"]
+)]
 struct WaitPage<'a> {
     lang: &'static str,
     title: &'a str,
@@ -237,6 +241,8 @@ struct WaitPage<'a> {
     now: u64,
     clock: String,
     draw: Option<Draw<'a>>,
+    /// The next announced phase of the sale, in words (escaped parts, its time in `<time>`).
+    next_phase: Option<String>,
     redeem: bool,
     room: &'a str,
     next: String,
@@ -313,8 +319,32 @@ fn people_ahead(lang: Lang, r: &VisitorReply, room: Option<&RoomView>) -> Option
     ))
 }
 
-/// The waiting page of a visitor at `r` in `room`; `script` false leaves out the page's script
-/// (a preview moves nowhere).
+/// What a room's pages show of its own beyond its view: its page template and the next phase
+/// of its sale it announces, as the phase in effect has them.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct RoomPage<'a> {
+    /// The page template (`None`: the built-in page).
+    pub template: Option<&'a str>,
+    /// The next announced phase: its name and start (ms since the epoch).
+    pub next_phase: Option<(&'a str, u64)>,
+}
+
+/// "Next: Second drop, Sat 21:00 UTC", escaped, the time in a `<time>` the script shows in the
+/// visitor's zone.
+fn next_phase_line(t: &Texts, name: &str, at_ms: u64) -> String {
+    let at = at_ms / 1000;
+    let time = format!(
+        "<time datetime=\"{}\" data-unix=\"{at}\">{}</time>",
+        sluice_ops::civil::iso_utc(at),
+        esc(&sluice_ops::civil::readable_utc(at))
+    );
+    esc(t.next_phase)
+        .replace("{name}", &format!("<strong>{}</strong>", esc(name)))
+        .replace("{time}", &time)
+}
+
+/// The waiting page of a visitor at `r` in `room`, made by the room's own template if it has
+/// one; `script` false leaves out the page's script (a preview moves nowhere).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn wait_html(
     pl: PageLang,
@@ -324,11 +354,12 @@ pub(crate) fn wait_html(
     next: &Next,
     now_secs: u64,
     script: bool,
+    own: RoomPage<'_>,
 ) -> String {
     let lang = pl.lang;
     let t = texts(lang);
     let brand = Brand::of(room);
-    render(&WaitPage {
+    let page = WaitPage {
         lang: lang.tag(),
         title: brand.page_title(&r.room),
         t,
@@ -351,6 +382,9 @@ pub(crate) fn wait_html(
             now_secs % 60
         ),
         draw: draw.map(|d| Draw::of(t, d)),
+        next_phase: own
+            .next_phase
+            .map(|(name, at)| next_phase_line(t, name, at)),
         redeem: r.lane.is_none() && room.is_some_and(|v| v.codes > 0),
         room: &r.room,
         next: next.query(),
@@ -363,7 +397,85 @@ pub(crate) fn wait_html(
         script,
         units: t.units.joined(),
         brand,
-    })
+    };
+    let custom = own.template.and_then(|source| {
+        let more = block(page.as_more());
+        let position = block(page.as_position()) + &more;
+        let parts = Parts {
+            notice: &block(page.as_notice()),
+            position: &position,
+            estimate: &block(page.as_estimate()),
+            progress: &block(page.as_progress()),
+            switcher: &page.switcher,
+            join_form: "",
+        };
+        let frame = Frame {
+            kind: PageKind::Wait,
+            pl,
+            room: &r.room,
+            heading: t.in_line,
+            brand: &page.brand,
+            refresh: Some(page.check),
+        };
+        custom_html(source, &frame, &parts, block(page.as_script()))
+    });
+    custom.unwrap_or_else(|| render(&page))
+}
+
+/// One block of a page's template (a part of the page a room's own template places).
+fn block(part: impl Template) -> String {
+    part.render().expect("a page's values always render")
+}
+
+/// What a page made by a room's own template is framed with.
+struct Frame<'a> {
+    kind: PageKind,
+    pl: PageLang,
+    room: &'a str,
+    heading: &'a str,
+    brand: &'a Brand<'a>,
+    /// Without the script, reload after this many seconds.
+    refresh: Option<u64>,
+}
+
+#[derive(Template)]
+#[template(path = "custom.html")]
+struct CustomPage<'a> {
+    lang: &'static str,
+    title: &'a str,
+    brand: &'a Brand<'a>,
+    refresh: Option<u64>,
+    body: String,
+    script: String,
+}
+
+/// The page a room's own template makes with `parts`, in the frame of every page, followed by
+/// `script`; `None` (and a warning) if the template went over its bounds, so that the
+/// built-in page is shown instead.
+fn custom_html(source: &str, f: &Frame<'_>, parts: &Parts<'_>, script: String) -> Option<String> {
+    let values = PageValues {
+        kind: f.kind,
+        lang: f.pl.lang.tag(),
+        room: f.room,
+        heading: f.heading,
+        title: f.brand.title,
+        message: f.brand.message,
+        logo_url: f.brand.logo,
+    };
+    match sluice_ops::page::render(source, &values, parts) {
+        Ok(body) => Some(render(&CustomPage {
+            lang: f.pl.lang.tag(),
+            title: f.brand.page_title(f.room),
+            brand: f.brand,
+            refresh: f.refresh,
+            body,
+            script,
+        })),
+        Err(e) => {
+            tracing::warn!(room = f.room, error = %e, "the room's page template failed: the built-in page is shown");
+            None
+        }
+    }
 }
 
 /// What a message page says, and what it offers besides the way back to the site.
@@ -468,7 +580,7 @@ pub(crate) struct JoinForm<'a> {
 }
 
 #[derive(Template)]
-#[template(path = "join.html")]
+#[template(path = "join.html", blocks = ["join_form", "script"])]
 struct JoinPage<'a> {
     lang: &'static str,
     title: &'a str,
@@ -501,6 +613,7 @@ pub(crate) fn join_html(
     room_name: &str,
     next: &Next,
     form: JoinForm<'_>,
+    own: RoomPage<'_>,
 ) -> String {
     let t = texts(pl.lang);
     // An invite-only room without a code in the link: the visitor types it, then joins. A
@@ -518,7 +631,7 @@ pub(crate) fn join_html(
         t.join_intro
     };
     let brand = Brand::of(room);
-    render(&JoinPage {
+    let page = JoinPage {
         lang: pl.lang.tag(),
         title: brand.page_title(room_name),
         t,
@@ -537,7 +650,24 @@ pub(crate) fn join_html(
         code_required: form.invite_only,
         switcher: switcher(pl, room_name, next, form.code),
         brand,
-    })
+    };
+    let custom = own.template.and_then(|source| {
+        let parts = Parts {
+            switcher: &page.switcher,
+            join_form: &block(page.as_join_form()),
+            ..Parts::default()
+        };
+        let frame = Frame {
+            kind: PageKind::Join,
+            pl,
+            room: room_name,
+            heading: t.join_title,
+            brand: &page.brand,
+            refresh: None,
+        };
+        custom_html(source, &frame, &parts, block(page.as_script()))
+    });
+    custom.unwrap_or_else(|| render(&page))
 }
 
 #[derive(Template)]

@@ -140,6 +140,7 @@ fn visitor_page(v: &View, c: &RoomConfigBody) -> Vec<Field> {
         v.input("branding.background_color", "Background colour", &s(&b.background_color), "text", "<code>#rrggbb</code>, at least 4.5:1 against the text."),
         v.input("branding.text_color", "Text colour", &s(&b.text_color), "text", "<code>#rrggbb</code>; empty: near-black (a dark background needs a light text)."),
         v.input("branding.logo_url", "Logo URL", &s(&b.logo_url), "text", ""),
+        v.area("branding.template", "Page template", &s(&b.template), "Empty: the built-in page. HTML with the page's parts where they go: <code>{{ notice }}</code>, <code>{{ position }}</code>, <code>{{ estimate }}</code>, <code>{{ progress }}</code>, <code>{{ join_form }}</code> (each once), <code>{{ switcher }}</code>; values <code>{{ title }}</code>, <code>{{ message }}</code>, <code>{{ logo_url }}</code>, <code>{{ heading }}</code>, <code>{{ room }}</code>, <code>{{ page }}</code>; per language <code>{% if lang == \"de\" %}…{% else %}…{% endif %}</code>. Preview before saving."),
         v.check("line.show_positions", "Show waiters their place in line", c.line.show_positions),
         v.check("line.show_waiting", "Show waiters how many are waiting", c.line.show_waiting),
         v.number("line.status_reads_per_sec", "Polling budget, status reads per second", c.line.status_reads_per_sec, "Empty: none."),
@@ -338,7 +339,8 @@ fn bypass(v: &View, b: &BypassBody) -> Vec<Field> {
     ]
 }
 
-/// Reads the form; `current` gives what the form does not hold (pause, origin health). Every
+/// Reads the form; `current` gives what the form does not hold (pause, origin health, the
+/// timeline). Every
 /// field's error is collected.
 pub fn read(f: &Fields, current: &RoomConfigBody) -> Result<RoomConfigBody, super::form::Errors> {
     let mut r = Reader::new(f);
@@ -374,12 +376,15 @@ pub fn read(f: &Fields, current: &RoomConfigBody) -> Result<RoomConfigBody, supe
             background_color: r.text("branding.background_color"),
             logo_url: r.text("branding.logo_url"),
             text_color: r.text("branding.text_color"),
+            template: r.text("branding.template"),
         },
         entry,
         line,
         origin,
         bypass,
         lanes,
+        // Kept: the timeline has its own part of the room's page.
+        phases: current.phases.clone(),
     };
     if r.errors.is_empty() {
         Ok(body)

@@ -754,10 +754,53 @@ async fn do_action(
             sl.set_notice(room, None).await?;
             return Ok(("The notice is taken down.".to_string().into(), here));
         }
+        "phase_add" | "phase_remove" => {
+            let mut body = sl.get_room(room, true).await?.config;
+            let done = if get("action") == "phase_add" {
+                let phase = phase_of(f)?;
+                let said = format!("Phase {} added to the timeline.", phase.name);
+                body.phases.push(phase);
+                body.phases.sort_by_key(|p| p.starts_at);
+                said
+            } else {
+                let i: usize = get("index")
+                    .parse()
+                    .ok()
+                    .filter(|&i| i < body.phases.len())
+                    .ok_or_else(|| ApiError::invalid("index", "no such phase"))?;
+                let gone = body.phases.remove(i);
+                format!("Phase {} removed from the timeline.", gone.name)
+            };
+            sl.put_room(room, &body, false).await?;
+            return Ok((done.into(), here));
+        }
         _ => {}
     }
     let msg = other_action(app, room, f).await?;
     Ok((msg, here))
+}
+
+/// The phase the dashboard's "Add a phase" form describes.
+fn phase_of(f: &Fields) -> Result<sluice_ops::model::PhaseBody, ApiError> {
+    let mut r = form::Reader::new(f);
+    let starts_at = r.when("starts_at");
+    let capacity = r.opt_num("capacity");
+    let admit_per_minute = r.opt_num("admit_per_minute");
+    if let Some((field, why)) = r.errors.iter().next() {
+        return Err(ApiError::invalid(field, why.clone()));
+    }
+    let starts_at =
+        starts_at.ok_or_else(|| ApiError::invalid("starts_at", "when the phase starts"))?;
+    Ok(sluice_ops::model::PhaseBody {
+        starts_at,
+        name: r.text("name").unwrap_or_default(),
+        capacity,
+        admit_per_minute,
+        mode: r.text("mode"),
+        notice: r.text("notice"),
+        template: None,
+        announce: r.checked("announce"),
+    })
 }
 
 /// A staff token issued from the dashboard: the note that shows it, once.

@@ -122,6 +122,8 @@ struct RoomPage<'a> {
     /// The charts' time range (`15m`, `1h`, `1d`).
     span: &'static str,
     notice: Option<Notice<'a>>,
+    /// The sale's phases, in order.
+    timeline: Vec<PhaseRow<'a>>,
     queue: Queue,
     decisions: super::ledger::Section<'a>,
     codes: String,
@@ -129,6 +131,71 @@ struct RoomPage<'a> {
     config: super::config::ConfigForm<'a>,
     /// What deleting the room ends: its waiting places and its sessions, counted in words.
     ends: (String, String),
+}
+
+/// A phase of the sale, as the room's page lists it.
+struct PhaseRow<'a> {
+    index: usize,
+    at: u64,
+    readable: String,
+    name: &'a str,
+    /// What it changes, in words.
+    changes: String,
+    /// Done, in effect, next, later.
+    state: &'static str,
+    /// Still to start: it may be removed.
+    editable: bool,
+}
+
+/// The rows of a room's timeline at `now` (unix seconds).
+fn timeline(phases: &[sluice_ops::model::PhaseBody], now: u64) -> Vec<PhaseRow<'_>> {
+    let current = phases.iter().rposition(|p| p.starts_at <= now);
+    phases
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let mut changes = Vec::new();
+            if let Some(c) = p.capacity {
+                changes.push(format!("capacity {c}"));
+            }
+            if let Some(r) = p.admit_per_minute {
+                changes.push(format!("{r} admissions a minute"));
+            }
+            if let Some(m) = &p.mode {
+                changes.push(format!("mode {m}"));
+            }
+            match p.notice.as_deref() {
+                Some("") => changes.push("notice taken down".into()),
+                Some(n) => changes.push(format!("notice \u{201c}{n}\u{201d}")),
+                None => {}
+            }
+            if p.template.is_some() {
+                changes.push("its own page".into());
+            }
+            if p.announce {
+                changes.push("announced to waiters".into());
+            }
+            let state = match current {
+                Some(c) if i < c => "done",
+                Some(c) if i == c => "in effect",
+                _ if current.map_or(0, |c| c + 1) == i => "next",
+                _ => "later",
+            };
+            PhaseRow {
+                index: i,
+                at: p.starts_at,
+                readable: readable_utc(p.starts_at),
+                name: &p.name,
+                changes: if changes.is_empty() {
+                    "nothing".into()
+                } else {
+                    changes.join(", ")
+                },
+                state,
+                editable: p.starts_at > now,
+            }
+        })
+        .collect()
 }
 
 /// What the last action said, and the codes it made (shown this once).
@@ -307,6 +374,7 @@ pub async fn room_page(
             readable: readable_utc(n.set_at),
             text: &n.text,
         }),
+        timeline: timeline(&room.config.phases, now_secs(app)),
         queue: queue(app, room).await,
         decisions: super::ledger::section(app, &room.name).await,
         codes: super::codes_section(app, &room.name, &room.config.lanes, &token, can_act),
@@ -518,9 +586,17 @@ pub async fn preview(
     if let Ok(read) = super::config::read(&f, &current.config) {
         config.branding = read.branding;
     }
+    let template = config.branding.template.clone();
+    let refused = template
+        .as_deref()
+        .and_then(|t| sluice_ops::page::check(t).err())
+        .map(|e| format!("the page template: {e} (the built-in page is shown below)"));
     let warning = sluice_ops::model::check_contrast(&config.branding)
         .err()
-        .map(|(_, why)| why);
+        .map(|(_, why)| why)
+        .into_iter()
+        .chain(refused)
+        .reduce(|a, b| format!("{a}; {b}"));
     let Ok(sm_config) = config.to_config() else {
         return not_found(crate::error::ApiError::invalid(
             "branding",
@@ -536,7 +612,9 @@ pub async fn preview(
             .get(axum::http::header::ACCEPT_LANGUAGE)
             .and_then(|v| v.to_str().ok()),
     );
-    let mut html = crate::pages::preview_html(lang, &reply, &view, now_secs(&app));
+    let shown = template.filter(|t| sluice_ops::page::check(t).is_ok());
+    let mut html =
+        crate::pages::preview_html(lang, &reply, &view, now_secs(&app), shown.as_deref());
     let banner = PreviewBanner { warning }.to_string();
     if let Some(i) = html.find("<body>") {
         html.insert_str(i + "<body>".len(), &banner);
