@@ -78,9 +78,8 @@ impl Woken {
 /// What a join to a room must bring, read from applied state at the edge.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct JoinTerms {
-    /// The room's entry policy, without what only its pages read
-    /// ([`crate::EntryPolicy::join_rules`]).
-    pub policy: crate::EntryPolicy,
+    /// The room's entry policy, shared with the room (taking it copies nothing).
+    pub policy: std::sync::Arc<crate::EntryPolicy>,
     /// How many wait in line now (which the proof-of-work rule may count).
     pub waiting: u64,
     /// When the room was made (log time, ms): what tells a room from an older one of its name.
@@ -1039,7 +1038,7 @@ impl StateMachine {
 
     /// A room's entry policy, borrowed (for reads that must not copy it, such as the gate's).
     pub fn policy(&self, room: &str) -> Option<&crate::EntryPolicy> {
-        self.rooms.get(room).map(|r| &r.policy)
+        self.rooms.get(room).map(|r| &*r.policy)
     }
 
     /// When `room` was created (log time, ms): a room deleted and made again under the same
@@ -1051,7 +1050,7 @@ impl StateMachine {
     /// What a join to `room` must bring.
     pub fn join_terms(&self, room: &str) -> Option<JoinTerms> {
         self.rooms.get(room).map(|r| JoinTerms {
-            policy: r.policy.join_rules(),
+            policy: r.policy.clone(),
             waiting: r.waiting_len(),
             created_at_ms: r.created_at_ms,
         })

@@ -377,34 +377,6 @@ impl EntryPolicy {
         crate::lanes::validate(&self.lanes)
     }
 
-    /// The policy without what only the pages read, which may be large (the page templates and
-    /// the timeline): what a join is checked against, copied for every join at the edge.
-    pub fn join_rules(&self) -> EntryPolicy {
-        EntryPolicy {
-            first_use_ttl_secs: self.first_use_ttl_secs,
-            places_per_client_max: self.places_per_client_max,
-            sessions_per_client_max: self.sessions_per_client_max,
-            client_prefix_v4: self.client_prefix_v4,
-            client_prefix_v6: self.client_prefix_v6,
-            proof_of_work: self.proof_of_work.clone(),
-            identity: self.identity.clone(),
-            networks_per_session_max: self.networks_per_session_max,
-            networks_window_secs: self.networks_window_secs,
-            external_challenge: self.external_challenge.clone(),
-            line: self.line.clone(),
-            origin: self.origin.clone(),
-            bypass: self.bypass.clone(),
-            lanes: self.lanes.clone(),
-            invite_only: self.invite_only,
-            grace_secs: self.grace_secs,
-            after_url: self.after_url.clone(),
-            text_color: self.text_color.clone(),
-            handoff_origins: self.handoff_origins.clone(),
-            page_template: None,
-            phases: Vec::new(),
-        }
-    }
-
     /// Whether joins must say who the client is (some rule counts clients).
     pub fn counts_clients(&self) -> bool {
         self.places_per_client_max.is_some() || self.sessions_per_client_max.is_some()

@@ -130,8 +130,8 @@ pub(crate) struct Room {
     /// Banned visitors and when each ban ends (log time; `u64::MAX`: never). At most
     /// [`BANS_PER_ROOM_MAX`]; a ban past its end is dropped when room is needed.
     pub bans: BTreeMap<VisitorId, u64>,
-    /// The entry policy.
-    pub policy: EntryPolicy,
+    /// The entry policy (shared: the edge takes it for every join without copying it).
+    pub policy: std::sync::Arc<EntryPolicy>,
     /// The policy's encoding as the command (or snapshot) that set it carried it: snapshots
     /// write these bytes again, so that a policy encoded before fields were appended to
     /// [`EntryPolicy`] is written as it was, and every replica writes the same bytes whatever
@@ -362,7 +362,7 @@ impl Room {
             window_latest: now / WINDOW_MS,
             totals: Totals::default(),
             bans: BTreeMap::new(),
-            policy: EntryPolicy::default(),
+            policy: Default::default(),
             policy_encoded: None,
             client_of: BTreeMap::new(),
             places_of: BTreeMap::new(),
@@ -419,7 +419,7 @@ impl Room {
             return Err(format!("room {}: too many bans", room.name));
         }
         room.bans = x.bans.into_iter().collect();
-        room.policy = x.policy;
+        room.policy = std::sync::Arc::new(x.policy);
         room.policy_encoded = x.policy_encoded;
         room.restore_lanes(x.lanes, x.public_credit)?;
         room.restore_codes(x.codes)?;
@@ -1186,7 +1186,7 @@ impl Room {
             // The samples were counted against the old thresholds.
             self.origin.reset();
         }
-        self.policy = policy;
+        self.policy = std::sync::Arc::new(policy);
         self.policy_encoded = Some(encoded.clone());
         self.held_head.clear();
         if !self.policy.counts_clients() {

@@ -42,7 +42,7 @@ impl Room {
             let decoded = e.decode().map_err(|e| e.to_string())?;
             ensure!(
                 self,
-                decoded == self.policy,
+                decoded == *self.policy,
                 "its policy's bytes say another policy"
             );
         }

@@ -264,7 +264,7 @@ impl RoomSection for Policies {
 
     /// The bytes the policy was set with (a policy never set is the default, not written).
     fn part(room: &Room) -> Option<Self::Out<'_>> {
-        (room.policy != EntryPolicy::default()).then(|| {
+        (*room.policy != EntryPolicy::default()).then(|| {
             room.policy_encoded
                 .clone()
                 .unwrap_or_else(|| room.policy.encode())
