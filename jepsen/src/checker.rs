@@ -279,8 +279,113 @@ pub fn queue_linearizable(events: &[Event]) -> Verdict {
     }
 }
 
-/// Active sessions never exceed capacity in any linearizable read of the room.
-pub fn capacity(events: &[Event], capacity: u64) -> Verdict {
+/// One phase of a room's limits: from when (history time, ns) its capacity and rate hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limit {
+    /// Its start on the history's clock (ns since the history began; the first is 0).
+    pub from_ns: u64,
+    /// Active sessions at most.
+    pub capacity: u64,
+    /// Admissions per minute.
+    pub per_minute: u64,
+}
+
+/// A room's limits over a run: one [`Limit`] per phase of its sale (one for a room without a
+/// timeline), the burst (which phases do not change), and how far the history's clock may be
+/// from the log's time that starts each phase.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// The phases, in order of their starts, the first from 0.
+    pub phases: Vec<Limit>,
+    /// Admissions the bucket holds at most.
+    pub burst: u64,
+    /// How far a phase's start in the log's time may be from where the history places it:
+    /// either side of a start, the larger of the two phases' limits is allowed.
+    pub slack_ns: u64,
+    /// How long sessions admitted under a larger capacity may still count after a smaller one
+    /// starts (the session's lifetime, and the time the log's clock may stand still with no
+    /// leader): a read this long after a start may see the larger.
+    pub carry_ns: u64,
+}
+
+impl Limits {
+    /// The same limits for the whole run.
+    pub fn constant(capacity: u64, per_minute: u64, burst: u64) -> Self {
+        Limits {
+            phases: vec![Limit {
+                from_ns: 0,
+                capacity,
+                per_minute,
+            }],
+            burst,
+            slack_ns: 0,
+            carry_ns: 0,
+        }
+    }
+
+    /// The phases as spans `[from, to)` on the history's clock.
+    fn spans(&self) -> impl Iterator<Item = (u64, u64, &Limit)> + '_ {
+        self.phases.iter().enumerate().map(|(i, l)| {
+            let to = self.phases.get(i + 1).map_or(u64::MAX, |n| n.from_ns);
+            (l.from_ns, to, l)
+        })
+    }
+
+    /// The capacity a read over `[from, to]` may see: the largest of the phases in effect
+    /// within it (each start moved by the slack), or shortly before it (the carry).
+    pub fn capacity_within(&self, from: u64, to: u64) -> u64 {
+        let from = from.saturating_sub(self.carry_ns + self.slack_ns);
+        let to = to.saturating_add(self.slack_ns);
+        self.spans()
+            .filter(|&(start, end, _)| start <= to && from < end)
+            .map(|(_, _, l)| l.capacity)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Admissions allowed over `[from, to]`: the burst, plus each phase's rate over the time it
+    /// was in effect there (within the slack of a start, the larger of the two rates), plus one
+    /// for the rounding.
+    pub fn admissions_within(&self, from: u64, to: u64) -> u64 {
+        let slack = self.slack_ns;
+        let mut pieces = Vec::new();
+        for (i, (start, end, l)) in self.spans().enumerate() {
+            let core_from = if i == 0 {
+                start
+            } else {
+                start.saturating_add(slack)
+            };
+            let core_to = if end == u64::MAX {
+                end
+            } else {
+                end.saturating_sub(slack)
+            };
+            if core_from < core_to {
+                pieces.push((core_from, core_to, l.per_minute));
+            }
+            if i > 0 {
+                let before = self.phases[i - 1].per_minute;
+                pieces.push((
+                    start.saturating_sub(slack),
+                    start.saturating_add(slack),
+                    before.max(l.per_minute),
+                ));
+            }
+        }
+        let units: u128 = pieces
+            .into_iter()
+            .map(|(a, b, per_minute)| {
+                let overlap = b.min(to).saturating_sub(a.max(from));
+                per_minute as u128 * overlap as u128
+            })
+            .sum();
+        self.burst + (units / 60_000_000_000) as u64 + 1
+    }
+}
+
+/// Active sessions never exceed capacity (the capacity of the phase in effect) in any
+/// linearizable read of the room.
+pub fn capacity(events: &[Event], limits: &Limits) -> Verdict {
     let mut bad = Vec::new();
     let mut n = 0;
     for op in pair(events)
@@ -288,25 +393,31 @@ pub fn capacity(events: &[Event], capacity: u64) -> Verdict {
         .filter(|o| o.f == "room" && o.kind == Kind::Ok)
     {
         n += 1;
-        if op.value["active"].as_u64().unwrap_or(0) > capacity {
-            bad.push(describe(op));
+        let allowed = limits.capacity_within(op.invoke, op.complete);
+        if op.value["active"].as_u64().unwrap_or(0) > allowed {
+            bad.push(format!("{} (capacity {allowed})", describe(op)));
         }
     }
+    let what = match limits.phases.as_slice() {
+        [one] => format!("active ≤ {}", one.capacity),
+        many => format!("active ≤ the capacity of each of {} phases", many.len()),
+    };
     if bad.is_empty() {
-        Verdict::ok("capacity", format!("{n} reads, active ≤ {capacity}"))
+        Verdict::ok("capacity", format!("{n} reads, {what}"))
     } else {
         Verdict::bad(
             "capacity",
-            format!("{} reads saw more than {capacity} active", bad.len()),
+            format!("{} reads saw more active than allowed", bad.len()),
             bad,
         )
     }
 }
 
-/// Admissions between any two reads never exceed `burst + rate × elapsed`, clock faults or not:
-/// the bucket fills by the log's time, which follows the median of the voters' clocks, so one
-/// node's clock jumping or drifting does not move it.
-pub fn rate(events: &[Event], per_minute: u64, burst: u64) -> Verdict {
+/// Admissions between any two reads never exceed the burst plus the rate over the time between
+/// them (each phase's rate while it was in effect), clock faults or not: the bucket fills by the
+/// log's time, which follows the median of the voters' clocks, so one node's clock jumping or
+/// drifting does not move it, nor a phase's start.
+pub fn rate(events: &[Event], limits: &Limits) -> Verdict {
     let reads: Vec<Op> = pair(events)
         .into_iter()
         .filter(|o| o.f == "room" && o.kind == Kind::Ok)
@@ -320,9 +431,9 @@ pub fn rate(events: &[Event], per_minute: u64, burst: u64) -> Verdict {
                 .as_u64()
                 .unwrap_or(0)
                 .saturating_sub(a.value["admitted"].as_u64().unwrap_or(0));
-            let elapsed_ms = (b.complete - a.invoke) / 1_000_000;
-            let allowed = burst + per_minute * elapsed_ms / 60_000 + 1;
+            let allowed = limits.admissions_within(a.invoke, b.complete);
             if admitted > allowed {
+                let elapsed_ms = (b.complete - a.invoke) / 1_000_000;
                 return Verdict::bad(
                     "rate",
                     format!(
@@ -333,12 +444,13 @@ pub fn rate(events: &[Event], per_minute: u64, burst: u64) -> Verdict {
             }
         }
     }
+    let what = match limits.phases.as_slice() {
+        [one] => format!("within {}/min", one.per_minute),
+        many => format!("within the rate of each of {} phases", many.len()),
+    };
     Verdict::ok(
         "rate",
-        format!(
-            "{} reads within {per_minute}/min, burst {burst}",
-            reads.len()
-        ),
+        format!("{} reads {what}, burst {}", reads.len(), limits.burst),
     )
 }
 

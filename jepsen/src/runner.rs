@@ -158,7 +158,10 @@ pub async fn run(spec: &Spec) -> Result<Summary> {
         link_proxy: spec.on_proxy().then_some(spec.seed),
     };
     let mut db = Db::start(net, spec.out.join("nodes"), spec.nodes, opts).await?;
-    for (room, config) in spec.workload.rooms() {
+    // The phased room's sale starts when its room is made, its later phases a third and two
+    // thirds into the run.
+    let plan = spec.workload.phase_plan(unix_ms() / 1000, spec.duration);
+    for (room, config) in spec.workload.rooms(&plan) {
         db.admin_any(
             reqwest::Method::PUT,
             &format!("/v1/rooms/{room}"),
@@ -192,6 +195,7 @@ pub async fn run(spec: &Spec) -> Result<Summary> {
         );
     }
     let history = History::new();
+    let limits = limits_of(spec.workload, &plan, &history, spec.fault_hold);
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(64)
         .build()?;
@@ -286,7 +290,7 @@ pub async fn run(spec: &Spec) -> Result<Summary> {
             checks.push(checker::list_append(&events, &spec.out));
             checks.push(checker::appends_kept(&events, &finals));
         }
-        Workload::Admission | Workload::Lottery | Workload::Lanes => {
+        Workload::Admission | Workload::Lottery | Workload::Lanes | Workload::Phases => {
             let room = spec.workload.visitor_room();
             let finals = final_states(&db, &http, room, &events_so_far).await;
             checks.push(checker::no_lost_joins(
@@ -295,15 +299,8 @@ pub async fn run(spec: &Spec) -> Result<Summary> {
                 workload::WAITER_TTL_SECS * 1000,
             ));
             if spec.workload != Workload::Lottery {
-                checks.push(checker::capacity(
-                    &events_so_far,
-                    workload::ADMISSION_CAPACITY,
-                ));
-                checks.push(checker::rate(
-                    &events_so_far,
-                    workload::ADMISSION_RATE_PER_MINUTE,
-                    workload::ADMISSION_BURST,
-                ));
+                checks.push(checker::capacity(&events_so_far, &limits));
+                checks.push(checker::rate(&events_so_far, &limits));
                 checks.push(if spec.workload == Workload::Lanes {
                     checker::lanes(&events_so_far)
                 } else {
@@ -352,6 +349,55 @@ pub async fn run(spec: &Spec) -> Result<Summary> {
     db.stop_all();
     Ok(summary)
 }
+
+/// Milliseconds since the unix epoch, by this machine's clock (the clock the nodes' log time
+/// follows when no fault moves it).
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// The monitored room's limits on the history's clock: the admission room's, or each phase of
+/// the phased room's sale from where its start (unix seconds, in the log's time) falls on the
+/// history's clock. A start may be off by the slack either way (the log's time is the leader's
+/// clock, held to the voters' median); a session admitted before a start may count for its
+/// lifetime after it, or for a fault's hold while no leader moves the log's time.
+fn limits_of(
+    w: Workload,
+    plan: &[workload::PhasePlan],
+    history: &History,
+    fault_hold: Duration,
+) -> checker::Limits {
+    let mut limits = checker::Limits::constant(
+        workload::ADMISSION_CAPACITY,
+        workload::ADMISSION_RATE_PER_MINUTE,
+        workload::ADMISSION_BURST,
+    );
+    if w == Workload::Phases && !plan.is_empty() {
+        let (now_ns, now_unix_ms) = (history.now(), unix_ms());
+        let on_history = |unix_secs: u64| {
+            (now_ns + (unix_secs * 1000).saturating_mul(1_000_000))
+                .saturating_sub(now_unix_ms * 1_000_000)
+        };
+        limits.phases = plan
+            .iter()
+            .enumerate()
+            .map(|(i, p)| checker::Limit {
+                from_ns: if i == 0 { 0 } else { on_history(p.starts_at) },
+                capacity: p.capacity,
+                per_minute: p.per_minute,
+            })
+            .collect();
+        limits.slack_ns = PHASE_SLACK.as_nanos() as u64;
+        limits.carry_ns =
+            (Duration::from_secs(workload::SESSION_TTL_SECS) + fault_hold).as_nanos() as u64;
+    }
+    limits
+}
+
+/// How far from the history's clock a phase's start in the log's time may fall.
+const PHASE_SLACK: Duration = Duration::from_secs(1);
 
 /// The panics in the node logs (`*.log` under `dir`): the file, the line and the one after it
 /// (the message).

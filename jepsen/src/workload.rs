@@ -9,6 +9,9 @@
 //! - `lanes`: the admission room with a presale lane before its own line; a third of the
 //!   visitors join with an access code for the presale (a `lane` event in the history says
 //!   which), so the checkers judge order within each lane and priority across them.
+//! - `phases`: the admission workload in a room that sells in three phases (a presale, the
+//!   public sale, a last drop), each with its own capacity and rate from its start; the
+//!   capacity and rate checkers hold each read to the phase in effect.
 
 use crate::client::{call, call_json, Res};
 use crate::db::TICKET_SECRET;
@@ -34,6 +37,22 @@ pub enum Workload {
     Lottery,
     /// Admission with a presale lane: capacity, rate, FIFO within each lane, lanes in order.
     Lanes,
+    /// Admission in a room that sells in phases: capacity and rate of each phase, FIFO, no
+    /// lost joins.
+    Phases,
+}
+
+/// One phase of the phased room's sale, as the run plans it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PhasePlan {
+    /// Its start, unix seconds.
+    pub starts_at: u64,
+    /// Its name.
+    pub name: &'static str,
+    /// The room's capacity from its start.
+    pub capacity: u64,
+    /// The room's admissions per minute from its start.
+    pub per_minute: u64,
 }
 
 impl Workload {
@@ -60,7 +79,7 @@ impl Workload {
         match self {
             Workload::Lottery => (10_000_000, 5_000),
             Workload::QueueAppend => (20, 10),
-            Workload::Admission | Workload::Lanes => (10, 5),
+            Workload::Admission | Workload::Lanes | Workload::Phases => (10, 5),
         }
     }
 
@@ -69,6 +88,7 @@ impl Workload {
         match self {
             Workload::Admission => Some(ADMISSION_ROOM),
             Workload::Lanes => Some(LANES_ROOM),
+            Workload::Phases => Some(PHASES_ROOM),
             Workload::QueueAppend | Workload::Lottery => None,
         }
     }
@@ -78,12 +98,44 @@ impl Workload {
         match self {
             Workload::Admission | Workload::QueueAppend => ADMISSION_ROOM,
             Workload::Lanes => LANES_ROOM,
+            Workload::Phases => PHASES_ROOM,
             Workload::Lottery => LOTTERY_ROOM,
         }
     }
 
-    /// Rooms and their configurations.
-    pub fn rooms(self) -> Vec<(String, Value)> {
+    /// The phased room's sale for a run that starts at `start` (unix seconds) and lasts `run`:
+    /// the presale from the start, the public sale from a third of the run, the last drop from
+    /// two thirds (empty for the other workloads). Capacities only grow, as sales' do; the last
+    /// drop's rate is lower than the public sale's, so that the checkers see a rate fall too.
+    pub fn phase_plan(self, start: u64, run: Duration) -> Vec<PhasePlan> {
+        if self != Workload::Phases {
+            return Vec::new();
+        }
+        let third = (run.as_secs() / 3).max(1);
+        vec![
+            PhasePlan {
+                starts_at: start,
+                name: "Presale",
+                capacity: 2,
+                per_minute: 60,
+            },
+            PhasePlan {
+                starts_at: start + third,
+                name: "Public sale",
+                capacity: 4,
+                per_minute: 240,
+            },
+            PhasePlan {
+                starts_at: start + 2 * third,
+                name: "Last drop",
+                capacity: 6,
+                per_minute: 90,
+            },
+        ]
+    }
+
+    /// Rooms and their configurations (`plan`: the phased room's sale, [`Self::phase_plan`]).
+    pub fn rooms(self, plan: &[PhasePlan]) -> Vec<(String, Value)> {
         match self {
             Workload::QueueAppend => (0..3)
                 .map(|k| {
@@ -93,14 +145,34 @@ impl Workload {
             Workload::Admission => vec![(
                 ADMISSION_ROOM.into(),
                 json!({"capacity": ADMISSION_CAPACITY, "admit_per_minute": ADMISSION_RATE_PER_MINUTE, "admit_burst": ADMISSION_BURST,
-                       "session_ttl_secs": 3, "waiter_ttl_secs": WAITER_TTL_SECS, "max_waiting": 1_000_000}),
+                       "session_ttl_secs": SESSION_TTL_SECS, "waiter_ttl_secs": WAITER_TTL_SECS, "max_waiting": 1_000_000}),
             )],
             Workload::Lanes => vec![(
                 LANES_ROOM.into(),
                 json!({"capacity": ADMISSION_CAPACITY, "admit_per_minute": ADMISSION_RATE_PER_MINUTE, "admit_burst": ADMISSION_BURST,
-                       "session_ttl_secs": 3, "waiter_ttl_secs": WAITER_TTL_SECS, "max_waiting": 1_000_000,
+                       "session_ttl_secs": SESSION_TTL_SECS, "waiter_ttl_secs": WAITER_TTL_SECS, "max_waiting": 1_000_000,
                        "lanes": [{"name": PRESALE_LANE}]}),
             )],
+            Workload::Phases => {
+                let first = plan.first().cloned().unwrap_or(PhasePlan {
+                    starts_at: 0,
+                    name: "",
+                    capacity: ADMISSION_CAPACITY,
+                    per_minute: ADMISSION_RATE_PER_MINUTE,
+                });
+                // The first phase's limits are the room's own; the later ones are its timeline.
+                let phases: Vec<Value> = plan
+                    .iter()
+                    .skip(1)
+                    .map(|p| json!({"starts_at": p.starts_at, "name": p.name, "capacity": p.capacity, "admit_per_minute": p.per_minute, "announce": true}))
+                    .collect();
+                vec![(
+                    PHASES_ROOM.into(),
+                    json!({"capacity": first.capacity, "admit_per_minute": first.per_minute, "admit_burst": ADMISSION_BURST,
+                           "session_ttl_secs": SESSION_TTL_SECS, "waiter_ttl_secs": WAITER_TTL_SECS, "max_waiting": 1_000_000,
+                           "phases": phases}),
+                )]
+            }
             Workload::Lottery => vec![(
                 LOTTERY_ROOM.into(),
                 // An entry policy that never refuses, so that joins carry what the edge knows of
@@ -116,6 +188,9 @@ impl Workload {
 /// run, so that no waiter of a run may end abandoned.
 pub const WAITER_TTL_SECS: u64 = 600;
 
+/// How long an admitted visitor's session lasts in the admission, lanes and phases rooms.
+pub const SESSION_TTL_SECS: u64 = 3;
+
 /// The admission workload's room and limits.
 pub const ADMISSION_ROOM: &str = "adm";
 /// Capacity of the admission room.
@@ -128,6 +203,8 @@ pub const ADMISSION_BURST: u64 = 2;
 pub const LOTTERY_ROOM: &str = "lot";
 /// The lanes workload's room (the admission room's limits, and a presale lane).
 pub const LANES_ROOM: &str = "lan";
+/// The phases workload's room.
+pub const PHASES_ROOM: &str = "pha";
 /// The lanes workload's priority lane.
 pub const PRESALE_LANE: &str = "presale";
 /// Access codes the lanes workload makes for the presale (more than a run uses).
@@ -169,7 +246,7 @@ pub async fn run(w: Workload, ctx: Ctx, workers: usize, seed: u64) {
         tasks.push(tokio::spawn(async move {
             match w {
                 Workload::QueueAppend => queue_append_worker(ctx, i, rng).await,
-                Workload::Admission | Workload::Lottery | Workload::Lanes => {
+                Workload::Admission | Workload::Lottery | Workload::Lanes | Workload::Phases => {
                     visitor_worker(ctx, i, rng, w).await
                 }
             }

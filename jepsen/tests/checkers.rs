@@ -4,7 +4,7 @@ mod common;
 
 use common::{prerequisites, use_adya, Need};
 use serde_json::{json, Value};
-use sluice_jepsen::checker::{self, LogEntry};
+use sluice_jepsen::checker::{self, Limit, Limits, LogEntry};
 use sluice_jepsen::history::{History, Kind};
 use sluice_statemachine::{Command, Proposal, RoomConfig, StateMachine, VisitorId};
 use std::collections::BTreeMap;
@@ -184,7 +184,7 @@ fn capacity_overshoot_and_rate_excess_are_reported() {
         Kind::Ok,
         json!({"active": 3, "admitted": 3, "index": 10}),
     );
-    assert!(checker::capacity(&h.events(), 3).valid);
+    assert!(checker::capacity(&h.events(), &Limits::constant(3, 120, 2)).valid);
     op(
         &h,
         0,
@@ -193,7 +193,7 @@ fn capacity_overshoot_and_rate_excess_are_reported() {
         Kind::Ok,
         json!({"active": 4, "admitted": 4, "index": 11}),
     );
-    assert!(!checker::capacity(&h.events(), 3).valid);
+    assert!(!checker::capacity(&h.events(), &Limits::constant(3, 120, 2)).valid);
 
     // Two reads microseconds apart, 40 admissions between them, at 120/min with burst 2.
     let h = History::new();
@@ -213,7 +213,7 @@ fn capacity_overshoot_and_rate_excess_are_reported() {
         Kind::Ok,
         json!({"active": 0, "admitted": 2}),
     );
-    assert!(checker::rate(&h.events(), 120, 2).valid);
+    assert!(checker::rate(&h.events(), &Limits::constant(3, 120, 2)).valid);
     op(
         &h,
         0,
@@ -222,8 +222,82 @@ fn capacity_overshoot_and_rate_excess_are_reported() {
         Kind::Ok,
         json!({"active": 0, "admitted": 40}),
     );
-    let v = checker::rate(&h.events(), 120, 2);
+    let v = checker::rate(&h.events(), &Limits::constant(3, 120, 2));
     assert!(!v.valid && v.ops.len() == 2, "{v:?}");
+}
+
+/// A room read at `at_s` seconds into the history (the read takes 10 ms).
+fn read_at(h: &History, at_s: f64, active: u64, admitted: u64) {
+    let t = (at_s * 1e9) as u64;
+    h.record_at(t, Kind::Invoke, 0, "room", Value::Null, 1, None);
+    h.record_at(
+        t + 10_000_000,
+        Kind::Ok,
+        0,
+        "room",
+        json!({"active": active, "admitted": admitted}),
+        1,
+        None,
+    );
+}
+
+#[test]
+fn each_read_is_held_to_the_phase_in_effect() {
+    // A presale (capacity 2, 60/min) until 10 s, the public sale (capacity 4, 240/min) until
+    // 20 s, a last drop (capacity 6, 30/min) after; starts may be off by 1 s, sessions carry 3 s.
+    let limits = Limits {
+        phases: vec![
+            Limit {
+                from_ns: 0,
+                capacity: 2,
+                per_minute: 60,
+            },
+            Limit {
+                from_ns: 10_000_000_000,
+                capacity: 4,
+                per_minute: 240,
+            },
+            Limit {
+                from_ns: 20_000_000_000,
+                capacity: 6,
+                per_minute: 30,
+            },
+        ],
+        burst: 2,
+        slack_ns: 1_000_000_000,
+        carry_ns: 3_000_000_000,
+    };
+    let check = |reads: &[(f64, u64, u64)]| {
+        let h = History::new();
+        for &(at, active, admitted) in reads {
+            read_at(&h, at, active, admitted);
+        }
+        let e = h.events();
+        (
+            checker::capacity(&e, &limits).valid,
+            checker::rate(&e, &limits).valid,
+        )
+    };
+    // Capacity: 4 active is the public sale's, allowed from just before its start on.
+    assert_eq!(check(&[(5.0, 2, 0), (12.0, 4, 0)]), (true, true));
+    assert!(check(&[(9.5, 4, 0)]).0, "within the slack of the start");
+    assert!(!check(&[(5.0, 3, 0)]).0, "3 active in the presale");
+    assert!(!check(&[(8.0, 4, 0)]).0, "the public sale's 4, 2 s early");
+    assert!(check(&[(25.0, 6, 0)]).0);
+    assert!(!check(&[(15.0, 5, 0)]).0, "the last drop's 5, 5 s early");
+    // Rate: the presale's 60/min over 0–9 s allows the burst and 9 more (+1 for rounding).
+    assert!(check(&[(0.0, 0, 0), (9.0, 0, 12)]).1);
+    assert!(!check(&[(0.0, 0, 0), (9.0, 0, 13)]).1, "13 at 60/min");
+    // 0–20 s: 9 s at 60, 2 s at 240 (around the start), 8 s at 240, 1 s at 240 (the last
+    // drop's start, the larger of the two): 9 + 44 = 53, + burst 2 + 1.
+    assert!(check(&[(0.0, 0, 0), (19.99, 0, 56)]).1);
+    assert!(!check(&[(0.0, 0, 0), (19.99, 0, 57)]).1);
+    // In the last drop the rate falls to 30/min: 10 s allows 5 + burst + 1.
+    assert!(check(&[(22.0, 0, 100), (32.0, 0, 108)]).1);
+    assert!(
+        !check(&[(22.0, 0, 100), (32.0, 0, 109)]).1,
+        "the public sale's rate after it ended"
+    );
 }
 
 #[test]

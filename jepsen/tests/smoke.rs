@@ -1,4 +1,4 @@
-//! The short fault-injection run that CI does: four workloads, a few fault kinds each, real
+//! The short fault-injection run that CI does: five workloads, a few fault kinds each, real
 //! `sluice serve` processes in network namespaces, the nodes authenticating each other with a
 //! cluster secret (or, in the admission run, mutual TLS); and queue-append once more with crashes
 //! that lose what the nodes had not synced, on `sluice-lazyfs`. Needs root, iproute2, nftables,
@@ -178,6 +178,17 @@ async fn smoke_lanes_under_leader_crashes_and_partitions() {
         "smoke::smoke_lanes_under_leader_crashes_and_partitions",
         Workload::Lanes,
         vec![Fault::KillLeader, Fault::MajorityMinority],
+        NodeAuth::Secret,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smoke_phases_under_leader_crashes_clock_faults_and_pauses() {
+    smoke(
+        "smoke::smoke_phases_under_leader_crashes_clock_faults_and_pauses",
+        Workload::Phases,
+        vec![Fault::KillLeader, Fault::Clock, Fault::Pause],
         NodeAuth::Secret,
     )
     .await;

@@ -414,6 +414,11 @@ async fn main() -> Result<()> {
                     vec![Fault::KillLeader, Fault::MajorityMinority],
                 ),
                 (
+                    "",
+                    Workload::Phases,
+                    vec![Fault::KillLeader, Fault::Clock, Fault::Pause],
+                ),
+                (
                     "-lose-unsynced",
                     Workload::QueueAppend,
                     vec![Fault::KillLoseUnsynced],
@@ -511,6 +516,7 @@ async fn main() -> Result<()> {
                     Workload::Admission,
                     Workload::Lottery,
                     Workload::Lanes,
+                    Workload::Phases,
                 ] {
                     for &f in &faults {
                         let name = format!("{}-{}-n{n}", w.name(), f.name());
