@@ -110,6 +110,8 @@ pub struct LedgerPage {
 #[derive(Clone, Debug)]
 pub struct LedgerStore {
     db: Arc<DB>,
+    /// The column family of this store's group.
+    cf_name: Arc<str>,
 }
 
 /// The prefix of the audit index: blocks that hold operators' commands.
@@ -192,7 +194,17 @@ impl LedgerStore {
     /// The store in `db`, which must have been opened with its column families (see
     /// [`upgrade`](Self::upgrade)).
     pub fn new(db: Arc<DB>) -> Self {
-        Self { db }
+        Self {
+            db,
+            cf_name: CF_LEDGER.into(),
+        }
+    }
+
+    /// The store of `group`'s records (group 0's unless this is called), whose column family
+    /// the database was opened with.
+    pub fn in_group(mut self, group: crate::group::GroupId) -> Self {
+        self.cf_name = group.cf(CF_LEDGER).into();
+        self
     }
 
     /// Brings a ledger of an earlier format to this one, at open: its records are dropped (they
@@ -202,9 +214,17 @@ impl LedgerStore {
         if db.cf_handle(CF_LEDGER_INDEX_OLD).is_some() {
             db.drop_cf(CF_LEDGER_INDEX_OLD).map_err(io_err)?;
         }
+        for group in crate::log_store::groups_in(db) {
+            Self::upgrade_cf(db, &group.cf(CF_LEDGER))?;
+        }
+        Ok(())
+    }
+
+    /// [`upgrade`](Self::upgrade) for one group's column family.
+    fn upgrade_cf(db: &DB, name: &str) -> io::Result<()> {
         let store_format = {
             let cf = db
-                .cf_handle(CF_LEDGER)
+                .cf_handle(name)
                 .expect("column family created at open");
             let get = |k: &[u8]| -> io::Result<u64> {
                 Ok(db
@@ -238,7 +258,7 @@ impl LedgerStore {
 
     fn cf(&self) -> &rocksdb::ColumnFamily {
         self.db
-            .cf_handle(CF_LEDGER)
+            .cf_handle(&self.cf_name)
             .expect("column family created at open")
     }
 

@@ -52,6 +52,7 @@ internal_modules!(
 mod clock;
 mod error;
 mod forward;
+pub mod group;
 mod leader_contact;
 mod metrics;
 mod reply;
@@ -78,6 +79,7 @@ pub use archive::{replay, ReplayOptions, ReplayReport};
 pub use auth::{ClusterSecret, SECRET_BYTES_MIN};
 pub use clock::WallClock;
 pub use error::ClusterError;
+pub use group::GroupId;
 pub use ledger_store::{LedgerPage, LedgerQuery, LEDGER_PAGE_MAX};
 pub use metrics::{HistogramSnapshot, LatencyHistogram};
 pub use network::TlsMaterial;
@@ -92,7 +94,7 @@ pub use types::NodeAddr;
 /// in [`NodeConfig`]), the thread's seed for openraft's randomness, and a crash that loses what
 /// the disk had not yet synced.
 pub mod sim {
-    pub use crate::log_store::{forget_unsynced, open_db_retrying};
+    pub use crate::log_store::{forget_unsynced, forget_unsynced_in, open_db_retrying};
     pub use crate::runtime::seed_this_thread;
     pub use crate::transport::{BoxIo, Incoming, Transport};
 }

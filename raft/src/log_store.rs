@@ -12,6 +12,7 @@
 //! fault-injection suite (`kill-lose-unsynced` must catch it), never a production one.
 
 use crate::codec;
+use crate::group::{GroupId, GROUPS_MAX};
 use crate::metrics::LatencyHistogram;
 use crate::storage::StorageThread;
 use crate::types::{Entry, LogId, TypeConfig, Vote};
@@ -31,6 +32,7 @@ use std::time::{Duration, Instant};
 
 const CF_LOGS: &str = "logs";
 const CF_META: &str = "meta";
+const CF_LEDGER: &str = crate::ledger_store::CF_LEDGER;
 const KEY_VOTE: &[u8] = b"vote";
 const KEY_COMMITTED: &[u8] = b"committed";
 const KEY_PURGED: &[u8] = b"last_purged";
@@ -41,8 +43,15 @@ fn io_err(e: rocksdb::Error) -> io::Error {
     io::Error::other(e.to_string())
 }
 
-/// Opens (or creates) the node's RocksDB database with the column families the log needs.
+/// Opens (or creates) the node's RocksDB database with the column families group 0's log and
+/// ledger need, and every other group's the database already holds.
 pub fn open_db(dir: &Path) -> io::Result<Arc<DB>> {
+    open_db_with_groups(dir, 1)
+}
+
+/// Opens (or creates) the node's RocksDB database with the column families of groups
+/// `0..groups` (made if missing) and of every group the database already holds.
+pub fn open_db_with_groups(dir: &Path, groups: u32) -> io::Result<Arc<DB>> {
     let mut opts = Options::default();
     opts.create_if_missing(true);
     opts.create_missing_column_families(true);
@@ -61,25 +70,46 @@ pub fn open_db(dir: &Path) -> io::Result<Arc<DB>> {
     // memtable of 8 MB that walk stays in the caches, in one of 64 MB (the default) it was most
     // of the ledger writer's time (BENCHMARKS.md, "What the ledger and the archive cost").
     ledger.set_write_buffer_size(8 << 20);
-    let mut cfs = vec![
-        ColumnFamilyDescriptor::new(CF_LOGS, logs),
-        ColumnFamilyDescriptor::new(CF_META, Options::default()),
-        ColumnFamilyDescriptor::new(crate::ledger_store::CF_LEDGER, ledger.clone()),
-    ];
-    // A directory of an earlier format has the ledger's indexes apart: opened, then dropped.
     let existing = DB::list_cf(&opts, dir).unwrap_or_default();
-    if existing
-        .iter()
-        .any(|cf| cf == crate::ledger_store::CF_LEDGER_INDEX_OLD)
-    {
-        cfs.push(ColumnFamilyDescriptor::new(
-            crate::ledger_store::CF_LEDGER_INDEX_OLD,
-            ledger,
-        ));
+    // Every group asked for, then every group the database holds (all of its column families
+    // must be opened).
+    let mut names: Vec<String> = (0..groups.clamp(1, GROUPS_MAX))
+        .flat_map(|g| [CF_LOGS, CF_META, CF_LEDGER].map(|base| GroupId(g).cf(base)))
+        .collect();
+    for name in &existing {
+        if name != "default" && !names.contains(name) {
+            names.push(name.clone());
+        }
+    }
+    let mut cfs = Vec::new();
+    for name in names {
+        let options = match GroupId::of_cf(&name).map(|(_, base)| base) {
+            Some(CF_LOGS) => logs.clone(),
+            // A directory of an earlier format has the ledger's indexes apart: opened, then
+            // dropped.
+            Some(CF_LEDGER | crate::ledger_store::CF_LEDGER_INDEX_OLD) => ledger.clone(),
+            Some(CF_META) => Options::default(),
+            _ => {
+                return Err(io::Error::other(format!(
+                    "the database in {} holds a column family no version of Sluice makes: \
+                     {name:?}",
+                    dir.display()
+                )))
+            }
+        };
+        cfs.push(ColumnFamilyDescriptor::new(name, options));
     }
     let mut db = DB::open_cf_descriptors(&opts, dir, cfs).map_err(io_err)?;
     crate::ledger_store::LedgerStore::upgrade(&mut db)?;
     Ok(Arc::new(db))
+}
+
+/// The groups whose column families `db` holds, in order.
+pub fn groups_in(db: &DB) -> Vec<GroupId> {
+    (0..GROUPS_MAX)
+        .map(GroupId)
+        .filter(|g| db.cf_handle(&g.cf(CF_LOGS)).is_some())
+        .collect()
 }
 
 /// Opens RocksDB as `open_db` does, waiting up to 10 s for an earlier instance in this
@@ -110,8 +140,18 @@ stop it, or give this node a data directory of its own ({e})",
 /// itself in `log_id`'s term, for a node seeded from a backup: the first election of the new
 /// cluster then runs in a later term than any entry the backup covers.
 pub fn seed_position(db: &DB, log_id: &LogId, node_id: u64) -> io::Result<()> {
+    seed_position_in(db, GroupId(0), log_id, node_id)
+}
+
+/// [`seed_position`] for `group`.
+pub fn seed_position_in(
+    db: &DB,
+    group: GroupId,
+    log_id: &LogId,
+    node_id: u64,
+) -> io::Result<()> {
     let cf = db
-        .cf_handle(CF_META)
+        .cf_handle(&group.cf(CF_META))
         .expect("column family created at open");
     let mut wo = WriteOptions::default();
     wo.set_sync(true);
@@ -128,6 +168,9 @@ pub fn seed_position(db: &DB, log_id: &LogId, node_id: u64) -> io::Result<()> {
 #[derive(Clone)]
 pub struct LogStore {
     db: Arc<DB>,
+    /// The column families of this store's group: its entries, and its vote and positions.
+    cf_logs: Arc<str>,
+    cf_meta: Arc<str>,
     flusher: Flusher,
     /// The flusher's thread (the product's), for shutdown to stop and join.
     flusher_thread: Option<StorageThread>,
@@ -146,6 +189,13 @@ pub struct LogStore {
         Arc<crate::archive::Archive>,
         Option<crate::ledger_store::LedgerStore>,
     )>,
+}
+
+/// A column family of a store's group.
+#[derive(Clone, Copy)]
+enum Cf {
+    Logs,
+    Meta,
 }
 
 /// An append waiting for the WAL sync: the truncations before it, the last index it wrote, and
@@ -260,6 +310,8 @@ impl LogStore {
         }
         Self {
             db,
+            cf_logs: CF_LOGS.into(),
+            cf_meta: CF_META.into(),
             flusher,
             flusher_thread: None,
             synced,
@@ -268,6 +320,14 @@ impl LogStore {
             wal_sync: Arc::default(),
             archive: None,
         }
+    }
+
+    /// The store of `group`'s log (group 0's unless this is called), whose column families the
+    /// database was opened with ([`open_db_with_groups`]).
+    pub fn in_group(mut self, group: GroupId) -> Self {
+        self.cf_logs = group.cf(CF_LOGS).into();
+        self.cf_meta = group.cf(CF_META).into();
+        self
     }
 
     /// Archives entries (with their ledger records from `ledger`) before they are purged.
@@ -291,7 +351,7 @@ impl LogStore {
         let mut out = Vec::new();
         let key = from.to_be_bytes();
         for item in self.db.iterator_cf(
-            self.cf(CF_LOGS),
+            self.cf(Cf::Logs),
             IteratorMode::From(&key, Direction::Forward),
         ) {
             let (_, v) = item.map_err(io_err)?;
@@ -304,14 +364,18 @@ impl LogStore {
         Ok(out)
     }
 
-    fn cf(&self, name: &str) -> &rocksdb::ColumnFamily {
+    fn cf(&self, name: Cf) -> &rocksdb::ColumnFamily {
+        let name = match name {
+            Cf::Logs => &self.cf_logs,
+            Cf::Meta => &self.cf_meta,
+        };
         self.db
             .cf_handle(name)
             .expect("column family created at open")
     }
 
     fn get_meta<T: serde::de::DeserializeOwned>(&self, key: &[u8]) -> io::Result<Option<T>> {
-        match self.db.get_cf(self.cf(CF_META), key).map_err(io_err)? {
+        match self.db.get_cf(self.cf(Cf::Meta), key).map_err(io_err)? {
             Some(bytes) => codec::decode(&bytes).map(Some),
             None => Ok(None),
         }
@@ -321,12 +385,12 @@ impl LogStore {
         let mut wo = WriteOptions::default();
         wo.set_sync(sync);
         self.db
-            .put_cf_opt(self.cf(CF_META), key, codec::encode(v), &wo)
+            .put_cf_opt(self.cf(Cf::Meta), key, codec::encode(v), &wo)
             .map_err(io_err)
     }
 
     fn last_entry_id(&self) -> io::Result<Option<LogId>> {
-        let mut it = self.db.iterator_cf(self.cf(CF_LOGS), IteratorMode::End);
+        let mut it = self.db.iterator_cf(self.cf(Cf::Logs), IteratorMode::End);
         match it.next() {
             Some(item) => {
                 let (_, v) = item.map_err(io_err)?;
@@ -376,11 +440,16 @@ fn sync_and_report(
 /// without a sync) is brought back to at most it. For simulations of power loss; the vote is
 /// written with a sync and stays.
 pub fn forget_unsynced(db: &DB, synced: u64) -> io::Result<()> {
+    forget_unsynced_in(db, GroupId(0), synced)
+}
+
+/// [`forget_unsynced`] for `group`'s log.
+pub fn forget_unsynced_in(db: &DB, group: GroupId, synced: u64) -> io::Result<()> {
     let logs = db
-        .cf_handle(CF_LOGS)
+        .cf_handle(&group.cf(CF_LOGS))
         .expect("column family created at open");
     let meta = db
-        .cf_handle(CF_META)
+        .cf_handle(&group.cf(CF_META))
         .expect("column family created at open");
     let mut batch = WriteBatch::default();
     batch.delete_range_cf(logs, (synced + 1).to_be_bytes(), u64::MAX.to_be_bytes());
@@ -413,7 +482,7 @@ impl RaftLogReader<TypeConfig> for LogStore {
         let mut out = Vec::new();
         let key = start.to_be_bytes();
         for item in self.db.iterator_cf(
-            self.cf(CF_LOGS),
+            self.cf(Cf::Logs),
             IteratorMode::From(&key, Direction::Forward),
         ) {
             let (k, v) = item.map_err(io_err)?;
@@ -488,7 +557,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I::IntoIter: OptionalSend,
     {
         let mut batch = WriteBatch::default();
-        let cf = self.cf(CF_LOGS);
+        let cf = self.cf(Cf::Logs);
         let mut last = 0;
         for e in entries {
             last = e.log_id.index;
@@ -517,8 +586,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn truncate_after(&mut self, last: Option<LogId>) -> Result<(), io::Error> {
         let from = last.map_or(0, |l| l.index + 1);
         let mut batch = WriteBatch::default();
-        batch.delete_range_cf(self.cf(CF_LOGS), from.to_be_bytes(), u64::MAX.to_be_bytes());
-        batch.delete_cf(self.cf(CF_LOGS), u64::MAX.to_be_bytes());
+        batch.delete_range_cf(self.cf(Cf::Logs), from.to_be_bytes(), u64::MAX.to_be_bytes());
+        batch.delete_cf(self.cf(Cf::Logs), u64::MAX.to_be_bytes());
         let mut wo = WriteOptions::default();
         wo.set_sync(true);
         self.db.write_opt(batch, &wo).map_err(io_err)?;
@@ -544,9 +613,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             .await??;
         }
         let mut batch = WriteBatch::default();
-        batch.put_cf(self.cf(CF_META), KEY_PURGED, codec::encode(&log_id));
+        batch.put_cf(self.cf(Cf::Meta), KEY_PURGED, codec::encode(&log_id));
         batch.delete_range_cf(
-            self.cf(CF_LOGS),
+            self.cf(Cf::Logs),
             0u64.to_be_bytes(),
             (log_id.index + 1).to_be_bytes(),
         );

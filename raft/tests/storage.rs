@@ -5,9 +5,10 @@ use openraft::storage::RaftLogReader;
 use openraft::testing::log::{StoreBuilder, Suite};
 use openraft::type_config::TypeConfigExt;
 use openraft::StorageError;
-use sluice_raft::log_store::{open_db, LogStore};
+use sluice_raft::log_store::{open_db, open_db_with_groups, LogStore};
 use sluice_raft::sm_store::SmStore;
 use sluice_raft::types::TypeConfig;
+use sluice_raft::GroupId;
 use tempfile::TempDir;
 
 struct Builder;
@@ -29,6 +30,115 @@ fn openraft_storage_suite() {
     TypeConfig::run(async {
         Suite::test_all(Builder).await.unwrap();
     });
+}
+
+/// Group 2's log in a database whose group 0 already holds entries and a vote: the suite's
+/// every expectation of an empty store holds only if group 2 sees nothing of group 0.
+struct GroupBuilder;
+
+impl StoreBuilder<TypeConfig, LogStore, SmStore, TempDir> for GroupBuilder {
+    async fn build(&self) -> Result<(TempDir, LogStore, SmStore), StorageError<TypeConfig>> {
+        use openraft::storage::{IOFlushed, RaftLogStorage};
+        let err = |e: std::io::Error| StorageError::read(TypeConfig::err_from_error(&e));
+        let dir = tempfile::tempdir().map_err(err)?;
+        let db = open_db_with_groups(&dir.path().join("db"), 3).map_err(err)?;
+        let mut zero = LogStore::new(db.clone()).map_err(err)?;
+        zero.save_vote(&sluice_raft::types::Vote::new(9, 1))
+            .await
+            .map_err(err)?;
+        zero.append(
+            (1..=5).map(|i| openraft::testing::blank_ent::<TypeConfig>(9, 1, i)),
+            IOFlushed::noop(),
+        )
+        .await
+        .map_err(err)?;
+        let log = LogStore::new(db).map_err(err)?.in_group(GroupId(2));
+        let sm = SmStore::new(&GroupId(2).snapshots(dir.path()), None, Default::default())
+            .map_err(err)?;
+        Ok((dir, log, sm))
+    }
+}
+
+#[test]
+fn openraft_storage_suite_on_a_group_beside_another() {
+    TypeConfig::run(async {
+        Suite::test_all(GroupBuilder).await.unwrap();
+    });
+}
+
+/// A database a one-group node opens holds exactly the column families it always held; groups
+/// added later get their own, the database opens again whichever number of groups is asked,
+/// and one group's appends, vote, truncation and lost unsynced writes leave the others' alone.
+#[tokio::test]
+async fn groups_keep_their_logs_apart_in_one_database() {
+    use openraft::storage::{IOFlushed, LogState, RaftLogStorage};
+    use sluice_raft::log_store::groups_in;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let names = || {
+        let mut n = rocksdb::DB::list_cf(&rocksdb::Options::default(), &path).unwrap();
+        n.sort();
+        n
+    };
+    drop(open_db(&path).unwrap());
+    assert_eq!(names(), ["default", "ledger", "logs", "meta"]);
+    drop(open_db_with_groups(&path, 3).unwrap());
+    assert_eq!(
+        names(),
+        [
+            "default", "ledger", "ledger@1", "ledger@2", "logs", "logs@1", "logs@2", "meta",
+            "meta@1", "meta@2"
+        ]
+    );
+    // Opened as one group again: the others' column families are opened too.
+    let db = open_db(&path).unwrap();
+    assert_eq!(groups_in(&db), [GroupId(0), GroupId(1), GroupId(2)]);
+    let mut zero = LogStore::new(db.clone()).unwrap();
+    let mut one = LogStore::new(db.clone()).unwrap().in_group(GroupId(1));
+    let mut two = LogStore::new(db.clone()).unwrap().in_group(GroupId(2));
+    let (tx, synced) = TypeConfig::oneshot();
+    one.append(
+        (1..=4).map(|i| openraft::testing::blank_ent::<TypeConfig>(1, 1, i)),
+        IOFlushed::signal(tx),
+    )
+    .await
+    .unwrap();
+    synced.await.unwrap().unwrap();
+    one.append(
+        [openraft::testing::blank_ent::<TypeConfig>(1, 1, 5)],
+        IOFlushed::noop(),
+    )
+    .await
+    .unwrap();
+    two.save_vote(&sluice_raft::types::Vote::new(7, 3))
+        .await
+        .unwrap();
+    two.append(
+        (1..=2).map(|i| openraft::testing::blank_ent::<TypeConfig>(7, 3, i)),
+        IOFlushed::noop(),
+    )
+    .await
+    .unwrap();
+    let last = |s: LogState<TypeConfig>| s.last_log_id.map(|l| (l.leader_id.term, l.index));
+    assert_eq!(last(zero.get_log_state().await.unwrap()), None);
+    assert_eq!(zero.read_vote().await.unwrap(), None);
+    assert_eq!(last(one.get_log_state().await.unwrap()), Some((1, 5)));
+    assert_eq!(one.read_vote().await.unwrap(), None);
+    assert_eq!(last(two.get_log_state().await.unwrap()), Some((7, 2)));
+    assert_eq!(
+        two.read_vote().await.unwrap(),
+        Some(sluice_raft::types::Vote::new(7, 3))
+    );
+    // Group 1 loses what it had not synced past index 4; group 2 keeps its entries.
+    sluice_raft::sim::forget_unsynced_in(&db, GroupId(1), 4).unwrap();
+    assert_eq!(last(one.get_log_state().await.unwrap()), Some((1, 4)));
+    assert_eq!(last(two.get_log_state().await.unwrap()), Some((7, 2)));
+    // A truncation in group 2 leaves group 1 whole.
+    two.truncate_after(Some(openraft::testing::log_id::<TypeConfig>(7, 3, 1)))
+        .await
+        .unwrap();
+    assert_eq!(last(two.get_log_state().await.unwrap()), Some((7, 1)));
+    assert_eq!(one.try_get_log_entries(1..5).await.unwrap().len(), 4);
 }
 
 #[tokio::test]

@@ -155,7 +155,9 @@ impl Storage {
         let db = open_db_retrying(&cfg.data_dir.join("db"))
             .await
             .map_err(fatal)?;
-        let mut log_store = match &cfg.simulation {
+        // A node runs one group, group 0, whose parts have the names a node always gave them.
+        let group = crate::group::GroupId(0);
+        let log_store = match &cfg.simulation {
             None => LogStore::new(db.clone()).map_err(fatal)?,
             Some(s) => LogStore::simulated(
                 db.clone(),
@@ -164,12 +166,15 @@ impl Storage {
                 s.broken == Some(Broken::AckBeforeSync),
             ),
         };
-        let ledger = cfg.ledger.map(|_| LedgerStore::new(db.clone()));
-        let snapshots = cfg.data_dir.join("snapshots");
+        let mut log_store = log_store.in_group(group);
+        let ledger = cfg
+            .ledger
+            .map(|_| LedgerStore::new(db.clone()).in_group(group));
+        let snapshots = group.snapshots(&cfg.data_dir);
         let mut sm_store = SmStore::new(&snapshots, ledger.clone(), cfg.draw_key).map_err(fatal)?;
         if let Some(a) = &cfg.archive {
             let archive =
-                Arc::new(crate::archive::Archive::new(&a.dir, &snapshots, a.keep).map_err(fatal)?);
+                Arc::new(crate::archive::Archive::new(&group.archive(&a.dir), &snapshots, a.keep).map_err(fatal)?);
             log_store = log_store.with_archive(archive.clone(), ledger.clone());
             sm_store = sm_store.with_archive(archive);
         }
